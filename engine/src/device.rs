@@ -1,0 +1,151 @@
+//! `Device` is the enum the rest of the program sees; each backend implements [`Backend`].
+//! Activations are f32 tensors laid out row-major; matrices are `[rows, cols]` and 1-D signals are
+//! `[channels, time]`. Weights keep their stored dtype.
+
+use crate::cpu::CpuBackend;
+use crate::error::Result;
+use crate::tensor::{DType, Tensor};
+
+/// The shape of one attention call. Queries are `[batch * q_len, heads * head_dim]`; keys and
+/// values are `[batch * kv_capacity, kv_heads * head_dim]`, of which the first `kv_len` rows of
+/// each batch entry are valid. With `causal`, query `i` sits at position `kv_len - q_len + i`.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionShape {
+    pub batch: usize,
+    pub q_len: usize,
+    pub kv_len: usize,
+    pub kv_capacity: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub causal: bool,
+}
+
+/// Rotary position embedding applied with the rotate-half convention to the leading `rotary_dim`
+/// dims of each head. `positions` are the token positions of the rows (one per row and batch).
+#[derive(Debug, Clone, Copy)]
+pub struct Rotary {
+    pub heads: usize,
+    pub head_dim: usize,
+    pub rotary_dim: usize,
+    pub theta: f32,
+    /// Position of the first row; rows are consecutive positions, repeating every `seq_len` rows.
+    pub first_position: usize,
+    pub seq_len: usize,
+}
+
+/// One compute backend. Every op returns a new tensor on the same backend.
+pub trait Backend: Send + Sync {
+    fn name(&self) -> &'static str;
+
+    /// Moves a host tensor onto this backend (a no-op for the CPU).
+    fn upload(&self, t: Tensor) -> Result<Tensor>;
+    /// Reads a tensor back as host f32 values.
+    fn to_host(&self, t: &Tensor) -> Result<Vec<f32>>;
+    /// Converts a weight to the dtype it is kept in on this backend.
+    fn cast(&self, t: &Tensor, dtype: DType) -> Result<Tensor>;
+
+    /// `x [m, k] @ w[n, k]^T (+ bias[n])` with f32 accumulation; `w` may be f32, bf16 or f16.
+    fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor>;
+    /// Rows of `table [vocab, dim]` picked by `ids`, as f32.
+    fn embedding(&self, table: &Tensor, ids: &[u32]) -> Result<Tensor>;
+    /// RMSNorm over the last dim: `x / sqrt(mean(x^2) + eps) * w`.
+    fn rms_norm(&self, x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor>;
+    /// LayerNorm over the last dim with affine weight and bias.
+    fn layer_norm(&self, x: &Tensor, w: &Tensor, b: &Tensor, eps: f32) -> Result<Tensor>;
+    /// Rotary embedding on `x [rows, heads * head_dim]`.
+    fn rope(&self, x: &Tensor, rotary: Rotary) -> Result<Tensor>;
+    /// Scaled dot-product attention with grouped KV heads; output `[batch * q_len, heads * head_dim]`.
+    fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, shape: AttentionShape)
+    -> Result<Tensor>;
+    /// Writes `src [batch * n, cols]` into rows `[row, row + n)` of each batch entry of
+    /// `dst [batch * capacity, cols]` (a KV cache append).
+    fn write_rows(&self, dst: &mut Tensor, src: &Tensor, batch: usize, row: usize) -> Result<()>;
+
+    /// `silu(a) * b`.
+    fn silu_mul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor>;
+    fn silu(&self, x: &Tensor) -> Result<Tensor>;
+    fn tanh(&self, x: &Tensor) -> Result<Tensor>;
+    fn add(&self, a: &Tensor, b: &Tensor) -> Result<Tensor>;
+    fn mul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor>;
+    fn scale(&self, x: &Tensor, factor: f32) -> Result<Tensor>;
+    /// Softmax over the last dim of a matrix.
+    fn softmax_rows(&self, x: &Tensor) -> Result<Tensor>;
+    /// Rounds every value to what `dtype` can hold (the tensor stays f32).
+    fn round_to(&self, x: &Tensor, dtype: DType) -> Result<Tensor>;
+
+    fn transpose(&self, x: &Tensor) -> Result<Tensor>;
+    /// Columns `[start, end)` of a matrix.
+    fn slice_cols(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor>;
+    /// Rows `[start, end)` of a matrix.
+    fn slice_rows(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor>;
+    /// Matrices with equal column counts stacked by rows.
+    fn cat_rows(&self, parts: &[&Tensor]) -> Result<Tensor>;
+
+    /// `x [c_in, t]` convolved with `w [c_out, c_in, k]` (stride 1), `+ bias`.
+    fn conv1d(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        bias: Option<&Tensor>,
+        padding: usize,
+        dilation: usize,
+    ) -> Result<Tensor>;
+    /// `x [c_in, t]` through a transposed convolution with `w [c_in, c_out, k]`.
+    fn conv_transpose1d(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        bias: Option<&Tensor>,
+        stride: usize,
+        padding: usize,
+    ) -> Result<Tensor>;
+    /// `x + sin(alpha * x)^2 / (alpha + 1e-9)` with one alpha per channel of `x [c, t]`.
+    fn snake(&self, x: &Tensor, alpha: &Tensor) -> Result<Tensor>;
+    /// Nearest-neighbour resampling of `x [c, t]` to `[c, out_len]` (torch's `mode="nearest"`).
+    fn resample_nearest(&self, x: &Tensor, out_len: usize) -> Result<Tensor>;
+}
+
+/// The device a model runs on, picked at run time.
+pub enum Device {
+    Cpu(CpuBackend),
+}
+
+impl Device {
+    pub fn cpu() -> Self {
+        Device::Cpu(CpuBackend::new())
+    }
+
+    /// Parses a `--device` name. GPU backends report why they are unavailable.
+    pub fn from_name(name: &str) -> Result<Self> {
+        match name {
+            "cpu" | "auto" => Ok(Self::cpu()),
+            "cuda" | "wgpu" => Err(crate::Error::Invalid(format!(
+                "device `{name}` is not available: this build has no {name} backend yet"
+            ))),
+            other => Err(crate::Error::Invalid(format!(
+                "unknown device `{other}` (expected auto, cpu, cuda or wgpu)"
+            ))),
+        }
+    }
+
+    /// Each backend and whether it can run here, with the reason when it cannot.
+    pub fn probe_all() -> Vec<(&'static str, std::result::Result<String, String>)> {
+        let threads = rayon::current_num_threads();
+        vec![
+            ("cpu", Ok(format!("{threads} threads"))),
+            ("cuda", Err("not built into this version yet".to_string())),
+            ("wgpu", Err("not built into this version yet".to_string())),
+        ]
+    }
+}
+
+impl std::ops::Deref for Device {
+    type Target = dyn Backend;
+
+    fn deref(&self) -> &Self::Target {
+        match self {
+            Device::Cpu(b) => b,
+        }
+    }
+}

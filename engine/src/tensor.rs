@@ -1,0 +1,187 @@
+//! Tensors: a shape and a storage that lives on one backend. Activations are f32; weights may be
+//! f32, bf16 or f16 and keep their dtype on the device.
+
+use half::{bf16, f16};
+
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DType {
+    F32,
+    BF16,
+    F16,
+}
+
+impl DType {
+    pub fn size_in_bytes(self) -> usize {
+        match self {
+            DType::F32 => 4,
+            DType::BF16 | DType::F16 => 2,
+        }
+    }
+
+    /// Rounds an f32 to the nearest value this dtype can hold (round to nearest even, as torch's
+    /// `.to(dtype)` does).
+    pub fn round(self, x: f32) -> f32 {
+        match self {
+            DType::F32 => x,
+            DType::BF16 => bf16::from_f32(x).to_f32(),
+            DType::F16 => f16::from_f32(x).to_f32(),
+        }
+    }
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DType::F32 => "f32",
+            DType::BF16 => "bf16",
+            DType::F16 => "f16",
+        })
+    }
+}
+
+/// Host memory in one of the supported dtypes.
+#[derive(Debug, Clone)]
+pub enum CpuStorage {
+    F32(Vec<f32>),
+    BF16(Vec<bf16>),
+    F16(Vec<f16>),
+}
+
+impl CpuStorage {
+    pub fn dtype(&self) -> DType {
+        match self {
+            CpuStorage::F32(_) => DType::F32,
+            CpuStorage::BF16(_) => DType::BF16,
+            CpuStorage::F16(_) => DType::F16,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            CpuStorage::F32(v) => v.len(),
+            CpuStorage::BF16(v) => v.len(),
+            CpuStorage::F16(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn to_f32_vec(&self) -> Vec<f32> {
+        match self {
+            CpuStorage::F32(v) => v.clone(),
+            CpuStorage::BF16(v) => v.iter().map(|x| x.to_f32()).collect(),
+            CpuStorage::F16(v) => v.iter().map(|x| x.to_f32()).collect(),
+        }
+    }
+
+    /// Converts to `dtype`, rounding to nearest even where it narrows.
+    pub fn to_dtype(&self, dtype: DType) -> CpuStorage {
+        if self.dtype() == dtype {
+            return self.clone();
+        }
+        let values = self.to_f32_vec();
+        match dtype {
+            DType::F32 => CpuStorage::F32(values),
+            DType::BF16 => CpuStorage::BF16(values.into_iter().map(bf16::from_f32).collect()),
+            DType::F16 => CpuStorage::F16(values.into_iter().map(f16::from_f32).collect()),
+        }
+    }
+}
+
+/// Where a tensor's data lives. The GPU backends add their variants here.
+#[derive(Debug, Clone)]
+pub enum Storage {
+    Cpu(CpuStorage),
+}
+
+#[derive(Debug, Clone)]
+pub struct Tensor {
+    shape: Vec<usize>,
+    storage: Storage,
+}
+
+impl Tensor {
+    pub fn new(shape: &[usize], storage: Storage) -> Result<Self> {
+        let len = match &storage {
+            Storage::Cpu(s) => s.len(),
+        };
+        let expected: usize = shape.iter().product();
+        if len != expected {
+            return Err(Error::shape(
+                "tensor",
+                format!("shape {shape:?} holds {expected} elements, storage has {len}"),
+            ));
+        }
+        Ok(Tensor {
+            shape: shape.to_vec(),
+            storage,
+        })
+    }
+
+    /// An f32 tensor in host memory.
+    pub fn from_f32(shape: &[usize], data: Vec<f32>) -> Result<Self> {
+        Self::new(shape, Storage::Cpu(CpuStorage::F32(data)))
+    }
+
+    pub fn zeros(shape: &[usize]) -> Self {
+        let n = shape.iter().product();
+        Tensor {
+            shape: shape.to_vec(),
+            storage: Storage::Cpu(CpuStorage::F32(vec![0.0; n])),
+        }
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    pub fn elem_count(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    pub fn dtype(&self) -> DType {
+        match &self.storage {
+            Storage::Cpu(s) => s.dtype(),
+        }
+    }
+
+    pub fn storage(&self) -> &Storage {
+        &self.storage
+    }
+
+    pub fn storage_mut(&mut self) -> &mut Storage {
+        &mut self.storage
+    }
+
+    /// The same data under another shape with the same element count.
+    pub fn reshape(mut self, shape: &[usize]) -> Result<Self> {
+        let n: usize = shape.iter().product();
+        if n != self.elem_count() {
+            return Err(Error::shape(
+                "reshape",
+                format!("{:?} cannot become {shape:?}", self.shape),
+            ));
+        }
+        self.shape = shape.to_vec();
+        Ok(self)
+    }
+
+    /// The two dimensions of a matrix, or an error naming the op.
+    pub fn dims2(&self, op: &'static str) -> Result<(usize, usize)> {
+        match self.shape.as_slice() {
+            [a, b] => Ok((*a, *b)),
+            s => Err(Error::shape(op, format!("expected a matrix, got shape {s:?}"))),
+        }
+    }
+
+    /// A copy of the values as f32 in host memory.
+    pub fn to_f32_vec(&self) -> Vec<f32> {
+        match &self.storage {
+            Storage::Cpu(s) => s.to_f32_vec(),
+        }
+    }
+}

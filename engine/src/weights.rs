@@ -1,0 +1,248 @@
+//! Checkpoint access: memory-mapped safetensors (one file or shards behind an `index.json`) and a
+//! VarBuilder that checks each tensor's shape and dtype, casts it to the dtype its stage runs in and
+//! puts it on the device once.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use half::{bf16, f16};
+use memmap2::Mmap;
+use safetensors::tensor::{Dtype, Metadata};
+use safetensors::SafeTensors;
+
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::tensor::{CpuStorage, DType, Storage, Tensor};
+
+/// One mapped safetensors file with its parsed header.
+struct MappedFile {
+    path: PathBuf,
+    mmap: Mmap,
+    header_len: usize,
+    metadata: Metadata,
+}
+
+impl MappedFile {
+    fn open(path: &Path) -> Result<Self> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        // SAFETY: the file is opened read-only and the mapping lives as long as `MappedFile`. A file
+        // changed on disk while mapped is outside what we guard against (as in every mmap loader).
+        let mmap = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+        let (header_len, metadata) = SafeTensors::read_metadata(&mmap).map_err(|e| Error::CorruptFile {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        Ok(MappedFile { path: path.to_path_buf(), mmap, header_len, metadata })
+    }
+
+    fn bytes(&self, offsets: (usize, usize)) -> &[u8] {
+        let start = 8 + self.header_len;
+        &self.mmap[start + offsets.0..start + offsets.1]
+    }
+}
+
+/// The safetensors files of one model component (`language_model/`, `transformer/`, ...).
+pub struct Checkpoint {
+    dir: PathBuf,
+    files: Vec<MappedFile>,
+    /// Tensor name -> index into `files`.
+    locations: HashMap<String, usize>,
+}
+
+#[derive(serde::Deserialize)]
+struct ShardIndex {
+    weight_map: HashMap<String, String>,
+}
+
+impl Checkpoint {
+    /// Opens a component directory: `*.safetensors.index.json` with its shards, or one
+    /// `*.safetensors` file.
+    pub fn open(dir: &Path) -> Result<Self> {
+        if !dir.is_dir() {
+            return Err(Error::MissingComponent(dir.to_path_buf()));
+        }
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| Error::io(dir, e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        entries.sort();
+        let index = entries.iter().find(|p| p.to_string_lossy().ends_with(".safetensors.index.json"));
+        let shard_names: Vec<String> = match index {
+            Some(index) => {
+                let parsed: ShardIndex = read_json(index)?;
+                let mut names: Vec<String> = parsed.weight_map.into_values().collect();
+                names.sort();
+                names.dedup();
+                names
+            }
+            None => {
+                let singles: Vec<String> = entries
+                    .iter()
+                    .filter(|p| p.extension().is_some_and(|e| e == "safetensors"))
+                    .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                    .collect();
+                if singles.len() != 1 {
+                    return Err(Error::Io {
+                        path: dir.to_path_buf(),
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::NotFound,
+                            format!("expected one .safetensors file or an index.json, found {}", singles.len()),
+                        ),
+                    });
+                }
+                singles
+            }
+        };
+        let mut files = Vec::new();
+        let mut locations = HashMap::new();
+        for name in shard_names {
+            let file = MappedFile::open(&dir.join(&name))?;
+            for tensor in file.metadata.tensors().into_keys() {
+                locations.insert(tensor, files.len());
+            }
+            files.push(file);
+        }
+        Ok(Checkpoint { dir: dir.to_path_buf(), files, locations })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.locations.contains_key(name)
+    }
+
+    pub fn tensor_names(&self) -> impl Iterator<Item = &str> {
+        self.locations.keys().map(String::as_str)
+    }
+
+    /// Reads one tensor into host memory in its stored float dtype.
+    pub fn read(&self, name: &str) -> Result<Tensor> {
+        let &file = self.locations.get(name).ok_or_else(|| Error::MissingTensor {
+            name: name.to_string(),
+            location: self.dir.display().to_string(),
+        })?;
+        let file = &self.files[file];
+        let info = file.metadata.info(name).expect("indexed tensor has metadata");
+        let bytes = file.bytes(info.data_offsets);
+        let storage = match info.dtype {
+            Dtype::F32 => CpuStorage::F32(cast_copy::<f32>(bytes)),
+            Dtype::BF16 => CpuStorage::BF16(cast_copy::<bf16>(bytes)),
+            Dtype::F16 => CpuStorage::F16(cast_copy::<f16>(bytes)),
+            other => {
+                return Err(Error::WrongDType {
+                    name: name.to_string(),
+                    location: file.path.display().to_string(),
+                    expected: "a float (f32, bf16 or f16)".to_string(),
+                    found: format!("{other:?}"),
+                });
+            }
+        };
+        Tensor::new(&info.shape, Storage::Cpu(storage))
+    }
+
+    fn location_of(&self, name: &str) -> String {
+        self.locations
+            .get(name)
+            .map_or_else(|| self.dir.display().to_string(), |&i| self.files[i].path.display().to_string())
+    }
+}
+
+/// Copies little-endian bytes into typed values; mapped data may be misaligned for `T`.
+fn cast_copy<T: bytemuck::Pod>(bytes: &[u8]) -> Vec<T> {
+    match bytemuck::try_cast_slice::<u8, T>(bytes) {
+        Ok(values) => values.to_vec(),
+        Err(_) => bytes.chunks_exact(size_of::<T>()).map(bytemuck::pod_read_unaligned).collect(),
+    }
+}
+
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    serde_json::from_str(&text).map_err(|e| Error::BadJson { path: path.to_path_buf(), reason: e.to_string() })
+}
+
+/// Weights under a name prefix, cast to one dtype and placed on one device.
+#[derive(Clone)]
+pub struct VarBuilder<'a> {
+    checkpoint: &'a Checkpoint,
+    device: &'a Device,
+    dtype: DType,
+    prefix: String,
+}
+
+impl<'a> VarBuilder<'a> {
+    pub fn new(checkpoint: &'a Checkpoint, device: &'a Device, dtype: DType) -> Self {
+        VarBuilder { checkpoint, device, dtype, prefix: String::new() }
+    }
+
+    pub fn device(&self) -> &'a Device {
+        self.device
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The same weights with another runtime dtype.
+    pub fn with_dtype(&self, dtype: DType) -> Self {
+        VarBuilder { dtype, ..self.clone() }
+    }
+
+    fn full_name(&self, name: &str) -> String {
+        if self.prefix.is_empty() { name.to_string() } else { format!("{}.{name}", self.prefix) }
+    }
+
+    /// Weights under `prefix.` (nested prefixes join with dots).
+    pub fn pp(&self, prefix: impl std::fmt::Display) -> Self {
+        VarBuilder { prefix: self.full_name(&prefix.to_string()), ..self.clone() }
+    }
+
+    /// The tensor `name` with exactly `shape`, in this builder's dtype, on its device.
+    pub fn get(&self, shape: &[usize], name: &str) -> Result<Tensor> {
+        let tensor = self.read_checked(shape, &self.full_name(name))?;
+        self.place(tensor)
+    }
+
+    /// Like [`get`](Self::get) but kept in f32 whatever the builder's dtype.
+    pub fn get_f32(&self, shape: &[usize], name: &str) -> Result<Tensor> {
+        self.with_dtype(DType::F32).get(shape, name)
+    }
+
+    /// A weight-normed parameter stored as `{name}_g` and `{name}_v`, folded to
+    /// `g * v / ||v||` with the norm over every dim but the first (torch's `weight_norm(dim=0)`).
+    pub fn get_weight_norm(&self, shape: &[usize], name: &str) -> Result<Tensor> {
+        let g_shape: Vec<usize> = shape.iter().enumerate().map(|(i, &d)| if i == 0 { d } else { 1 }).collect();
+        let g = self.read_checked(&g_shape, &self.full_name(&format!("{name}_g")))?.to_f32_vec();
+        let v = self.read_checked(shape, &self.full_name(&format!("{name}_v")))?.to_f32_vec();
+        let per_row = (v.len() / shape[0].max(1)).max(1);
+        let mut w = v;
+        for (row, g) in w.chunks_mut(per_row).zip(&g) {
+            let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
+            row.iter_mut().for_each(|x| *x = g * *x / norm);
+        }
+        self.place(Tensor::from_f32(shape, w)?)
+    }
+
+    fn read_checked(&self, shape: &[usize], full: &str) -> Result<Tensor> {
+        let tensor = self.checkpoint.read(full)?;
+        if tensor.shape() != shape {
+            return Err(Error::WrongShape {
+                name: full.to_string(),
+                location: self.checkpoint.location_of(full),
+                expected: shape.to_vec(),
+                found: tensor.shape().to_vec(),
+            });
+        }
+        Ok(tensor)
+    }
+
+    fn place(&self, tensor: Tensor) -> Result<Tensor> {
+        let tensor = match tensor.storage() {
+            Storage::Cpu(s) if s.dtype() != self.dtype => Tensor::new(tensor.shape(), Storage::Cpu(s.to_dtype(self.dtype)))?,
+            _ => tensor,
+        };
+        self.device.upload(tensor)
+    }
+}

@@ -1,0 +1,134 @@
+"""Builds the tiny MiniMax-Music3 checkpoint from the reference classes (diffusers 0.42.1 and
+transformers' Qwen3), with deterministic name-seeded weights, and saves it in the real diffusers
+layout: one directory per component, sharded safetensors with an index where the real one is
+sharded, `config.json` per component, and `songloom.json` with the constants a tiny vocabulary
+needs (the real checkpoint has none and the engine's defaults apply)."""
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import torch
+from diffusers import (
+    FlowMatchEulerDiscreteScheduler,
+    MiniMaxMusic3ConditionEncoder,
+    MiniMaxMusic3RVQDepthDecoder,
+    MiniMaxMusic3Transformer1DModel,
+    MiniMaxMusic3Vocoder,
+)
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+# The special ids and code range of the tiny vocabulary (real: 151670 / 151654 / 151675 / 16384).
+CONSTANTS = {
+    "audio_end_id": 170,
+    "audio_cfg_id": 160,
+    "code_offset": 180,
+    "semantic_vocab_size": 64,
+}
+LM = dict(
+    vocab_size=256,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    rope_theta=1e6,
+    rms_norm_eps=1e-6,
+    max_position_embeddings=2048,
+    tie_word_embeddings=False,
+)
+DEPTH = dict(
+    hidden_size=64,
+    num_layers=2,
+    num_attention_heads=4,
+    intermediate_size=96,
+    audio_vocab_size=32,
+    num_codebooks=8,
+    max_position_embeddings=16,
+)
+CONDITION = dict(condition_hidden_dim=64, num_condition_layers=8, out_dim=32)
+# The same encoder with a latent rate below the frame rate (downsampling).
+CONDITION_DOWN = dict(CONDITION, output_hop_length=4096)
+DIT = dict(
+    in_channels=8,
+    condition_dim=32,
+    num_layers=2,
+    num_attention_heads=4,
+    attention_head_dim=16,
+    ff_inner_dim=96,
+    rotary_dim=8,
+    fourier_embedding_dim=16,
+)
+VOCODER = dict(latent_channels=8, decoder_input_dim=32, decoder_hidden_dim=64, upsampling_ratios=(8, 8, 4, 2))
+
+
+def name_seed(name: str) -> int:
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little") & (2**63 - 1)
+
+
+def fill_weights(module: torch.nn.Module, component: str) -> None:
+    """Deterministic weights: each tensor drawn from a generator seeded by its full name, scaled so
+    that activations stay O(1) through the tiny networks."""
+    with torch.no_grad():
+        for name, param in module.named_parameters():
+            gen = torch.Generator().manual_seed(name_seed(f"{component}.{name}"))
+            normal = torch.randn(param.shape, generator=gen, dtype=torch.float64)
+            leaf = name.rsplit(".", 1)[-1]
+            if leaf == "alpha" or leaf == "weight_g":
+                value = 0.5 + normal.abs()
+            elif leaf == "layer_scale":
+                value = 1.0 + 0.1 * normal
+            elif param.ndim == 1 and ("norm" in name) and leaf == "weight":
+                value = 1.0 + 0.1 * normal
+            elif leaf == "bias" or param.ndim == 1:
+                value = 0.1 * normal
+            elif "embed" in name or "embedding" in name:
+                value = normal
+            elif name == "time_proj.weight":
+                value = normal
+            else:
+                fan_in = math.prod(param.shape[1:]) if param.ndim > 1 else 1
+                if "conv_t1" in name:  # ConvTranspose1d weights are [in, out, k]
+                    fan_in = param.shape[0]
+                value = normal / math.sqrt(fan_in)
+            param.copy_(value.to(param.dtype))
+
+
+def build(out: Path):
+    out.mkdir(parents=True, exist_ok=True)
+    lm = Qwen3ForCausalLM(Qwen3Config(**LM)).eval()
+    fill_weights(lm, "language_model")
+    lm = lm.to(torch.bfloat16)
+    lm.save_pretrained(out / "language_model", max_shard_size="60KB")
+
+    depth = MiniMaxMusic3RVQDepthDecoder(**DEPTH).eval()
+    fill_weights(depth, "rvq_depth_decoder")
+    depth = depth.to(torch.bfloat16)
+    depth.save_pretrained(out / "rvq_depth_decoder")
+
+    condition = MiniMaxMusic3ConditionEncoder(**CONDITION).eval()
+    fill_weights(condition, "condition_encoder")
+    condition.save_pretrained(out / "condition_encoder")  # f32 on disk, like the real checkpoint
+
+    dit = MiniMaxMusic3Transformer1DModel(**DIT).eval()
+    fill_weights(dit, "transformer")
+    dit.save_pretrained(out / "transformer", max_shard_size="200KB")
+
+    vocoder = MiniMaxMusic3Vocoder(**VOCODER).eval()
+    fill_weights(vocoder, "vocoder")
+    vocoder.save_pretrained(out / "vocoder")
+
+    scheduler = FlowMatchEulerDiscreteScheduler(num_train_timesteps=1, shift=1.0, invert_sigmas=True)
+    scheduler.save_pretrained(out / "scheduler")
+
+    (out / "songloom.json").write_text(json.dumps(CONSTANTS, indent=2) + "\n")
+    return dict(lm=lm, depth=depth, condition=condition, dit=dit, vocoder=vocoder, scheduler=scheduler)
+
+
+def build_condition_down(out: Path):
+    condition = MiniMaxMusic3ConditionEncoder(**CONDITION_DOWN).eval()
+    fill_weights(condition, "condition_encoder")
+    condition.save_pretrained(out / "condition_encoder")
+    return condition
