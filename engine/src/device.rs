@@ -56,8 +56,13 @@ pub trait Backend: Send + Sync {
     /// Rotary embedding on `x [rows, heads * head_dim]`.
     fn rope(&self, x: &Tensor, rotary: Rotary) -> Result<Tensor>;
     /// Scaled dot-product attention with grouped KV heads; output `[batch * q_len, heads * head_dim]`.
-    fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, shape: AttentionShape)
-    -> Result<Tensor>;
+    fn attention(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        shape: AttentionShape,
+    ) -> Result<Tensor>;
     /// Writes `src [batch * n, cols]` into rows `[row, row + n)` of each batch entry of
     /// `dst [batch * capacity, cols]` (a KV cache append).
     fn write_rows(&self, dst: &mut Tensor, src: &Tensor, batch: usize, row: usize) -> Result<()>;

@@ -1,11 +1,15 @@
 //! Songloom's inference engine for MiniMax-Music3: tensors, compute backends, checkpoint loading and
 //! the model's stages. No UI and no audio device live here.
 
+pub mod config;
 pub mod cpu;
 pub mod device;
 pub mod error;
-pub mod weights;
+pub mod model_dir;
+pub mod models;
+pub mod stage;
 pub mod tensor;
+pub mod weights;
 
 pub use device::{AttentionShape, Backend, Device, Rotary};
 pub use error::{Error, Result};

@@ -174,7 +174,10 @@ impl Tensor {
     pub fn dims2(&self, op: &'static str) -> Result<(usize, usize)> {
         match self.shape.as_slice() {
             [a, b] => Ok((*a, *b)),
-            s => Err(Error::shape(op, format!("expected a matrix, got shape {s:?}"))),
+            s => Err(Error::shape(
+                op,
+                format!("expected a matrix, got shape {s:?}"),
+            )),
         }
     }
 

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use half::{bf16, f16};
 use memmap2::Mmap;
-use safetensors::tensor::{Dtype, Metadata};
 use safetensors::SafeTensors;
+use safetensors::tensor::{Dtype, Metadata};
 
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -29,11 +29,17 @@ impl MappedFile {
         // SAFETY: the file is opened read-only and the mapping lives as long as `MappedFile`. A file
         // changed on disk while mapped is outside what we guard against (as in every mmap loader).
         let mmap = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
-        let (header_len, metadata) = SafeTensors::read_metadata(&mmap).map_err(|e| Error::CorruptFile {
+        let (header_len, metadata) =
+            SafeTensors::read_metadata(&mmap).map_err(|e| Error::CorruptFile {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })?;
+        Ok(MappedFile {
             path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
-        Ok(MappedFile { path: path.to_path_buf(), mmap, header_len, metadata })
+            mmap,
+            header_len,
+            metadata,
+        })
     }
 
     fn bytes(&self, offsets: (usize, usize)) -> &[u8] {
@@ -67,7 +73,9 @@ impl Checkpoint {
             .filter_map(|e| e.ok().map(|e| e.path()))
             .collect();
         entries.sort();
-        let index = entries.iter().find(|p| p.to_string_lossy().ends_with(".safetensors.index.json"));
+        let index = entries
+            .iter()
+            .find(|p| p.to_string_lossy().ends_with(".safetensors.index.json"));
         let shard_names: Vec<String> = match index {
             Some(index) => {
                 let parsed: ShardIndex = read_json(index)?;
@@ -87,7 +95,10 @@ impl Checkpoint {
                         path: dir.to_path_buf(),
                         source: std::io::Error::new(
                             std::io::ErrorKind::NotFound,
-                            format!("expected one .safetensors file or an index.json, found {}", singles.len()),
+                            format!(
+                                "expected one .safetensors file or an index.json, found {}",
+                                singles.len()
+                            ),
                         ),
                     });
                 }
@@ -103,7 +114,53 @@ impl Checkpoint {
             }
             files.push(file);
         }
-        Ok(Checkpoint { dir: dir.to_path_buf(), files, locations })
+        Ok(Checkpoint {
+            dir: dir.to_path_buf(),
+            files,
+            locations,
+        })
+    }
+
+    /// Opens one safetensors file (stage inputs, goldens).
+    pub fn open_file(path: &Path) -> Result<Self> {
+        let file = MappedFile::open(path)?;
+        let locations = file
+            .metadata
+            .tensors()
+            .into_keys()
+            .map(|name| (name, 0))
+            .collect();
+        Ok(Checkpoint {
+            dir: path.to_path_buf(),
+            files: vec![file],
+            locations,
+        })
+    }
+
+    /// Reads an integer tensor (i64, i32, u32 or u8) as i64 values with its shape.
+    pub fn read_integers(&self, name: &str) -> Result<(Vec<usize>, Vec<i64>)> {
+        let shape = self.shape_of(name)?;
+        let file = &self.files[self.locations[name]];
+        let info = file
+            .metadata
+            .info(name)
+            .expect("indexed tensor has metadata");
+        let bytes = file.bytes(info.data_offsets);
+        let values = match info.dtype {
+            Dtype::I64 => cast_copy::<i64>(bytes),
+            Dtype::I32 => cast_copy::<i32>(bytes).into_iter().map(i64::from).collect(),
+            Dtype::U32 => cast_copy::<u32>(bytes).into_iter().map(i64::from).collect(),
+            Dtype::U8 => bytes.iter().map(|&b| i64::from(b)).collect(),
+            other => {
+                return Err(Error::WrongDType {
+                    name: name.to_string(),
+                    location: file.path.display().to_string(),
+                    expected: "an integer (i64, i32, u32 or u8)".to_string(),
+                    found: format!("{other:?}"),
+                });
+            }
+        };
+        Ok((shape, values))
     }
 
     pub fn dir(&self) -> &Path {
@@ -120,13 +177,39 @@ impl Checkpoint {
 
     /// Reads one tensor into host memory in its stored float dtype.
     pub fn read(&self, name: &str) -> Result<Tensor> {
-        let &file = self.locations.get(name).ok_or_else(|| Error::MissingTensor {
-            name: name.to_string(),
-            location: self.dir.display().to_string(),
-        })?;
+        self.read_rows(name, None)
+    }
+
+    /// Reads rows `[start, end)` of the first dimension of a tensor (all of it with `None`).
+    pub fn read_rows(&self, name: &str, rows: Option<(usize, usize)>) -> Result<Tensor> {
+        let &file = self
+            .locations
+            .get(name)
+            .ok_or_else(|| Error::MissingTensor {
+                name: name.to_string(),
+                location: self.dir.display().to_string(),
+            })?;
         let file = &self.files[file];
-        let info = file.metadata.info(name).expect("indexed tensor has metadata");
-        let bytes = file.bytes(info.data_offsets);
+        let info = file
+            .metadata
+            .info(name)
+            .expect("indexed tensor has metadata");
+        let mut bytes = file.bytes(info.data_offsets);
+        let mut shape = info.shape.clone();
+        if let Some((start, end)) = rows {
+            let first = shape.first().copied().unwrap_or(0);
+            if start > end || end > first {
+                return Err(Error::WrongShape {
+                    name: name.to_string(),
+                    location: file.path.display().to_string(),
+                    expected: vec![end],
+                    found: shape,
+                });
+            }
+            let row_bytes = bytes.len() / first.max(1);
+            bytes = &bytes[start * row_bytes..end * row_bytes];
+            shape[0] = end - start;
+        }
         let storage = match info.dtype {
             Dtype::F32 => CpuStorage::F32(cast_copy::<f32>(bytes)),
             Dtype::BF16 => CpuStorage::BF16(cast_copy::<bf16>(bytes)),
@@ -140,13 +223,31 @@ impl Checkpoint {
                 });
             }
         };
-        Tensor::new(&info.shape, Storage::Cpu(storage))
+        Tensor::new(&shape, Storage::Cpu(storage))
+    }
+
+    /// The stored shape of a tensor.
+    pub fn shape_of(&self, name: &str) -> Result<Vec<usize>> {
+        let &file = self
+            .locations
+            .get(name)
+            .ok_or_else(|| Error::MissingTensor {
+                name: name.to_string(),
+                location: self.dir.display().to_string(),
+            })?;
+        Ok(self.files[file]
+            .metadata
+            .info(name)
+            .expect("indexed tensor has metadata")
+            .shape
+            .clone())
     }
 
     fn location_of(&self, name: &str) -> String {
-        self.locations
-            .get(name)
-            .map_or_else(|| self.dir.display().to_string(), |&i| self.files[i].path.display().to_string())
+        self.locations.get(name).map_or_else(
+            || self.dir.display().to_string(),
+            |&i| self.files[i].path.display().to_string(),
+        )
     }
 }
 
@@ -154,13 +255,19 @@ impl Checkpoint {
 fn cast_copy<T: bytemuck::Pod>(bytes: &[u8]) -> Vec<T> {
     match bytemuck::try_cast_slice::<u8, T>(bytes) {
         Ok(values) => values.to_vec(),
-        Err(_) => bytes.chunks_exact(size_of::<T>()).map(bytemuck::pod_read_unaligned).collect(),
+        Err(_) => bytes
+            .chunks_exact(size_of::<T>())
+            .map(bytemuck::pod_read_unaligned)
+            .collect(),
     }
 }
 
 pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    serde_json::from_str(&text).map_err(|e| Error::BadJson { path: path.to_path_buf(), reason: e.to_string() })
+    serde_json::from_str(&text).map_err(|e| Error::BadJson {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
 }
 
 /// Weights under a name prefix, cast to one dtype and placed on one device.
@@ -174,7 +281,12 @@ pub struct VarBuilder<'a> {
 
 impl<'a> VarBuilder<'a> {
     pub fn new(checkpoint: &'a Checkpoint, device: &'a Device, dtype: DType) -> Self {
-        VarBuilder { checkpoint, device, dtype, prefix: String::new() }
+        VarBuilder {
+            checkpoint,
+            device,
+            dtype,
+            prefix: String::new(),
+        }
     }
 
     pub fn device(&self) -> &'a Device {
@@ -187,16 +299,26 @@ impl<'a> VarBuilder<'a> {
 
     /// The same weights with another runtime dtype.
     pub fn with_dtype(&self, dtype: DType) -> Self {
-        VarBuilder { dtype, ..self.clone() }
+        VarBuilder {
+            dtype,
+            ..self.clone()
+        }
     }
 
     fn full_name(&self, name: &str) -> String {
-        if self.prefix.is_empty() { name.to_string() } else { format!("{}.{name}", self.prefix) }
+        if self.prefix.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}.{name}", self.prefix)
+        }
     }
 
     /// Weights under `prefix.` (nested prefixes join with dots).
     pub fn pp(&self, prefix: impl std::fmt::Display) -> Self {
-        VarBuilder { prefix: self.full_name(&prefix.to_string()), ..self.clone() }
+        VarBuilder {
+            prefix: self.full_name(&prefix.to_string()),
+            ..self.clone()
+        }
     }
 
     /// The tensor `name` with exactly `shape`, in this builder's dtype, on its device.
@@ -213,9 +335,17 @@ impl<'a> VarBuilder<'a> {
     /// A weight-normed parameter stored as `{name}_g` and `{name}_v`, folded to
     /// `g * v / ||v||` with the norm over every dim but the first (torch's `weight_norm(dim=0)`).
     pub fn get_weight_norm(&self, shape: &[usize], name: &str) -> Result<Tensor> {
-        let g_shape: Vec<usize> = shape.iter().enumerate().map(|(i, &d)| if i == 0 { d } else { 1 }).collect();
-        let g = self.read_checked(&g_shape, &self.full_name(&format!("{name}_g")))?.to_f32_vec();
-        let v = self.read_checked(shape, &self.full_name(&format!("{name}_v")))?.to_f32_vec();
+        let g_shape: Vec<usize> = shape
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| if i == 0 { d } else { 1 })
+            .collect();
+        let g = self
+            .read_checked(&g_shape, &self.full_name(&format!("{name}_g")))?
+            .to_f32_vec();
+        let v = self
+            .read_checked(shape, &self.full_name(&format!("{name}_v")))?
+            .to_f32_vec();
         let per_row = (v.len() / shape[0].max(1)).max(1);
         let mut w = v;
         for (row, g) in w.chunks_mut(per_row).zip(&g) {
@@ -223,6 +353,28 @@ impl<'a> VarBuilder<'a> {
             row.iter_mut().for_each(|x| *x = g * *x / norm);
         }
         self.place(Tensor::from_f32(shape, w)?)
+    }
+
+    /// Rows `[start, end)` of the tensor `name`, whose full shape must be `shape`.
+    pub fn get_rows(
+        &self,
+        shape: &[usize],
+        name: &str,
+        start: usize,
+        end: usize,
+    ) -> Result<Tensor> {
+        let full = self.full_name(name);
+        let found = self.checkpoint.shape_of(&full)?;
+        if found != shape {
+            return Err(Error::WrongShape {
+                name: full.clone(),
+                location: self.checkpoint.location_of(&full),
+                expected: shape.to_vec(),
+                found,
+            });
+        }
+        let tensor = self.checkpoint.read_rows(&full, Some((start, end)))?;
+        self.place(tensor)
     }
 
     fn read_checked(&self, shape: &[usize], full: &str) -> Result<Tensor> {
@@ -240,9 +392,49 @@ impl<'a> VarBuilder<'a> {
 
     fn place(&self, tensor: Tensor) -> Result<Tensor> {
         let tensor = match tensor.storage() {
-            Storage::Cpu(s) if s.dtype() != self.dtype => Tensor::new(tensor.shape(), Storage::Cpu(s.to_dtype(self.dtype)))?,
+            Storage::Cpu(s) if s.dtype() != self.dtype => {
+                Tensor::new(tensor.shape(), Storage::Cpu(s.to_dtype(self.dtype)))?
+            }
             _ => tensor,
         };
         self.device.upload(tensor)
     }
+}
+
+/// Writes f32 tensors to a safetensors file atomically: a temporary file beside it, then a rename,
+/// so a failure never leaves a half-written file.
+pub fn save_f32(path: &Path, tensors: &[(String, Vec<usize>, Vec<f32>)]) -> Result<()> {
+    use safetensors::tensor::TensorView;
+    let views = tensors
+        .iter()
+        .map(|(name, shape, data)| {
+            let view = TensorView::new(Dtype::F32, shape.clone(), bytemuck::cast_slice(data))
+                .map_err(|e| Error::Invalid(format!("tensor `{name}`: {e}")))?;
+            Ok((name.clone(), view))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let bytes = safetensors::serialize(views, None).map_err(|e| Error::Invalid(e.to_string()))?;
+    write_atomically(path, &bytes)
+}
+
+/// Writes `bytes` to a temporary file in `path`'s directory and renames it over `path`.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = File::create(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()))
+        .and_then(|_| std::fs::rename(&tmp, path));
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(Error::io(path, e));
+    }
+    Ok(())
 }

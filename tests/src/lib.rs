@@ -1,1 +1,161 @@
+//! Shared helpers of the parity tests: the committed fixtures, the goldens' tensors and a distance
+//! whose bound is calibrated on the reference's own precision noise.
 
+use std::path::{Path, PathBuf};
+
+use songloom_engine::weights::Checkpoint;
+use songloom_engine::{Device, Tensor};
+
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// The tiny checkpoint made by `tools/oracle/make_goldens.py`, in the real directory layout.
+pub fn tiny_model_dir() -> PathBuf {
+    fixtures().join("tiny-music3")
+}
+
+pub struct Golden {
+    file: Checkpoint,
+}
+
+impl Golden {
+    pub fn open(name: &str) -> Golden {
+        let path = fixtures()
+            .join("goldens")
+            .join(format!("{name}.safetensors"));
+        Golden {
+            file: Checkpoint::open_file(&path).unwrap_or_else(|e| panic!("golden {name}: {e}")),
+        }
+    }
+
+    pub fn tensor(&self, name: &str) -> Tensor {
+        let t = self.file.read(name).unwrap_or_else(|e| panic!("{e}"));
+        Tensor::from_f32(t.shape(), t.to_f32_vec()).unwrap()
+    }
+
+    pub fn values(&self, name: &str) -> Vec<f32> {
+        self.tensor(name).to_f32_vec()
+    }
+
+    pub fn ids(&self, name: &str) -> Vec<u32> {
+        self.file
+            .read_integers(name)
+            .unwrap()
+            .1
+            .into_iter()
+            .map(|v| v as u32)
+            .collect()
+    }
+}
+
+/// How far one result lies from another, relative to the reference's largest magnitude.
+#[derive(Debug, Clone, Copy)]
+pub struct Distance {
+    pub max_abs: f32,
+    pub mean_abs: f32,
+    /// `max_abs / max |reference|`.
+    pub rel: f32,
+}
+
+pub fn distance(ours: &[f32], reference: &[f32]) -> Distance {
+    assert_eq!(
+        ours.len(),
+        reference.len(),
+        "compared tensors differ in size"
+    );
+    assert!(
+        ours.iter().all(|v| v.is_finite()),
+        "result holds non-finite values"
+    );
+    let scale = reference
+        .iter()
+        .fold(0.0f32, |m, v| m.max(v.abs()))
+        .max(f32::MIN_POSITIVE);
+    let diffs: Vec<f32> = ours
+        .iter()
+        .zip(reference)
+        .map(|(a, b)| (a - b).abs())
+        .collect();
+    let max_abs = diffs.iter().copied().fold(0.0, f32::max);
+    let mean_abs = diffs.iter().sum::<f32>() / diffs.len().max(1) as f32;
+    Distance {
+        max_abs,
+        mean_abs,
+        rel: max_abs / scale,
+    }
+}
+
+/// A relative bound: `factor` times the distance between the reference and its higher-precision
+/// control (the precision noise the reference itself carries), never below `floor`.
+#[derive(Debug, Clone, Copy)]
+pub struct Bound {
+    pub rel: f32,
+}
+
+impl Bound {
+    pub fn calibrated(control: Distance, factor: f32, floor: f32) -> Bound {
+        Bound {
+            rel: (control.rel * factor).max(floor),
+        }
+    }
+
+    pub fn accepts(&self, d: Distance) -> bool {
+        d.rel <= self.rel
+    }
+
+    /// Asserts `ours` is within the bound of `reference`, printing both for the log.
+    pub fn check(&self, what: &str, ours: &[f32], reference: &[f32]) -> Distance {
+        let d = distance(ours, reference);
+        println!(
+            "{what}: rel {:.3e} (max |d| {:.3e}, mean |d| {:.3e}), bound {:.3e}",
+            d.rel, d.max_abs, d.mean_abs, self.rel
+        );
+        assert!(
+            self.accepts(d),
+            "{what}: relative distance {:.3e} exceeds the bound {:.3e}",
+            d.rel,
+            self.rel
+        );
+        d
+    }
+
+    /// Asserts a deliberately broken result is caught by the bound.
+    pub fn rejects(&self, what: &str, broken: &[f32], reference: &[f32]) {
+        let d = distance(broken, reference);
+        println!(
+            "{what} (negative control): rel {:.3e}, bound {:.3e}",
+            d.rel, self.rel
+        );
+        assert!(
+            !self.accepts(d),
+            "{what}: the bound {:.3e} did not catch the broken input (rel {:.3e})",
+            self.rel,
+            d.rel
+        );
+    }
+}
+
+pub fn cpu() -> Device {
+    Device::cpu()
+}
+
+/// Copies the tiny model into a temporary directory so a test can break one file of it.
+pub fn copy_tiny_model() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&tiny_model_dir(), dir.path());
+    dir
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}

@@ -188,7 +188,8 @@ def vocoder_goldens(vocoder):
 
 
 def main():
-    models = tiny_model.build(MODEL)
+    tiny_model.build(MODEL)
+    models = tiny_model.load(MODEL)
     condition_down = tiny_model.build_condition_down(FIXTURES / "tiny-music3-down")
     lm_goldens(models["lm"])
     depth_goldens(models["lm"], models["depth"])

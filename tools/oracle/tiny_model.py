@@ -76,8 +76,10 @@ def fill_weights(module: torch.nn.Module, component: str) -> None:
             gen = torch.Generator().manual_seed(name_seed(f"{component}.{name}"))
             normal = torch.randn(param.shape, generator=gen, dtype=torch.float64)
             leaf = name.rsplit(".", 1)[-1]
-            if leaf == "alpha" or leaf == "weight_g":
+            if leaf == "alpha":
                 value = 0.5 + normal.abs()
+            elif leaf == "weight_g":  # row norms: keep each residual branch well below unit gain
+                value = 0.25 + 0.25 * normal.abs()
             elif leaf == "layer_scale":
                 value = 1.0 + 0.1 * normal
             elif param.ndim == 1 and ("norm" in name) and leaf == "weight":
@@ -132,3 +134,17 @@ def build_condition_down(out: Path):
     fill_weights(condition, "condition_encoder")
     condition.save_pretrained(out / "condition_encoder")
     return condition
+
+
+def load(out: Path):
+    """Reloads the saved checkpoint the way the reference pipeline loads it (`from_pretrained` in
+    the reference dtypes), so buffers such as the rotary `inv_freq` keep their own dtype."""
+    bf16 = torch.bfloat16
+    return dict(
+        lm=Qwen3ForCausalLM.from_pretrained(out / "language_model", dtype=bf16).eval(),
+        depth=MiniMaxMusic3RVQDepthDecoder.from_pretrained(out / "rvq_depth_decoder", torch_dtype=bf16).eval(),
+        condition=MiniMaxMusic3ConditionEncoder.from_pretrained(out / "condition_encoder").eval(),
+        dit=MiniMaxMusic3Transformer1DModel.from_pretrained(out / "transformer").eval(),
+        vocoder=MiniMaxMusic3Vocoder.from_pretrained(out / "vocoder").eval(),
+        scheduler=FlowMatchEulerDiscreteScheduler.from_pretrained(out / "scheduler"),
+    )

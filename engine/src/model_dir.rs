@@ -1,0 +1,101 @@
+//! A MiniMax-Music3 model directory in the diffusers layout (`language_model/`,
+//! `rvq_depth_decoder/`, `condition_encoder/`, `transformer/`, `vocoder/`, `scheduler/`,
+//! `tokenizer/`) and the loading of each stage under the reference dtype policy: bf16 for the
+//! language model, depth decoder and condition encoder; f32 for the DiT and vocoder.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use crate::config::{self, PipelineConstants};
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::models::{
+    condition::ConditionEncoder, depth::DepthDecoder, dit::Dit, lm::LanguageModel,
+    scheduler::FlowMatchEuler, vocoder::Vocoder,
+};
+use crate::tensor::DType;
+use crate::weights::{Checkpoint, VarBuilder};
+
+/// The dtype each half of the model runs in under the reference policy.
+pub const AR_DTYPE: DType = DType::BF16;
+pub const ACOUSTIC_DTYPE: DType = DType::F32;
+
+pub struct ModelDir {
+    root: PathBuf,
+    pub constants: PipelineConstants,
+}
+
+impl ModelDir {
+    pub fn open(root: &Path) -> Result<Self> {
+        if !root.is_dir() {
+            return Err(Error::io(
+                root,
+                std::io::Error::new(std::io::ErrorKind::NotFound, "model directory not found"),
+            ));
+        }
+        let constants = config::read_optional(&root.join("songloom.json"))?;
+        Ok(ModelDir {
+            root: root.to_path_buf(),
+            constants,
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn component(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+
+    fn open_component<T: serde::de::DeserializeOwned>(
+        &self,
+        name: &str,
+    ) -> Result<(T, Checkpoint)> {
+        let dir = self.component(name);
+        let cfg = config::read_config(&dir, "config.json")?;
+        Ok((cfg, Checkpoint::open(&dir)?))
+    }
+
+    /// The token ids the language model can sample: the end token and the semantic codes.
+    pub fn sampleable_rows(&self) -> Range<u32> {
+        let c = &self.constants;
+        c.audio_end_id.min(c.code_offset)..c.code_offset + c.semantic_vocab_size
+    }
+
+    /// The language model with `lm_head` over `head_rows` (the sampleable rows when `None`).
+    pub fn language_model(
+        &self,
+        device: &Device,
+        head_rows: Option<Range<u32>>,
+    ) -> Result<LanguageModel> {
+        let (cfg, ckpt) = self.open_component::<config::LmConfig>("language_model")?;
+        let rows = head_rows.unwrap_or_else(|| self.sampleable_rows());
+        LanguageModel::new(&cfg, &VarBuilder::new(&ckpt, device, AR_DTYPE), rows)
+    }
+
+    pub fn depth_decoder(&self, device: &Device) -> Result<DepthDecoder> {
+        let (cfg, ckpt) = self.open_component::<config::DepthConfig>("rvq_depth_decoder")?;
+        DepthDecoder::new(&cfg, &VarBuilder::new(&ckpt, device, AR_DTYPE))
+    }
+
+    pub fn condition_encoder(&self, device: &Device) -> Result<ConditionEncoder> {
+        let (cfg, ckpt) = self.open_component::<config::ConditionConfig>("condition_encoder")?;
+        ConditionEncoder::new(&cfg, &VarBuilder::new(&ckpt, device, AR_DTYPE))
+    }
+
+    pub fn transformer(&self, device: &Device) -> Result<Dit> {
+        let (cfg, ckpt) = self.open_component::<config::DitConfig>("transformer")?;
+        Dit::new(&cfg, &VarBuilder::new(&ckpt, device, ACOUSTIC_DTYPE))
+    }
+
+    pub fn vocoder(&self, device: &Device) -> Result<Vocoder> {
+        let (cfg, ckpt) = self.open_component::<config::VocoderConfig>("vocoder")?;
+        Vocoder::new(&cfg, &VarBuilder::new(&ckpt, device, ACOUSTIC_DTYPE))
+    }
+
+    pub fn scheduler(&self, steps: usize) -> Result<FlowMatchEuler> {
+        let cfg = config::read_config(&self.component("scheduler"), "scheduler_config.json")?;
+        FlowMatchEuler::new(&cfg, steps)
+    }
+}

@@ -1,0 +1,214 @@
+//! The RVQ depth decoder: diffusers 0.42.1 `models/transformers/minimax_music3_rvq_depth_decoder.py`
+//! driven as `_generate_depth_codes` in `modular_pipelines/minimax_music3/encoders.py` does.
+//! Defaults match `MiniMaxAI/MiniMax-Music3` `rvq_depth_decoder/config.json`.
+//!
+//! The reference re-runs the whole causal prefix for each of the seven codebooks. Attention is
+//! causal with learned absolute positions, so keeping each frame's keys and values and running one
+//! new position per codebook computes the same thing.
+
+use super::kv_cache::KvCache;
+use crate::config::DepthConfig;
+use crate::device::{AttentionShape, Device};
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+use crate::weights::VarBuilder;
+
+const RMS_EPS: f32 = 1e-6;
+
+struct Layer {
+    input_norm: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    out: Tensor,
+    post_norm: Tensor,
+    gate: Tensor,
+    up: Tensor,
+    down: Tensor,
+}
+
+pub struct DepthDecoder {
+    cfg: DepthConfig,
+    audio_embeddings: Tensor,
+    projection: Tensor,
+    pos_embedding: Tensor,
+    layers: Vec<Layer>,
+    norm: Tensor,
+    heads: Vec<Tensor>,
+}
+
+/// One frame in progress: its KV cache over the CFG pair.
+pub struct DepthFrame {
+    cache: KvCache,
+}
+
+impl DepthDecoder {
+    pub fn new(cfg: &DepthConfig, vb: &VarBuilder) -> Result<Self> {
+        let (h, i, v) = (cfg.hidden_size, cfg.intermediate_size, cfg.audio_vocab_size);
+        if cfg.num_codebooks < 2 || cfg.num_codebooks > cfg.max_position_embeddings {
+            return Err(Error::Invalid(format!(
+                "depth decoder: {} codebooks need 2..={} positions",
+                cfg.num_codebooks, cfg.max_position_embeddings
+            )));
+        }
+        let layers = (0..cfg.num_layers)
+            .map(|l| {
+                let p = vb.pp(format!("layers.{l}"));
+                Ok(Layer {
+                    input_norm: p.get(&[h], "input_layernorm.weight")?,
+                    q: p.get(&[h, h], "attn.to_q.weight")?,
+                    k: p.get(&[h, h], "attn.to_k.weight")?,
+                    v: p.get(&[h, h], "attn.to_v.weight")?,
+                    out: p.get(&[h, h], "attn.to_out.weight")?,
+                    post_norm: p.get(&[h], "post_attention_layernorm.weight")?,
+                    gate: p.get(&[i, h], "gate_proj.weight")?,
+                    up: p.get(&[i, h], "up_proj.weight")?,
+                    down: p.get(&[h, i], "down_proj.weight")?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        let heads = (0..cfg.num_codebooks - 1)
+            .map(|k| vb.get(&[v, h], &format!("audio_heads.{k}.weight")))
+            .collect::<Result<_>>()?;
+        Ok(DepthDecoder {
+            cfg: cfg.clone(),
+            audio_embeddings: vb
+                .get(&[v * (cfg.num_codebooks - 1), h], "audio_embeddings.weight")?,
+            projection: vb.get(&[h, h], "projection.weight")?,
+            pos_embedding: vb.get(&[cfg.max_position_embeddings, h], "pos_embedding.weight")?,
+            layers,
+            norm: vb.get(&[h], "norm.weight")?,
+            heads,
+        })
+    }
+
+    pub fn config(&self) -> &DepthConfig {
+        &self.cfg
+    }
+
+    /// Starts a frame from the language model's hidden states `[batch, hidden]` and the embedding
+    /// of the frame's semantic code `[batch, hidden]`; returns the hidden state that predicts
+    /// codebook 1, `[batch, hidden]`.
+    pub fn start_frame(
+        &self,
+        device: &Device,
+        lm_hidden: &Tensor,
+        c0_embed: &Tensor,
+    ) -> Result<(DepthFrame, Tensor)> {
+        let batch = lm_hidden.shape()[0];
+        let cache = KvCache::new(
+            device,
+            self.cfg.num_layers,
+            batch,
+            self.cfg.num_codebooks,
+            self.cfg.hidden_size,
+        )?;
+        let mut frame = DepthFrame { cache };
+        // Batch-major rows: [b0 p0, b0 p1, b1 p0, b1 p1].
+        let mut rows = Vec::with_capacity(2 * batch);
+        for b in 0..batch {
+            rows.push(device.slice_rows(lm_hidden, b, b + 1)?);
+            rows.push(device.slice_rows(c0_embed, b, b + 1)?);
+        }
+        let inputs = device.cat_rows(&rows.iter().collect::<Vec<_>>())?;
+        let hidden = self.forward(device, &mut frame, &inputs, 2)?;
+        Ok((frame, hidden))
+    }
+
+    /// Feeds the code sampled for codebook `codebook` (1-based, below the last) to every batch
+    /// entry; returns the hidden state that predicts codebook `codebook + 1`.
+    pub fn step(
+        &self,
+        device: &Device,
+        frame: &mut DepthFrame,
+        codebook: usize,
+        code: u32,
+    ) -> Result<Tensor> {
+        let batch = frame.cache.batch();
+        let embed = self.code_embeddings(device, &[(codebook, code)])?;
+        let inputs = device.cat_rows(&vec![&embed; batch])?;
+        self.forward(device, frame, &inputs, 1)
+    }
+
+    /// Logits of codebook `codebook` (1-based) from its hidden state: `[batch, audio_vocab]`.
+    pub fn head_logits(&self, device: &Device, codebook: usize, hidden: &Tensor) -> Result<Tensor> {
+        device.linear(hidden, &self.heads[codebook - 1], None)
+    }
+
+    /// Rows of `audio_embeddings` for `(codebook, code)` pairs (codebooks 1-based).
+    pub fn code_embeddings(&self, device: &Device, codes: &[(usize, u32)]) -> Result<Tensor> {
+        let v = self.cfg.audio_vocab_size as u32;
+        let mut ids = Vec::with_capacity(codes.len());
+        for &(codebook, code) in codes {
+            if codebook == 0 || codebook >= self.cfg.num_codebooks || code >= v {
+                return Err(Error::Invalid(format!(
+                    "code {code} of codebook {codebook} is out of range"
+                )));
+            }
+            ids.push(code + (codebook as u32 - 1) * v);
+        }
+        device.embedding(&self.audio_embeddings, &ids)
+    }
+
+    /// Runs `new` positions per batch entry (rows batch-major, unprojected) and returns each entry's
+    /// last normed hidden state.
+    fn forward(
+        &self,
+        device: &Device,
+        frame: &mut DepthFrame,
+        inputs: &Tensor,
+        new: usize,
+    ) -> Result<Tensor> {
+        let cache = &mut frame.cache;
+        let batch = cache.batch();
+        let start = cache.len();
+        let h = self.cfg.hidden_size;
+        let heads = self.cfg.num_attention_heads;
+        let positions: Vec<u32> = (0..batch)
+            .flat_map(|_| (start..start + new).map(|p| p as u32))
+            .collect();
+        let mut x = device.add(
+            &device.linear(inputs, &self.projection, None)?,
+            &device.embedding(&self.pos_embedding, &positions)?,
+        )?;
+        let shape = AttentionShape {
+            batch,
+            q_len: new,
+            kv_len: start + new,
+            kv_capacity: cache.capacity(),
+            heads,
+            kv_heads: heads,
+            head_dim: h / heads,
+            causal: true,
+        };
+        for (l, layer) in self.layers.iter().enumerate() {
+            let n = device.rms_norm(&x, &layer.input_norm, RMS_EPS)?;
+            let q = device.linear(&n, &layer.q, None)?;
+            cache.write(
+                device,
+                l,
+                &device.linear(&n, &layer.k, None)?,
+                &device.linear(&n, &layer.v, None)?,
+                new,
+            )?;
+            let (keys, values) = cache.layer(l);
+            let attn = device.attention(&q, keys, values, shape)?;
+            x = device.add(&x, &device.linear(&attn, &layer.out, None)?)?;
+            let n = device.rms_norm(&x, &layer.post_norm, RMS_EPS)?;
+            let act = device.silu_mul(
+                &device.linear(&n, &layer.gate, None)?,
+                &device.linear(&n, &layer.up, None)?,
+            )?;
+            x = device.add(&x, &device.linear(&act, &layer.down, None)?)?;
+        }
+        cache.advance(new);
+        let last: Vec<Tensor> = (0..batch)
+            .map(|b| device.slice_rows(&x, b * new + new - 1, b * new + new))
+            .collect::<Result<_>>()?;
+        device.rms_norm(
+            &device.cat_rows(&last.iter().collect::<Vec<_>>())?,
+            &self.norm,
+            RMS_EPS,
+        )
+    }
+}

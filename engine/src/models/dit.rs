@@ -1,0 +1,187 @@
+//! The flow-matching DiT: diffusers 0.42.1 `models/transformers/transformer_minimax_music3.py`.
+//! Defaults match `MiniMaxAI/MiniMax-Music3` `transformer/config.json`.
+//!
+//! Input channels are `[latents, zeros, condition]`; a residual 1x1 conv, `proj_in`, the time
+//! embedding prepended as one token, pre-LayerNorm blocks with partial rotary attention and a GLU
+//! whose first half is the value, then `proj_out` and a residual 1x1 conv. No final norm.
+
+use crate::config::DitConfig;
+use crate::device::{AttentionShape, Device, Rotary};
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+use crate::weights::VarBuilder;
+
+const LAYER_NORM_EPS: f32 = 1e-5;
+const ROPE_THETA: f32 = 10000.0;
+
+struct Block {
+    norm1_w: Tensor,
+    norm1_b: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    out: Tensor,
+    norm2_w: Tensor,
+    norm2_b: Tensor,
+    ff_in: Tensor,
+    ff_in_b: Tensor,
+    ff_out: Tensor,
+    ff_out_b: Tensor,
+}
+
+pub struct Dit {
+    cfg: DitConfig,
+    fourier: Vec<f32>,
+    time_1: Tensor,
+    time_1_b: Tensor,
+    time_2: Tensor,
+    time_2_b: Tensor,
+    preprocess: Tensor,
+    proj_in: Tensor,
+    blocks: Vec<Block>,
+    proj_out: Tensor,
+    postprocess: Tensor,
+}
+
+impl Dit {
+    pub fn new(cfg: &DitConfig, vb: &VarBuilder) -> Result<Self> {
+        let inner = cfg.inner_dim();
+        let concat = 2 * cfg.in_channels + cfg.condition_dim;
+        let (ff, fourier) = (cfg.ff_inner_dim, cfg.fourier_embedding_dim);
+        if cfg.rotary_dim > cfg.attention_head_dim || !cfg.rotary_dim.is_multiple_of(2) {
+            return Err(Error::Invalid(format!(
+                "transformer: rotary_dim {} must be even and at most the head dim {}",
+                cfg.rotary_dim, cfg.attention_head_dim
+            )));
+        }
+        let blocks = (0..cfg.num_layers)
+            .map(|l| {
+                let p = vb.pp(format!("transformer_blocks.{l}"));
+                Ok(Block {
+                    norm1_w: p.get(&[inner], "norm1.weight")?,
+                    norm1_b: p.get(&[inner], "norm1.bias")?,
+                    q: p.get(&[inner, inner], "attn.to_q.weight")?,
+                    k: p.get(&[inner, inner], "attn.to_k.weight")?,
+                    v: p.get(&[inner, inner], "attn.to_v.weight")?,
+                    out: p.get(&[inner, inner], "attn.to_out.0.weight")?,
+                    norm2_w: p.get(&[inner], "norm2.weight")?,
+                    norm2_b: p.get(&[inner], "norm2.bias")?,
+                    ff_in: p.get(&[2 * ff, inner], "ff_in.weight")?,
+                    ff_in_b: p.get(&[2 * ff], "ff_in.bias")?,
+                    ff_out: p.get(&[inner, ff], "ff_out.weight")?,
+                    ff_out_b: p.get(&[inner], "ff_out.bias")?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        let device = vb.device();
+        Ok(Dit {
+            cfg: cfg.clone(),
+            fourier: device.to_host(&vb.get(&[fourier / 2, 1], "time_proj.weight")?)?,
+            time_1: vb.get(&[inner, fourier], "time_embed.linear_1.weight")?,
+            time_1_b: vb.get(&[inner], "time_embed.linear_1.bias")?,
+            time_2: vb.get(&[inner, inner], "time_embed.linear_2.weight")?,
+            time_2_b: vb.get(&[inner], "time_embed.linear_2.bias")?,
+            preprocess: vb
+                .get(&[concat, concat, 1], "preprocess_conv.weight")?
+                .reshape(&[concat, concat])?,
+            proj_in: vb.get(&[inner, concat], "proj_in.weight")?,
+            blocks,
+            proj_out: vb.get(&[cfg.in_channels, inner], "proj_out.weight")?,
+            postprocess: vb
+                .get(
+                    &[cfg.in_channels, cfg.in_channels, 1],
+                    "postprocess_conv.weight",
+                )?
+                .reshape(&[cfg.in_channels, cfg.in_channels])?,
+        })
+    }
+
+    pub fn config(&self) -> &DitConfig {
+        &self.cfg
+    }
+
+    /// The time token: Fourier features (cos first) through the two-layer MLP, `[1, inner]`.
+    fn time_embedding(&self, device: &Device, t: f32) -> Result<Tensor> {
+        // (2*pi*t) @ W^T, in f32, as the reference evaluates it left to right.
+        let scaled = (2.0 * std::f64::consts::PI) as f32 * t;
+        let angles: Vec<f32> = self.fourier.iter().map(|w| scaled * w).collect();
+        let features: Vec<f32> = angles
+            .iter()
+            .map(|a| a.cos())
+            .chain(angles.iter().map(|a| a.sin()))
+            .collect();
+        let features = device.upload(Tensor::from_f32(&[1, features.len()], features)?)?;
+        let hidden =
+            device.silu(&device.linear(&features, &self.time_1, Some(&self.time_1_b))?)?;
+        device.linear(&hidden, &self.time_2, Some(&self.time_2_b))
+    }
+
+    /// Velocity `[channels, length]` for `latents [channels, length]` at flow time `t` under
+    /// `condition [length, condition_dim]` (zeros for the unconditional branch).
+    pub fn forward(
+        &self,
+        device: &Device,
+        latents: &Tensor,
+        t: f32,
+        condition: &Tensor,
+    ) -> Result<Tensor> {
+        let cfg = &self.cfg;
+        let (channels, length) = latents.dims2("transformer")?;
+        if channels != cfg.in_channels || condition.shape() != [length, cfg.condition_dim] {
+            return Err(Error::shape(
+                "transformer",
+                format!(
+                    "latents {:?} with condition {:?}",
+                    latents.shape(),
+                    condition.shape()
+                ),
+            ));
+        }
+        let zeros = device.upload(Tensor::zeros(&[channels, length]))?;
+        let stacked = device.cat_rows(&[latents, &zeros, &device.transpose(condition)?])?;
+        let x = device.transpose(&stacked)?;
+        let x = device.add(&device.linear(&x, &self.preprocess, None)?, &x)?;
+        let x = device.linear(&x, &self.proj_in, None)?;
+        let mut x = device.cat_rows(&[&self.time_embedding(device, t)?, &x])?;
+        let seq = length + 1;
+        let heads = cfg.num_attention_heads;
+        let rotary = Rotary {
+            heads,
+            head_dim: cfg.attention_head_dim,
+            rotary_dim: cfg.rotary_dim,
+            theta: ROPE_THETA,
+            first_position: 0,
+            seq_len: seq,
+        };
+        let shape = AttentionShape {
+            batch: 1,
+            q_len: seq,
+            kv_len: seq,
+            kv_capacity: seq,
+            heads,
+            kv_heads: heads,
+            head_dim: cfg.attention_head_dim,
+            causal: false,
+        };
+        let ff = cfg.ff_inner_dim;
+        for b in &self.blocks {
+            let n = device.layer_norm(&x, &b.norm1_w, &b.norm1_b, LAYER_NORM_EPS)?;
+            let q = device.rope(&device.linear(&n, &b.q, None)?, rotary)?;
+            let k = device.rope(&device.linear(&n, &b.k, None)?, rotary)?;
+            let v = device.linear(&n, &b.v, None)?;
+            let attn = device.attention(&q, &k, &v, shape)?;
+            x = device.add(&x, &device.linear(&attn, &b.out, None)?)?;
+            let n = device.layer_norm(&x, &b.norm2_w, &b.norm2_b, LAYER_NORM_EPS)?;
+            let both = device.linear(&n, &b.ff_in, Some(&b.ff_in_b))?;
+            let (value, gate) = (
+                device.slice_cols(&both, 0, ff)?,
+                device.slice_cols(&both, ff, 2 * ff)?,
+            );
+            let glu = device.silu_mul(&gate, &value)?;
+            x = device.add(&x, &device.linear(&glu, &b.ff_out, Some(&b.ff_out_b))?)?;
+        }
+        let y = device.linear(&device.slice_rows(&x, 1, seq)?, &self.proj_out, None)?;
+        let y = device.add(&device.linear(&y, &self.postprocess, None)?, &y)?;
+        device.transpose(&y)
+    }
+}

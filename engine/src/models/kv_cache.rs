@@ -1,0 +1,79 @@
+//! A key/value cache for causal attention over a fixed capacity, batch-major:
+//! each layer's keys are `[batch * capacity, kv_heads * head_dim]`.
+
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+pub struct KvCache {
+    keys: Vec<Tensor>,
+    values: Vec<Tensor>,
+    batch: usize,
+    capacity: usize,
+    len: usize,
+}
+
+impl KvCache {
+    pub fn new(
+        device: &Device,
+        layers: usize,
+        batch: usize,
+        capacity: usize,
+        width: usize,
+    ) -> Result<Self> {
+        let zeros = || device.upload(Tensor::zeros(&[batch * capacity, width]));
+        let keys = (0..layers).map(|_| zeros()).collect::<Result<_>>()?;
+        let values = (0..layers).map(|_| zeros()).collect::<Result<_>>()?;
+        Ok(KvCache {
+            keys,
+            values,
+            batch,
+            capacity,
+            len: 0,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+
+    /// Appends `new_len` positions of layer `layer` at the current length.
+    pub fn write(
+        &mut self,
+        device: &Device,
+        layer: usize,
+        k: &Tensor,
+        v: &Tensor,
+        new_len: usize,
+    ) -> Result<()> {
+        if self.len + new_len > self.capacity {
+            return Err(Error::Invalid(format!(
+                "the KV cache holds {} positions; {} more do not fit",
+                self.capacity, new_len
+            )));
+        }
+        device.write_rows(&mut self.keys[layer], k, self.batch, self.len)?;
+        device.write_rows(&mut self.values[layer], v, self.batch, self.len)
+    }
+
+    pub fn layer(&self, layer: usize) -> (&Tensor, &Tensor) {
+        (&self.keys[layer], &self.values[layer])
+    }
+
+    /// Marks `n` positions written by every layer as valid.
+    pub fn advance(&mut self, n: usize) {
+        self.len += n;
+    }
+}

@@ -1,0 +1,200 @@
+//! The global language model: transformers' `Qwen3ForCausalLM` (v5.24), as the reference pipeline
+//! drives it (diffusers 0.42.1 `modular_pipelines/minimax_music3/encoders.py`): always through
+//! `inputs_embeds`, a `[2, S]` prefill of the CFG pair, then one position per frame against a KV
+//! cache. Defaults match `MiniMaxAI/MiniMax-Music3` `language_model/config.json`.
+//!
+//! `lm_head` is loaded only over the rows that can be sampled, `[audio_end_id, code_offset +
+//! semantic_vocab)`; every other row is masked to -inf by the reference before sampling.
+
+use std::ops::Range;
+
+use super::kv_cache::KvCache;
+use crate::config::LmConfig;
+use crate::device::{AttentionShape, Device, Rotary};
+use crate::error::Result;
+use crate::tensor::Tensor;
+use crate::weights::VarBuilder;
+
+struct Layer {
+    input_norm: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    o: Tensor,
+    q_norm: Tensor,
+    k_norm: Tensor,
+    post_norm: Tensor,
+    gate: Tensor,
+    up: Tensor,
+    down: Tensor,
+}
+
+pub struct LanguageModel {
+    cfg: LmConfig,
+    embed_tokens: Tensor,
+    layers: Vec<Layer>,
+    norm: Tensor,
+    head: Tensor,
+    head_rows: Range<u32>,
+}
+
+impl LanguageModel {
+    /// Loads the model with `lm_head` restricted to `head_rows`.
+    pub fn new(cfg: &LmConfig, vb: &VarBuilder, head_rows: Range<u32>) -> Result<Self> {
+        let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
+        let (q_dim, kv_dim) = (
+            cfg.num_attention_heads * cfg.head_dim,
+            cfg.num_key_value_heads * cfg.head_dim,
+        );
+        let m = vb.pp("model");
+        let layers = (0..cfg.num_hidden_layers)
+            .map(|l| {
+                let p = m.pp(format!("layers.{l}"));
+                Ok(Layer {
+                    input_norm: p.get(&[h], "input_layernorm.weight")?,
+                    q: p.get(&[q_dim, h], "self_attn.q_proj.weight")?,
+                    k: p.get(&[kv_dim, h], "self_attn.k_proj.weight")?,
+                    v: p.get(&[kv_dim, h], "self_attn.v_proj.weight")?,
+                    o: p.get(&[h, q_dim], "self_attn.o_proj.weight")?,
+                    q_norm: p.get(&[cfg.head_dim], "self_attn.q_norm.weight")?,
+                    k_norm: p.get(&[cfg.head_dim], "self_attn.k_norm.weight")?,
+                    post_norm: p.get(&[h], "post_attention_layernorm.weight")?,
+                    gate: p.get(&[i, h], "mlp.gate_proj.weight")?,
+                    up: p.get(&[i, h], "mlp.up_proj.weight")?,
+                    down: p.get(&[h, i], "mlp.down_proj.weight")?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        let head_name = if cfg.tie_word_embeddings {
+            "model.embed_tokens.weight"
+        } else {
+            "lm_head.weight"
+        };
+        let head = vb.get_rows(
+            &[cfg.vocab_size, h],
+            head_name,
+            head_rows.start as usize,
+            head_rows.end as usize,
+        )?;
+        Ok(LanguageModel {
+            cfg: cfg.clone(),
+            embed_tokens: m.get(&[cfg.vocab_size, h], "embed_tokens.weight")?,
+            layers,
+            norm: m.get(&[h], "norm.weight")?,
+            head,
+            head_rows,
+        })
+    }
+
+    pub fn config(&self) -> &LmConfig {
+        &self.cfg
+    }
+
+    /// The token ids the logits of [`logits`](Self::logits) stand for.
+    pub fn head_rows(&self) -> Range<u32> {
+        self.head_rows.clone()
+    }
+
+    pub fn new_cache(&self, device: &Device, batch: usize, capacity: usize) -> Result<KvCache> {
+        let width = self.cfg.num_key_value_heads * self.cfg.head_dim;
+        KvCache::new(device, self.cfg.num_hidden_layers, batch, capacity, width)
+    }
+
+    /// `embed_tokens` rows of `ids`, `[ids.len(), hidden]`.
+    pub fn embed(&self, device: &Device, ids: &[u32]) -> Result<Tensor> {
+        device.embedding(&self.embed_tokens, ids)
+    }
+
+    /// Runs `embeds [batch * seq, hidden]` (batch-major) from the cache's current length and
+    /// returns the final-normed hidden state of each batch entry's last position, `[batch, hidden]`.
+    pub fn forward(&self, device: &Device, embeds: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
+        let cfg = &self.cfg;
+        let batch = cache.batch();
+        let seq = embeds.shape()[0] / batch;
+        let eps = cfg.rms_norm_eps as f32;
+        let rotary = Rotary {
+            heads: 0,
+            head_dim: cfg.head_dim,
+            rotary_dim: cfg.head_dim,
+            theta: cfg.rope_theta() as f32,
+            first_position: cache.len(),
+            seq_len: seq,
+        };
+        let attn_shape = AttentionShape {
+            batch,
+            q_len: seq,
+            kv_len: cache.len() + seq,
+            kv_capacity: cache.capacity(),
+            heads: cfg.num_attention_heads,
+            kv_heads: cfg.num_key_value_heads,
+            head_dim: cfg.head_dim,
+            causal: true,
+        };
+        let rows = batch * seq;
+        let mut x = embeds.clone();
+        for (l, layer) in self.layers.iter().enumerate() {
+            let h = device.rms_norm(&x, &layer.input_norm, eps)?;
+            let q = self.head_norm(
+                device,
+                device.linear(&h, &layer.q, None)?,
+                &layer.q_norm,
+                cfg.num_attention_heads,
+            )?;
+            let k = self.head_norm(
+                device,
+                device.linear(&h, &layer.k, None)?,
+                &layer.k_norm,
+                cfg.num_key_value_heads,
+            )?;
+            let v = device.linear(&h, &layer.v, None)?;
+            let q = device.rope(
+                &q,
+                Rotary {
+                    heads: cfg.num_attention_heads,
+                    ..rotary
+                },
+            )?;
+            let k = device.rope(
+                &k,
+                Rotary {
+                    heads: cfg.num_key_value_heads,
+                    ..rotary
+                },
+            )?;
+            cache.write(device, l, &k, &v, seq)?;
+            let (keys, values) = cache.layer(l);
+            let attn = device.attention(&q, keys, values, attn_shape)?;
+            x = device.add(&x, &device.linear(&attn, &layer.o, None)?)?;
+            let h = device.rms_norm(&x, &layer.post_norm, eps)?;
+            let act = device.silu_mul(
+                &device.linear(&h, &layer.gate, None)?,
+                &device.linear(&h, &layer.up, None)?,
+            )?;
+            x = device.add(&x, &device.linear(&act, &layer.down, None)?)?;
+        }
+        cache.advance(seq);
+        let last: Vec<Tensor> = (0..batch)
+            .map(|b| device.slice_rows(&x, b * seq + seq - 1, b * seq + seq))
+            .collect::<Result<_>>()?;
+        debug_assert_eq!(rows, x.shape()[0]);
+        let last = device.cat_rows(&last.iter().collect::<Vec<_>>())?;
+        device.rms_norm(&last, &self.norm, eps)
+    }
+
+    /// Qwen3's per-head RMSNorm of queries or keys, `[rows, heads * head_dim]`.
+    fn head_norm(&self, device: &Device, x: Tensor, w: &Tensor, heads: usize) -> Result<Tensor> {
+        let rows = x.shape()[0];
+        let d = self.cfg.head_dim;
+        let normed = device.rms_norm(
+            &x.reshape(&[rows * heads, d])?,
+            w,
+            self.cfg.rms_norm_eps as f32,
+        )?;
+        normed.reshape(&[rows, heads * d])
+    }
+
+    /// `lm_head` over the loaded rows: `[batch, head_rows.len()]`.
+    pub fn logits(&self, device: &Device, hidden: &Tensor) -> Result<Tensor> {
+        device.linear(hidden, &self.head, None)
+    }
+}

@@ -1,0 +1,9 @@
+//! The stages of MiniMax-Music3, each a struct with `new(config, weights)` and a forward.
+
+pub mod condition;
+pub mod depth;
+pub mod dit;
+pub mod kv_cache;
+pub mod lm;
+pub mod scheduler;
+pub mod vocoder;
