@@ -55,11 +55,7 @@ impl Default for LmConfig {
 
 impl LmConfig {
     pub fn rope_theta(&self) -> f64 {
-        self.rope_parameters
-            .as_ref()
-            .map(|r| r.rope_theta)
-            .or(self.rope_theta)
-            .unwrap_or(1e6)
+        self.rope_parameters.as_ref().map(|r| r.rope_theta).or(self.rope_theta).unwrap_or(1e6)
     }
 }
 
@@ -283,10 +279,7 @@ pub fn read_config<T: serde::de::DeserializeOwned>(dir: &Path, file: &str) -> Re
     if !path.is_file() {
         return Err(Error::io(
             &path,
-            std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "the component's config file is missing",
-            ),
+            std::io::Error::new(std::io::ErrorKind::NotFound, "the component's config file is missing"),
         ));
     }
     read_json(&path)
@@ -294,9 +287,5 @@ pub fn read_config<T: serde::de::DeserializeOwned>(dir: &Path, file: &str) -> Re
 
 /// Reads an optional `path` into `T`, or the defaults where it does not exist.
 pub fn read_optional<T: serde::de::DeserializeOwned + Default>(path: &Path) -> Result<T> {
-    if path.is_file() {
-        read_json(path)
-    } else {
-        Ok(T::default())
-    }
+    if path.is_file() { read_json(path) } else { Ok(T::default()) }
 }

@@ -56,13 +56,7 @@ pub trait Backend: Send + Sync {
     /// Rotary embedding on `x [rows, heads * head_dim]`.
     fn rope(&self, x: &Tensor, rotary: Rotary) -> Result<Tensor>;
     /// Scaled dot-product attention with grouped KV heads; output `[batch * q_len, heads * head_dim]`.
-    fn attention(
-        &self,
-        q: &Tensor,
-        k: &Tensor,
-        v: &Tensor,
-        shape: AttentionShape,
-    ) -> Result<Tensor>;
+    fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, shape: AttentionShape) -> Result<Tensor>;
     /// Writes `src [batch * n, cols]` into rows `[row, row + n)` of each batch entry of
     /// `dst [batch * capacity, cols]` (a KV cache append).
     fn write_rows(&self, dst: &mut Tensor, src: &Tensor, batch: usize, row: usize) -> Result<()>;
@@ -88,14 +82,7 @@ pub trait Backend: Send + Sync {
     fn cat_rows(&self, parts: &[&Tensor]) -> Result<Tensor>;
 
     /// `x [c_in, t]` convolved with `w [c_out, c_in, k]` (stride 1), `+ bias`.
-    fn conv1d(
-        &self,
-        x: &Tensor,
-        w: &Tensor,
-        bias: Option<&Tensor>,
-        padding: usize,
-        dilation: usize,
-    ) -> Result<Tensor>;
+    fn conv1d(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, padding: usize, dilation: usize) -> Result<Tensor>;
     /// `x [c_in, t]` through a transposed convolution with `w [c_in, c_out, k]`.
     fn conv_transpose1d(
         &self,
@@ -128,9 +115,7 @@ impl Device {
             "cuda" | "wgpu" => Err(crate::Error::Invalid(format!(
                 "device `{name}` is not available: this build has no {name} backend yet"
             ))),
-            other => Err(crate::Error::Invalid(format!(
-                "unknown device `{other}` (expected auto, cpu, cuda or wgpu)"
-            ))),
+            other => Err(crate::Error::Invalid(format!("unknown device `{other}` (expected auto, cpu, cuda or wgpu)"))),
         }
     }
 

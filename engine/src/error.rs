@@ -6,10 +6,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
     #[error("model component directory {0} is missing")]
     MissingComponent(PathBuf),
     #[error("{path}: not a valid safetensors file ({reason})")]
@@ -19,27 +16,13 @@ pub enum Error {
     #[error("tensor `{name}` not found in {location}")]
     MissingTensor { name: String, location: String },
     #[error("tensor `{name}` in {location}: expected shape {expected:?}, found {found:?}")]
-    WrongShape {
-        name: String,
-        location: String,
-        expected: Vec<usize>,
-        found: Vec<usize>,
-    },
+    WrongShape { name: String, location: String, expected: Vec<usize>, found: Vec<usize> },
     #[error("tensor `{name}` in {location}: expected dtype {expected}, found {found}")]
-    WrongDType {
-        name: String,
-        location: String,
-        expected: String,
-        found: String,
-    },
+    WrongDType { name: String, location: String, expected: String, found: String },
     #[error("{op}: {detail}")]
     Shape { op: &'static str, detail: String },
     #[error("{op} is not supported for {dtype} on the {backend} backend")]
-    Unsupported {
-        op: &'static str,
-        dtype: String,
-        backend: &'static str,
-    },
+    Unsupported { op: &'static str, dtype: String, backend: &'static str },
     #[error("{0}")]
     Invalid(String),
 }
@@ -48,16 +31,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub(crate) fn shape(op: &'static str, detail: impl Into<String>) -> Self {
-        Error::Shape {
-            op,
-            detail: detail.into(),
-        }
+        Error::Shape { op, detail: detail.into() }
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io {
-            path: path.into(),
-            source,
-        }
+        Error::Io { path: path.into(), source }
     }
 }

@@ -10,8 +10,8 @@ use crate::config::{self, PipelineConstants};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::models::{
-    condition::ConditionEncoder, depth::DepthDecoder, dit::Dit, lm::LanguageModel,
-    scheduler::FlowMatchEuler, vocoder::Vocoder,
+    condition::ConditionEncoder, depth::DepthDecoder, dit::Dit, lm::LanguageModel, scheduler::FlowMatchEuler,
+    vocoder::Vocoder,
 };
 use crate::tensor::DType;
 use crate::weights::{Checkpoint, VarBuilder};
@@ -34,10 +34,7 @@ impl ModelDir {
             ));
         }
         let constants = config::read_optional(&root.join("songloom.json"))?;
-        Ok(ModelDir {
-            root: root.to_path_buf(),
-            constants,
-        })
+        Ok(ModelDir { root: root.to_path_buf(), constants })
     }
 
     pub fn root(&self) -> &Path {
@@ -48,10 +45,7 @@ impl ModelDir {
         self.root.join(name)
     }
 
-    fn open_component<T: serde::de::DeserializeOwned>(
-        &self,
-        name: &str,
-    ) -> Result<(T, Checkpoint)> {
+    fn open_component<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<(T, Checkpoint)> {
         let dir = self.component(name);
         let cfg = config::read_config(&dir, "config.json")?;
         Ok((cfg, Checkpoint::open(&dir)?))
@@ -64,11 +58,7 @@ impl ModelDir {
     }
 
     /// The language model with `lm_head` over `head_rows` (the sampleable rows when `None`).
-    pub fn language_model(
-        &self,
-        device: &Device,
-        head_rows: Option<Range<u32>>,
-    ) -> Result<LanguageModel> {
+    pub fn language_model(&self, device: &Device, head_rows: Option<Range<u32>>) -> Result<LanguageModel> {
         let (cfg, ckpt) = self.open_component::<config::LmConfig>("language_model")?;
         let rows = head_rows.unwrap_or_else(|| self.sampleable_rows());
         LanguageModel::new(&cfg, &VarBuilder::new(&ckpt, device, AR_DTYPE), rows)

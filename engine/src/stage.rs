@@ -20,13 +20,7 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub const ALL: [Stage; 5] = [
-        Stage::Condition,
-        Stage::Dit,
-        Stage::Vocoder,
-        Stage::Lm,
-        Stage::Depth,
-    ];
+    pub const ALL: [Stage; 5] = [Stage::Condition, Stage::Dit, Stage::Vocoder, Stage::Lm, Stage::Depth];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -39,14 +33,9 @@ impl Stage {
     }
 
     pub fn parse(name: &str) -> Result<Self> {
-        Stage::ALL
-            .into_iter()
-            .find(|s| s.name() == name)
-            .ok_or_else(|| {
-                Error::Invalid(format!(
-                    "unknown stage `{name}` (expected condition, dit, vocoder, lm or depth)"
-                ))
-            })
+        Stage::ALL.into_iter().find(|s| s.name() == name).ok_or_else(|| {
+            Error::Invalid(format!("unknown stage `{name}` (expected condition, dit, vocoder, lm or depth)"))
+        })
     }
 }
 
@@ -60,9 +49,7 @@ pub struct StageInputs {
 
 impl StageInputs {
     pub fn open(path: &Path) -> Result<Self> {
-        Ok(StageInputs {
-            file: Checkpoint::open_file(path)?,
-        })
+        Ok(StageInputs { file: Checkpoint::open_file(path)? })
     }
 
     fn tensor(&self, name: &str, rank: usize) -> Result<Tensor> {
@@ -81,28 +68,17 @@ impl StageInputs {
         let (shape, values) = self.file.read_integers(name)?;
         let ids = values
             .into_iter()
-            .map(|v| {
-                u32::try_from(v)
-                    .map_err(|_| Error::Invalid(format!("`{name}` holds {v}, not a token id")))
-            })
+            .map(|v| u32::try_from(v).map_err(|_| Error::Invalid(format!("`{name}` holds {v}, not a token id"))))
             .collect::<Result<_>>()?;
         Ok((shape, ids))
     }
 }
 
 /// Runs `stage` of `model` on `inputs` and returns its outputs in host memory.
-pub fn run_stage(
-    stage: Stage,
-    model: &ModelDir,
-    device: &Device,
-    inputs: &StageInputs,
-) -> Result<Vec<Named>> {
+pub fn run_stage(stage: Stage, model: &ModelDir, device: &Device, inputs: &StageInputs) -> Result<Vec<Named>> {
     let up = |t: Tensor| device.upload(t);
     let host = |name: &str, t: &Tensor| -> Result<Named> {
-        Ok((
-            name.to_string(),
-            Tensor::from_f32(t.shape(), device.to_host(t)?)?,
-        ))
+        Ok((name.to_string(), Tensor::from_f32(t.shape(), device.to_host(t)?)?))
     };
     match stage {
         Stage::Condition => {
@@ -114,17 +90,10 @@ pub fn run_stage(
             let dit = model.transformer(device)?;
             let t = inputs.tensor("timestep", 1)?.to_f32_vec();
             let [t] = t.as_slice() else {
-                return Err(Error::shape(
-                    "stage input",
-                    "`timestep` must hold one value",
-                ));
+                return Err(Error::shape("stage input", "`timestep` must hold one value"));
             };
-            let v = dit.forward(
-                device,
-                &up(inputs.tensor("latents", 2)?)?,
-                *t,
-                &up(inputs.tensor("condition", 2)?)?,
-            )?;
+            let v =
+                dit.forward(device, &up(inputs.tensor("latents", 2)?)?, *t, &up(inputs.tensor("condition", 2)?)?)?;
             Ok(vec![host("velocity", &v)?])
         }
         Stage::Vocoder => {
@@ -135,10 +104,7 @@ pub fn run_stage(
         Stage::Lm => {
             let (shape, ids) = inputs.ids("input_ids")?;
             let [batch, seq] = shape[..] else {
-                return Err(Error::shape(
-                    "stage input",
-                    format!("`input_ids` has shape {shape:?}, expected [2, S]"),
-                ));
+                return Err(Error::shape("stage input", format!("`input_ids` has shape {shape:?}, expected [2, S]")));
             };
             let lm = model.language_model(device, None)?;
             let mut cache = lm.new_cache(device, batch, seq)?;
@@ -150,8 +116,7 @@ pub fn run_stage(
             let last_hidden = up(inputs.tensor("last_hidden", 2)?)?;
             let lm = model.language_model(device, Some(0..0))?;
             let depth = model.depth_decoder(device)?;
-            let (hiddens, logits) =
-                depth_teacher_forced(model, &lm, &depth, device, &last_hidden, &codes)?;
+            let (hiddens, logits) = depth_teacher_forced(model, &lm, &depth, device, &last_hidden, &codes)?;
             Ok(vec![host("hiddens", &hiddens)?, host("logits", &logits)?])
         }
     }
@@ -170,10 +135,7 @@ pub fn depth_teacher_forced(
     let n = depth.config().num_codebooks;
     let batch = last_hidden.shape()[0];
     if codes.len() != n {
-        return Err(Error::shape(
-            "depth",
-            format!("{} codes given for {n} codebooks", codes.len()),
-        ));
+        return Err(Error::shape("depth", format!("{} codes given for {n} codebooks", codes.len())));
     }
     let c0 = codes[0] + model.constants.code_offset;
     let c0_embed = device.cat_rows(&vec![&lm.embed(device, &[c0])?; batch])?;
@@ -188,8 +150,6 @@ pub fn depth_teacher_forced(
     }
     let hiddens = device.cat_rows(&hiddens.iter().collect::<Vec<_>>())?;
     let vocab = depth.config().audio_vocab_size;
-    let logits = device
-        .cat_rows(&logits.iter().collect::<Vec<_>>())?
-        .reshape(&[n - 1, batch, vocab])?;
+    let logits = device.cat_rows(&logits.iter().collect::<Vec<_>>())?.reshape(&[n - 1, batch, vocab])?;
     Ok((hiddens, logits))
 }

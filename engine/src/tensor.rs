@@ -116,10 +116,7 @@ impl Tensor {
                 format!("shape {shape:?} holds {expected} elements, storage has {len}"),
             ));
         }
-        Ok(Tensor {
-            shape: shape.to_vec(),
-            storage,
-        })
+        Ok(Tensor { shape: shape.to_vec(), storage })
     }
 
     /// An f32 tensor in host memory.
@@ -129,10 +126,7 @@ impl Tensor {
 
     pub fn zeros(shape: &[usize]) -> Self {
         let n = shape.iter().product();
-        Tensor {
-            shape: shape.to_vec(),
-            storage: Storage::Cpu(CpuStorage::F32(vec![0.0; n])),
-        }
+        Tensor { shape: shape.to_vec(), storage: Storage::Cpu(CpuStorage::F32(vec![0.0; n])) }
     }
 
     pub fn shape(&self) -> &[usize] {
@@ -161,10 +155,7 @@ impl Tensor {
     pub fn reshape(mut self, shape: &[usize]) -> Result<Self> {
         let n: usize = shape.iter().product();
         if n != self.elem_count() {
-            return Err(Error::shape(
-                "reshape",
-                format!("{:?} cannot become {shape:?}", self.shape),
-            ));
+            return Err(Error::shape("reshape", format!("{:?} cannot become {shape:?}", self.shape)));
         }
         self.shape = shape.to_vec();
         Ok(self)
@@ -174,10 +165,7 @@ impl Tensor {
     pub fn dims2(&self, op: &'static str) -> Result<(usize, usize)> {
         match self.shape.as_slice() {
             [a, b] => Ok((*a, *b)),
-            s => Err(Error::shape(
-                op,
-                format!("expected a matrix, got shape {s:?}"),
-            )),
+            s => Err(Error::shape(op, format!("expected a matrix, got shape {s:?}"))),
         }
     }
 

@@ -29,17 +29,9 @@ impl MappedFile {
         // SAFETY: the file is opened read-only and the mapping lives as long as `MappedFile`. A file
         // changed on disk while mapped is outside what we guard against (as in every mmap loader).
         let mmap = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
-        let (header_len, metadata) =
-            SafeTensors::read_metadata(&mmap).map_err(|e| Error::CorruptFile {
-                path: path.to_path_buf(),
-                reason: e.to_string(),
-            })?;
-        Ok(MappedFile {
-            path: path.to_path_buf(),
-            mmap,
-            header_len,
-            metadata,
-        })
+        let (header_len, metadata) = SafeTensors::read_metadata(&mmap)
+            .map_err(|e| Error::CorruptFile { path: path.to_path_buf(), reason: e.to_string() })?;
+        Ok(MappedFile { path: path.to_path_buf(), mmap, header_len, metadata })
     }
 
     fn bytes(&self, offsets: (usize, usize)) -> &[u8] {
@@ -68,14 +60,10 @@ impl Checkpoint {
         if !dir.is_dir() {
             return Err(Error::MissingComponent(dir.to_path_buf()));
         }
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map_err(|e| Error::io(dir, e))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .collect();
+        let mut entries: Vec<PathBuf> =
+            std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?.filter_map(|e| e.ok().map(|e| e.path())).collect();
         entries.sort();
-        let index = entries
-            .iter()
-            .find(|p| p.to_string_lossy().ends_with(".safetensors.index.json"));
+        let index = entries.iter().find(|p| p.to_string_lossy().ends_with(".safetensors.index.json"));
         let shard_names: Vec<String> = match index {
             Some(index) => {
                 let parsed: ShardIndex = read_json(index)?;
@@ -95,10 +83,7 @@ impl Checkpoint {
                         path: dir.to_path_buf(),
                         source: std::io::Error::new(
                             std::io::ErrorKind::NotFound,
-                            format!(
-                                "expected one .safetensors file or an index.json, found {}",
-                                singles.len()
-                            ),
+                            format!("expected one .safetensors file or an index.json, found {}", singles.len()),
                         ),
                     });
                 }
@@ -114,37 +99,21 @@ impl Checkpoint {
             }
             files.push(file);
         }
-        Ok(Checkpoint {
-            dir: dir.to_path_buf(),
-            files,
-            locations,
-        })
+        Ok(Checkpoint { dir: dir.to_path_buf(), files, locations })
     }
 
     /// Opens one safetensors file (stage inputs, goldens).
     pub fn open_file(path: &Path) -> Result<Self> {
         let file = MappedFile::open(path)?;
-        let locations = file
-            .metadata
-            .tensors()
-            .into_keys()
-            .map(|name| (name, 0))
-            .collect();
-        Ok(Checkpoint {
-            dir: path.to_path_buf(),
-            files: vec![file],
-            locations,
-        })
+        let locations = file.metadata.tensors().into_keys().map(|name| (name, 0)).collect();
+        Ok(Checkpoint { dir: path.to_path_buf(), files: vec![file], locations })
     }
 
     /// Reads an integer tensor (i64, i32, u32 or u8) as i64 values with its shape.
     pub fn read_integers(&self, name: &str) -> Result<(Vec<usize>, Vec<i64>)> {
         let shape = self.shape_of(name)?;
         let file = &self.files[self.locations[name]];
-        let info = file
-            .metadata
-            .info(name)
-            .expect("indexed tensor has metadata");
+        let info = file.metadata.info(name).expect("indexed tensor has metadata");
         let bytes = file.bytes(info.data_offsets);
         let values = match info.dtype {
             Dtype::I64 => cast_copy::<i64>(bytes),
@@ -185,15 +154,9 @@ impl Checkpoint {
         let &file = self
             .locations
             .get(name)
-            .ok_or_else(|| Error::MissingTensor {
-                name: name.to_string(),
-                location: self.dir.display().to_string(),
-            })?;
+            .ok_or_else(|| Error::MissingTensor { name: name.to_string(), location: self.dir.display().to_string() })?;
         let file = &self.files[file];
-        let info = file
-            .metadata
-            .info(name)
-            .expect("indexed tensor has metadata");
+        let info = file.metadata.info(name).expect("indexed tensor has metadata");
         let mut bytes = file.bytes(info.data_offsets);
         let mut shape = info.shape.clone();
         if let Some((start, end)) = rows {
@@ -231,23 +194,14 @@ impl Checkpoint {
         let &file = self
             .locations
             .get(name)
-            .ok_or_else(|| Error::MissingTensor {
-                name: name.to_string(),
-                location: self.dir.display().to_string(),
-            })?;
-        Ok(self.files[file]
-            .metadata
-            .info(name)
-            .expect("indexed tensor has metadata")
-            .shape
-            .clone())
+            .ok_or_else(|| Error::MissingTensor { name: name.to_string(), location: self.dir.display().to_string() })?;
+        Ok(self.files[file].metadata.info(name).expect("indexed tensor has metadata").shape.clone())
     }
 
     fn location_of(&self, name: &str) -> String {
-        self.locations.get(name).map_or_else(
-            || self.dir.display().to_string(),
-            |&i| self.files[i].path.display().to_string(),
-        )
+        self.locations
+            .get(name)
+            .map_or_else(|| self.dir.display().to_string(), |&i| self.files[i].path.display().to_string())
     }
 }
 
@@ -255,25 +209,30 @@ impl Checkpoint {
 fn cast_copy<T: bytemuck::Pod>(bytes: &[u8]) -> Vec<T> {
     match bytemuck::try_cast_slice::<u8, T>(bytes) {
         Ok(values) => values.to_vec(),
-        Err(_) => bytes
-            .chunks_exact(size_of::<T>())
-            .map(bytemuck::pod_read_unaligned)
-            .collect(),
+        Err(_) => bytes.chunks_exact(size_of::<T>()).map(bytemuck::pod_read_unaligned).collect(),
     }
 }
 
 pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    serde_json::from_str(&text).map_err(|e| Error::BadJson {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })
+    serde_json::from_str(&text).map_err(|e| Error::BadJson { path: path.to_path_buf(), reason: e.to_string() })
+}
+
+/// Where a [`VarBuilder`] takes its tensors from.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    Checkpoint(&'a Checkpoint),
+    /// Deterministic pseudo-random weights of whatever shape is asked for: the real geometry
+    /// without the real files, for benchmarks.
+    Synthetic {
+        seed: u64,
+    },
 }
 
 /// Weights under a name prefix, cast to one dtype and placed on one device.
 #[derive(Clone)]
 pub struct VarBuilder<'a> {
-    checkpoint: &'a Checkpoint,
+    source: Source<'a>,
     device: &'a Device,
     dtype: DType,
     prefix: String,
@@ -281,12 +240,13 @@ pub struct VarBuilder<'a> {
 
 impl<'a> VarBuilder<'a> {
     pub fn new(checkpoint: &'a Checkpoint, device: &'a Device, dtype: DType) -> Self {
-        VarBuilder {
-            checkpoint,
-            device,
-            dtype,
-            prefix: String::new(),
-        }
+        VarBuilder { source: Source::Checkpoint(checkpoint), device, dtype, prefix: String::new() }
+    }
+
+    /// A builder that makes up weights (scaled uniform noise, seeded by name) instead of reading
+    /// them, so a stage can be built at full size with no checkpoint.
+    pub fn synthetic(seed: u64, device: &'a Device, dtype: DType) -> Self {
+        VarBuilder { source: Source::Synthetic { seed }, device, dtype, prefix: String::new() }
     }
 
     pub fn device(&self) -> &'a Device {
@@ -299,26 +259,16 @@ impl<'a> VarBuilder<'a> {
 
     /// The same weights with another runtime dtype.
     pub fn with_dtype(&self, dtype: DType) -> Self {
-        VarBuilder {
-            dtype,
-            ..self.clone()
-        }
+        VarBuilder { dtype, ..self.clone() }
     }
 
     fn full_name(&self, name: &str) -> String {
-        if self.prefix.is_empty() {
-            name.to_string()
-        } else {
-            format!("{}.{name}", self.prefix)
-        }
+        if self.prefix.is_empty() { name.to_string() } else { format!("{}.{name}", self.prefix) }
     }
 
     /// Weights under `prefix.` (nested prefixes join with dots).
     pub fn pp(&self, prefix: impl std::fmt::Display) -> Self {
-        VarBuilder {
-            prefix: self.full_name(&prefix.to_string()),
-            ..self.clone()
-        }
+        VarBuilder { prefix: self.full_name(&prefix.to_string()), ..self.clone() }
     }
 
     /// The tensor `name` with exactly `shape`, in this builder's dtype, on its device.
@@ -335,17 +285,9 @@ impl<'a> VarBuilder<'a> {
     /// A weight-normed parameter stored as `{name}_g` and `{name}_v`, folded to
     /// `g * v / ||v||` with the norm over every dim but the first (torch's `weight_norm(dim=0)`).
     pub fn get_weight_norm(&self, shape: &[usize], name: &str) -> Result<Tensor> {
-        let g_shape: Vec<usize> = shape
-            .iter()
-            .enumerate()
-            .map(|(i, &d)| if i == 0 { d } else { 1 })
-            .collect();
-        let g = self
-            .read_checked(&g_shape, &self.full_name(&format!("{name}_g")))?
-            .to_f32_vec();
-        let v = self
-            .read_checked(shape, &self.full_name(&format!("{name}_v")))?
-            .to_f32_vec();
+        let g_shape: Vec<usize> = shape.iter().enumerate().map(|(i, &d)| if i == 0 { d } else { 1 }).collect();
+        let g = self.read_checked(&g_shape, &self.full_name(&format!("{name}_g")))?.to_f32_vec();
+        let v = self.read_checked(shape, &self.full_name(&format!("{name}_v")))?.to_f32_vec();
         let per_row = (v.len() / shape[0].max(1)).max(1);
         let mut w = v;
         for (row, g) in w.chunks_mut(per_row).zip(&g) {
@@ -356,33 +298,39 @@ impl<'a> VarBuilder<'a> {
     }
 
     /// Rows `[start, end)` of the tensor `name`, whose full shape must be `shape`.
-    pub fn get_rows(
-        &self,
-        shape: &[usize],
-        name: &str,
-        start: usize,
-        end: usize,
-    ) -> Result<Tensor> {
+    pub fn get_rows(&self, shape: &[usize], name: &str, start: usize, end: usize) -> Result<Tensor> {
         let full = self.full_name(name);
-        let found = self.checkpoint.shape_of(&full)?;
+        let checkpoint = match self.source {
+            Source::Checkpoint(c) => c,
+            Source::Synthetic { seed } => {
+                let mut rows = shape.to_vec();
+                rows[0] = end.saturating_sub(start);
+                return self.place(synthetic_tensor(seed, &full, &rows));
+            }
+        };
+        let found = checkpoint.shape_of(&full)?;
         if found != shape {
             return Err(Error::WrongShape {
                 name: full.clone(),
-                location: self.checkpoint.location_of(&full),
+                location: checkpoint.location_of(&full),
                 expected: shape.to_vec(),
                 found,
             });
         }
-        let tensor = self.checkpoint.read_rows(&full, Some((start, end)))?;
+        let tensor = checkpoint.read_rows(&full, Some((start, end)))?;
         self.place(tensor)
     }
 
     fn read_checked(&self, shape: &[usize], full: &str) -> Result<Tensor> {
-        let tensor = self.checkpoint.read(full)?;
+        let checkpoint = match self.source {
+            Source::Checkpoint(c) => c,
+            Source::Synthetic { seed } => return Ok(synthetic_tensor(seed, full, shape)),
+        };
+        let tensor = checkpoint.read(full)?;
         if tensor.shape() != shape {
             return Err(Error::WrongShape {
                 name: full.to_string(),
-                location: self.checkpoint.location_of(full),
+                location: checkpoint.location_of(full),
                 expected: shape.to_vec(),
                 found: tensor.shape().to_vec(),
             });
@@ -420,14 +368,8 @@ pub fn save_f32(path: &Path, tensors: &[(String, Vec<usize>, Vec<f32>)]) -> Resu
 /// Writes `bytes` to a temporary file in `path`'s directory and renames it over `path`.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let result = File::create(&tmp)
         .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()))
@@ -437,4 +379,26 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
         return Err(Error::io(path, e));
     }
     Ok(())
+}
+
+/// Uniform noise in `[-a, a]` with `a = 1 / sqrt(fan_in)` (1-D tensors: around 1), from a
+/// splitmix64 stream seeded by the tensor's name.
+fn synthetic_tensor(seed: u64, name: &str, shape: &[usize]) -> Tensor {
+    let mut state =
+        name.bytes().fold(seed ^ 0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    let n: usize = shape.iter().product();
+    let fan_in: usize = shape.iter().skip(1).product();
+    let (center, half_width) = if shape.len() <= 1 { (1.0, 0.1) } else { (0.0, 1.0 / (fan_in.max(1) as f32).sqrt()) };
+    let data = (0..n)
+        .map(|_| {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^= z >> 31;
+            let unit = (z >> 40) as f32 / (1u64 << 24) as f32;
+            center + (2.0 * unit - 1.0) * half_width
+        })
+        .collect();
+    Tensor::from_f32(shape, data).expect("shape and data agree")
 }

@@ -21,12 +21,8 @@ pub struct Golden {
 
 impl Golden {
     pub fn open(name: &str) -> Golden {
-        let path = fixtures()
-            .join("goldens")
-            .join(format!("{name}.safetensors"));
-        Golden {
-            file: Checkpoint::open_file(&path).unwrap_or_else(|e| panic!("golden {name}: {e}")),
-        }
+        let path = fixtures().join("goldens").join(format!("{name}.safetensors"));
+        Golden { file: Checkpoint::open_file(&path).unwrap_or_else(|e| panic!("golden {name}: {e}")) }
     }
 
     pub fn tensor(&self, name: &str) -> Tensor {
@@ -39,13 +35,7 @@ impl Golden {
     }
 
     pub fn ids(&self, name: &str) -> Vec<u32> {
-        self.file
-            .read_integers(name)
-            .unwrap()
-            .1
-            .into_iter()
-            .map(|v| v as u32)
-            .collect()
+        self.file.read_integers(name).unwrap().1.into_iter().map(|v| v as u32).collect()
     }
 }
 
@@ -59,31 +49,13 @@ pub struct Distance {
 }
 
 pub fn distance(ours: &[f32], reference: &[f32]) -> Distance {
-    assert_eq!(
-        ours.len(),
-        reference.len(),
-        "compared tensors differ in size"
-    );
-    assert!(
-        ours.iter().all(|v| v.is_finite()),
-        "result holds non-finite values"
-    );
-    let scale = reference
-        .iter()
-        .fold(0.0f32, |m, v| m.max(v.abs()))
-        .max(f32::MIN_POSITIVE);
-    let diffs: Vec<f32> = ours
-        .iter()
-        .zip(reference)
-        .map(|(a, b)| (a - b).abs())
-        .collect();
+    assert_eq!(ours.len(), reference.len(), "compared tensors differ in size");
+    assert!(ours.iter().all(|v| v.is_finite()), "result holds non-finite values");
+    let scale = reference.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(f32::MIN_POSITIVE);
+    let diffs: Vec<f32> = ours.iter().zip(reference).map(|(a, b)| (a - b).abs()).collect();
     let max_abs = diffs.iter().copied().fold(0.0, f32::max);
     let mean_abs = diffs.iter().sum::<f32>() / diffs.len().max(1) as f32;
-    Distance {
-        max_abs,
-        mean_abs,
-        rel: max_abs / scale,
-    }
+    Distance { max_abs, mean_abs, rel: max_abs / scale }
 }
 
 /// A relative bound: `factor` times the distance between the reference and its higher-precision
@@ -95,9 +67,7 @@ pub struct Bound {
 
 impl Bound {
     pub fn calibrated(control: Distance, factor: f32, floor: f32) -> Bound {
-        Bound {
-            rel: (control.rel * factor).max(floor),
-        }
+        Bound { rel: (control.rel * factor).max(floor) }
     }
 
     pub fn accepts(&self, d: Distance) -> bool {
@@ -111,22 +81,14 @@ impl Bound {
             "{what}: rel {:.3e} (max |d| {:.3e}, mean |d| {:.3e}), bound {:.3e}",
             d.rel, d.max_abs, d.mean_abs, self.rel
         );
-        assert!(
-            self.accepts(d),
-            "{what}: relative distance {:.3e} exceeds the bound {:.3e}",
-            d.rel,
-            self.rel
-        );
+        assert!(self.accepts(d), "{what}: relative distance {:.3e} exceeds the bound {:.3e}", d.rel, self.rel);
         d
     }
 
     /// Asserts a deliberately broken result is caught by the bound.
     pub fn rejects(&self, what: &str, broken: &[f32], reference: &[f32]) {
         let d = distance(broken, reference);
-        println!(
-            "{what} (negative control): rel {:.3e}, bound {:.3e}",
-            d.rel, self.rel
-        );
+        println!("{what} (negative control): rel {:.3e}, bound {:.3e}", d.rel, self.rel);
         assert!(
             !self.accepts(d),
             "{what}: the bound {:.3e} did not catch the broken input (rel {:.3e})",

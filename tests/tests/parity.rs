@@ -28,18 +28,13 @@ fn model() -> ModelDir {
 /// Edits one component's config.json of a copied model.
 fn edit_config(root: &Path, component: &str, edit: impl FnOnce(&mut serde_json::Value)) {
     let path = root.join(component).join("config.json");
-    let mut cfg: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut cfg: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     edit(&mut cfg);
     std::fs::write(&path, serde_json::to_string_pretty(&cfg).unwrap()).unwrap();
 }
 
 /// Rewrites a component's weights as one f32 safetensors file after `edit` changed some of them.
-fn edit_weights(
-    root: &Path,
-    component: &str,
-    edit: impl FnOnce(&mut Vec<(String, Vec<usize>, Vec<f32>)>),
-) {
+fn edit_weights(root: &Path, component: &str, edit: impl FnOnce(&mut Vec<(String, Vec<usize>, Vec<f32>)>)) {
     let dir = root.join(component);
     let ckpt = Checkpoint::open(&dir).unwrap();
     let mut names: Vec<String> = ckpt.tensor_names().map(str::to_string).collect();
@@ -63,19 +58,11 @@ fn edit_weights(
 }
 
 fn bf16_bound(g: &Golden, reference: &str, control: &str) -> Bound {
-    Bound::calibrated(
-        distance(&g.values(control), &g.values(reference)),
-        BF16_FACTOR,
-        0.0,
-    )
+    Bound::calibrated(distance(&g.values(control), &g.values(reference)), BF16_FACTOR, 0.0)
 }
 
 fn f32_bound(g: &Golden) -> Bound {
-    Bound::calibrated(
-        distance(&g.values("control"), &g.values("reference")),
-        F32_FACTOR,
-        F32_FLOOR,
-    )
+    Bound::calibrated(distance(&g.values("control"), &g.values("reference")), F32_FACTOR, F32_FLOOR)
 }
 
 // ---------------------------------------------------------------- language model
@@ -86,10 +73,7 @@ fn lm_run(model: &ModelDir, device: &Device, g: &Golden) -> Vec<f32> {
     let feedback = g.tensor("feedback");
     let steps = feedback.shape()[0];
     let mut cache = lm.new_cache(device, 2, ids.len() / 2 + steps).unwrap();
-    let mut out = lm
-        .forward(device, &lm.embed(device, &ids).unwrap(), &mut cache)
-        .unwrap()
-        .to_f32_vec();
+    let mut out = lm.forward(device, &lm.embed(device, &ids).unwrap(), &mut cache).unwrap().to_f32_vec();
     let h = feedback.shape()[2];
     let fb = feedback.to_f32_vec();
     for s in 0..steps {
@@ -105,16 +89,11 @@ fn lm_prefill_and_decode_steps_match_reference() {
     let ours = lm_run(&model(), &cpu(), &g);
     let bound = bf16_bound(&g, "reference", "control");
     bound.check("lm hidden vs bf16 reference", &ours, &g.values("reference"));
-    Bound {
-        rel: BF16_VS_CONTROL,
-    }
-    .check("lm hidden vs f32 control", &ours, &g.values("control"));
+    Bound { rel: BF16_VS_CONTROL }.check("lm hidden vs f32 control", &ours, &g.values("control"));
 
     // Negative control: RoPE with the wrong base (10000 instead of the checkpoint's 1e6).
     let broken_dir = copy_tiny_model();
-    edit_config(broken_dir.path(), "language_model", |c| {
-        c["rope_parameters"]["rope_theta"] = 10000.0.into()
-    });
+    edit_config(broken_dir.path(), "language_model", |c| c["rope_parameters"]["rope_theta"] = 10000.0.into());
     let broken = lm_run(&ModelDir::open(broken_dir.path()).unwrap(), &cpu(), &g);
     bound.rejects("lm with rope theta 1e4", &broken, &g.values("reference"));
 }
@@ -128,19 +107,13 @@ fn lm_head_sliced_to_sampleable_rows_equals_full_head() {
     let rows = sliced.head_rows();
     let ids = g.ids("input_ids");
     let mut cache = full.new_cache(&device, 2, ids.len() / 2).unwrap();
-    let hidden = full
-        .forward(&device, &full.embed(&device, &ids).unwrap(), &mut cache)
-        .unwrap();
+    let hidden = full.forward(&device, &full.embed(&device, &ids).unwrap(), &mut cache).unwrap();
     let all = full.logits(&device, &hidden).unwrap().to_f32_vec();
     let part = sliced.logits(&device, &hidden).unwrap().to_f32_vec();
     let n = (rows.end - rows.start) as usize;
     for b in 0..2 {
         let expected = &all[b * vocab as usize + rows.start as usize..][..n];
-        assert_eq!(
-            &part[b * n..(b + 1) * n],
-            expected,
-            "row {b}: sliced head differs from the full head"
-        );
+        assert_eq!(&part[b * n..(b + 1) * n], expected, "row {b}: sliced head differs from the full head");
     }
     let bound = bf16_bound(&g, "reference_logits", "control_logits");
     bound.check("full lm_head logits", &all, &g.values("reference_logits"));
@@ -152,8 +125,7 @@ fn depth_run(model: &ModelDir, codes: &[u32], g: &Golden) -> (Vec<f32>, Vec<f32>
     let device = cpu();
     let lm = model.language_model(&device, Some(0..0)).unwrap();
     let depth = model.depth_decoder(&device).unwrap();
-    let (h, l) =
-        depth_teacher_forced(model, &lm, &depth, &device, &g.tensor("last_hidden"), codes).unwrap();
+    let (h, l) = depth_teacher_forced(model, &lm, &depth, &device, &g.tensor("last_hidden"), codes).unwrap();
     (h.to_f32_vec(), l.to_f32_vec())
 }
 
@@ -163,33 +135,11 @@ fn depth_decoder_frame_matches_reference() {
     let codes = g.ids("codes");
     let (hiddens, logits) = depth_run(&model(), &codes, &g);
     let bound = bf16_bound(&g, "reference", "control");
-    bound.check(
-        "depth hiddens vs bf16 reference",
-        &hiddens,
-        &g.values("reference"),
-    );
-    Bound {
-        rel: BF16_VS_CONTROL,
-    }
-    .check(
-        "depth hiddens vs f32 control",
-        &hiddens,
-        &g.values("control"),
-    );
+    bound.check("depth hiddens vs bf16 reference", &hiddens, &g.values("reference"));
+    Bound { rel: BF16_VS_CONTROL }.check("depth hiddens vs f32 control", &hiddens, &g.values("control"));
     let logit_bound = bf16_bound(&g, "reference_logits", "control_logits");
-    logit_bound.check(
-        "depth logits vs bf16 reference",
-        &logits,
-        &g.values("reference_logits"),
-    );
-    Bound {
-        rel: BF16_VS_CONTROL,
-    }
-    .check(
-        "depth logits vs f32 control",
-        &logits,
-        &g.values("control_logits"),
-    );
+    logit_bound.check("depth logits vs bf16 reference", &logits, &g.values("reference_logits"));
+    Bound { rel: BF16_VS_CONTROL }.check("depth logits vs f32 control", &logits, &g.values("control_logits"));
 
     // Negative control: the residual codes fed in reverse order.
     let mut reversed = codes.clone();
@@ -209,19 +159,8 @@ fn condition_case(golden: &str, model_dir: &Path) {
     let ours = encoder.forward(&device, &input).unwrap().to_f32_vec();
     assert_eq!(ours.len(), g.values("reference").len());
     let bound = bf16_bound(&g, "reference", "control");
-    bound.check(
-        &format!("{golden} vs bf16 reference"),
-        &ours,
-        &g.values("reference"),
-    );
-    Bound {
-        rel: BF16_VS_CONTROL,
-    }
-    .check(
-        &format!("{golden} vs f32 control"),
-        &ours,
-        &g.values("control"),
-    );
+    bound.check(&format!("{golden} vs bf16 reference"), &ours, &g.values("reference"));
+    Bound { rel: BF16_VS_CONTROL }.check(&format!("{golden} vs f32 control"), &ours, &g.values("control"));
 
     // Negative control: the eight hidden-state layers of each frame in reverse order.
     let (frames, width) = input.dims2("test").unwrap();
@@ -233,17 +172,8 @@ fn condition_case(golden: &str, model_dir: &Path) {
             reversed.extend_from_slice(&v[f * width + l * h..f * width + (l + 1) * h]);
         }
     }
-    let broken = encoder
-        .forward(
-            &device,
-            &Tensor::from_f32(&[frames, width], reversed).unwrap(),
-        )
-        .unwrap();
-    bound.rejects(
-        &format!("{golden} with layers reversed"),
-        &broken.to_f32_vec(),
-        &g.values("reference"),
-    );
+    let broken = encoder.forward(&device, &Tensor::from_f32(&[frames, width], reversed).unwrap()).unwrap();
+    bound.rejects(&format!("{golden} with layers reversed"), &broken.to_f32_vec(), &g.values("reference"));
 }
 
 #[test]
@@ -264,11 +194,7 @@ fn dit_run(model: &ModelDir, g: &Golden) -> Vec<f32> {
     let (latents, condition) = (g.tensor("latents"), g.tensor("condition"));
     g.values("timesteps")
         .into_iter()
-        .flat_map(|t| {
-            dit.forward(&device, &latents, t, &condition)
-                .unwrap()
-                .to_f32_vec()
-        })
+        .flat_map(|t| dit.forward(&device, &latents, t, &condition).unwrap().to_f32_vec())
         .collect()
 }
 
@@ -280,11 +206,7 @@ fn dit_matches_reference_at_several_flow_times() {
     let per_t = ours.len() / 3;
     for (i, t) in g.values("timesteps").iter().enumerate() {
         let reference = &g.values("reference")[i * per_t..(i + 1) * per_t];
-        bound.check(
-            &format!("dit velocity at t={t}"),
-            &ours[i * per_t..(i + 1) * per_t],
-            reference,
-        );
+        bound.check(&format!("dit velocity at t={t}"), &ours[i * per_t..(i + 1) * per_t], reference);
     }
 
     // Negative control 1: GLU halves swapped (the gate taken as the value).
@@ -307,9 +229,7 @@ fn dit_matches_reference_at_several_flow_times() {
 
     // Negative control 2: rotary over every dim of the head instead of the leading rotary_dim.
     let wrong_rotary = copy_tiny_model();
-    edit_config(wrong_rotary.path(), "transformer", |c| {
-        c["rotary_dim"] = c["attention_head_dim"].clone()
-    });
+    edit_config(wrong_rotary.path(), "transformer", |c| c["rotary_dim"] = c["attention_head_dim"].clone());
     bound.rejects(
         "dit with rotary over the whole head",
         &dit_run(&ModelDir::open(wrong_rotary.path()).unwrap(), &g),
@@ -326,34 +246,19 @@ fn scheduler_timesteps_and_euler_steps_match_reference() {
     let model = model();
     for steps in [4usize, 30] {
         let sched = model.scheduler(steps).unwrap();
-        assert_eq!(
-            sched.timesteps,
-            g.values(&format!("timesteps_{steps}")),
-            "timesteps for {steps} steps"
-        );
-        assert_eq!(
-            sched.sigmas,
-            g.values(&format!("sigmas_{steps}")),
-            "sigmas for {steps} steps"
-        );
+        assert_eq!(sched.timesteps, g.values(&format!("timesteps_{steps}")), "timesteps for {steps} steps");
+        assert_eq!(sched.sigmas, g.values(&format!("sigmas_{steps}")), "sigmas for {steps} steps");
         let velocity = g.tensor(&format!("velocity_{steps}"));
         let mut sample = g.tensor(&format!("start_{steps}"));
         let expected = g.values(&format!("euler_{steps}"));
         let n = sample.elem_count();
         for i in 0..steps {
             sample = sched.step(&device, i, &sample, &velocity).unwrap();
-            assert_eq!(
-                sample.to_f32_vec(),
-                expected[i * n..(i + 1) * n],
-                "Euler step {i} of {steps}"
-            );
+            assert_eq!(sample.to_f32_vec(), expected[i * n..(i + 1) * n], "Euler step {i} of {steps}");
         }
     }
     // Negative control: without the inversion the flow would run 1 -> 0.
-    let cfg = songloom_engine::config::SchedulerConfig {
-        invert_sigmas: false,
-        ..Default::default()
-    };
+    let cfg = songloom_engine::config::SchedulerConfig { invert_sigmas: false, ..Default::default() };
     let uninverted = FlowMatchEuler::new(&cfg, 4).unwrap();
     assert_ne!(uninverted.timesteps, g.values("timesteps_4"));
 }
@@ -363,48 +268,25 @@ fn cfg_combine_and_overlap_blend_follow_the_reference_formulas() {
     let device = cpu();
     let cond = Tensor::from_f32(&[1, 3], vec![1.0, -2.0, 0.5]).unwrap();
     let uncond = Tensor::from_f32(&[1, 3], vec![0.25, 1.0, 0.5]).unwrap();
-    let guided = cfg_combine(&device, &cond, &uncond, 1.7)
-        .unwrap()
-        .to_f32_vec();
-    let expected: Vec<f32> = [(1.0f32, 0.25f32), (-2.0, 1.0), (0.5, 0.5)]
-        .iter()
-        .map(|(c, u)| u + 1.7 * (c - u))
-        .collect();
+    let guided = cfg_combine(&device, &cond, &uncond, 1.7).unwrap().to_f32_vec();
+    let expected: Vec<f32> =
+        [(1.0f32, 0.25f32), (-2.0, 1.0), (0.5, 0.5)].iter().map(|(c, u)| u + 1.7 * (c - u)).collect();
     assert_eq!(guided, expected);
 
     let latents = Tensor::from_f32(&[2, 4], (0..8).map(|v| v as f32).collect()).unwrap();
     let noise = Tensor::from_f32(&[2, 2], vec![1.0, 2.0, 3.0, 4.0]).unwrap();
     let previous = Tensor::from_f32(&[2, 2], vec![-1.0, -2.0, -3.0, -4.0]).unwrap();
     let t = 0.25f32;
-    let out = overlap_blend(&device, &latents, &noise, &previous, t)
-        .unwrap()
-        .to_f32_vec();
+    let out = overlap_blend(&device, &latents, &noise, &previous, t).unwrap().to_f32_vec();
     let w = 1.0 - 0.999999f32 * t;
-    assert_eq!(
-        out,
-        vec![
-            w * 1.0 - t,
-            w * 2.0 - 2.0 * t,
-            2.0,
-            3.0,
-            w * 3.0 - 3.0 * t,
-            w * 4.0 - 4.0 * t,
-            6.0,
-            7.0
-        ]
-    );
+    assert_eq!(out, vec![w * 1.0 - t, w * 2.0 - 2.0 * t, 2.0, 3.0, w * 3.0 - 3.0 * t, w * 4.0 - 4.0 * t, 6.0, 7.0]);
 }
 
 // ---------------------------------------------------------------- vocoder
 
 fn vocoder_run(model: &ModelDir, g: &Golden) -> Vec<f32> {
     let device = cpu();
-    model
-        .vocoder(&device)
-        .unwrap()
-        .forward(&device, &g.tensor("latents"))
-        .unwrap()
-        .to_f32_vec()
+    model.vocoder(&device).unwrap().forward(&device, &g.tensor("latents")).unwrap().to_f32_vec()
 }
 
 #[test]
@@ -422,10 +304,7 @@ fn vocoder_matches_reference_with_stereo_fold() {
             .filter(|(n, _, _)| n.ends_with(".weight_v"))
             .map(|(n, shape, data)| {
                 let per_row = data.len() / shape[0];
-                let norms = data
-                    .chunks(per_row)
-                    .map(|r| r.iter().map(|x| x * x).sum::<f32>().sqrt())
-                    .collect();
+                let norms = data.chunks(per_row).map(|r| r.iter().map(|x| x * x).sum::<f32>().sqrt()).collect();
                 (n.trim_end_matches("_v").to_string(), norms)
             })
             .collect();

@@ -9,16 +9,7 @@ use crate::device::AttentionShape;
 const QUERY_BLOCK: usize = 16;
 
 pub fn attention(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape) -> Vec<f32> {
-    let AttentionShape {
-        batch,
-        q_len,
-        kv_len,
-        kv_capacity,
-        heads,
-        kv_heads,
-        head_dim: d,
-        causal,
-    } = s;
+    let AttentionShape { batch, q_len, kv_len, kv_capacity, heads, kv_heads, head_dim: d, causal } = s;
     let q_width = heads * d;
     let kv_width = kv_heads * d;
     let group = heads / kv_heads;
@@ -36,11 +27,7 @@ pub fn attention(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape) -> Vec<f32>
             let mut scores = vec![0.0f32; kv_len];
             for (qi, out_row) in (q0..q1).zip(out.chunks_mut(d)) {
                 let q_row = &q[(b * q_len + qi) * q_width + h * d..][..d];
-                let visible = if causal {
-                    kv_len - q_len + qi + 1
-                } else {
-                    kv_len
-                };
+                let visible = if causal { kv_len - q_len + qi + 1 } else { kv_len };
                 let mut max = f32::NEG_INFINITY;
                 for (j, score) in scores.iter_mut().enumerate().take(visible) {
                     let k_row = &k[(b * kv_capacity + j) * kv_width + kvh * d..][..d];

@@ -42,16 +42,8 @@ pub fn conv1d(
                 }
             }
             let mut out = vec![0.0f32; c_out * width];
-            let a = MatRef {
-                data: w,
-                row_stride: c_in * k,
-                col_stride: 1,
-            };
-            let b = MatRef {
-                data: &cols,
-                row_stride: width,
-                col_stride: 1,
-            };
+            let a = MatRef { data: w, row_stride: c_in * k, col_stride: 1 };
+            let b = MatRef { data: &cols, row_stride: width, col_stride: 1 };
             gemm_f32(c_out, width, c_in * k, a, b, &mut out, false);
             (t0, out)
         })
@@ -87,16 +79,8 @@ pub fn conv_transpose1d(
     let t_out = full - 2 * padding;
     // cols[co * k + j, ti] = sum_ci w[ci, co, j] * x[ci, ti]
     let mut cols = vec![0.0f32; c_out * k * t];
-    let a = MatRef {
-        data: w,
-        row_stride: 1,
-        col_stride: c_out * k,
-    };
-    let b = MatRef {
-        data: x,
-        row_stride: t,
-        col_stride: 1,
-    };
+    let a = MatRef { data: w, row_stride: 1, col_stride: c_out * k };
+    let b = MatRef { data: x, row_stride: t, col_stride: 1 };
     gemm_f32(c_out * k, t, c_in, a, b, &mut cols, true);
     let mut y = vec![0.0f32; c_out * t_out];
     y.par_chunks_mut(t_out).enumerate().for_each(|(co, row)| {

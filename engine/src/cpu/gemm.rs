@@ -16,15 +16,7 @@ pub struct MatRef<'a> {
 }
 
 /// `dst[m, n]` (row-major) `= a[m, k] @ b[k, n]`.
-pub fn gemm_f32(
-    m: usize,
-    n: usize,
-    k: usize,
-    a: MatRef,
-    b: MatRef,
-    dst: &mut [f32],
-    parallel: bool,
-) {
+pub fn gemm_f32(m: usize, n: usize, k: usize, a: MatRef, b: MatRef, dst: &mut [f32], parallel: bool) {
     assert!(dst.len() >= m * n, "gemm destination too small");
     if m == 0 || n == 0 {
         return;
@@ -33,17 +25,9 @@ pub fn gemm_f32(
         dst[..m * n].fill(0.0);
         return;
     }
-    let last =
-        |v: MatRef, rows: usize, cols: usize| (rows - 1) * v.row_stride + (cols - 1) * v.col_stride;
-    assert!(
-        last(a, m, k) < a.data.len() && last(b, k, n) < b.data.len(),
-        "gemm operand out of bounds"
-    );
-    let parallelism = if parallel {
-        Parallelism::Rayon(0)
-    } else {
-        Parallelism::None
-    };
+    let last = |v: MatRef, rows: usize, cols: usize| (rows - 1) * v.row_stride + (cols - 1) * v.col_stride;
+    assert!(last(a, m, k) < a.data.len() && last(b, k, n) < b.data.len(), "gemm operand out of bounds");
+    let parallelism = if parallel { Parallelism::Rayon(0) } else { Parallelism::None };
     // SAFETY: the asserts above keep every index of `a`, `b` and `dst` in bounds, and `dst` is a
     // unique borrow that does not alias the operands.
     unsafe {
@@ -81,27 +65,15 @@ pub fn linear(x: &[f32], m: usize, k: usize, w: &CpuStorage, n: usize) -> Vec<f3
     let mut out = vec![0.0f32; m * n];
     match w {
         CpuStorage::F32(w) if m > GEMV_MAX_ROWS => {
-            let a = MatRef {
-                data: x,
-                row_stride: k,
-                col_stride: 1,
-            };
-            let b = MatRef {
-                data: w,
-                row_stride: 1,
-                col_stride: k,
-            };
+            let a = MatRef { data: x, row_stride: k, col_stride: 1 };
+            let b = MatRef { data: w, row_stride: 1, col_stride: k };
             gemm_f32(m, n, k, a, b, &mut out, true);
         }
-        CpuStorage::F32(w) => gemv(x, m, k, n, &mut out, |row, dst| {
-            dst.copy_from_slice(&w[row * k..(row + 1) * k])
-        }),
-        CpuStorage::BF16(w) => half_linear(x, m, k, n, &mut out, |row, dst| {
-            widen_bf16(&w[row * k..(row + 1) * k], dst)
-        }),
-        CpuStorage::F16(w) => half_linear(x, m, k, n, &mut out, |row, dst| {
-            widen_f16(&w[row * k..(row + 1) * k], dst)
-        }),
+        CpuStorage::F32(w) => gemv(x, m, k, n, &mut out, |row, dst| dst.copy_from_slice(&w[row * k..(row + 1) * k])),
+        CpuStorage::BF16(w) => {
+            half_linear(x, m, k, n, &mut out, |row, dst| widen_bf16(&w[row * k..(row + 1) * k], dst))
+        }
+        CpuStorage::F16(w) => half_linear(x, m, k, n, &mut out, |row, dst| widen_f16(&w[row * k..(row + 1) * k], dst)),
     }
     out
 }
@@ -118,14 +90,7 @@ fn widen_f16(src: &[f16], dst: &mut [f32]) {
     }
 }
 
-fn half_linear(
-    x: &[f32],
-    m: usize,
-    k: usize,
-    n: usize,
-    out: &mut [f32],
-    widen_row: impl Fn(usize, &mut [f32]) + Sync,
-) {
+fn half_linear(x: &[f32], m: usize, k: usize, n: usize, out: &mut [f32], widen_row: impl Fn(usize, &mut [f32]) + Sync) {
     if m <= GEMV_MAX_ROWS {
         return gemv(x, m, k, n, out, widen_row);
     }
@@ -141,16 +106,8 @@ fn half_linear(
                 widen_row(n0 + r, &mut wide[r * k..(r + 1) * k]);
             }
             let mut tile = vec![0.0f32; m * rows];
-            let a = MatRef {
-                data: x,
-                row_stride: k,
-                col_stride: 1,
-            };
-            let b = MatRef {
-                data: &wide,
-                row_stride: 1,
-                col_stride: k,
-            };
+            let a = MatRef { data: x, row_stride: k, col_stride: 1 };
+            let b = MatRef { data: &wide, row_stride: 1, col_stride: k };
             gemm_f32(m, rows, k, a, b, &mut tile, false);
             (n0, tile)
         })
@@ -164,14 +121,7 @@ fn half_linear(
 }
 
 /// Few activation rows: stream each weight row once and dot it with every activation row.
-fn gemv(
-    x: &[f32],
-    m: usize,
-    k: usize,
-    n: usize,
-    out: &mut [f32],
-    widen_row: impl Fn(usize, &mut [f32]) + Sync,
-) {
+fn gemv(x: &[f32], m: usize, k: usize, n: usize, out: &mut [f32], widen_row: impl Fn(usize, &mut [f32]) + Sync) {
     let columns: Vec<f32> = (0..n)
         .into_par_iter()
         .with_min_len(16)

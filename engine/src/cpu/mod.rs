@@ -29,11 +29,7 @@ fn storage(t: &Tensor) -> &CpuStorage {
 fn f32s<'a>(t: &'a Tensor, op: &'static str) -> Result<&'a [f32]> {
     match storage(t) {
         CpuStorage::F32(v) => Ok(v),
-        other => Err(Error::Unsupported {
-            op,
-            dtype: other.dtype().to_string(),
-            backend: "cpu",
-        }),
+        other => Err(Error::Unsupported { op, dtype: other.dtype().to_string(), backend: "cpu" }),
     }
 }
 
@@ -51,38 +47,20 @@ fn out(shape: &[usize], data: Vec<f32>) -> Result<Tensor> {
 
 fn same_shape(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
     if a.shape() != b.shape() {
-        return Err(Error::shape(
-            op,
-            format!("{:?} vs {:?}", a.shape(), b.shape()),
-        ));
+        return Err(Error::shape(op, format!("{:?} vs {:?}", a.shape(), b.shape())));
     }
     Ok(())
 }
 
 fn map(x: &Tensor, op: &'static str, f: impl Fn(f32) -> f32 + Sync) -> Result<Tensor> {
     let v = f32s(x, op)?;
-    out(
-        x.shape(),
-        v.par_iter().with_min_len(4096).map(|&a| f(a)).collect(),
-    )
+    out(x.shape(), v.par_iter().with_min_len(4096).map(|&a| f(a)).collect())
 }
 
-fn zip(
-    a: &Tensor,
-    b: &Tensor,
-    op: &'static str,
-    f: impl Fn(f32, f32) -> f32 + Sync,
-) -> Result<Tensor> {
+fn zip(a: &Tensor, b: &Tensor, op: &'static str, f: impl Fn(f32, f32) -> f32 + Sync) -> Result<Tensor> {
     same_shape(op, a, b)?;
     let (x, y) = (f32s(a, op)?, f32s(b, op)?);
-    out(
-        a.shape(),
-        x.par_iter()
-            .zip(y)
-            .with_min_len(4096)
-            .map(|(&p, &q)| f(p, q))
-            .collect(),
-    )
+    out(a.shape(), x.par_iter().zip(y).with_min_len(4096).map(|(&p, &q)| f(p, q)).collect())
 }
 
 fn silu(x: f32) -> f32 {
@@ -110,22 +88,15 @@ impl Backend for CpuBackend {
         let (m, k) = x.dims2("linear")?;
         let (n, wk) = w.dims2("linear")?;
         if k != wk {
-            return Err(Error::shape(
-                "linear",
-                format!("input {:?} against weight {:?}", x.shape(), w.shape()),
-            ));
+            return Err(Error::shape("linear", format!("input {:?} against weight {:?}", x.shape(), w.shape())));
         }
         let mut y = gemm::linear(f32s(x, "linear")?, m, k, storage(w), n);
         if let Some(b) = bias {
             if b.elem_count() != n {
-                return Err(Error::shape(
-                    "linear",
-                    format!("bias {:?} for {n} outputs", b.shape()),
-                ));
+                return Err(Error::shape("linear", format!("bias {:?} for {n} outputs", b.shape())));
             }
             let b = param(b);
-            y.par_chunks_mut(n)
-                .for_each(|row| row.iter_mut().zip(b.iter()).for_each(|(v, b)| *v += b));
+            y.par_chunks_mut(n).for_each(|row| row.iter_mut().zip(b.iter()).for_each(|(v, b)| *v += b));
         }
         out(&[m, n], y)
     }
@@ -136,20 +107,16 @@ impl Backend for CpuBackend {
         for (row, &id) in y.chunks_mut(dim).zip(ids) {
             let id = id as usize;
             if id >= vocab {
-                return Err(Error::Invalid(format!(
-                    "token id {id} is outside the embedding table of {vocab} rows"
-                )));
+                return Err(Error::Invalid(format!("token id {id} is outside the embedding table of {vocab} rows")));
             }
             match storage(table) {
                 CpuStorage::F32(v) => row.copy_from_slice(&v[id * dim..(id + 1) * dim]),
-                CpuStorage::BF16(v) => row
-                    .iter_mut()
-                    .zip(&v[id * dim..(id + 1) * dim])
-                    .for_each(|(d, s)| *d = s.to_f32()),
-                CpuStorage::F16(v) => row
-                    .iter_mut()
-                    .zip(&v[id * dim..(id + 1) * dim])
-                    .for_each(|(d, s)| *d = s.to_f32()),
+                CpuStorage::BF16(v) => {
+                    row.iter_mut().zip(&v[id * dim..(id + 1) * dim]).for_each(|(d, s)| *d = s.to_f32())
+                }
+                CpuStorage::F16(v) => {
+                    row.iter_mut().zip(&v[id * dim..(id + 1) * dim]).for_each(|(d, s)| *d = s.to_f32())
+                }
             }
         }
         out(&[ids.len(), dim], y)
@@ -158,19 +125,14 @@ impl Backend for CpuBackend {
     fn rms_norm(&self, x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
         let dim = *x.shape().last().unwrap_or(&0);
         if w.elem_count() != dim {
-            return Err(Error::shape(
-                "rms_norm",
-                format!("weight {:?} for rows of {dim}", w.shape()),
-            ));
+            return Err(Error::shape("rms_norm", format!("weight {:?} for rows of {dim}", w.shape())));
         }
         let (v, w) = (f32s(x, "rms_norm")?, param(w));
         let mut y = v.to_vec();
         y.par_chunks_mut(dim).for_each(|row| {
             let mean_sq = row.iter().map(|a| a * a).sum::<f32>() / dim as f32;
             let inv = 1.0 / (mean_sq + eps).sqrt();
-            row.iter_mut()
-                .zip(w.iter())
-                .for_each(|(a, w)| *a = *a * inv * w);
+            row.iter_mut().zip(w.iter()).for_each(|(a, w)| *a = *a * inv * w);
         });
         out(x.shape(), y)
     }
@@ -180,11 +142,7 @@ impl Backend for CpuBackend {
         if w.elem_count() != dim || b.elem_count() != dim {
             return Err(Error::shape(
                 "layer_norm",
-                format!(
-                    "weight {:?} bias {:?} for rows of {dim}",
-                    w.shape(),
-                    b.shape()
-                ),
+                format!("weight {:?} bias {:?} for rows of {dim}", w.shape(), b.shape()),
             ));
         }
         let (v, w, b) = (f32s(x, "layer_norm")?, param(w), param(b));
@@ -211,9 +169,7 @@ impl Backend for CpuBackend {
         }
         let half = r.rotary_dim / 2;
         // inv_freq and the angles in f32, as the reference computes them.
-        let inv_freq: Vec<f32> = (0..half)
-            .map(|i| 1.0 / r.theta.powf((2 * i) as f32 / r.rotary_dim as f32))
-            .collect();
+        let inv_freq: Vec<f32> = (0..half).map(|i| 1.0 / r.theta.powf((2 * i) as f32 / r.rotary_dim as f32)).collect();
         let mut y = f32s(x, "rope")?.to_vec();
         y.par_chunks_mut(width).enumerate().for_each(|(row, data)| {
             let pos = (r.first_position + row % r.seq_len) as f32;
@@ -241,20 +197,10 @@ impl Backend for CpuBackend {
         if !ok {
             return Err(Error::shape(
                 "attention",
-                format!(
-                    "q {:?} k {:?} v {:?} for {s:?}",
-                    q.shape(),
-                    k.shape(),
-                    v.shape()
-                ),
+                format!("q {:?} k {:?} v {:?} for {s:?}", q.shape(), k.shape(), v.shape()),
             ));
         }
-        let y = attention::attention(
-            f32s(q, "attention")?,
-            f32s(k, "attention")?,
-            f32s(v, "attention")?,
-            s,
-        );
+        let y = attention::attention(f32s(q, "attention")?, f32s(k, "attention")?, f32s(v, "attention")?, s);
         out(&[s.batch * s.q_len, s.heads * s.head_dim], y)
     }
 
@@ -263,26 +209,15 @@ impl Backend for CpuBackend {
         let (src_rows, src_cols) = src.dims2("write_rows")?;
         let capacity = dst_rows / batch.max(1);
         let n = src_rows / batch.max(1);
-        if cols != src_cols
-            || batch == 0
-            || src_rows % batch != 0
-            || dst_rows % batch != 0
-            || row + n > capacity
-        {
+        if cols != src_cols || batch == 0 || src_rows % batch != 0 || dst_rows % batch != 0 || row + n > capacity {
             return Err(Error::shape(
                 "write_rows",
-                format!(
-                    "{src_rows}x{src_cols} into {dst_rows}x{cols} at row {row} for batch {batch}"
-                ),
+                format!("{src_rows}x{src_cols} into {dst_rows}x{cols} at row {row} for batch {batch}"),
             ));
         }
         let src = f32s(src, "write_rows")?.to_vec();
         let Storage::Cpu(CpuStorage::F32(d)) = dst.storage_mut() else {
-            return Err(Error::Unsupported {
-                op: "write_rows",
-                dtype: "non-f32".into(),
-                backend: "cpu",
-            });
+            return Err(Error::Unsupported { op: "write_rows", dtype: "non-f32".into(), backend: "cpu" });
         };
         for b in 0..batch {
             let at = (b * capacity + row) * cols;
@@ -349,49 +284,29 @@ impl Backend for CpuBackend {
     fn slice_cols(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
         let (r, c) = x.dims2("slice_cols")?;
         if start > end || end > c {
-            return Err(Error::shape(
-                "slice_cols",
-                format!("[{start}, {end}) of {c} columns"),
-            ));
+            return Err(Error::shape("slice_cols", format!("[{start}, {end}) of {c} columns")));
         }
         let v = f32s(x, "slice_cols")?;
-        let y = v
-            .chunks(c.max(1))
-            .take(r)
-            .flat_map(|row| row[start..end].iter().copied())
-            .collect();
+        let y = v.chunks(c.max(1)).take(r).flat_map(|row| row[start..end].iter().copied()).collect();
         out(&[r, end - start], y)
     }
 
     fn slice_rows(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
         let (r, c) = x.dims2("slice_rows")?;
         if start > end || end > r {
-            return Err(Error::shape(
-                "slice_rows",
-                format!("[{start}, {end}) of {r} rows"),
-            ));
+            return Err(Error::shape("slice_rows", format!("[{start}, {end}) of {r} rows")));
         }
-        out(
-            &[end - start, c],
-            f32s(x, "slice_rows")?[start * c..end * c].to_vec(),
-        )
+        out(&[end - start, c], f32s(x, "slice_rows")?[start * c..end * c].to_vec())
     }
 
     fn cat_rows(&self, parts: &[&Tensor]) -> Result<Tensor> {
-        let cols = parts
-            .first()
-            .map(|p| p.dims2("cat_rows"))
-            .transpose()?
-            .map_or(0, |d| d.1);
+        let cols = parts.first().map(|p| p.dims2("cat_rows")).transpose()?.map_or(0, |d| d.1);
         let mut y = Vec::new();
         let mut rows = 0;
         for p in parts {
             let (r, c) = p.dims2("cat_rows")?;
             if c != cols {
-                return Err(Error::shape(
-                    "cat_rows",
-                    format!("{c} columns next to {cols}"),
-                ));
+                return Err(Error::shape("cat_rows", format!("{c} columns next to {cols}")));
             }
             y.extend_from_slice(f32s(p, "cat_rows")?);
             rows += r;
@@ -399,39 +314,17 @@ impl Backend for CpuBackend {
         out(&[rows, cols], y)
     }
 
-    fn conv1d(
-        &self,
-        x: &Tensor,
-        w: &Tensor,
-        bias: Option<&Tensor>,
-        padding: usize,
-        dilation: usize,
-    ) -> Result<Tensor> {
+    fn conv1d(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, padding: usize, dilation: usize) -> Result<Tensor> {
         let (c_in, t) = x.dims2("conv1d")?;
         let [c_out, w_in, k] = *w.shape() else {
-            return Err(Error::shape(
-                "conv1d",
-                format!("weight {:?} is not [out, in, k]", w.shape()),
-            ));
+            return Err(Error::shape("conv1d", format!("weight {:?} is not [out, in, k]", w.shape())));
         };
         if w_in != c_in || t + 2 * padding < dilation * (k - 1) + 1 {
-            return Err(Error::shape(
-                "conv1d",
-                format!("input {:?} against weight {:?}", x.shape(), w.shape()),
-            ));
+            return Err(Error::shape("conv1d", format!("input {:?} against weight {:?}", x.shape(), w.shape())));
         }
         let bias = bias.map(param);
-        let (y, t_out) = conv::conv1d(
-            f32s(x, "conv1d")?,
-            c_in,
-            t,
-            &param(w),
-            c_out,
-            k,
-            bias.as_deref(),
-            padding,
-            dilation,
-        );
+        let (y, t_out) =
+            conv::conv1d(f32s(x, "conv1d")?, c_in, t, &param(w), c_out, k, bias.as_deref(), padding, dilation);
         out(&[c_out, t_out], y)
     }
 
@@ -445,10 +338,7 @@ impl Backend for CpuBackend {
     ) -> Result<Tensor> {
         let (c_in, t) = x.dims2("conv_transpose1d")?;
         let [w_in, c_out, k] = *w.shape() else {
-            return Err(Error::shape(
-                "conv_transpose1d",
-                format!("weight {:?} is not [in, out, k]", w.shape()),
-            ));
+            return Err(Error::shape("conv_transpose1d", format!("weight {:?} is not [in, out, k]", w.shape())));
         };
         if w_in != c_in || t == 0 || (t - 1) * stride + k <= 2 * padding {
             return Err(Error::shape(
@@ -474,22 +364,17 @@ impl Backend for CpuBackend {
     fn snake(&self, x: &Tensor, alpha: &Tensor) -> Result<Tensor> {
         let (c, t) = x.dims2("snake")?;
         if alpha.elem_count() != c {
-            return Err(Error::shape(
-                "snake",
-                format!("alpha {:?} for {c} channels", alpha.shape()),
-            ));
+            return Err(Error::shape("snake", format!("alpha {:?} for {c} channels", alpha.shape())));
         }
         let alpha = param(alpha);
         let mut y = f32s(x, "snake")?.to_vec();
-        y.par_chunks_mut(t.max(1))
-            .zip(alpha.par_iter())
-            .for_each(|(row, &a)| {
-                let inv = 1.0 / (a + 1e-9);
-                for v in row {
-                    let s = (a * *v).sin();
-                    *v += inv * (s * s);
-                }
-            });
+        y.par_chunks_mut(t.max(1)).zip(alpha.par_iter()).for_each(|(row, &a)| {
+            let inv = 1.0 / (a + 1e-9);
+            for v in row {
+                let s = (a * *v).sin();
+                *v += inv * (s * s);
+            }
+        });
         out(x.shape(), y)
     }
 

@@ -23,8 +23,7 @@ pub struct ConditionEncoder {
 impl ConditionEncoder {
     pub fn new(cfg: &ConditionConfig, vb: &VarBuilder) -> Result<Self> {
         let device = vb.device();
-        let logits =
-            device.to_host(&vb.get(&[cfg.num_condition_layers], "layer_weight_logits")?)?;
+        let logits = device.to_host(&vb.get(&[cfg.num_condition_layers], "layer_weight_logits")?)?;
         let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         let exps: Vec<f32> = logits.iter().map(|l| (l - max).exp()).collect();
         let sum: f32 = exps.iter().sum();
@@ -50,10 +49,7 @@ impl ConditionEncoder {
         if width != h * self.cfg.num_condition_layers || frames == 0 {
             return Err(Error::shape(
                 "condition encoder",
-                format!(
-                    "frame hiddens {frames}x{width}, expected frames x {}",
-                    h * self.cfg.num_condition_layers
-                ),
+                format!("frame hiddens {frames}x{width}, expected frames x {}", h * self.cfg.num_condition_layers),
             ));
         }
         let mut mixed: Option<Tensor> = None;
@@ -65,13 +61,7 @@ impl ConditionEncoder {
             });
         }
         let mixed = device.scale(&mixed.expect("at least one layer"), self.layer_scale)?;
-        let projected = device.conv1d(
-            &device.transpose(&mixed)?,
-            &self.proj,
-            Some(&self.proj_bias),
-            1,
-            1,
-        )?;
+        let projected = device.conv1d(&device.transpose(&mixed)?, &self.proj, Some(&self.proj_bias), 1, 1)?;
         let resampled = device.resample_nearest(&projected, self.cfg.latent_length(frames))?;
         device.transpose(&resampled)
     }

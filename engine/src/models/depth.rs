@@ -72,8 +72,7 @@ impl DepthDecoder {
             .collect::<Result<_>>()?;
         Ok(DepthDecoder {
             cfg: cfg.clone(),
-            audio_embeddings: vb
-                .get(&[v * (cfg.num_codebooks - 1), h], "audio_embeddings.weight")?,
+            audio_embeddings: vb.get(&[v * (cfg.num_codebooks - 1), h], "audio_embeddings.weight")?,
             projection: vb.get(&[h, h], "projection.weight")?,
             pos_embedding: vb.get(&[cfg.max_position_embeddings, h], "pos_embedding.weight")?,
             layers,
@@ -89,20 +88,9 @@ impl DepthDecoder {
     /// Starts a frame from the language model's hidden states `[batch, hidden]` and the embedding
     /// of the frame's semantic code `[batch, hidden]`; returns the hidden state that predicts
     /// codebook 1, `[batch, hidden]`.
-    pub fn start_frame(
-        &self,
-        device: &Device,
-        lm_hidden: &Tensor,
-        c0_embed: &Tensor,
-    ) -> Result<(DepthFrame, Tensor)> {
+    pub fn start_frame(&self, device: &Device, lm_hidden: &Tensor, c0_embed: &Tensor) -> Result<(DepthFrame, Tensor)> {
         let batch = lm_hidden.shape()[0];
-        let cache = KvCache::new(
-            device,
-            self.cfg.num_layers,
-            batch,
-            self.cfg.num_codebooks,
-            self.cfg.hidden_size,
-        )?;
+        let cache = KvCache::new(device, self.cfg.num_layers, batch, self.cfg.num_codebooks, self.cfg.hidden_size)?;
         let mut frame = DepthFrame { cache };
         // Batch-major rows: [b0 p0, b0 p1, b1 p0, b1 p1].
         let mut rows = Vec::with_capacity(2 * batch);
@@ -117,13 +105,7 @@ impl DepthDecoder {
 
     /// Feeds the code sampled for codebook `codebook` (1-based, below the last) to every batch
     /// entry; returns the hidden state that predicts codebook `codebook + 1`.
-    pub fn step(
-        &self,
-        device: &Device,
-        frame: &mut DepthFrame,
-        codebook: usize,
-        code: u32,
-    ) -> Result<Tensor> {
+    pub fn step(&self, device: &Device, frame: &mut DepthFrame, codebook: usize, code: u32) -> Result<Tensor> {
         let batch = frame.cache.batch();
         let embed = self.code_embeddings(device, &[(codebook, code)])?;
         let inputs = device.cat_rows(&vec![&embed; batch])?;
@@ -141,9 +123,7 @@ impl DepthDecoder {
         let mut ids = Vec::with_capacity(codes.len());
         for &(codebook, code) in codes {
             if codebook == 0 || codebook >= self.cfg.num_codebooks || code >= v {
-                return Err(Error::Invalid(format!(
-                    "code {code} of codebook {codebook} is out of range"
-                )));
+                return Err(Error::Invalid(format!("code {code} of codebook {codebook} is out of range")));
             }
             ids.push(code + (codebook as u32 - 1) * v);
         }
@@ -152,21 +132,13 @@ impl DepthDecoder {
 
     /// Runs `new` positions per batch entry (rows batch-major, unprojected) and returns each entry's
     /// last normed hidden state.
-    fn forward(
-        &self,
-        device: &Device,
-        frame: &mut DepthFrame,
-        inputs: &Tensor,
-        new: usize,
-    ) -> Result<Tensor> {
+    fn forward(&self, device: &Device, frame: &mut DepthFrame, inputs: &Tensor, new: usize) -> Result<Tensor> {
         let cache = &mut frame.cache;
         let batch = cache.batch();
         let start = cache.len();
         let h = self.cfg.hidden_size;
         let heads = self.cfg.num_attention_heads;
-        let positions: Vec<u32> = (0..batch)
-            .flat_map(|_| (start..start + new).map(|p| p as u32))
-            .collect();
+        let positions: Vec<u32> = (0..batch).flat_map(|_| (start..start + new).map(|p| p as u32)).collect();
         let mut x = device.add(
             &device.linear(inputs, &self.projection, None)?,
             &device.embedding(&self.pos_embedding, &positions)?,
@@ -184,31 +156,17 @@ impl DepthDecoder {
         for (l, layer) in self.layers.iter().enumerate() {
             let n = device.rms_norm(&x, &layer.input_norm, RMS_EPS)?;
             let q = device.linear(&n, &layer.q, None)?;
-            cache.write(
-                device,
-                l,
-                &device.linear(&n, &layer.k, None)?,
-                &device.linear(&n, &layer.v, None)?,
-                new,
-            )?;
+            cache.write(device, l, &device.linear(&n, &layer.k, None)?, &device.linear(&n, &layer.v, None)?, new)?;
             let (keys, values) = cache.layer(l);
             let attn = device.attention(&q, keys, values, shape)?;
             x = device.add(&x, &device.linear(&attn, &layer.out, None)?)?;
             let n = device.rms_norm(&x, &layer.post_norm, RMS_EPS)?;
-            let act = device.silu_mul(
-                &device.linear(&n, &layer.gate, None)?,
-                &device.linear(&n, &layer.up, None)?,
-            )?;
+            let act = device.silu_mul(&device.linear(&n, &layer.gate, None)?, &device.linear(&n, &layer.up, None)?)?;
             x = device.add(&x, &device.linear(&act, &layer.down, None)?)?;
         }
         cache.advance(new);
-        let last: Vec<Tensor> = (0..batch)
-            .map(|b| device.slice_rows(&x, b * new + new - 1, b * new + new))
-            .collect::<Result<_>>()?;
-        device.rms_norm(
-            &device.cat_rows(&last.iter().collect::<Vec<_>>())?,
-            &self.norm,
-            RMS_EPS,
-        )
+        let last: Vec<Tensor> =
+            (0..batch).map(|b| device.slice_rows(&x, b * new + new - 1, b * new + new)).collect::<Result<_>>()?;
+        device.rms_norm(&device.cat_rows(&last.iter().collect::<Vec<_>>())?, &self.norm, RMS_EPS)
     }
 }

@@ -81,17 +81,12 @@ impl Dit {
             time_1_b: vb.get(&[inner], "time_embed.linear_1.bias")?,
             time_2: vb.get(&[inner, inner], "time_embed.linear_2.weight")?,
             time_2_b: vb.get(&[inner], "time_embed.linear_2.bias")?,
-            preprocess: vb
-                .get(&[concat, concat, 1], "preprocess_conv.weight")?
-                .reshape(&[concat, concat])?,
+            preprocess: vb.get(&[concat, concat, 1], "preprocess_conv.weight")?.reshape(&[concat, concat])?,
             proj_in: vb.get(&[inner, concat], "proj_in.weight")?,
             blocks,
             proj_out: vb.get(&[cfg.in_channels, inner], "proj_out.weight")?,
             postprocess: vb
-                .get(
-                    &[cfg.in_channels, cfg.in_channels, 1],
-                    "postprocess_conv.weight",
-                )?
+                .get(&[cfg.in_channels, cfg.in_channels, 1], "postprocess_conv.weight")?
                 .reshape(&[cfg.in_channels, cfg.in_channels])?,
         })
     }
@@ -105,36 +100,21 @@ impl Dit {
         // (2*pi*t) @ W^T, in f32, as the reference evaluates it left to right.
         let scaled = (2.0 * std::f64::consts::PI) as f32 * t;
         let angles: Vec<f32> = self.fourier.iter().map(|w| scaled * w).collect();
-        let features: Vec<f32> = angles
-            .iter()
-            .map(|a| a.cos())
-            .chain(angles.iter().map(|a| a.sin()))
-            .collect();
+        let features: Vec<f32> = angles.iter().map(|a| a.cos()).chain(angles.iter().map(|a| a.sin())).collect();
         let features = device.upload(Tensor::from_f32(&[1, features.len()], features)?)?;
-        let hidden =
-            device.silu(&device.linear(&features, &self.time_1, Some(&self.time_1_b))?)?;
+        let hidden = device.silu(&device.linear(&features, &self.time_1, Some(&self.time_1_b))?)?;
         device.linear(&hidden, &self.time_2, Some(&self.time_2_b))
     }
 
     /// Velocity `[channels, length]` for `latents [channels, length]` at flow time `t` under
     /// `condition [length, condition_dim]` (zeros for the unconditional branch).
-    pub fn forward(
-        &self,
-        device: &Device,
-        latents: &Tensor,
-        t: f32,
-        condition: &Tensor,
-    ) -> Result<Tensor> {
+    pub fn forward(&self, device: &Device, latents: &Tensor, t: f32, condition: &Tensor) -> Result<Tensor> {
         let cfg = &self.cfg;
         let (channels, length) = latents.dims2("transformer")?;
         if channels != cfg.in_channels || condition.shape() != [length, cfg.condition_dim] {
             return Err(Error::shape(
                 "transformer",
-                format!(
-                    "latents {:?} with condition {:?}",
-                    latents.shape(),
-                    condition.shape()
-                ),
+                format!("latents {:?} with condition {:?}", latents.shape(), condition.shape()),
             ));
         }
         let zeros = device.upload(Tensor::zeros(&[channels, length]))?;
@@ -173,10 +153,7 @@ impl Dit {
             x = device.add(&x, &device.linear(&attn, &b.out, None)?)?;
             let n = device.layer_norm(&x, &b.norm2_w, &b.norm2_b, LAYER_NORM_EPS)?;
             let both = device.linear(&n, &b.ff_in, Some(&b.ff_in_b))?;
-            let (value, gate) = (
-                device.slice_cols(&both, 0, ff)?,
-                device.slice_cols(&both, ff, 2 * ff)?,
-            );
+            let (value, gate) = (device.slice_cols(&both, 0, ff)?, device.slice_cols(&both, ff, 2 * ff)?);
             let glu = device.silu_mul(&gate, &value)?;
             x = device.add(&x, &device.linear(&glu, &b.ff_out, Some(&b.ff_out_b))?)?;
         }

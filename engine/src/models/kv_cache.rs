@@ -14,23 +14,11 @@ pub struct KvCache {
 }
 
 impl KvCache {
-    pub fn new(
-        device: &Device,
-        layers: usize,
-        batch: usize,
-        capacity: usize,
-        width: usize,
-    ) -> Result<Self> {
+    pub fn new(device: &Device, layers: usize, batch: usize, capacity: usize, width: usize) -> Result<Self> {
         let zeros = || device.upload(Tensor::zeros(&[batch * capacity, width]));
         let keys = (0..layers).map(|_| zeros()).collect::<Result<_>>()?;
         let values = (0..layers).map(|_| zeros()).collect::<Result<_>>()?;
-        Ok(KvCache {
-            keys,
-            values,
-            batch,
-            capacity,
-            len: 0,
-        })
+        Ok(KvCache { keys, values, batch, capacity, len: 0 })
     }
 
     pub fn len(&self) -> usize {
@@ -50,14 +38,7 @@ impl KvCache {
     }
 
     /// Appends `new_len` positions of layer `layer` at the current length.
-    pub fn write(
-        &mut self,
-        device: &Device,
-        layer: usize,
-        k: &Tensor,
-        v: &Tensor,
-        new_len: usize,
-    ) -> Result<()> {
+    pub fn write(&mut self, device: &Device, layer: usize, k: &Tensor, v: &Tensor, new_len: usize) -> Result<()> {
         if self.len + new_len > self.capacity {
             return Err(Error::Invalid(format!(
                 "the KV cache holds {} positions; {} more do not fit",

@@ -42,10 +42,7 @@ impl LanguageModel {
     /// Loads the model with `lm_head` restricted to `head_rows`.
     pub fn new(cfg: &LmConfig, vb: &VarBuilder, head_rows: Range<u32>) -> Result<Self> {
         let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
-        let (q_dim, kv_dim) = (
-            cfg.num_attention_heads * cfg.head_dim,
-            cfg.num_key_value_heads * cfg.head_dim,
-        );
+        let (q_dim, kv_dim) = (cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim);
         let m = vb.pp("model");
         let layers = (0..cfg.num_hidden_layers)
             .map(|l| {
@@ -65,17 +62,8 @@ impl LanguageModel {
                 })
             })
             .collect::<Result<_>>()?;
-        let head_name = if cfg.tie_word_embeddings {
-            "model.embed_tokens.weight"
-        } else {
-            "lm_head.weight"
-        };
-        let head = vb.get_rows(
-            &[cfg.vocab_size, h],
-            head_name,
-            head_rows.start as usize,
-            head_rows.end as usize,
-        )?;
+        let head_name = if cfg.tie_word_embeddings { "model.embed_tokens.weight" } else { "lm_head.weight" };
+        let head = vb.get_rows(&[cfg.vocab_size, h], head_name, head_rows.start as usize, head_rows.end as usize)?;
         Ok(LanguageModel {
             cfg: cfg.clone(),
             embed_tokens: m.get(&[cfg.vocab_size, h], "embed_tokens.weight")?,
@@ -134,48 +122,24 @@ impl LanguageModel {
         let mut x = embeds.clone();
         for (l, layer) in self.layers.iter().enumerate() {
             let h = device.rms_norm(&x, &layer.input_norm, eps)?;
-            let q = self.head_norm(
-                device,
-                device.linear(&h, &layer.q, None)?,
-                &layer.q_norm,
-                cfg.num_attention_heads,
-            )?;
-            let k = self.head_norm(
-                device,
-                device.linear(&h, &layer.k, None)?,
-                &layer.k_norm,
-                cfg.num_key_value_heads,
-            )?;
+            let q =
+                self.head_norm(device, device.linear(&h, &layer.q, None)?, &layer.q_norm, cfg.num_attention_heads)?;
+            let k =
+                self.head_norm(device, device.linear(&h, &layer.k, None)?, &layer.k_norm, cfg.num_key_value_heads)?;
             let v = device.linear(&h, &layer.v, None)?;
-            let q = device.rope(
-                &q,
-                Rotary {
-                    heads: cfg.num_attention_heads,
-                    ..rotary
-                },
-            )?;
-            let k = device.rope(
-                &k,
-                Rotary {
-                    heads: cfg.num_key_value_heads,
-                    ..rotary
-                },
-            )?;
+            let q = device.rope(&q, Rotary { heads: cfg.num_attention_heads, ..rotary })?;
+            let k = device.rope(&k, Rotary { heads: cfg.num_key_value_heads, ..rotary })?;
             cache.write(device, l, &k, &v, seq)?;
             let (keys, values) = cache.layer(l);
             let attn = device.attention(&q, keys, values, attn_shape)?;
             x = device.add(&x, &device.linear(&attn, &layer.o, None)?)?;
             let h = device.rms_norm(&x, &layer.post_norm, eps)?;
-            let act = device.silu_mul(
-                &device.linear(&h, &layer.gate, None)?,
-                &device.linear(&h, &layer.up, None)?,
-            )?;
+            let act = device.silu_mul(&device.linear(&h, &layer.gate, None)?, &device.linear(&h, &layer.up, None)?)?;
             x = device.add(&x, &device.linear(&act, &layer.down, None)?)?;
         }
         cache.advance(seq);
-        let last: Vec<Tensor> = (0..batch)
-            .map(|b| device.slice_rows(&x, b * seq + seq - 1, b * seq + seq))
-            .collect::<Result<_>>()?;
+        let last: Vec<Tensor> =
+            (0..batch).map(|b| device.slice_rows(&x, b * seq + seq - 1, b * seq + seq)).collect::<Result<_>>()?;
         debug_assert_eq!(rows, x.shape()[0]);
         let last = device.cat_rows(&last.iter().collect::<Vec<_>>())?;
         device.rms_norm(&last, &self.norm, eps)
@@ -185,11 +149,7 @@ impl LanguageModel {
     fn head_norm(&self, device: &Device, x: Tensor, w: &Tensor, heads: usize) -> Result<Tensor> {
         let rows = x.shape()[0];
         let d = self.cfg.head_dim;
-        let normed = device.rms_norm(
-            &x.reshape(&[rows * heads, d])?,
-            w,
-            self.cfg.rms_norm_eps as f32,
-        )?;
+        let normed = device.rms_norm(&x.reshape(&[rows * heads, d])?, w, self.cfg.rms_norm_eps as f32)?;
         normed.reshape(&[rows, heads * d])
     }
 

@@ -38,20 +38,13 @@ impl FlowMatchEuler {
             (cfg.use_karras_sigmas, "use_karras_sigmas"),
             (cfg.use_exponential_sigmas, "use_exponential_sigmas"),
             (cfg.use_beta_sigmas, "use_beta_sigmas"),
-            (
-                cfg.shift_terminal.is_some_and(|v| v != 0.0),
-                "shift_terminal",
-            ),
+            (cfg.shift_terminal.is_some_and(|v| v != 0.0), "shift_terminal"),
         ];
         if let Some((_, name)) = unsupported.iter().find(|(on, _)| *on) {
-            return Err(Error::Invalid(format!(
-                "scheduler option `{name}` is not supported"
-            )));
+            return Err(Error::Invalid(format!("scheduler option `{name}` is not supported")));
         }
         if steps == 0 {
-            return Err(Error::Invalid(
-                "the number of steps must be at least 1".into(),
-            ));
+            return Err(Error::Invalid("the number of steps must be at least 1".into()));
         }
         let shift = cfg.shift as f32;
         let train = cfg.num_train_timesteps as f32;
@@ -80,13 +73,7 @@ impl FlowMatchEuler {
     }
 
     /// One Euler step: `sample + (sigma[i+1] - sigma[i]) * velocity`.
-    pub fn step(
-        &self,
-        device: &Device,
-        i: usize,
-        sample: &Tensor,
-        velocity: &Tensor,
-    ) -> Result<Tensor> {
+    pub fn step(&self, device: &Device, i: usize, sample: &Tensor, velocity: &Tensor) -> Result<Tensor> {
         let dt = self.sigmas[i + 1] - self.sigmas[i];
         device.add(sample, &device.scale(velocity, dt)?)
     }
@@ -109,10 +96,7 @@ pub fn overlap_blend(
     t: f32,
 ) -> Result<Tensor> {
     let noise_weight = 1.0 - (1.0 - 1e-6f64) as f32 * t;
-    let blended = device.add(
-        &device.scale(noise_prompt, noise_weight)?,
-        &device.scale(previous, t)?,
-    )?;
+    let blended = device.add(&device.scale(noise_prompt, noise_weight)?, &device.scale(previous, t)?)?;
     replace_prefix(device, latents, &blended)
 }
 
@@ -121,10 +105,7 @@ pub fn replace_prefix(device: &Device, latents: &Tensor, prefix: &Tensor) -> Res
     let (c, l) = latents.dims2("replace_prefix")?;
     let (pc, overlap) = prefix.dims2("replace_prefix")?;
     if pc != c || overlap > l {
-        return Err(Error::shape(
-            "replace_prefix",
-            format!("{:?} into {:?}", prefix.shape(), latents.shape()),
-        ));
+        return Err(Error::shape("replace_prefix", format!("{:?} into {:?}", prefix.shape(), latents.shape())));
     }
     // Work on the transpose so the prefix is a block of rows.
     let rows_t = device.transpose(latents)?;

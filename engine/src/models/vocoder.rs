@@ -19,10 +19,7 @@ struct Conv {
 impl Conv {
     fn weight_normed(vb: &VarBuilder, shape: &[usize], name: &str) -> Result<Self> {
         let p = vb.pp(name);
-        Ok(Conv {
-            weight: p.get_weight_norm(shape, "weight")?,
-            bias: p.get(&[shape[0]], "bias")?,
-        })
+        Ok(Conv { weight: p.get_weight_norm(shape, "weight")?, bias: p.get(&[shape[0]], "bias")? })
     }
 }
 
@@ -55,12 +52,8 @@ const RESIDUAL_DILATIONS: [usize; 3] = [1, 3, 9];
 impl Vocoder {
     pub fn new(cfg: &VocoderConfig, vb: &VarBuilder) -> Result<Self> {
         let stages = cfg.upsampling_ratios.len() as u32;
-        if !cfg.latent_channels.is_multiple_of(2)
-            || !cfg.decoder_hidden_dim.is_multiple_of(2usize.pow(stages))
-        {
-            return Err(Error::Invalid(format!(
-                "vocoder: unsupported geometry {cfg:?}"
-            )));
+        if !cfg.latent_channels.is_multiple_of(2) || !cfg.decoder_hidden_dim.is_multiple_of(2usize.pow(stages)) {
+            return Err(Error::Invalid(format!("vocoder: unsupported geometry {cfg:?}")));
         }
         let hidden = cfg.decoder_hidden_dim;
         let alpha = |vb: &VarBuilder, c: usize, name: &str| vb.get(&[1, c, 1], name)?.reshape(&[c]);
@@ -90,21 +83,13 @@ impl Vocoder {
                     bias: c.get(&[c_out], "bias")?,
                 }
             };
-            blocks.push(Block {
-                snake: alpha(&p, c_in, "snake1.alpha")?,
-                conv_t,
-                stride,
-                units,
-            });
+            blocks.push(Block { snake: alpha(&p, c_in, "snake1.alpha")?, conv_t, stride, units });
         }
         let last = hidden >> stages;
         Ok(Vocoder {
             cfg: cfg.clone(),
             dec_in_proj: Conv {
-                weight: vb.get(
-                    &[cfg.decoder_input_dim, cfg.latent_channels / 2, 1],
-                    "dec_in_proj.weight",
-                )?,
+                weight: vb.get(&[cfg.decoder_input_dim, cfg.latent_channels / 2, 1], "dec_in_proj.weight")?,
                 bias: vb.get(&[cfg.decoder_input_dim], "dec_in_proj.bias")?,
             },
             conv_in: Conv::weight_normed(vb, &[hidden, cfg.decoder_input_dim, 7], "conv_in")?,
@@ -122,10 +107,7 @@ impl Vocoder {
     pub fn forward(&self, device: &Device, latents: &Tensor) -> Result<Tensor> {
         let (channels, _) = latents.dims2("vocoder")?;
         if channels != self.cfg.latent_channels {
-            return Err(Error::shape(
-                "vocoder",
-                format!("latents {:?}", latents.shape()),
-            ));
+            return Err(Error::shape("vocoder", format!("latents {:?}", latents.shape())));
         }
         let half = channels / 2;
         let left = self.decode_mono(device, &device.slice_rows(latents, 0, half)?)?;
@@ -149,12 +131,7 @@ impl Vocoder {
                 s.div_ceil(2),
             )?;
             for unit in &block.units {
-                let y = conv(
-                    &device.snake(&x, &unit.snake1)?,
-                    &unit.conv1,
-                    3 * unit.dilation,
-                    unit.dilation,
-                )?;
+                let y = conv(&device.snake(&x, &unit.snake1)?, &unit.conv1, 3 * unit.dilation, unit.dilation)?;
                 let y = conv(&device.snake(&y, &unit.snake2)?, &unit.conv2, 0, 1)?;
                 x = device.add(&x, &y)?;
             }

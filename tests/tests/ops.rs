@@ -1,0 +1,269 @@
+//! The backend ops against plain reference loops, written once over `&Device` so every backend
+//! runs the same cases (GPU backends are compared with these and with the CPU).
+
+use songloom_engine::{AttentionShape, DType, Device, Rotary, Storage, Tensor};
+use songloom_tests::cpu;
+
+fn noise(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        })
+        .collect()
+}
+
+fn t(shape: &[usize], seed: u64) -> Tensor {
+    Tensor::from_f32(shape, noise(shape.iter().product(), seed)).unwrap()
+}
+
+fn assert_close(what: &str, got: &[f32], want: &[f32], tol: f32) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((g - w).abs() <= tol * (1.0 + w.abs()), "{what}[{i}]: {g} vs {w}");
+    }
+}
+
+fn naive_linear(x: &[f32], m: usize, k: usize, w: &[f32], n: usize) -> Vec<f32> {
+    let mut y = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            y[i * n + j] = (0..k).map(|p| x[i * k + p] * w[j * k + p]).sum();
+        }
+    }
+    y
+}
+
+fn linear_cases(device: &Device) {
+    for (m, k, n) in [(1, 7, 5), (2, 64, 33), (9, 40, 70), (100, 130, 129)] {
+        let (x, w) = (t(&[m, k], 1), t(&[n, k], 2));
+        let want = naive_linear(&x.to_f32_vec(), m, k, &w.to_f32_vec(), n);
+        let got = device.linear(&x, &w, None).unwrap().to_f32_vec();
+        assert_close(&format!("linear f32 {m}x{k}x{n}"), &got, &want, 1e-5);
+        // bf16 weights: the product of the bf16-rounded weights.
+        let w16 = device.cast(&w, DType::BF16).unwrap();
+        let rounded: Vec<f32> = w.to_f32_vec().iter().map(|v| DType::BF16.round(*v)).collect();
+        let want16 = naive_linear(&x.to_f32_vec(), m, k, &rounded, n);
+        let got16 = device.linear(&x, &w16, None).unwrap().to_f32_vec();
+        assert_close(&format!("linear bf16 {m}x{k}x{n}"), &got16, &want16, 1e-5);
+        assert!(matches!(w16.storage(), Storage::Cpu(s) if s.dtype() == DType::BF16));
+    }
+}
+
+fn conv_cases(device: &Device) {
+    let (c_in, c_out, len) = (5, 4, 23);
+    for (k, dilation, padding) in [(1, 1, 0), (3, 1, 1), (7, 3, 9), (7, 9, 27)] {
+        let (x, w, b) = (t(&[c_in, len], 3), t(&[c_out, c_in, k], 4), t(&[c_out], 5));
+        let got = device.conv1d(&x, &w, Some(&b), padding, dilation).unwrap();
+        let t_out = len + 2 * padding - dilation * (k - 1);
+        let (xv, wv, bv) = (x.to_f32_vec(), w.to_f32_vec(), b.to_f32_vec());
+        let mut want = vec![0.0f32; c_out * t_out];
+        for co in 0..c_out {
+            for to in 0..t_out {
+                let mut acc = bv[co];
+                for ci in 0..c_in {
+                    for j in 0..k {
+                        let src = to as isize + (j * dilation) as isize - padding as isize;
+                        if src >= 0 && (src as usize) < len {
+                            acc += wv[(co * c_in + ci) * k + j] * xv[ci * len + src as usize];
+                        }
+                    }
+                }
+                want[co * t_out + to] = acc;
+            }
+        }
+        assert_eq!(got.shape(), [c_out, t_out]);
+        assert_close(&format!("conv1d k{k} d{dilation}"), &got.to_f32_vec(), &want, 1e-5);
+    }
+    for stride in [2usize, 3, 4, 8] {
+        let (k, padding) = (2 * stride, stride.div_ceil(2));
+        let (x, w, b) = (t(&[c_in, len], 6), t(&[c_in, c_out, k], 7), t(&[c_out], 8));
+        let got = device.conv_transpose1d(&x, &w, Some(&b), stride, padding).unwrap();
+        let t_out = (len - 1) * stride + k - 2 * padding;
+        let (xv, wv, bv) = (x.to_f32_vec(), w.to_f32_vec(), b.to_f32_vec());
+        let mut want: Vec<f32> = (0..c_out * t_out).map(|i| bv[i / t_out]).collect();
+        for ci in 0..c_in {
+            for ti in 0..len {
+                for co in 0..c_out {
+                    for j in 0..k {
+                        let pos = (ti * stride + j) as isize - padding as isize;
+                        if pos >= 0 && (pos as usize) < t_out {
+                            want[co * t_out + pos as usize] += wv[(ci * c_out + co) * k + j] * xv[ci * len + ti];
+                        }
+                    }
+                }
+            }
+        }
+        assert_close(&format!("conv_transpose1d s{stride}"), &got.to_f32_vec(), &want, 1e-5);
+    }
+}
+
+fn attention_cases(device: &Device) {
+    let (heads, kv_heads, d) = (4, 2, 8);
+    for (q_len, kv_len, capacity, causal) in [(5, 5, 5, false), (5, 5, 9, true), (1, 7, 9, true), (3, 7, 7, true)] {
+        let batch = 2;
+        let q = t(&[batch * q_len, heads * d], 9);
+        let k = t(&[batch * capacity, kv_heads * d], 10);
+        let v = t(&[batch * capacity, kv_heads * d], 11);
+        let shape =
+            AttentionShape { batch, q_len, kv_len, kv_capacity: capacity, heads, kv_heads, head_dim: d, causal };
+        let got = device.attention(&q, &k, &v, shape).unwrap().to_f32_vec();
+        let (qv, kv, vv) = (q.to_f32_vec(), k.to_f32_vec(), v.to_f32_vec());
+        let mut want = vec![0.0f32; batch * q_len * heads * d];
+        for b in 0..batch {
+            for h in 0..heads {
+                let g = h / (heads / kv_heads);
+                for i in 0..q_len {
+                    let visible = if causal { kv_len - q_len + i + 1 } else { kv_len };
+                    let scores: Vec<f32> = (0..visible)
+                        .map(|j| {
+                            (0..d)
+                                .map(|x| {
+                                    qv[(b * q_len + i) * heads * d + h * d + x]
+                                        * kv[(b * capacity + j) * kv_heads * d + g * d + x]
+                                })
+                                .sum::<f32>()
+                                / (d as f32).sqrt()
+                        })
+                        .collect();
+                    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    let e: Vec<f32> = scores.iter().map(|s| (s - max).exp()).collect();
+                    let sum: f32 = e.iter().sum();
+                    for x in 0..d {
+                        want[(b * q_len + i) * heads * d + h * d + x] =
+                            (0..visible).map(|j| e[j] / sum * vv[(b * capacity + j) * kv_heads * d + g * d + x]).sum();
+                    }
+                }
+            }
+        }
+        assert_close(&format!("attention q{q_len} kv{kv_len} causal={causal}"), &got, &want, 1e-5);
+    }
+}
+
+fn norm_and_rope_cases(device: &Device) {
+    let x = t(&[3, 16], 12);
+    let (w, b) = (t(&[16], 13), t(&[16], 14));
+    let xv = x.to_f32_vec();
+    let rms = device.rms_norm(&x, &w, 1e-6).unwrap().to_f32_vec();
+    let ln = device.layer_norm(&x, &w, &b, 1e-5).unwrap().to_f32_vec();
+    let (wv, bv) = (w.to_f32_vec(), b.to_f32_vec());
+    for r in 0..3 {
+        let row = &xv[r * 16..(r + 1) * 16];
+        let ms = row.iter().map(|v| v * v).sum::<f32>() / 16.0;
+        let mean = row.iter().sum::<f32>() / 16.0;
+        let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / 16.0;
+        for c in 0..16 {
+            let want_rms = row[c] / (ms + 1e-6).sqrt() * wv[c];
+            let want_ln = (row[c] - mean) / (var + 1e-5).sqrt() * wv[c] + bv[c];
+            assert!((rms[r * 16 + c] - want_rms).abs() < 1e-5);
+            assert!((ln[r * 16 + c] - want_ln).abs() < 1e-5);
+        }
+    }
+    // Partial rotary: the leading 4 of 8 dims rotate (rotate-half), the rest pass through.
+    let x = t(&[3, 16], 15);
+    let r = Rotary { heads: 2, head_dim: 8, rotary_dim: 4, theta: 10000.0, first_position: 5, seq_len: 3 };
+    let got = device.rope(&x, r).unwrap().to_f32_vec();
+    let xv = x.to_f32_vec();
+    for row in 0..3 {
+        let pos = (5 + row) as f32;
+        for h in 0..2 {
+            let base = row * 16 + h * 8;
+            for i in 0..2 {
+                let f = pos / 10000f32.powf(2.0 * i as f32 / 4.0);
+                let (a, bb) = (xv[base + i], xv[base + i + 2]);
+                assert!((got[base + i] - (a * f.cos() - bb * f.sin())).abs() < 1e-5);
+                assert!((got[base + i + 2] - (bb * f.cos() + a * f.sin())).abs() < 1e-5);
+            }
+            assert_eq!(&got[base + 4..base + 8], &xv[base + 4..base + 8]);
+        }
+    }
+}
+
+fn elementwise_cases(device: &Device) {
+    let (x, y) = (t(&[4, 6], 16), t(&[4, 6], 17));
+    let (xv, yv) = (x.to_f32_vec(), y.to_f32_vec());
+    let silu = |v: f32| v / (1.0 + (-v).exp());
+    assert_close(
+        "silu_mul",
+        &device.silu_mul(&x, &y).unwrap().to_f32_vec(),
+        &xv.iter().zip(&yv).map(|(a, b)| silu(*a) * b).collect::<Vec<_>>(),
+        1e-6,
+    );
+    assert_close(
+        "tanh",
+        &device.tanh(&x).unwrap().to_f32_vec(),
+        &xv.iter().map(|v| v.tanh()).collect::<Vec<_>>(),
+        1e-6,
+    );
+    let alpha = t(&[4], 18);
+    let av = alpha.to_f32_vec();
+    let snake: Vec<f32> = xv
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let a = av[i / 6];
+            v + (a * v).sin().powi(2) / (a + 1e-9)
+        })
+        .collect();
+    assert_close("snake", &device.snake(&x, &alpha).unwrap().to_f32_vec(), &snake, 1e-5);
+    let sm = device.softmax_rows(&x).unwrap().to_f32_vec();
+    for r in 0..4 {
+        assert!((sm[r * 6..(r + 1) * 6].iter().sum::<f32>() - 1.0).abs() < 1e-6);
+    }
+    // Nearest resampling with torch's f32 index rule, up and down.
+    let sig = Tensor::from_f32(&[1, 5], vec![0.0, 1.0, 2.0, 3.0, 4.0]).unwrap();
+    assert_eq!(
+        device.resample_nearest(&sig, 17).unwrap().to_f32_vec(),
+        vec![0., 0., 0., 0., 1., 1., 1., 2., 2., 2., 2., 3., 3., 3., 4., 4., 4.]
+    );
+    assert_eq!(device.resample_nearest(&sig, 2).unwrap().to_f32_vec(), vec![0.0, 2.0]);
+    assert_eq!(device.resample_nearest(&sig, 10).unwrap().to_f32_vec(), vec![0., 0., 1., 1., 2., 2., 3., 3., 4., 4.]);
+}
+
+fn shape_errors_are_errors(device: &Device) {
+    let err = device.linear(&t(&[2, 3], 1), &t(&[4, 5], 2), None).unwrap_err().to_string();
+    assert!(err.contains("linear"), "{err}");
+    assert!(device.conv1d(&t(&[3, 4], 1), &t(&[2, 5, 3], 2), None, 1, 1).is_err());
+    assert!(device.add(&t(&[2, 3], 1), &t(&[3, 2], 2)).is_err());
+    let bf = device.cast(&t(&[2, 2], 1), DType::BF16).unwrap();
+    let err = device.tanh(&bf).unwrap_err().to_string();
+    assert!(err.contains("tanh") && err.contains("bf16") && err.contains(device.name()), "{err}");
+}
+
+/// Every backend this machine has: the CPU always, GPUs where present.
+fn backends() -> Vec<Device> {
+    vec![cpu()]
+}
+
+#[test]
+fn linear_matches_naive_product() {
+    backends().iter().for_each(linear_cases);
+}
+
+#[test]
+fn convolutions_match_naive_loops() {
+    backends().iter().for_each(conv_cases);
+}
+
+#[test]
+fn attention_matches_naive_softmax() {
+    backends().iter().for_each(attention_cases);
+}
+
+#[test]
+fn norms_and_rotary_match_formulas() {
+    backends().iter().for_each(norm_and_rope_cases);
+}
+
+#[test]
+fn elementwise_ops_match_formulas() {
+    backends().iter().for_each(elementwise_cases);
+}
+
+#[test]
+fn bad_shapes_and_dtypes_are_errors() {
+    backends().iter().for_each(shape_errors_are_errors);
+}
