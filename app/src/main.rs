@@ -1,1 +1,87 @@
-fn main() {}
+//! `songloom`: the command line of the Songloom engine.
+
+mod bench;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use songloom_engine::model_dir::ModelDir;
+use songloom_engine::stage::{Stage, StageInputs, run_stage};
+use songloom_engine::weights::save_f32;
+use songloom_engine::{Device, Tensor};
+
+#[derive(Parser)]
+#[command(name = "songloom", version, about = "Write songs on your own machine with MiniMax-Music3.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs one stage of a model on tensors from a safetensors file and writes its outputs.
+    ///
+    /// condition: frame_hiddens [F, 8*H] -> condition [L, out_dim];
+    /// dit: latents [C, L], timestep [1], condition [L, cond_dim] -> velocity [C, L];
+    /// vocoder: latents [C, L] -> waveform [2, L*hop];
+    /// lm: input_ids [2, S] -> last_hidden [2, H];
+    /// depth: last_hidden [2, H], codes [8] -> hiddens [7, H], logits [7, 2, audio_vocab].
+    Stage {
+        /// condition, dit, vocoder, lm or depth
+        stage: String,
+        /// The model directory (diffusers layout).
+        #[arg(long)]
+        model: PathBuf,
+        /// The stage's input tensors.
+        #[arg(long)]
+        inputs: PathBuf,
+        /// Where to write the outputs (safetensors, f32).
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value = "auto")]
+        device: String,
+    },
+    /// Lists each compute backend and whether it can run here.
+    Devices,
+    /// Times the engine's kernels and stages with synthetic weights at the real geometry.
+    Bench(bench::BenchArgs),
+}
+
+fn main() {
+    if let Err(e) = run(Cli::parse()) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Stage { stage, model, inputs, out, device } => {
+            let stage = Stage::parse(&stage)?;
+            let device = Device::from_name(&device)?;
+            let model = ModelDir::open(&model)?;
+            let inputs = StageInputs::open(&inputs)?;
+            let outputs = run_stage(stage, &model, &device, &inputs)?;
+            let tensors: Vec<(String, Vec<usize>, Vec<f32>)> = outputs
+                .into_iter()
+                .map(|(name, t): (String, Tensor)| (name, t.shape().to_vec(), t.to_f32_vec()))
+                .collect();
+            save_f32(&out, &tensors).with_context(|| format!("writing {}", out.display()))?;
+            for (name, shape, _) in &tensors {
+                println!("{name} {shape:?}");
+            }
+            Ok(())
+        }
+        Command::Devices => {
+            for (name, status) in Device::probe_all() {
+                match status {
+                    Ok(info) => println!("{name:5} available ({info})"),
+                    Err(why) => println!("{name:5} unavailable: {why}"),
+                }
+            }
+            Ok(())
+        }
+        Command::Bench(args) => bench::run(args),
+    }
+}

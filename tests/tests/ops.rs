@@ -103,7 +103,9 @@ fn conv_cases(device: &Device) {
 
 fn attention_cases(device: &Device) {
     let (heads, kv_heads, d) = (4, 2, 8);
-    for (q_len, kv_len, capacity, causal) in [(5, 5, 5, false), (5, 5, 9, true), (1, 7, 9, true), (3, 7, 7, true)] {
+    for (q_len, kv_len, capacity, causal) in
+        [(5, 5, 5, false), (5, 5, 9, true), (1, 7, 9, true), (3, 7, 7, true), (40, 40, 40, false), (40, 45, 50, true)]
+    {
         let batch = 2;
         let q = t(&[batch * q_len, heads * d], 9);
         let k = t(&[batch * capacity, kv_heads * d], 10);

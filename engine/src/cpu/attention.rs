@@ -3,12 +3,65 @@
 
 use rayon::prelude::*;
 
-use super::gemm::dot_f32;
+use super::gemm::{MatRef, dot_f32, gemm_f32};
 use crate::device::AttentionShape;
 
 const QUERY_BLOCK: usize = 16;
+/// From this many queries on, scores and outputs are computed as two GEMMs per head.
+const GEMM_MIN_QUERIES: usize = 32;
 
 pub fn attention(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape) -> Vec<f32> {
+    if s.q_len >= GEMM_MIN_QUERIES { attention_gemm(q, k, v, s) } else { attention_rows(q, k, v, s) }
+}
+
+/// Long sequences (DiT windows, prefill): `softmax(Q K^T * scale) V` per (batch, head) with the
+/// score matrix in memory, `q_len x kv_len` floats per task.
+fn attention_gemm(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape) -> Vec<f32> {
+    let AttentionShape { batch, q_len, kv_len, kv_capacity, heads, kv_heads, head_dim: d, causal } = s;
+    let (q_width, kv_width) = (heads * d, kv_heads * d);
+    let group = heads / kv_heads;
+    let scale = (d as f32).powf(-0.5);
+    let results: Vec<(usize, usize, Vec<f32>)> = (0..batch * heads)
+        .into_par_iter()
+        .map(|task| {
+            let (b, h) = (task / heads, task % heads);
+            let kvh = h / group;
+            let q_view = MatRef { data: &q[b * q_len * q_width + h * d..], row_stride: q_width, col_stride: 1 };
+            let kv_base = b * kv_capacity * kv_width + kvh * d;
+            let k_t = MatRef { data: &k[kv_base..], row_stride: 1, col_stride: kv_width };
+            let mut scores = vec![0.0f32; q_len * kv_len];
+            gemm_f32(q_len, kv_len, d, q_view, k_t, &mut scores, false);
+            for (i, row) in scores.chunks_mut(kv_len).enumerate() {
+                let visible = if causal { kv_len - q_len + i + 1 } else { kv_len };
+                let max = row[..visible].iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x * scale));
+                let mut sum = 0.0f32;
+                for x in &mut row[..visible] {
+                    *x = (*x * scale - max).exp();
+                    sum += *x;
+                }
+                let inv = 1.0 / sum;
+                row[..visible].iter_mut().for_each(|x| *x *= inv);
+                row[visible..].fill(0.0);
+            }
+            let p = MatRef { data: &scores, row_stride: kv_len, col_stride: 1 };
+            let v_view = MatRef { data: &v[kv_base..], row_stride: kv_width, col_stride: 1 };
+            let mut out = vec![0.0f32; q_len * d];
+            gemm_f32(q_len, d, kv_len, p, v_view, &mut out, false);
+            (b, h, out)
+        })
+        .collect();
+    let mut out = vec![0.0f32; batch * q_len * q_width];
+    for (b, h, block) in results {
+        for (i, row) in block.chunks(d).enumerate() {
+            let at = (b * q_len + i) * q_width + h * d;
+            out[at..at + d].copy_from_slice(row);
+        }
+    }
+    out
+}
+
+/// Few queries (decode steps): one dot product per key, no score matrix.
+fn attention_rows(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape) -> Vec<f32> {
     let AttentionShape { batch, q_len, kv_len, kv_capacity, heads, kv_heads, head_dim: d, causal } = s;
     let q_width = heads * d;
     let kv_width = kv_heads * d;
