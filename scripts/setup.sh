@@ -1,0 +1,25 @@
+# Installs what building and testing Songloom needs where it is missing: system packages with
+# apt-get, Rust (rustup) and cargo-nextest. Sourced by the other scripts.
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+missing=()
+for pkg in build-essential pkg-config; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing system packages: ${missing[*]}"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+    [ -x "$HOME/.cargo/bin/cargo" ] || curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal -c clippy,rustfmt
+    export PATH="$HOME/.cargo/bin:$PATH"
+fi
+
+if ! cargo nextest --version >/dev/null 2>&1; then
+    cargo install cargo-nextest --locked
+fi
