@@ -101,7 +101,7 @@ fn lm_prefill_and_decode_steps_match_reference() {
 #[test]
 fn lm_head_sliced_to_sampleable_rows_equals_full_head() {
     let (model, device, g) = (model(), cpu(), Golden::open("lm"));
-    let vocab = 256;
+    let vocab = 448; // tests/fixtures/tiny-music3/language_model/config.json
     let full = model.language_model(&device, Some(0..vocab)).unwrap();
     let sliced = model.language_model(&device, None).unwrap();
     let rows = sliced.head_rows();

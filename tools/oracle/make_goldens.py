@@ -17,6 +17,7 @@ import torch
 from safetensors.torch import save_file
 
 sys.path.insert(0, str(Path(__file__).parent))
+import pipeline_goldens  # noqa: E402
 import tiny_model  # noqa: E402
 from diffusers.modular_pipelines.minimax_music3 import encoders  # noqa: E402
 
@@ -198,6 +199,12 @@ def main():
     dit_goldens(models["dit"])
     scheduler_goldens(models["scheduler"])
     vocoder_goldens(models["vocoder"])
+
+    pipeline_goldens.prompt_goldens(models["tokenizer"], GOLDENS / "prompts.json")
+    short = dict(prompt="warm lo-fi piano", lyrics="[verse]\nla la la", duration=1.0, steps=2, seed=7)
+    long = dict(prompt="# Dreamy synth-pop\n- female vocals", lyrics="[verse]\nla la la\n[chorus]\noh oh", duration=12.08, steps=2, seed=3)
+    pipeline_goldens.pipeline_golden(models, "pipeline_short", short, save, GOLDENS)
+    pipeline_goldens.pipeline_golden(models, "pipeline_long", long, save, GOLDENS)
 
 
 if __name__ == "__main__":

@@ -20,14 +20,33 @@ from diffusers import (
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 # The special ids and code range of the tiny vocabulary (real: 151670 / 151654 / 151675 / 16384).
+# `build_tokenizer` sets the ids from where its special tokens land; the semantic codes follow.
 CONSTANTS = {
-    "audio_end_id": 170,
-    "audio_cfg_id": 160,
-    "code_offset": 180,
+    "audio_end_id": 338,
+    "audio_cfg_id": 339,
+    "code_offset": 352,
     "semantic_vocab_size": 64,
 }
+SPECIAL_TOKENS = [
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|caption_start|>",
+    "<|caption_end|>",
+    "<|lyrics_start|>",
+    "<|lyrics_end|>",
+    "<|audio_start|>",
+    "<|audio_end|>",
+    "<|audio_cfg|>",
+]
+# Qwen2's pre-tokenizer split pattern.
+QWEN2_PATTERN = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+# Semantic-code rows of lm_head are scaled up and the end-token row zeroed, so that sampling almost
+# never picks the end token and generation runs to the requested duration.
+SEMANTIC_HEAD_GAIN = 8.0
 LM = dict(
-    vocab_size=256,
+    vocab_size=448,
     hidden_size=64,
     intermediate_size=128,
     num_hidden_layers=2,
@@ -98,10 +117,50 @@ def fill_weights(module: torch.nn.Module, component: str) -> None:
             param.copy_(value.to(param.dtype))
 
 
+def build_tokenizer(out: Path):
+    """A small byte-level BPE in Qwen2's format (NFC, Qwen2's split pattern, byte-level), with the
+    special tokens of the prompt template."""
+    import json
+
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    corpus = [
+        "the quick brown fox jumps over the lazy dog",
+        "la la la love you baby, hold me close tonight",
+        "[verse] [chorus] [bridge] dreamy synth pop, female vocals, 100 BPM, warm lo-fi piano",
+    ] * 10
+    trainer = trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(corpus, trainer)
+    tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in SPECIAL_TOKENS])
+    # The constants follow from where the tokenizer put its special tokens.
+    CONSTANTS["audio_end_id"] = tok.token_to_id("<|audio_end|>")
+    CONSTANTS["audio_cfg_id"] = tok.token_to_id("<|audio_cfg|>")
+    CONSTANTS["code_offset"] = (tok.get_vocab_size() + 15) // 16 * 16
+    LM["vocab_size"] = (CONSTANTS["code_offset"] + CONSTANTS["semantic_vocab_size"] + 31) // 32 * 32
+    (out / "tokenizer").mkdir(parents=True, exist_ok=True)
+    tok.save(str(out / "tokenizer" / "tokenizer.json"))
+    config = {"tokenizer_class": "Qwen2Tokenizer", "model_max_length": 131072, "clean_up_tokenization_spaces": False}
+    (out / "tokenizer" / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
+
+
 def build(out: Path):
     out.mkdir(parents=True, exist_ok=True)
+    build_tokenizer(out)
     lm = Qwen3ForCausalLM(Qwen3Config(**LM)).eval()
     fill_weights(lm, "language_model")
+    with torch.no_grad():
+        start, end = CONSTANTS["code_offset"], CONSTANTS["code_offset"] + CONSTANTS["semantic_vocab_size"]
+        lm.lm_head.weight[start:end] *= SEMANTIC_HEAD_GAIN
+        lm.lm_head.weight[CONSTANTS["audio_end_id"]] = 0.0
     lm = lm.to(torch.bfloat16)
     lm.save_pretrained(out / "language_model", max_shard_size="60KB")
 
@@ -140,7 +199,10 @@ def load(out: Path):
     """Reloads the saved checkpoint the way the reference pipeline loads it (`from_pretrained` in
     the reference dtypes), so buffers such as the rotary `inv_freq` keep their own dtype."""
     bf16 = torch.bfloat16
+    from transformers import Qwen2Tokenizer
+
     return dict(
+        tokenizer=Qwen2Tokenizer.from_pretrained(out / "tokenizer"),
         lm=Qwen3ForCausalLM.from_pretrained(out / "language_model", dtype=bf16).eval(),
         depth=MiniMaxMusic3RVQDepthDecoder.from_pretrained(out / "rvq_depth_decoder", torch_dtype=bf16).eval(),
         condition=MiniMaxMusic3ConditionEncoder.from_pretrained(out / "condition_encoder").eval(),
