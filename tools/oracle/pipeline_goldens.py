@@ -178,17 +178,23 @@ def pipeline_golden(models, name, request, save, goldens_dir):
     replaying the same draws (frame hiddens), and the windows with an f32 condition encoder on the
     reference's frame hiddens and noise (waveform)."""
     out, record = run_pipeline(models, torch.bfloat16, request)
-    control_ar, _ = run_pipeline(models, torch.float32, request, replay=record)
+    control_ar, control_record = run_pipeline(models, torch.float32, request, replay=record)
     control_wave = run_windows(models, torch.float32, out["frame_hiddens"], request, record["noise"])
-    probs = record["probs"]
-    semantic = [p for p in probs if p.shape[-1] == tiny_model.LM["vocab_size"]]
-    depth = [p for p in probs if p.shape[-1] == tiny_model.DEPTH["audio_vocab_size"]]
-    assert len(semantic) + len(depth) == len(probs)
+    def split(probs):
+        semantic = [p for p in probs if p.shape[-1] == tiny_model.LM["vocab_size"]]
+        depth = [p for p in probs if p.shape[-1] == tiny_model.DEPTH["audio_vocab_size"]]
+        assert len(semantic) + len(depth) == len(probs)
+        return torch.cat(semantic), torch.cat(depth)
+
+    semantic, depth = split(record["probs"])
+    semantic_control, depth_control = split(control_record["probs"])
     tensors = {
+        "semantic_probs_control": semantic_control,
+        "depth_probs_control": depth_control,
         "text_ids": out["text_ids"],
         "draws": torch.tensor(record["draws"], dtype=torch.int64),
-        "semantic_probs": torch.cat(semantic),
-        "depth_probs": torch.cat(depth),
+        "semantic_probs": semantic,
+        "depth_probs": depth,
         "frame_hiddens": out["frame_hiddens"][0],
         "frame_hiddens_control": control_ar["frame_hiddens"][0],
         "waveform": torch.as_tensor(out["audios"])[0],
