@@ -7,6 +7,7 @@ pub mod device;
 pub mod error;
 pub mod model_dir;
 pub mod models;
+pub mod pipeline;
 pub mod prompt;
 pub mod stage;
 pub mod tensor;

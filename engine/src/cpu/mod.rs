@@ -90,6 +90,9 @@ impl Backend for CpuBackend {
         if k != wk {
             return Err(Error::shape("linear", format!("input {:?} against weight {:?}", x.shape(), w.shape())));
         }
+        if n == 0 {
+            return Err(Error::shape("linear", "a weight of zero rows"));
+        }
         let mut y = gemm::linear(f32s(x, "linear")?, m, k, storage(w), n);
         if let Some(b) = bias {
             if b.elem_count() != n {
@@ -124,7 +127,7 @@ impl Backend for CpuBackend {
 
     fn rms_norm(&self, x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
         let dim = *x.shape().last().unwrap_or(&0);
-        if w.elem_count() != dim {
+        if w.elem_count() != dim || dim == 0 {
             return Err(Error::shape("rms_norm", format!("weight {:?} for rows of {dim}", w.shape())));
         }
         let (v, w) = (f32s(x, "rms_norm")?, param(w));
@@ -139,7 +142,7 @@ impl Backend for CpuBackend {
 
     fn layer_norm(&self, x: &Tensor, w: &Tensor, b: &Tensor, eps: f32) -> Result<Tensor> {
         let dim = *x.shape().last().unwrap_or(&0);
-        if w.elem_count() != dim || b.elem_count() != dim {
+        if w.elem_count() != dim || b.elem_count() != dim || dim == 0 {
             return Err(Error::shape(
                 "layer_norm",
                 format!("weight {:?} bias {:?} for rows of {dim}", w.shape(), b.shape()),
@@ -252,6 +255,9 @@ impl Backend for CpuBackend {
 
     fn softmax_rows(&self, x: &Tensor) -> Result<Tensor> {
         let (_, cols) = x.dims2("softmax_rows")?;
+        if cols == 0 {
+            return Err(Error::shape("softmax_rows", "rows of zero columns"));
+        }
         let mut y = f32s(x, "softmax_rows")?.to_vec();
         y.par_chunks_mut(cols).for_each(|row| {
             let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -271,6 +277,9 @@ impl Backend for CpuBackend {
 
     fn transpose(&self, x: &Tensor) -> Result<Tensor> {
         let (r, c) = x.dims2("transpose")?;
+        if r == 0 || c == 0 {
+            return out(&[c, r], Vec::new());
+        }
         let v = f32s(x, "transpose")?;
         let mut y = vec![0.0f32; r * c];
         y.par_chunks_mut(r).enumerate().for_each(|(j, col)| {

@@ -1,0 +1,108 @@
+//! The autoregressive loop (diffusers 0.42.1 `MiniMaxMusic3AutoregressiveStep`): the language
+//! model samples each frame's semantic code under CFG, the depth decoder its residual codes, and the
+//! frame is fed back. Frame 0 only primes the loop; frames 1.. are emitted.
+
+use super::sampling::{depth_probs, semantic_probs};
+use super::{Event, Observer, StageName};
+use crate::config::PipelineConstants;
+use crate::device::Device;
+use crate::error::Result;
+use crate::models::depth::DepthDecoder;
+use crate::models::lm::LanguageModel;
+use crate::prompt::PromptIds;
+use crate::tensor::Tensor;
+
+/// What a draw is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Draw {
+    /// The semantic code (or the end token); the probabilities cover the language model's
+    /// sampleable rows.
+    Semantic,
+    /// Residual codebook 1..=7.
+    Depth(usize),
+}
+
+/// Picks an index from each distribution: our seeded RNG, or recorded draws in tests.
+pub trait Chooser {
+    fn choose(&mut self, draw: Draw, probs: &[f32]) -> Result<usize>;
+}
+
+/// One emitted frame: its hidden states `[layers * hidden]` and codes `c0..c7`.
+pub struct Frame {
+    pub hidden: Vec<f32>,
+    pub codes: Vec<u32>,
+}
+
+pub struct ArModels<'a> {
+    pub device: &'a Device,
+    pub lm: &'a LanguageModel,
+    pub depth: &'a DepthDecoder,
+    pub constants: &'a PipelineConstants,
+}
+
+/// Runs the loop for at most `max_frames` emitted frames, handing each to `on_frame`; returns
+/// how many were emitted (fewer when the model samples the end token).
+pub fn run(
+    m: &ArModels,
+    prompt: &PromptIds,
+    max_frames: usize,
+    chooser: &mut dyn Chooser,
+    on_frame: &mut dyn FnMut(Frame) -> Result<()>,
+    observer: Observer,
+) -> Result<usize> {
+    let (c, device) = (m.constants, m.device);
+    let rows = m.lm.head_rows();
+    let seq = prompt.cond.len();
+    let mut cache = m.lm.new_cache(device, 2, seq + max_frames + 1)?;
+    let mut last_hidden = m.lm.forward(device, &m.lm.embed(device, &prompt.pair())?, &mut cache)?;
+    let codebooks = m.depth.config().num_codebooks;
+    let mut emitted = 0;
+    for frame_index in 0..=max_frames {
+        observer.cancel.check()?;
+        let logits = device.to_host(&m.lm.logits(device, &last_hidden)?)?;
+        let width = logits.len() / 2;
+        let probs = semantic_probs(&logits[..width], &logits[width..], rows.clone(), c);
+        let token = rows.start + chooser.choose(Draw::Semantic, &probs)? as u32;
+        if token == c.audio_end_id {
+            break;
+        }
+        let c0_embed = m.lm.embed(device, &[token])?;
+        let (mut frame, mut hidden) =
+            m.depth.start_frame(device, &last_hidden, &device.cat_rows(&[&c0_embed, &c0_embed])?)?;
+        let mut codes = vec![token - c.code_offset];
+        let mut hiddens = vec![device.to_host(&device.slice_rows(&last_hidden, 0, 1)?)?];
+        for k in 1..codebooks {
+            hiddens.push(device.to_host(&device.slice_rows(&hidden, 0, 1)?)?);
+            let logits = device.to_host(&m.depth.head_logits(device, k, &hidden)?)?;
+            let width = logits.len() / 2;
+            let code = chooser.choose(Draw::Depth(k), &depth_probs(&logits[..width], &logits[width..], c))? as u32;
+            codes.push(code);
+            if k + 1 < codebooks {
+                hidden = m.depth.step(device, &mut frame, k, code)?;
+            }
+        }
+        if frame_index > 0 {
+            on_frame(Frame { hidden: hiddens.concat(), codes: codes.clone() })?;
+            emitted += 1;
+            (observer.events)(Event::Stage { stage: StageName::ArFrames, done: emitted, total: max_frames });
+            if emitted >= max_frames {
+                break;
+            }
+        }
+        let feedback = feedback_embedding(device, m, &c0_embed, &codes)?;
+        last_hidden = m.lm.forward(device, &device.cat_rows(&[&feedback, &feedback])?, &mut cache)?;
+    }
+    Ok(emitted)
+}
+
+/// `(embed_tokens(c0 + offset) + sum_k audio_embeddings(c_k + (k-1) * vocab)) * codebooks^-0.5`.
+fn feedback_embedding(device: &Device, m: &ArModels, c0_embed: &Tensor, codes: &[u32]) -> Result<Tensor> {
+    let pairs: Vec<(usize, u32)> = codes.iter().enumerate().skip(1).map(|(k, &code)| (k, code)).collect();
+    let residual = m.depth.code_embeddings(device, &pairs)?;
+    // The residual embeddings are summed first, then added to the semantic one, as the reference does.
+    let mut extra = device.slice_rows(&residual, 0, 1)?;
+    for k in 1..pairs.len() {
+        extra = device.add(&extra, &device.slice_rows(&residual, k, k + 1)?)?;
+    }
+    device.scale(&device.add(c0_embed, &extra)?, (codes.len() as f32).powf(-0.5))
+}

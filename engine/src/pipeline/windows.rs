@@ -1,0 +1,114 @@
+//! The acoustic half, window by window (diffusers 0.42.1 `before_denoise.py`, `denoise.py`,
+//! `decoders.py`): 200-frame windows with a 100-frame hop, each conditioned, denoised with Euler
+//! steps under CFG against zero conditioning while its first latents are pulled onto the previous
+//! window's, vocoded whole and cropped.
+
+use super::{Event, Observer, StageName};
+use crate::config::PipelineConstants;
+use crate::device::Device;
+use crate::error::Result;
+use crate::models::condition::ConditionEncoder;
+use crate::models::dit::Dit;
+use crate::models::scheduler::{FlowMatchEuler, cfg_combine, overlap_blend, replace_prefix};
+use crate::models::vocoder::Vocoder;
+use crate::tensor::Tensor;
+
+/// Where window `k` starts, given the total frame count (`chunk_starts` of the reference).
+pub fn window_starts(frames: usize, c: &PipelineConstants) -> Vec<usize> {
+    if frames <= c.chunk_frames { vec![0] } else { (0..frames - c.chunk_hop).step_by(c.chunk_hop).collect() }
+}
+
+/// Supplies each window's initial noise `[channels, length]`.
+pub trait NoiseSource {
+    fn noise(&mut self, window: usize, channels: usize, length: usize) -> Result<Tensor>;
+}
+
+pub struct AcousticModels<'a> {
+    pub device: &'a Device,
+    pub condition: &'a ConditionEncoder,
+    pub dit: &'a Dit,
+    pub vocoder: &'a Vocoder,
+    pub schedule: &'a FlowMatchEuler,
+    pub constants: &'a PipelineConstants,
+}
+
+/// What carries from one window to the next.
+#[derive(Default)]
+pub struct Carry {
+    latent: Option<Tensor>,
+    condition: Option<Tensor>,
+}
+
+/// A denoised and vocoded window.
+pub struct WindowOut {
+    pub latents: Tensor,
+    /// Stereo `[2, length * hop]`, uncropped.
+    pub waveform: Tensor,
+}
+
+/// Conditions, denoises and vocodes window `index` from its frames `[n, layers * hidden]`.
+pub fn run_window(
+    m: &AcousticModels,
+    index: usize,
+    windows_expected: usize,
+    frames: &Tensor,
+    carry: &mut Carry,
+    noise: &mut dyn NoiseSource,
+    observer: Observer,
+) -> Result<WindowOut> {
+    let (c, device) = (m.constants, m.device);
+    let mut condition = m.condition.forward(device, frames)?;
+    let length = condition.shape()[0];
+    let overlap = carry.latent.as_ref().map_or(0, |l| l.shape()[1].min(length));
+    let previous = match (&carry.latent, &carry.condition) {
+        (Some(latent), Some(cond)) if overlap > 0 => {
+            let cond_prefix = device.slice_rows(cond, 0, overlap)?;
+            condition = device.cat_rows(&[&cond_prefix, &device.slice_rows(&condition, overlap, length)?])?;
+            Some(device.transpose(&device.slice_rows(&device.transpose(latent)?, 0, overlap)?)?)
+        }
+        _ => None,
+    };
+    let channels = m.dit.config().in_channels;
+    let mut latents = noise.noise(index, channels, length)?;
+    let noise_prompt = match previous {
+        Some(_) => Some(device.transpose(&device.slice_rows(&device.transpose(&latents)?, 0, overlap)?)?),
+        None => None,
+    };
+    let zeros = device.upload(Tensor::zeros(condition.shape()))?;
+    let stage = StageName::Denoise { window: index, windows: windows_expected };
+    for (i, &t) in m.schedule.timesteps.iter().enumerate() {
+        observer.cancel.check()?;
+        if let (Some(prev), Some(prompt)) = (&previous, &noise_prompt) {
+            latents = overlap_blend(device, &latents, prompt, prev, t)?;
+        }
+        let v_cond = m.dit.forward(device, &latents, t, &condition)?;
+        let v_uncond = m.dit.forward(device, &latents, t, &zeros)?;
+        let velocity = cfg_combine(device, &v_cond, &v_uncond, c.dit_cfg_scale)?;
+        latents = m.schedule.step(device, i, &latents, &velocity)?;
+        (observer.events)(Event::Stage { stage, done: i + 1, total: m.schedule.len() });
+    }
+    if let Some(prev) = &previous {
+        latents = replace_prefix(device, &latents, prev)?;
+    }
+    let start = length.saturating_sub(2 * c.overlap_latents);
+    let end = start.max(length.saturating_sub(c.overlap_latents));
+    let latents_t = device.transpose(&latents)?;
+    carry.latent = Some(device.transpose(&device.slice_rows(&latents_t, start, end)?)?);
+    carry.condition = Some(device.slice_rows(&condition, start, end)?);
+    observer.cancel.check()?;
+    let waveform = m.vocoder.forward(device, &latents)?;
+    (observer.events)(Event::Stage {
+        stage: StageName::Vocoder { window: index, windows: windows_expected },
+        done: 1,
+        total: 1,
+    });
+    Ok(WindowOut { latents, waveform })
+}
+
+/// The sample range `[left, right)` of a window's waveform that belongs to the song: the first
+/// window keeps its start, the last its end; the cuts sit inside the overlap.
+pub fn crop(index: usize, is_last: bool, samples: usize, hop: usize, c: &PipelineConstants) -> (usize, usize) {
+    let left = if index == 0 { 0 } else { c.crop_left_latents * hop };
+    let right = if is_last { samples } else { samples.saturating_sub(c.crop_right_latents * hop) };
+    (left.min(right), right)
+}
