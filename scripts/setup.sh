@@ -6,7 +6,7 @@ as_root() {
 }
 
 missing=()
-for pkg in build-essential pkg-config; do
+for pkg in build-essential pkg-config libasound2-dev; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then

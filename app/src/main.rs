@@ -1,6 +1,11 @@
 //! `songloom`: the command line of the Songloom engine.
 
 mod bench;
+mod default_model;
+mod generate;
+mod model_info;
+mod player;
+mod wav;
 
 use std::path::PathBuf;
 
@@ -12,7 +17,15 @@ use songloom_engine::weights::save_f32;
 use songloom_engine::{Device, Tensor};
 
 #[derive(Parser)]
-#[command(name = "songloom", version, about = "Write songs on your own machine with MiniMax-Music3.")]
+#[command(
+    name = "songloom",
+    version,
+    about = "Write songs on your own machine with MiniMax-Music3.",
+    long_about = "Write songs on your own machine with MiniMax-Music3.\n\n\
+        Without --model, the embedded default model is used: a tiny test model with made-up weights \
+        that makes sound, not music. For real songs, download the MiniMaxAI/MiniMax-Music3 checkpoint \
+        (diffusers layout) and pass its directory with --model DIR."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -20,6 +33,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Generates a song, plays it while it is made and writes a 44.1 kHz stereo WAV.
+    Generate(generate::GenerateArgs),
+    /// Prints the assembled prompt and its token ids as JSON.
+    Prompt {
+        #[arg(long)]
+        prompt: String,
+        #[arg(long)]
+        lyrics: String,
+        /// A model directory; the embedded test model without it.
+        #[arg(long)]
+        model: Option<PathBuf>,
+    },
+    /// Describes a model directory: its components, their geometry and dtypes.
+    Model {
+        #[command(subcommand)]
+        command: ModelCommand,
+    },
     /// Runs one stage of a model on tensors from a safetensors file and writes its outputs.
     ///
     /// condition: frame_hiddens [F, 8*H] -> condition [L, out_dim];
@@ -48,6 +78,12 @@ enum Command {
     Bench(bench::BenchArgs),
 }
 
+#[derive(Subcommand)]
+enum ModelCommand {
+    /// Components, geometry, parameter counts and dtypes of a model directory.
+    Info { dir: PathBuf },
+}
+
 fn main() {
     if let Err(e) = run(Cli::parse()) {
         eprintln!("error: {e:#}");
@@ -57,6 +93,19 @@ fn main() {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Generate(args) => generate::run(args),
+        Command::Prompt { prompt, lyrics, model } => {
+            let dir = match model {
+                Some(d) => d,
+                None => default_model::path()?,
+            };
+            let model = ModelDir::open(&dir)?;
+            let encoder = songloom_engine::prompt::PromptEncoder::new(&model.component("tokenizer"), &model.constants)?;
+            let ids = encoder.encode(&prompt, &lyrics.replace("\\n", "\n"))?;
+            println!("{}", serde_json::json!({"text": ids.text, "ids": ids.cond, "uncond_ids": ids.uncond}));
+            Ok(())
+        }
+        Command::Model { command: ModelCommand::Info { dir } } => model_info::run(&dir),
         Command::Stage { stage, model, inputs, out, device } => {
             let stage = Stage::parse(&stage)?;
             let device = Device::from_name(&device)?;

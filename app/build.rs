@@ -1,0 +1,34 @@
+//! Embeds the tiny default model (`tests/fixtures/tiny-music3`, made by `tools/oracle`) in the
+//! binary: generates a list of its files with `include_bytes!`.
+
+use std::path::{Path, PathBuf};
+
+fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> =
+        std::fs::read_dir(dir).expect("default model directory").map(|e| e.unwrap().path()).collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            files(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny-music3").canonicalize().unwrap();
+    println!("cargo:rerun-if-changed={}", root.display());
+    let mut list = Vec::new();
+    files(&root, &mut list);
+    let mut code =
+        String::from("/// (path inside the model directory, contents)\npub const FILES: &[(&str, &[u8])] = &[\n");
+    for path in &list {
+        println!("cargo:rerun-if-changed={}", path.display());
+        let rel = path.strip_prefix(&root).unwrap().to_string_lossy().replace('\\', "/");
+        code.push_str(&format!("    ({rel:?}, include_bytes!({:?})),\n", path.display().to_string()));
+    }
+    code.push_str("];\n");
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("default_model_files.rs");
+    std::fs::write(out, code).unwrap();
+}

@@ -1,0 +1,212 @@
+//! `songloom generate`: a song from a description and lyrics, with progress on the terminal (or
+//! JSON lines), played while it is generated, and written to a WAV file.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use serde_json::json;
+use songloom_engine::Device;
+use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, Request, StageName, Stats};
+
+use crate::player::Player;
+use crate::wav::{WavFile, WavFormat};
+
+#[derive(Args)]
+pub struct GenerateArgs {
+    /// The music description: genre, mood, instruments, vocals, tempo.
+    #[arg(long)]
+    prompt: String,
+    /// Lyrics with structure tags ([verse], [chorus], ...), each tag on its own line.
+    #[arg(long, conflicts_with = "lyrics_file", required_unless_present = "lyrics_file")]
+    lyrics: Option<String>,
+    /// Read the lyrics from a file.
+    #[arg(long)]
+    lyrics_file: Option<PathBuf>,
+    /// Length in seconds, at most 360 (the model may end the song earlier).
+    #[arg(long, default_value_t = 30.0, allow_negative_numbers = true)]
+    duration: f64,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Flow-matching steps per window (the reference uses 30).
+    #[arg(long, default_value_t = 30)]
+    steps: usize,
+    /// auto, cpu, cuda or wgpu.
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// A MiniMax-Music3 model directory in the diffusers layout; the embedded test model without it.
+    #[arg(long)]
+    model: Option<PathBuf>,
+    #[arg(long, default_value = "song.wav")]
+    out: PathBuf,
+    #[arg(long, value_enum, default_value_t = WavFormat::F32)]
+    format: WavFormat,
+    /// Do not play the song.
+    #[arg(long)]
+    no_play: bool,
+    /// Print events as JSON lines instead of progress bars.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: GenerateArgs) -> Result<()> {
+    let lyrics = match (&args.lyrics, &args.lyrics_file) {
+        (Some(l), _) => l.replace("\\n", "\n"),
+        (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
+        (None, None) => bail!("give --lyrics or --lyrics-file"),
+    };
+    let device = Device::from_name(&args.device)?;
+    let model = match &args.model {
+        Some(dir) => dir.clone(),
+        None => crate::default_model::path()?,
+    };
+    let pipeline =
+        Pipeline::load(&model, device).with_context(|| format!("loading the model from {}", model.display()))?;
+    let request =
+        Request { prompt: args.prompt.clone(), lyrics, duration_s: args.duration, seed: args.seed, steps: args.steps };
+    // Check the request before touching the output file or the sound device.
+    let max_frames = pipeline.max_frames(request.duration_s)?;
+    pipeline.encode_prompt(&request.prompt, &request.lyrics)?;
+    let wav = Mutex::new(Some(WavFile::create(&args.out, pipeline.sample_rate(), args.format)?));
+    let player = if args.no_play {
+        None
+    } else {
+        match Player::open(pipeline.sample_rate()) {
+            Ok(p) => Some(p),
+            Err(why) => {
+                eprintln!("not playing: {why}; the song is still written to {}", args.out.display());
+                None
+            }
+        }
+    };
+    let progress = Progress::new(args.json, max_frames, pipeline.constants.chunk_frames, pipeline.constants.chunk_hop);
+    let write_error = Mutex::new(None);
+    let cancel = Cancel::default();
+    let events = |event: Event| {
+        if let Event::Audio { samples, .. } = &event {
+            if let Some(p) = &player {
+                p.push(samples);
+            }
+            if let Some(w) = wav.lock().expect("not poisoned").as_mut()
+                && let Err(e) = w.write(samples)
+            {
+                *write_error.lock().expect("not poisoned") = Some(e);
+                cancel.cancel();
+            }
+        }
+        progress.show(&event);
+    };
+    let result = pipeline.generate(&request, Observer { events: &events, cancel: &cancel });
+    progress.clear();
+    if let Some(e) = write_error.lock().expect("not poisoned").take() {
+        return Err(e);
+    }
+    let stats = result?;
+    let path = wav.lock().expect("not poisoned").take().expect("written once").finish()?;
+    summary(&stats, &path, args.json);
+    if let Some(p) = player {
+        let seconds = stats.samples as f64 / stats.sample_rate as f64;
+        let underruns = p.finish(Duration::from_secs_f64(seconds + 2.0));
+        if underruns > 0 && !args.json {
+            eprintln!("playback ran ahead of generation {underruns} times (the rest played after a pause)");
+        }
+    }
+    Ok(())
+}
+
+fn summary(stats: &Stats, path: &std::path::Path, json: bool) {
+    let seconds = stats.samples as f64 / stats.sample_rate.max(1) as f64;
+    if json {
+        println!(
+            "{}",
+            json!({
+                "event": "written", "path": path, "seconds": seconds, "frames": stats.frames,
+                "windows": stats.windows, "samples": stats.samples, "sample_rate": stats.sample_rate,
+            })
+        );
+    } else {
+        println!(
+            "wrote {} ({seconds:.2} s, {} frames, {} windows) in {:.1} s; first audio after {:.1} s",
+            path.display(),
+            stats.frames,
+            stats.windows,
+            stats.total_s,
+            stats.time_to_first_audio_s.unwrap_or(stats.total_s)
+        );
+    }
+}
+
+/// Progress bars on a terminal, JSON lines with `--json`, nothing otherwise.
+struct Progress {
+    json: bool,
+    bars: Option<(MultiProgress, ProgressBar, ProgressBar)>,
+}
+
+impl Progress {
+    fn new(json: bool, max_frames: usize, chunk: usize, hop: usize) -> Self {
+        let bars = (!json && std::io::stderr().is_terminal()).then(|| {
+            let multi = MultiProgress::new();
+            let style = ProgressStyle::with_template("{prefix:>8} [{bar:40}] {pos}/{len} {msg} eta {eta}")
+                .expect("valid template")
+                .progress_chars("=> ");
+            let frames = multi.add(ProgressBar::new(max_frames as u64).with_style(style.clone()).with_prefix("frames"));
+            let windows = if max_frames <= chunk { 1 } else { (max_frames - hop).div_ceil(hop) };
+            let denoise = multi.add(ProgressBar::new(windows as u64).with_style(style).with_prefix("windows"));
+            (multi, frames, denoise)
+        });
+        Progress { json, bars }
+    }
+
+    fn show(&self, event: &Event) {
+        if self.json {
+            println!("{}", event_json(event));
+            return;
+        }
+        let Some((_, frames, windows)) = &self.bars else { return };
+        match event {
+            Event::Stage { stage: StageName::ArFrames, done, .. } => frames.set_position(*done as u64),
+            Event::Stage { stage: StageName::Denoise { window, .. }, done, total } => {
+                windows.set_message(format!("window {} step {done}/{total}", window + 1));
+            }
+            Event::Stage { stage: StageName::Vocoder { window, .. }, .. } => windows.set_position(*window as u64 + 1),
+            _ => {}
+        }
+    }
+
+    fn clear(&self) {
+        if let Some((multi, _, _)) = &self.bars {
+            let _ = multi.clear();
+        }
+    }
+}
+
+fn stage_json(stage: &StageName) -> serde_json::Value {
+    match stage {
+        StageName::Tokenize => json!({"name": "tokenize"}),
+        StageName::ArFrames => json!({"name": "ar_frames"}),
+        StageName::Denoise { window, windows } => json!({"name": "dit", "window": window, "windows": windows}),
+        StageName::Vocoder { window, windows } => json!({"name": "vocoder", "window": window, "windows": windows}),
+    }
+}
+
+fn event_json(event: &Event) -> serde_json::Value {
+    match event {
+        Event::Stage { stage, done, total } => {
+            json!({"event": "stage", "stage": stage_json(stage), "done": done, "total": total})
+        }
+        Event::Audio { first_sample, samples } => {
+            json!({"event": "audio", "first_sample": first_sample, "frames": samples.len() / 2})
+        }
+        Event::Finished { stats } => json!({
+            "event": "finished",
+            "frames": stats.frames, "windows": stats.windows, "samples": stats.samples,
+            "sample_rate": stats.sample_rate, "tokenize_s": stats.tokenize_s, "ar_s": stats.ar_s,
+            "acoustic_s": stats.acoustic_s, "total_s": stats.total_s,
+            "time_to_first_audio_s": stats.time_to_first_audio_s,
+        }),
+    }
+}

@@ -1,0 +1,186 @@
+//! `songloom generate`, `prompt`, `devices` and `model info` from the command line, on the
+//! embedded default model; every bad input is a one-line error, a non-zero exit and no file.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn songloom(cache: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_songloom")).args(args).env("XDG_CACHE_HOME", cache).output().unwrap()
+}
+
+fn tiny_model() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny-music3")
+}
+
+#[test]
+fn generate_writes_the_song_and_streams_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("song.wav");
+    let result = songloom(
+        dir.path(),
+        &[
+            "generate",
+            "--prompt",
+            "warm lo-fi piano",
+            "--lyrics",
+            "[verse]\\nla la la",
+            "--duration",
+            "8",
+            "--seed",
+            "1",
+            "--steps",
+            "2",
+            "--no-play",
+            "--json",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&result.stdout);
+    assert!(result.status.success(), "{}", String::from_utf8_lossy(&result.stderr));
+    let events: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let finished = events.iter().find(|e| e["event"] == "finished").expect("a finished event");
+    let first = finished["time_to_first_audio_s"].as_f64().unwrap();
+    assert!(first < finished["total_s"].as_f64().unwrap());
+    assert_eq!(finished["frames"], 200);
+    assert!(events.iter().any(|e| e["event"] == "stage" && e["stage"]["name"] == "ar_frames"));
+    assert!(events.iter().any(|e| e["event"] == "stage" && e["stage"]["name"] == "dit"));
+
+    let mut reader = hound::WavReader::open(&out).unwrap();
+    let spec = reader.spec();
+    assert_eq!((spec.sample_rate, spec.channels, spec.bits_per_sample), (44100, 2, 32));
+    // 200 frames -> int(200 * 44100 / 24000 * 960 / 512) = 689 latents -> 689 * 512 samples.
+    assert_eq!(reader.duration(), 689 * 512);
+    let samples: Vec<f32> = reader.samples::<f32>().map(Result::unwrap).collect();
+    assert!(samples.iter().all(|s| s.is_finite() && s.abs() <= 1.0));
+    let rms = (samples.iter().map(|s| s * s).sum::<f32>() / samples.len() as f32).sqrt();
+    assert!(rms > 1e-3, "silent: rms {rms}");
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".partial"))
+        .collect();
+    assert!(leftovers.is_empty());
+}
+
+#[test]
+fn pcm16_export_and_seed_determinism() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, seed: &str, format: &str| {
+        let out = dir.path().join(name);
+        let r = songloom(
+            dir.path(),
+            &[
+                "generate",
+                "--prompt",
+                "piano",
+                "--lyrics",
+                "[verse]\\nla",
+                "--duration",
+                "1",
+                "--seed",
+                seed,
+                "--steps",
+                "2",
+                "--no-play",
+                "--format",
+                format,
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        );
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        std::fs::read(out).unwrap()
+    };
+    let (a, b, c) = (run("a.wav", "3", "f32"), run("b.wav", "3", "f32"), run("c.wav", "4", "f32"));
+    assert_eq!(a, b, "the same seed must give the same bytes");
+    assert_ne!(a, c, "another seed must give another song");
+    let pcm = run("d.wav", "3", "pcm16");
+    let reader = hound::WavReader::new(std::io::Cursor::new(pcm)).unwrap();
+    assert_eq!(reader.spec().bits_per_sample, 16);
+    assert_eq!(reader.duration(), 86 * 512);
+}
+
+/// Runs a command that must fail: one line on stderr containing `expect`, and no output file.
+fn fails(args: &[&str], expect: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("bad.wav");
+    let mut full: Vec<&str> = args.to_vec();
+    let out_str = out.to_str().unwrap().to_string();
+    if !args.contains(&"--out") {
+        full.extend(["--out", &out_str]);
+    }
+    let result = songloom(dir.path(), &full);
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(!result.status.success(), "{args:?} succeeded");
+    assert!(stderr.contains(expect), "{args:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: not one line: {stderr}");
+    assert!(!out.exists(), "{args:?} wrote a file");
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+    assert!(names.iter().all(|n| n == "songloom"), "{args:?} left files behind: {names:?}");
+}
+
+fn gen_args<'a>(prompt: &'a str, lyrics: &'a str, duration: &'a str) -> Vec<&'a str> {
+    vec!["generate", "--prompt", prompt, "--lyrics", lyrics, "--duration", duration, "--steps", "1", "--no-play"]
+}
+
+#[test]
+fn bad_inputs_are_clear_errors() {
+    fails(&gen_args("", "[verse]\\nla", "1"), "description is empty");
+    fails(&gen_args("   ", "[verse]\\nla", "1"), "description is empty");
+    fails(&gen_args("piano", " \\n ", "1"), "lyrics are empty");
+    fails(&gen_args("piano", "la", "0"), "duration");
+    fails(&gen_args("piano", "la", "-3"), "duration");
+    fails(&gen_args("piano", "la", "361"), "duration");
+    fails(&gen_args("piano", "la", "0.01"), "shorter than one frame");
+    let long = "many different words of lyrics ".repeat(2000);
+    fails(&gen_args("piano", &long, "1"), "tokens");
+    let mut args = gen_args("piano", "la", "1");
+    args.extend(["--device", "tpu"]);
+    fails(&args, "unknown device");
+    let mut args = gen_args("piano", "la", "1");
+    args.extend(["--device", "wgpu"]);
+    fails(&args, "not available");
+    let mut args = gen_args("piano", "la", "1");
+    args.extend(["--out", "/nonexistent-dir/song.wav"]);
+    fails(&args, "cannot write");
+}
+
+#[test]
+fn a_broken_model_directory_is_a_clear_error() {
+    let model = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(tiny_model()).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() != "vocoder" {
+            let status = Command::new("cp").arg("-r").arg(entry.path()).arg(model.path()).status().unwrap();
+            assert!(status.success());
+        }
+    }
+    let mut args = gen_args("piano", "la", "1");
+    args.extend(["--model", model.path().to_str().unwrap()]);
+    fails(&args, "vocoder");
+}
+
+#[test]
+fn prompt_devices_and_model_info() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = songloom(dir.path(), &["prompt", "--prompt", "# Synth-pop", "--lyrics", "[Verse] drop me\\nla"]);
+    assert!(r.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(
+        v["text"],
+        "<|im_start|><|caption_start|>Synth-pop<|caption_end|><|lyrics_start|>[start]\n[verse]\nla<|lyrics_end|><|im_end|><|audio_start|>"
+    );
+    assert_eq!(v["ids"].as_array().unwrap().len(), v["uncond_ids"].as_array().unwrap().len());
+
+    let r = songloom(dir.path(), &["devices"]);
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success() && text.contains("cpu") && text.contains("cuda"), "{text}");
+
+    let r = songloom(dir.path(), &["model", "info", tiny_model().to_str().unwrap()]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(v["components"]["vocoder"]["tensors"], 121);
+    assert_eq!(v["components"]["language_model"]["runs_in"], "bf16");
+}

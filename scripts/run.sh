@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The main job on a fresh Debian/Ubuntu machine: installs what is missing, builds, generates a song
+# with the embedded default model, writes song.wav and plays it where a sound device exists.
+# Extra arguments go to `songloom generate` (e.g. --model DIR --duration 60 --seed 7).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup.sh
+cargo build --release --locked -p songloom
+exec ./target/release/songloom generate \
+    --prompt "warm lo-fi piano, soft drums, 80 BPM" \
+    --lyrics $'[verse]\nla la la\n[chorus]\noh oh oh' \
+    --duration 8 --seed 1 --out song.wav "$@"
