@@ -123,7 +123,7 @@ fn build<T: SizedSample + FromSample<f32> + Send + 'static>(
     let starved = AtomicBool::new(false);
     device
         .build_output_stream::<T, _, _>(
-            config.clone(),
+            *config,
             move |out: &mut [T], _| {
                 let n = consumer.slots().min(out.len());
                 if let Ok(chunk) = consumer.read_chunk(n) {
