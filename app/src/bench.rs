@@ -1,13 +1,16 @@
 //! `songloom bench`: GEMM rates at the model's shapes and stage timings, with synthetic weights
-//! at the real geometry (no checkpoint needed). Numbers go to docs/BENCHMARKS.md by hand, with the
-//! command and the machine.
+//! at the real geometry made on the device (no checkpoint needed). Numbers go to
+//! docs/BENCHMARKS.md by hand, with the command and the machine.
 
 use std::time::Instant;
 
 use anyhow::{Result, bail};
 use clap::Args;
-use songloom_engine::config::DitConfig;
+use songloom_engine::config::{DitConfig, PipelineConstants};
+use songloom_engine::device::F32Math;
 use songloom_engine::models::dit::Dit;
+use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, Request};
+use songloom_engine::prompt::PromptIds;
 use songloom_engine::weights::VarBuilder;
 use songloom_engine::{DType, Device, Tensor};
 
@@ -18,52 +21,66 @@ pub struct BenchArgs {
     synthetic: String,
     #[arg(long, default_value = "auto")]
     device: String,
-    /// What to time: gemm, dit-block or all.
+    /// gemm, dit-block, stages, song or all (all = gemm and dit-block, what a CPU can do).
     #[arg(long, default_value = "all")]
     what: String,
-    /// Timed repetitions per measurement (the best is reported).
+    /// Timed repetitions per measurement.
     #[arg(long, default_value_t = 3)]
     repeat: usize,
+    /// The DiT and vocoder products on a GPU: `reference` (exact f32) or `tf32`.
+    #[arg(long, default_value = "reference")]
+    precision: String,
+    /// Length of the song for `--what song`, in seconds.
+    #[arg(long, default_value_t = 60.0)]
+    duration: f64,
+    /// Flow-matching steps per window for `--what song`.
+    #[arg(long, default_value_t = 30)]
+    steps: usize,
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
     if args.synthetic != "full" {
         bail!("unknown synthetic geometry `{}` (expected full)", args.synthetic);
     }
-    let device = Device::from_name(&args.device)?;
-    println!("device: {} ({} threads)", device.name(), rayon_threads());
-    let all = args.what == "all";
-    if all || args.what == "gemm" {
-        gemm(&device, args.repeat)?;
+    let math = match args.precision.as_str() {
+        "reference" => F32Math::Exact,
+        "tf32" => F32Math::Tf32,
+        other => bail!("unknown precision `{other}` (expected reference or tf32)"),
+    };
+    let device = Device::from_name_with(&args.device, math)?;
+    println!("device: {} (precision {})", device.name(), args.precision);
+    match args.what.as_str() {
+        "all" => {
+            gemm(&device, args.repeat)?;
+            dit_block(&device, args.repeat)
+        }
+        "gemm" => gemm(&device, args.repeat),
+        "dit-block" => dit_block(&device, args.repeat),
+        "stages" => stages(device, args.repeat),
+        "song" => song(device, args.duration, args.steps),
+        other => bail!("unknown benchmark `{other}` (expected gemm, dit-block, stages, song or all)"),
     }
-    if all || args.what == "dit-block" {
-        dit_block(&device, args.repeat)?;
-    }
-    if !all && args.what != "gemm" && args.what != "dit-block" {
-        bail!("unknown benchmark `{}` (expected gemm, dit-block or all)", args.what);
-    }
-    Ok(())
 }
 
-fn rayon_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// The best of `repeat` runs of `f`, in seconds.
-fn best_of(repeat: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
-    f()?; // warm-up
-    let mut best = f64::INFINITY;
+/// The median of `repeat` timed runs of `f` after one warm-up, in seconds; the device is
+/// synchronized around each run so the clock sees the work.
+fn median_of(device: &Device, repeat: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    f()?;
+    device.synchronize()?;
+    let mut times = Vec::new();
     for _ in 0..repeat.max(1) {
         let start = Instant::now();
         f()?;
-        best = best.min(start.elapsed().as_secs_f64());
+        device.synchronize()?;
+        times.push(start.elapsed().as_secs_f64());
     }
-    Ok(best)
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
 }
 
-fn filled(shape: &[usize], value: f32) -> Result<Tensor> {
+fn filled(device: &Device, shape: &[usize], value: f32) -> Result<Tensor> {
     let n = shape.iter().product();
-    Ok(Tensor::from_f32(shape, (0..n).map(|i| value * ((i % 7) as f32 - 3.0)).collect())?)
+    Ok(device.upload(Tensor::from_f32(shape, (0..n).map(|i| value * ((i % 7) as f32 - 3.0)).collect())?)?)
 }
 
 fn gemm(device: &Device, repeat: usize) -> Result<()> {
@@ -79,44 +96,171 @@ fn gemm(device: &Device, repeat: usize) -> Result<()> {
     ];
     println!("{:<48} {:>10} {:>12} {:>10}", "GEMM", "ms", "GFLOP/s", "GB/s (w)");
     for (label, m, k, n, dtype) in shapes {
-        let x = device.upload(filled(&[m, k], 1e-3)?)?;
-        let w = device.cast(&device.upload(filled(&[n, k], 1e-3)?)?, dtype)?;
-        let secs = best_of(repeat, || {
+        let x = filled(device, &[m, k], 1e-3)?;
+        let w = device.cast(&filled(device, &[n, k], 1e-3)?, dtype)?;
+        let secs = median_of(device, repeat, || {
             device.linear(&x, &w, None)?;
             Ok(())
         })?;
         let flops = 2.0 * (m * k * n) as f64;
         let weight_bytes = (n * k * dtype.size_in_bytes()) as f64;
-        println!("{label:<48} {:>10.2} {:>12.1} {:>10.1}", secs * 1e3, flops / secs / 1e9, weight_bytes / secs / 1e9);
+        println!("{label:<48} {:>10.3} {:>12.1} {:>10.1}", secs * 1e3, flops / secs / 1e9, weight_bytes / secs / 1e9);
     }
     Ok(())
 }
 
+/// DiT FLOPs of one forward at `seq` tokens (GEMMs and attention).
+fn dit_flops(seq: f64) -> f64 {
+    let cfg = DitConfig::default();
+    let inner = cfg.inner_dim() as f64;
+    let concat = (2 * cfg.in_channels + cfg.condition_dim) as f64;
+    let per_block = 2.0 * seq * inner * (4.0 * inner + 3.0 * cfg.ff_inner_dim as f64) + 4.0 * seq * seq * inner;
+    cfg.num_layers as f64 * per_block + 2.0 * seq * concat * (concat + inner)
+}
+
 /// One DiT block at sequence 690 (a full 689-latent window plus the time token): the difference
-/// between a one-block and a two-block model, so the shared input and output projections cancel.
+/// between a two-block and a one-block model, so the shared input and output projections cancel.
 fn dit_block(device: &Device, repeat: usize) -> Result<()> {
     let time = |layers: usize| -> Result<f64> {
         let cfg = DitConfig { num_layers: layers, ..DitConfig::default() };
         let dit = Dit::new(&cfg, &VarBuilder::synthetic(7, device, DType::F32))?;
-        let latents = device.upload(filled(&[cfg.in_channels, 689], 0.1)?)?;
-        let condition = device.upload(filled(&[689, cfg.condition_dim], 0.1)?)?;
-        best_of(repeat, || {
+        let latents = filled(device, &[cfg.in_channels, 689], 0.1)?;
+        let condition = filled(device, &[689, cfg.condition_dim], 0.1)?;
+        median_of(device, repeat, || {
             dit.forward(device, &latents, 0.5, &condition)?;
             Ok(())
         })
     };
     let (one, two) = (time(1)?, time(2)?);
     let block = two - one;
-    let cfg = DitConfig::default();
-    let inner = cfg.inner_dim() as f64;
-    let gemm_flops = 2.0 * 690.0 * inner * (4.0 * inner + 3.0 * cfg.ff_inner_dim as f64);
-    let attn_flops = 4.0 * 690.0 * 690.0 * inner;
+    let flops = dit_flops(690.0) / 36.0;
     println!(
-        "DiT block at seq 690: {:.1} ms ({:.1} GFLOP/s over {:.1} GFLOP); 36 blocks ~ {:.1} s per forward",
+        "DiT block at seq 690: {:.2} ms ({:.1} GFLOP/s over {:.1} GFLOP); 36 blocks ~ {:.3} s per forward",
         block * 1e3,
-        (gemm_flops + attn_flops) / block / 1e9,
-        (gemm_flops + attn_flops) / 1e9,
+        flops / block / 1e9,
+        flops / 1e9,
         block * 36.0
+    );
+    Ok(())
+}
+
+fn bench_constants() -> PipelineConstants {
+    PipelineConstants { stop_on_end_token: false, ..PipelineConstants::default() }
+}
+
+/// Each stage of the full-size model once, with synthetic weights.
+fn stages(device: Device, repeat: usize) -> Result<()> {
+    let start = Instant::now();
+    let pipeline = Pipeline::synthetic(device, 7, bench_constants())?;
+    let device = &pipeline.device;
+    device.synchronize()?;
+    println!("synthetic full-size weights made on the device in {:.1} s", start.elapsed().as_secs_f64());
+    let (lm, depth, _condition, dit, vocoder) = pipeline.stages();
+    let cfg = lm.config();
+
+    // LM decode step, batch 2, after a 300-token prefill.
+    let prompt_len = 300;
+    let mut cache = lm.new_cache(device, 2, prompt_len + 200)?;
+    let ids: Vec<u32> = (0..2 * prompt_len as u32).map(|i| (i * 7919) % 150_000).collect();
+    let prefill = Instant::now();
+    let mut hidden = lm.forward(device, &lm.embed(device, &ids)?, &mut cache)?;
+    device.synchronize()?;
+    let prefill_s = prefill.elapsed().as_secs_f64();
+    let feedback = device.cat_rows(&[&lm.embed(device, &[151_700])?, &lm.embed(device, &[151_700])?])?;
+    let steps = 50; // per timed run; the cache holds the warm-up run too
+    let per_step = median_of(device, 1, || {
+        for _ in 0..steps {
+            hidden = lm.forward(device, &feedback, &mut cache)?;
+            lm.logits(device, &hidden)?;
+        }
+        Ok(())
+    })? / steps as f64;
+    let (h, i, q, kv) = (
+        cfg.hidden_size,
+        cfg.intermediate_size,
+        cfg.num_attention_heads * cfg.head_dim,
+        cfg.num_key_value_heads * cfg.head_dim,
+    );
+    let layer_params = h * q * 2 + h * kv * 2 + 3 * h * i;
+    let head_rows = lm.head_rows().len();
+    let weight_bytes = 2.0 * (cfg.num_hidden_layers * layer_params + head_rows * h) as f64;
+    println!(
+        "LM prefill 2x{prompt_len}: {:.1} ms; decode step (batch 2, lm_head over {head_rows} rows): {:.3} ms, {:.0} GB/s of bf16 weights ({:.2} GB; floor at 4.3 TB/s {:.3} ms)",
+        prefill_s * 1e3,
+        per_step * 1e3,
+        weight_bytes / per_step / 1e9,
+        weight_bytes / 1e9,
+        weight_bytes / 4.3e12 * 1e3
+    );
+
+    // Depth decoder, one frame: start + 6 steps + 7 heads.
+    let lm_hidden = hidden.clone();
+    let c0 = device.cat_rows(&[&lm.embed(device, &[151_700])?, &lm.embed(device, &[151_700])?])?;
+    let frame = median_of(device, repeat.max(5), || {
+        let (mut f, mut h) = depth.start_frame(device, &lm_hidden, &c0)?;
+        for k in 1..8 {
+            depth.head_logits(device, k, &h)?;
+            if k < 7 {
+                h = depth.step(device, &mut f, k, 3)?;
+            }
+        }
+        Ok(())
+    })?;
+    println!("depth frame (7 codebooks, batch 2): {:.3} ms", frame * 1e3);
+
+    // DiT, CFG pair at a full window.
+    let latents = filled(device, &[128, 689], 0.1)?;
+    let condition = filled(device, &[689, 2048], 0.1)?;
+    let zeros = device.upload(Tensor::zeros(&[689, 2048]))?;
+    let pair = median_of(device, repeat, || {
+        dit.forward(device, &latents, 0.5, &condition)?;
+        dit.forward(device, &latents, 0.5, &zeros)?;
+        Ok(())
+    })?;
+    let flops = 2.0 * dit_flops(690.0);
+    println!(
+        "DiT forward pair at seq 690 (CFG): {:.2} ms, {:.1} TFLOP/s ({:.2} TFLOP)",
+        pair * 1e3,
+        flops / pair / 1e12,
+        flops / 1e12
+    );
+
+    let voc = median_of(device, repeat, || {
+        vocoder.forward(device, &latents)?;
+        Ok(())
+    })?;
+    println!("vocoder window (689 latents -> 352768 stereo samples): {:.2} ms", voc * 1e3);
+    Ok(())
+}
+
+/// A whole song, streamed, with the end token disabled so it runs to its length.
+fn song(device: Device, duration: f64, steps: usize) -> Result<()> {
+    let pipeline = Pipeline::synthetic(device, 7, bench_constants())?;
+    pipeline.device.synchronize()?;
+    let ids: Vec<u32> = (0..300u32).map(|i| (i * 7919) % 150_000).collect();
+    let mut uncond = ids.clone();
+    let n = uncond.len();
+    uncond[1..n - 2].fill(pipeline.constants.audio_cfg_id);
+    let prompt = PromptIds { text: String::new(), cond: ids, uncond };
+    let req = Request { prompt: String::new(), lyrics: String::new(), duration_s: duration, seed: 1, steps };
+    let events = |_: Event| {};
+    let stats = pipeline.generate_ids(
+        &prompt,
+        &req,
+        Instant::now(),
+        Observer { events: &events, cancel: &Cancel::default() },
+    )?;
+    let seconds = stats.samples as f64 / stats.sample_rate as f64;
+    println!(
+        "song: {seconds:.2} s of audio ({} frames, {} windows, {steps} steps) in {:.2} s = {:.2}x real time; first audio after {:.2} s; AR loop {:.2} s ({:.1} frames/s), acoustic busy {:.2} s",
+        stats.frames,
+        stats.windows,
+        stats.total_s,
+        seconds / stats.total_s,
+        stats.time_to_first_audio_s.unwrap_or(f64::NAN),
+        stats.ar_s,
+        stats.frames as f64 / stats.ar_s,
+        stats.acoustic_s
     );
     Ok(())
 }

@@ -246,6 +246,8 @@ pub struct PipelineConstants {
     pub overlap_latents: usize,
     pub crop_left_latents: usize,
     pub crop_right_latents: usize,
+    /// Whether sampling the end token ends the song (benchmarks turn it off to run to length).
+    pub stop_on_end_token: bool,
 }
 
 impl Default for PipelineConstants {
@@ -266,6 +268,7 @@ impl Default for PipelineConstants {
             overlap_latents: 172,
             crop_left_latents: 86,
             crop_right_latents: 344 - 86,
+            stop_on_end_token: true,
         }
     }
 }

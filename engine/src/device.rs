@@ -3,6 +3,7 @@
 //! `[channels, time]`. Weights keep their stored dtype.
 
 use crate::cpu::CpuBackend;
+use crate::cuda::CudaBackend;
 use crate::error::Result;
 use crate::tensor::{DType, Tensor};
 
@@ -94,6 +95,9 @@ pub trait Backend: Send + Sync {
     ) -> Result<Tensor>;
     /// `x + sin(alpha * x)^2 / (alpha + 1e-9)` with one alpha per channel of `x [c, t]`.
     fn snake(&self, x: &Tensor, alpha: &Tensor) -> Result<Tensor>;
+    /// A tensor of `center + half_width * u`, `u` uniform in [-1, 1) from a hash of `seed` and the
+    /// index, made where it lives (synthetic weights for benchmarks).
+    fn fill_uniform(&self, shape: &[usize], dtype: DType, seed: u64, center: f32, half_width: f32) -> Result<Tensor>;
     /// Nearest-neighbour resampling of `x [c, t]` to `[c, out_len]` (torch's `mode="nearest"`).
     fn resample_nearest(&self, x: &Tensor, out_len: usize) -> Result<Tensor>;
 }
@@ -101,20 +105,38 @@ pub trait Backend: Send + Sync {
 /// The device a model runs on, picked at run time.
 pub enum Device {
     Cpu(CpuBackend),
+    Cuda(Box<CudaBackend>),
 }
+
+/// How the acoustic half's f32 products run on a GPU.
+pub use crate::cuda::F32Math;
 
 impl Device {
     pub fn cpu() -> Self {
         Device::Cpu(CpuBackend::new())
     }
 
-    /// Parses a `--device` name. GPU backends report why they are unavailable.
+    /// The first CUDA GPU, or why there is none.
+    pub fn cuda(math: F32Math) -> Result<Self> {
+        Ok(Device::Cuda(Box::new(CudaBackend::new(0, math)?)))
+    }
+
+    /// Parses a `--device` name: `auto` takes CUDA where it works, else the CPU. A named GPU
+    /// backend that cannot run here is an error that says why.
     pub fn from_name(name: &str) -> Result<Self> {
+        Self::from_name_with(name, F32Math::Exact)
+    }
+
+    pub fn from_name_with(name: &str, math: F32Math) -> Result<Self> {
         match name {
-            "cpu" | "auto" => Ok(Self::cpu()),
-            "cuda" | "wgpu" => Err(crate::Error::Invalid(format!(
-                "device `{name}` is not available: this build has no {name} backend yet"
-            ))),
+            "cpu" => Ok(Self::cpu()),
+            "auto" => Ok(Self::cuda(math).unwrap_or_else(|_| Self::cpu())),
+            "cuda" => {
+                Self::cuda(math).map_err(|e| crate::Error::Invalid(format!("device `cuda` is not available: {e}")))
+            }
+            "wgpu" => {
+                Err(crate::Error::Invalid("device `wgpu` is not available: this build has no wgpu backend yet".into()))
+            }
             other => Err(crate::Error::Invalid(format!("unknown device `{other}` (expected auto, cpu, cuda or wgpu)"))),
         }
     }
@@ -122,11 +144,20 @@ impl Device {
     /// Each backend and whether it can run here, with the reason when it cannot.
     pub fn probe_all() -> Vec<(&'static str, std::result::Result<String, String>)> {
         let threads = rayon::current_num_threads();
+        let cuda = CudaBackend::new(0, F32Math::Exact).map(|b| b.description().to_string()).map_err(|e| e.to_string());
         vec![
             ("cpu", Ok(format!("{threads} threads"))),
-            ("cuda", Err("not built into this version yet".to_string())),
+            ("cuda", cuda),
             ("wgpu", Err("not built into this version yet".to_string())),
         ]
+    }
+
+    /// Waits until the device has finished all queued work (for timing).
+    pub fn synchronize(&self) -> Result<()> {
+        match self {
+            Device::Cpu(_) => Ok(()),
+            Device::Cuda(b) => b.synchronize(),
+        }
     }
 }
 
@@ -136,6 +167,7 @@ impl std::ops::Deref for Device {
     fn deref(&self) -> &Self::Target {
         match self {
             Device::Cpu(b) => b,
+            Device::Cuda(b) => b.as_ref(),
         }
     }
 }

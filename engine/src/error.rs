@@ -25,6 +25,8 @@ pub enum Error {
     Unsupported { op: &'static str, dtype: String, backend: &'static str },
     #[error("{0}")]
     Invalid(String),
+    #[error("{0}")]
+    Gpu(String),
     #[error("cancelled")]
     Cancelled,
 }

@@ -92,10 +92,27 @@ impl CpuStorage {
     }
 }
 
-/// Where a tensor's data lives. The GPU backends add their variants here.
+/// Where a tensor's data lives.
 #[derive(Debug, Clone)]
 pub enum Storage {
     Cpu(CpuStorage),
+    Cuda(crate::cuda::CudaStorage),
+}
+
+impl Storage {
+    pub fn dtype(&self) -> DType {
+        match self {
+            Storage::Cpu(s) => s.dtype(),
+            Storage::Cuda(s) => s.dtype(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Storage::Cpu(s) => s.len(),
+            Storage::Cuda(s) => s.len(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -106,9 +123,7 @@ pub struct Tensor {
 
 impl Tensor {
     pub fn new(shape: &[usize], storage: Storage) -> Result<Self> {
-        let len = match &storage {
-            Storage::Cpu(s) => s.len(),
-        };
+        let len = storage.len();
         let expected: usize = shape.iter().product();
         if len != expected {
             return Err(Error::shape(
@@ -117,6 +132,15 @@ impl Tensor {
             ));
         }
         Ok(Tensor { shape: shape.to_vec(), storage })
+    }
+
+    /// A tensor whose storage a backend sized itself (device buffers may be padded).
+    pub(crate) fn new_unchecked(shape: &[usize], storage: Storage) -> Self {
+        Tensor { shape: shape.to_vec(), storage }
+    }
+
+    pub fn into_storage(self) -> Storage {
+        self.storage
     }
 
     /// An f32 tensor in host memory.
@@ -138,9 +162,7 @@ impl Tensor {
     }
 
     pub fn dtype(&self) -> DType {
-        match &self.storage {
-            Storage::Cpu(s) => s.dtype(),
-        }
+        self.storage.dtype()
     }
 
     pub fn storage(&self) -> &Storage {
@@ -169,10 +191,16 @@ impl Tensor {
         }
     }
 
-    /// A copy of the values as f32 in host memory.
+    /// A copy of the values as f32 in host memory. Engine code reads device tensors through
+    /// `Backend::to_host`, which reports a failed copy; this is for host tensors and tests.
     pub fn to_f32_vec(&self) -> Vec<f32> {
         match &self.storage {
             Storage::Cpu(s) => s.to_f32_vec(),
+            Storage::Cuda(s) => {
+                let mut v = s.to_host().expect("reading a tensor back from the GPU");
+                v.truncate(self.elem_count());
+                v
+            }
         }
     }
 }

@@ -273,8 +273,22 @@ impl<'a> VarBuilder<'a> {
 
     /// The tensor `name` with exactly `shape`, in this builder's dtype, on its device.
     pub fn get(&self, shape: &[usize], name: &str) -> Result<Tensor> {
-        let tensor = self.read_checked(shape, &self.full_name(name))?;
+        let full = self.full_name(name);
+        if let Source::Synthetic { seed } = self.source {
+            return self.synthetic_tensor(seed, &full, shape);
+        }
+        let tensor = self.read_checked(shape, &full)?;
         self.place(tensor)
+    }
+
+    /// Scaled uniform noise seeded by the tensor's name, made on the device: `1 / sqrt(fan_in)`
+    /// wide for matrices, around 1 for vectors (norm weights, alphas).
+    fn synthetic_tensor(&self, seed: u64, name: &str, shape: &[usize]) -> Result<Tensor> {
+        let seed = name.bytes().fold(seed ^ 0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+        let fan_in: usize = shape.iter().skip(1).product();
+        let (center, half_width) =
+            if shape.len() <= 1 { (1.0, 0.1) } else { (0.0, 1.0 / (fan_in.max(1) as f32).sqrt()) };
+        self.device.fill_uniform(shape, self.dtype, seed, center, half_width)
     }
 
     /// Like [`get`](Self::get) but kept in f32 whatever the builder's dtype.
@@ -285,6 +299,9 @@ impl<'a> VarBuilder<'a> {
     /// A weight-normed parameter stored as `{name}_g` and `{name}_v`, folded to
     /// `g * v / ||v||` with the norm over every dim but the first (torch's `weight_norm(dim=0)`).
     pub fn get_weight_norm(&self, shape: &[usize], name: &str) -> Result<Tensor> {
+        if let Source::Synthetic { seed } = self.source {
+            return self.synthetic_tensor(seed, &self.full_name(name), shape);
+        }
         let g_shape: Vec<usize> = shape.iter().enumerate().map(|(i, &d)| if i == 0 { d } else { 1 }).collect();
         let g = self.read_checked(&g_shape, &self.full_name(&format!("{name}_g")))?.to_f32_vec();
         let v = self.read_checked(shape, &self.full_name(&format!("{name}_v")))?.to_f32_vec();
@@ -305,7 +322,7 @@ impl<'a> VarBuilder<'a> {
             Source::Synthetic { seed } => {
                 let mut rows = shape.to_vec();
                 rows[0] = end.saturating_sub(start);
-                return self.place(synthetic_tensor(seed, &full, &rows));
+                return self.synthetic_tensor(seed, &full, &rows);
             }
         };
         let found = checkpoint.shape_of(&full)?;
@@ -324,7 +341,9 @@ impl<'a> VarBuilder<'a> {
     fn read_checked(&self, shape: &[usize], full: &str) -> Result<Tensor> {
         let checkpoint = match self.source {
             Source::Checkpoint(c) => c,
-            Source::Synthetic { seed } => return Ok(synthetic_tensor(seed, full, shape)),
+            Source::Synthetic { .. } => {
+                return Err(Error::Invalid(format!("synthetic weights are made on the device, not read: {full}")));
+            }
         };
         let tensor = checkpoint.read(full)?;
         if tensor.shape() != shape {
@@ -379,26 +398,4 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
         return Err(Error::io(path, e));
     }
     Ok(())
-}
-
-/// Uniform noise in `[-a, a]` with `a = 1 / sqrt(fan_in)` (1-D tensors: around 1), from a
-/// splitmix64 stream seeded by the tensor's name.
-fn synthetic_tensor(seed: u64, name: &str, shape: &[usize]) -> Tensor {
-    let mut state =
-        name.bytes().fold(seed ^ 0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
-    let n: usize = shape.iter().product();
-    let fan_in: usize = shape.iter().skip(1).product();
-    let (center, half_width) = if shape.len() <= 1 { (1.0, 0.1) } else { (0.0, 1.0 / (fan_in.max(1) as f32).sqrt()) };
-    let data = (0..n)
-        .map(|_| {
-            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^= z >> 31;
-            let unit = (z >> 40) as f32 / (1u64 << 24) as f32;
-            center + (2.0 * unit - 1.0) * half_width
-        })
-        .collect();
-    Tensor::from_f32(shape, data).expect("shape and data agree")
 }

@@ -6,8 +6,13 @@ use std::path::{Path, PathBuf};
 use songloom_engine::weights::Checkpoint;
 use songloom_engine::{Device, Tensor};
 
+/// `tests/fixtures`, or `$SONGLOOM_FIXTURES` when the test binary runs away from its source tree
+/// (on the GPU machine).
 pub fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+    match std::env::var_os("SONGLOOM_FIXTURES") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"),
+    }
 }
 
 /// The tiny checkpoint made by `tools/oracle/make_goldens.py`, in the real directory layout.
@@ -100,6 +105,16 @@ impl Bound {
 
 pub fn cpu() -> Device {
     Device::cpu()
+}
+
+/// Every backend this machine can run: the CPU, and CUDA where a GPU works (else a printed reason).
+pub fn devices() -> Vec<Device> {
+    let mut all = vec![Device::cpu()];
+    match Device::cuda(songloom_engine::device::F32Math::Exact) {
+        Ok(d) => all.push(d),
+        Err(e) => println!("cuda skipped: {e}"),
+    }
+    all
 }
 
 /// Copies the tiny model into a temporary directory so a test can break one file of it.

@@ -1,8 +1,7 @@
 //! The backend ops against plain reference loops, written once over `&Device` so every backend
 //! runs the same cases (GPU backends are compared with these and with the CPU).
 
-use songloom_engine::{AttentionShape, DType, Device, Rotary, Storage, Tensor};
-use songloom_tests::cpu;
+use songloom_engine::{AttentionShape, DType, Device, Rotary, Tensor};
 
 fn noise(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
@@ -38,6 +37,7 @@ fn naive_linear(x: &[f32], m: usize, k: usize, w: &[f32], n: usize) -> Vec<f32> 
 }
 
 fn linear_cases(device: &Device) {
+    let t = |shape: &[usize], seed: u64| device.upload(t(shape, seed)).unwrap();
     for (m, k, n) in [(1, 7, 5), (2, 64, 33), (9, 40, 70), (100, 130, 129)] {
         let (x, w) = (t(&[m, k], 1), t(&[n, k], 2));
         let want = naive_linear(&x.to_f32_vec(), m, k, &w.to_f32_vec(), n);
@@ -48,12 +48,15 @@ fn linear_cases(device: &Device) {
         let rounded: Vec<f32> = w.to_f32_vec().iter().map(|v| DType::BF16.round(*v)).collect();
         let want16 = naive_linear(&x.to_f32_vec(), m, k, &rounded, n);
         let got16 = device.linear(&x, &w16, None).unwrap().to_f32_vec();
-        assert_close(&format!("linear bf16 {m}x{k}x{n}"), &got16, &want16, 1e-5);
-        assert!(matches!(w16.storage(), Storage::Cpu(s) if s.dtype() == DType::BF16));
+        // The GPU's bf16 GEMM (more than 8 rows) also rounds the activations to bf16.
+        let tol = if device.name() == "cuda" && m > 8 { 3e-2 } else { 1e-5 };
+        assert_close(&format!("linear bf16 {m}x{k}x{n}"), &got16, &want16, tol);
+        assert_eq!(w16.storage().dtype(), DType::BF16);
     }
 }
 
 fn conv_cases(device: &Device) {
+    let t = |shape: &[usize], seed: u64| device.upload(t(shape, seed)).unwrap();
     let (c_in, c_out, len) = (5, 4, 23);
     for (k, dilation, padding) in [(1, 1, 0), (3, 1, 1), (7, 3, 9), (7, 9, 27)] {
         let (x, w, b) = (t(&[c_in, len], 3), t(&[c_out, c_in, k], 4), t(&[c_out], 5));
@@ -102,6 +105,7 @@ fn conv_cases(device: &Device) {
 }
 
 fn attention_cases(device: &Device) {
+    let t = |shape: &[usize], seed: u64| device.upload(t(shape, seed)).unwrap();
     let (heads, kv_heads, d) = (4, 2, 8);
     for (q_len, kv_len, capacity, causal) in
         [(5, 5, 5, false), (5, 5, 9, true), (1, 7, 9, true), (3, 7, 7, true), (40, 40, 40, false), (40, 45, 50, true)]
@@ -146,6 +150,7 @@ fn attention_cases(device: &Device) {
 }
 
 fn norm_and_rope_cases(device: &Device) {
+    let t = |shape: &[usize], seed: u64| device.upload(t(shape, seed)).unwrap();
     let x = t(&[3, 16], 12);
     let (w, b) = (t(&[16], 13), t(&[16], 14));
     let xv = x.to_f32_vec();
@@ -185,6 +190,7 @@ fn norm_and_rope_cases(device: &Device) {
 }
 
 fn elementwise_cases(device: &Device) {
+    let t = |shape: &[usize], seed: u64| device.upload(t(shape, seed)).unwrap();
     let (x, y) = (t(&[4, 6], 16), t(&[4, 6], 17));
     let (xv, yv) = (x.to_f32_vec(), y.to_f32_vec());
     let silu = |v: f32| v / (1.0 + (-v).exp());
@@ -216,7 +222,7 @@ fn elementwise_cases(device: &Device) {
         assert!((sm[r * 6..(r + 1) * 6].iter().sum::<f32>() - 1.0).abs() < 1e-6);
     }
     // Nearest resampling with torch's f32 index rule, up and down.
-    let sig = Tensor::from_f32(&[1, 5], vec![0.0, 1.0, 2.0, 3.0, 4.0]).unwrap();
+    let sig = device.upload(Tensor::from_f32(&[1, 5], vec![0.0, 1.0, 2.0, 3.0, 4.0]).unwrap()).unwrap();
     assert_eq!(
         device.resample_nearest(&sig, 17).unwrap().to_f32_vec(),
         vec![0., 0., 0., 0., 1., 1., 1., 2., 2., 2., 2., 3., 3., 3., 4., 4., 4.]
@@ -226,6 +232,7 @@ fn elementwise_cases(device: &Device) {
 }
 
 fn shape_errors_are_errors(device: &Device) {
+    let t = |shape: &[usize], seed: u64| device.upload(t(shape, seed)).unwrap();
     let err = device.linear(&t(&[2, 3], 1), &t(&[4, 5], 2), None).unwrap_err().to_string();
     assert!(err.contains("linear"), "{err}");
     assert!(device.conv1d(&t(&[3, 4], 1), &t(&[2, 5, 3], 2), None, 1, 1).is_err());
@@ -237,7 +244,7 @@ fn shape_errors_are_errors(device: &Device) {
 
 /// Every backend this machine has: the CPU always, GPUs where present.
 fn backends() -> Vec<Device> {
-    vec![cpu()]
+    songloom_tests::devices()
 }
 
 #[test]

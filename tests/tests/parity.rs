@@ -11,7 +11,7 @@ use songloom_engine::models::scheduler::{FlowMatchEuler, cfg_combine, overlap_bl
 use songloom_engine::stage::depth_teacher_forced;
 use songloom_engine::weights::{Checkpoint, save_f32};
 use songloom_engine::{Device, Tensor};
-use songloom_tests::{Bound, Golden, copy_tiny_model, cpu, distance, fixtures, tiny_model_dir};
+use songloom_tests::{Bound, Golden, copy_tiny_model, cpu, devices, distance, fixtures, tiny_model_dir};
 
 /// bf16 stages: our f32 arithmetic over bf16 weights may sit anywhere the bf16 reference's rounding
 /// noise reaches; twice that noise. Against the f32 control (same math) only f32 noise remains.
@@ -77,7 +77,7 @@ fn lm_run(model: &ModelDir, device: &Device, g: &Golden) -> Vec<f32> {
     let h = feedback.shape()[2];
     let fb = feedback.to_f32_vec();
     for s in 0..steps {
-        let step = Tensor::from_f32(&[2, h], fb[s * 2 * h..(s + 1) * 2 * h].to_vec()).unwrap();
+        let step = device.upload(Tensor::from_f32(&[2, h], fb[s * 2 * h..(s + 1) * 2 * h].to_vec()).unwrap()).unwrap();
         out.extend(lm.forward(device, &step, &mut cache).unwrap().to_f32_vec());
     }
     out
@@ -86,10 +86,18 @@ fn lm_run(model: &ModelDir, device: &Device, g: &Golden) -> Vec<f32> {
 #[test]
 fn lm_prefill_and_decode_steps_match_reference() {
     let g = Golden::open("lm");
-    let ours = lm_run(&model(), &cpu(), &g);
     let bound = bf16_bound(&g, "reference", "control");
-    bound.check("lm hidden vs bf16 reference", &ours, &g.values("reference"));
-    Bound { rel: BF16_VS_CONTROL }.check("lm hidden vs f32 control", &ours, &g.values("control"));
+    let on_cpu = lm_run(&model(), &cpu(), &g);
+    for device in devices() {
+        let ours = lm_run(&model(), &device, &g);
+        let name = device.name();
+        bound.check(&format!("{name}: lm hidden vs bf16 reference"), &ours, &g.values("reference"));
+        if name == "cpu" {
+            Bound { rel: BF16_VS_CONTROL }.check("cpu: lm hidden vs f32 control", &ours, &g.values("control"));
+        } else {
+            bound.check(&format!("{name}: lm hidden vs cpu"), &ours, &on_cpu);
+        }
+    }
 
     // Negative control: RoPE with the wrong base (10000 instead of the checkpoint's 1e6).
     let broken_dir = copy_tiny_model();
@@ -121,11 +129,11 @@ fn lm_head_sliced_to_sampleable_rows_equals_full_head() {
 
 // ---------------------------------------------------------------- depth decoder
 
-fn depth_run(model: &ModelDir, codes: &[u32], g: &Golden) -> (Vec<f32>, Vec<f32>) {
-    let device = cpu();
-    let lm = model.language_model(&device, Some(0..0)).unwrap();
-    let depth = model.depth_decoder(&device).unwrap();
-    let (h, l) = depth_teacher_forced(model, &lm, &depth, &device, &g.tensor("last_hidden"), codes).unwrap();
+fn depth_run(model: &ModelDir, device: &Device, codes: &[u32], g: &Golden) -> (Vec<f32>, Vec<f32>) {
+    let lm = model.language_model(device, Some(0..0)).unwrap();
+    let depth = model.depth_decoder(device).unwrap();
+    let last_hidden = device.upload(g.tensor("last_hidden")).unwrap();
+    let (h, l) = depth_teacher_forced(model, &lm, &depth, device, &last_hidden, codes).unwrap();
     (h.to_f32_vec(), l.to_f32_vec())
 }
 
@@ -133,18 +141,30 @@ fn depth_run(model: &ModelDir, codes: &[u32], g: &Golden) -> (Vec<f32>, Vec<f32>
 fn depth_decoder_frame_matches_reference() {
     let g = Golden::open("depth");
     let codes = g.ids("codes");
-    let (hiddens, logits) = depth_run(&model(), &codes, &g);
     let bound = bf16_bound(&g, "reference", "control");
-    bound.check("depth hiddens vs bf16 reference", &hiddens, &g.values("reference"));
-    Bound { rel: BF16_VS_CONTROL }.check("depth hiddens vs f32 control", &hiddens, &g.values("control"));
     let logit_bound = bf16_bound(&g, "reference_logits", "control_logits");
-    logit_bound.check("depth logits vs bf16 reference", &logits, &g.values("reference_logits"));
-    Bound { rel: BF16_VS_CONTROL }.check("depth logits vs f32 control", &logits, &g.values("control_logits"));
+    let (cpu_hiddens, _) = depth_run(&model(), &cpu(), &codes, &g);
+    for device in devices() {
+        let name = device.name();
+        let (hiddens, logits) = depth_run(&model(), &device, &codes, &g);
+        bound.check(&format!("{name}: depth hiddens vs bf16 reference"), &hiddens, &g.values("reference"));
+        logit_bound.check(&format!("{name}: depth logits vs bf16 reference"), &logits, &g.values("reference_logits"));
+        if name == "cpu" {
+            Bound { rel: BF16_VS_CONTROL }.check("cpu: depth hiddens vs f32 control", &hiddens, &g.values("control"));
+            Bound { rel: BF16_VS_CONTROL }.check(
+                "cpu: depth logits vs f32 control",
+                &logits,
+                &g.values("control_logits"),
+            );
+        } else {
+            bound.check(&format!("{name}: depth hiddens vs cpu"), &hiddens, &cpu_hiddens);
+        }
+    }
 
     // Negative control: the residual codes fed in reverse order.
     let mut reversed = codes.clone();
     reversed[1..].reverse();
-    let (broken, _) = depth_run(&model(), &reversed, &g);
+    let (broken, _) = depth_run(&model(), &cpu(), &reversed, &g);
     bound.rejects("depth with reversed codes", &broken, &g.values("reference"));
 }
 
@@ -153,14 +173,20 @@ fn depth_decoder_frame_matches_reference() {
 fn condition_case(golden: &str, model_dir: &Path) {
     let g = Golden::open(golden);
     let model = ModelDir::open(model_dir).unwrap();
+    let bound = bf16_bound(&g, "reference", "control");
+    let input = g.tensor("frame_hiddens");
+    for device in devices() {
+        let name = device.name();
+        let encoder = model.condition_encoder(&device).unwrap();
+        let ours = encoder.forward(&device, &device.upload(input.clone()).unwrap()).unwrap().to_f32_vec();
+        assert_eq!(ours.len(), g.values("reference").len());
+        bound.check(&format!("{name}: {golden} vs bf16 reference"), &ours, &g.values("reference"));
+        if name == "cpu" {
+            Bound { rel: BF16_VS_CONTROL }.check(&format!("cpu: {golden} vs f32 control"), &ours, &g.values("control"));
+        }
+    }
     let device = cpu();
     let encoder = model.condition_encoder(&device).unwrap();
-    let input = g.tensor("frame_hiddens");
-    let ours = encoder.forward(&device, &input).unwrap().to_f32_vec();
-    assert_eq!(ours.len(), g.values("reference").len());
-    let bound = bf16_bound(&g, "reference", "control");
-    bound.check(&format!("{golden} vs bf16 reference"), &ours, &g.values("reference"));
-    Bound { rel: BF16_VS_CONTROL }.check(&format!("{golden} vs f32 control"), &ours, &g.values("control"));
 
     // Negative control: the eight hidden-state layers of each frame in reverse order.
     let (frames, width) = input.dims2("test").unwrap();
@@ -188,25 +214,31 @@ fn condition_encoder_downsampling_matches_reference() {
 
 // ---------------------------------------------------------------- DiT
 
-fn dit_run(model: &ModelDir, g: &Golden) -> Vec<f32> {
-    let device = cpu();
-    let dit = model.transformer(&device).unwrap();
-    let (latents, condition) = (g.tensor("latents"), g.tensor("condition"));
+fn dit_run(model: &ModelDir, device: &Device, g: &Golden) -> Vec<f32> {
+    let dit = model.transformer(device).unwrap();
+    let latents = device.upload(g.tensor("latents")).unwrap();
+    let condition = device.upload(g.tensor("condition")).unwrap();
     g.values("timesteps")
         .into_iter()
-        .flat_map(|t| dit.forward(&device, &latents, t, &condition).unwrap().to_f32_vec())
+        .flat_map(|t| dit.forward(device, &latents, t, &condition).unwrap().to_f32_vec())
         .collect()
 }
 
 #[test]
 fn dit_matches_reference_at_several_flow_times() {
     let g = Golden::open("dit");
-    let ours = dit_run(&model(), &g);
     let bound = f32_bound(&g);
-    let per_t = ours.len() / 3;
-    for (i, t) in g.values("timesteps").iter().enumerate() {
-        let reference = &g.values("reference")[i * per_t..(i + 1) * per_t];
-        bound.check(&format!("dit velocity at t={t}"), &ours[i * per_t..(i + 1) * per_t], reference);
+    for device in devices() {
+        let ours = dit_run(&model(), &device, &g);
+        let per_t = ours.len() / 3;
+        for (i, t) in g.values("timesteps").iter().enumerate() {
+            let reference = &g.values("reference")[i * per_t..(i + 1) * per_t];
+            bound.check(
+                &format!("{}: dit velocity at t={t}", device.name()),
+                &ours[i * per_t..(i + 1) * per_t],
+                reference,
+            );
+        }
     }
 
     // Negative control 1: GLU halves swapped (the gate taken as the value).
@@ -223,7 +255,7 @@ fn dit_matches_reference_at_several_flow_times() {
     });
     bound.rejects(
         "dit with GLU halves swapped",
-        &dit_run(&ModelDir::open(swapped.path()).unwrap(), &g),
+        &dit_run(&ModelDir::open(swapped.path()).unwrap(), &cpu(), &g),
         &g.values("reference"),
     );
 
@@ -232,7 +264,7 @@ fn dit_matches_reference_at_several_flow_times() {
     edit_config(wrong_rotary.path(), "transformer", |c| c["rotary_dim"] = c["attention_head_dim"].clone());
     bound.rejects(
         "dit with rotary over the whole head",
-        &dit_run(&ModelDir::open(wrong_rotary.path()).unwrap(), &g),
+        &dit_run(&ModelDir::open(wrong_rotary.path()).unwrap(), &cpu(), &g),
         &g.values("reference"),
     );
 }
@@ -242,19 +274,26 @@ fn dit_matches_reference_at_several_flow_times() {
 #[test]
 fn scheduler_timesteps_and_euler_steps_match_reference() {
     let g = Golden::open("scheduler");
-    let device = cpu();
     let model = model();
-    for steps in [4usize, 30] {
+    for (device, steps) in
+        devices().into_iter().flat_map(|d| [4usize, 30].map(|s| (d.name(), s)).into_iter().collect::<Vec<_>>())
+    {
+        let device = if device == "cpu" { cpu() } else { devices().pop().unwrap() };
         let sched = model.scheduler(steps).unwrap();
         assert_eq!(sched.timesteps, g.values(&format!("timesteps_{steps}")), "timesteps for {steps} steps");
         assert_eq!(sched.sigmas, g.values(&format!("sigmas_{steps}")), "sigmas for {steps} steps");
-        let velocity = g.tensor(&format!("velocity_{steps}"));
-        let mut sample = g.tensor(&format!("start_{steps}"));
+        let velocity = device.upload(g.tensor(&format!("velocity_{steps}"))).unwrap();
+        let mut sample = device.upload(g.tensor(&format!("start_{steps}"))).unwrap();
         let expected = g.values(&format!("euler_{steps}"));
         let n = sample.elem_count();
         for i in 0..steps {
             sample = sched.step(&device, i, &sample, &velocity).unwrap();
-            assert_eq!(sample.to_f32_vec(), expected[i * n..(i + 1) * n], "Euler step {i} of {steps}");
+            assert_eq!(
+                sample.to_f32_vec(),
+                expected[i * n..(i + 1) * n],
+                "{}: Euler step {i} of {steps}",
+                device.name()
+            );
         }
     }
     // Negative control: without the inversion the flow would run 1 -> 0.
@@ -284,17 +323,19 @@ fn cfg_combine_and_overlap_blend_follow_the_reference_formulas() {
 
 // ---------------------------------------------------------------- vocoder
 
-fn vocoder_run(model: &ModelDir, g: &Golden) -> Vec<f32> {
-    let device = cpu();
-    model.vocoder(&device).unwrap().forward(&device, &g.tensor("latents")).unwrap().to_f32_vec()
+fn vocoder_run(model: &ModelDir, device: &Device, g: &Golden) -> Vec<f32> {
+    let latents = device.upload(g.tensor("latents")).unwrap();
+    model.vocoder(device).unwrap().forward(device, &latents).unwrap().to_f32_vec()
 }
 
 #[test]
 fn vocoder_matches_reference_with_stereo_fold() {
     let g = Golden::open("vocoder");
-    let ours = vocoder_run(&model(), &g);
     let bound = f32_bound(&g);
-    bound.check("vocoder waveform", &ours, &g.values("reference"));
+    for device in devices() {
+        let ours = vocoder_run(&model(), &device, &g);
+        bound.check(&format!("{}: vocoder waveform", device.name()), &ours, &g.values("reference"));
+    }
 
     // Negative control: weight norm not folded (each weight_g set to ||weight_v||, so w = v).
     let unfolded = copy_tiny_model();
@@ -316,7 +357,7 @@ fn vocoder_matches_reference_with_stereo_fold() {
     });
     bound.rejects(
         "vocoder without weight norm",
-        &vocoder_run(&ModelDir::open(unfolded.path()).unwrap(), &g),
+        &vocoder_run(&ModelDir::open(unfolded.path()).unwrap(), &cpu(), &g),
         &g.values("reference"),
     );
 }

@@ -15,12 +15,13 @@
 use std::path::Path;
 use std::sync::Mutex;
 
+use songloom_engine::Device;
 use songloom_engine::Tensor;
 use songloom_engine::pipeline::ar::{Chooser, Draw};
 use songloom_engine::pipeline::windows::NoiseSource;
 use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, Request};
 use songloom_engine::prompt::PromptIds;
-use songloom_tests::{Bound, Golden, copy_tiny_model, cpu, distance, fixtures, tiny_model_dir};
+use songloom_tests::{Bound, Golden, copy_tiny_model, cpu, devices, distance, fixtures, tiny_model_dir};
 
 const BF16_FACTOR: f32 = 2.0;
 
@@ -89,9 +90,10 @@ fn slice_rows(full: &[f32], vocab: usize, rows: std::ops::Range<u32>) -> Vec<f32
     full.chunks(vocab).flat_map(|p| p[rows.start as usize..rows.end as usize].to_vec()).collect()
 }
 
-fn ar_case(name: &str, model_dir: &Path) -> (Vec<f32>, Golden) {
+fn ar_case(name: &str, model_dir: &Path, device: Device) -> (Vec<f32>, Golden) {
     let g = Golden::open(name);
-    let pipeline = Pipeline::load(model_dir, cpu()).unwrap();
+    let pipeline = Pipeline::load(model_dir, device).unwrap();
+    let dev = pipeline.device.name();
     let req = request(name);
     let prompt = pipeline.encode_prompt(&req.prompt, &req.lyrics).unwrap();
     assert_eq!(prompt.pair(), g.ids("text_ids"), "{name}: prompt ids");
@@ -107,10 +109,10 @@ fn ar_case(name: &str, model_dir: &Path) -> (Vec<f32>, Golden) {
     let reference = slice_rows(&g.values("semantic_probs"), vocab, rows.clone());
     let control = slice_rows(&g.values("semantic_probs_control"), vocab, rows);
     let bound = Bound::calibrated(distance(&control, &reference), BF16_FACTOR, 1e-6);
-    bound.check(&format!("{name} semantic distributions"), &replay.semantic.concat(), &reference);
+    bound.check(&format!("{dev}: {name} semantic distributions"), &replay.semantic.concat(), &reference);
     let bound =
         Bound::calibrated(distance(&g.values("depth_probs_control"), &g.values("depth_probs")), BF16_FACTOR, 1e-6);
-    bound.check(&format!("{name} depth distributions"), &replay.depth.concat(), &g.values("depth_probs"));
+    bound.check(&format!("{dev}: {name} depth distributions"), &replay.depth.concat(), &g.values("depth_probs"));
     (frames.to_f32_vec(), g)
 }
 
@@ -120,9 +122,13 @@ fn frames_bound(g: &Golden) -> Bound {
 
 #[test]
 fn ar_loop_matches_reference_draw_for_draw() {
-    for name in ["pipeline_short", "pipeline_long"] {
-        let (frames, g) = ar_case(name, &tiny_model_dir());
-        frames_bound(&g).check(&format!("{name} frame hiddens"), &frames, &g.values("frame_hiddens"));
+    for device in devices() {
+        let dev = device.name();
+        for name in ["pipeline_short", "pipeline_long"] {
+            let device = if dev == "cpu" { cpu() } else { devices().pop().unwrap() };
+            let (frames, g) = ar_case(name, &tiny_model_dir(), device);
+            frames_bound(&g).check(&format!("{dev}: {name} frame hiddens"), &frames, &g.values("frame_hiddens"));
+        }
     }
 }
 
@@ -159,9 +165,9 @@ fn ar_loop_with_misplaced_residual_codebooks_is_caught() {
     frames_bound(&g).rejects("frame hiddens with swapped codebooks", &frames.to_f32_vec(), &g.values("frame_hiddens"));
 }
 
-fn render(model_dir: &Path, name: &str) -> (Vec<f32>, Golden) {
+fn render(model_dir: &Path, name: &str, device: Device) -> (Vec<f32>, Golden) {
     let g = Golden::open(name);
-    let pipeline = Pipeline::load(model_dir, cpu()).unwrap();
+    let pipeline = Pipeline::load(model_dir, device).unwrap();
     let req = request(name);
     let song = pipeline
         .render_windows(&g.tensor("frame_hiddens"), req.steps, &mut GoldenNoise(&g), quiet(&Cancel::default()))
@@ -175,10 +181,13 @@ fn waveform_bound(g: &Golden) -> Bound {
 
 #[test]
 fn windows_match_reference_waveform() {
-    for name in ["pipeline_short", "pipeline_long"] {
-        let (ours, g) = render(&tiny_model_dir(), name);
-        assert_eq!(ours.len(), g.values("waveform").len(), "{name}: length");
-        waveform_bound(&g).check(&format!("{name} waveform"), &ours, &g.values("waveform"));
+    for dev in devices().iter().map(|d| d.name()) {
+        for name in ["pipeline_short", "pipeline_long"] {
+            let device = if dev == "cpu" { cpu() } else { devices().pop().unwrap() };
+            let (ours, g) = render(&tiny_model_dir(), name, device);
+            assert_eq!(ours.len(), g.values("waveform").len(), "{name}: length");
+            waveform_bound(&g).check(&format!("{dev}: {name} waveform"), &ours, &g.values("waveform"));
+        }
     }
 }
 
@@ -190,7 +199,7 @@ fn windows_with_a_wrong_overlap_are_caught() {
     let mut constants: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     constants["overlap_latents"] = 171.into();
     std::fs::write(&path, constants.to_string()).unwrap();
-    let (ours, g) = render(dir.path(), "pipeline_long");
+    let (ours, g) = render(dir.path(), "pipeline_long", cpu());
     assert_eq!(ours.len(), g.values("waveform").len());
     waveform_bound(&g).rejects("waveform with overlap 171", &ours, &g.values("waveform"));
 }
@@ -218,7 +227,14 @@ fn song_request(seed: u64) -> Request {
 
 #[test]
 fn streamed_equals_sequential_and_seed_decides() {
-    let pipeline = Pipeline::load(&tiny_model_dir(), cpu()).unwrap();
+    for device in devices() {
+        streamed_equals_sequential_on(device);
+    }
+}
+
+fn streamed_equals_sequential_on(device: Device) {
+    let pipeline = Pipeline::load(&tiny_model_dir(), device).unwrap();
+    println!("streaming on {}", pipeline.device.name());
     let req = song_request(5);
     let (streamed, stats) = song(&pipeline, &req, true);
     let (sequential, _) = song(&pipeline, &req, false);

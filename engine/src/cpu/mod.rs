@@ -19,15 +19,16 @@ impl CpuBackend {
     }
 }
 
-fn storage(t: &Tensor) -> &CpuStorage {
+fn storage(t: &Tensor) -> Result<&CpuStorage> {
     match t.storage() {
-        Storage::Cpu(s) => s,
+        Storage::Cpu(s) => Ok(s),
+        Storage::Cuda(_) => Err(Error::Invalid("a GPU tensor was given to the CPU backend".into())),
     }
 }
 
 /// The f32 values of an activation, or an error naming the op.
 fn f32s<'a>(t: &'a Tensor, op: &'static str) -> Result<&'a [f32]> {
-    match storage(t) {
+    match storage(t)? {
         CpuStorage::F32(v) => Ok(v),
         other => Err(Error::Unsupported { op, dtype: other.dtype().to_string(), backend: "cpu" }),
     }
@@ -35,9 +36,9 @@ fn f32s<'a>(t: &'a Tensor, op: &'static str) -> Result<&'a [f32]> {
 
 /// A small parameter (norm weight, bias, alpha) widened to f32.
 fn param(t: &Tensor) -> std::borrow::Cow<'_, [f32]> {
-    match storage(t) {
-        CpuStorage::F32(v) => std::borrow::Cow::Borrowed(v.as_slice()),
-        other => std::borrow::Cow::Owned(other.to_f32_vec()),
+    match t.storage() {
+        Storage::Cpu(CpuStorage::F32(v)) => std::borrow::Cow::Borrowed(v.as_slice()),
+        _ => std::borrow::Cow::Owned(t.to_f32_vec()),
     }
 }
 
@@ -73,7 +74,10 @@ impl Backend for CpuBackend {
     }
 
     fn upload(&self, t: Tensor) -> Result<Tensor> {
-        Ok(t)
+        match t.storage() {
+            Storage::Cpu(_) => Ok(t),
+            Storage::Cuda(_) => Tensor::from_f32(t.shape(), t.to_f32_vec()),
+        }
     }
 
     fn to_host(&self, t: &Tensor) -> Result<Vec<f32>> {
@@ -81,7 +85,7 @@ impl Backend for CpuBackend {
     }
 
     fn cast(&self, t: &Tensor, dtype: DType) -> Result<Tensor> {
-        Tensor::new(t.shape(), Storage::Cpu(storage(t).to_dtype(dtype)))
+        Tensor::new(t.shape(), Storage::Cpu(storage(t)?.to_dtype(dtype)))
     }
 
     fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
@@ -93,7 +97,7 @@ impl Backend for CpuBackend {
         if n == 0 {
             return Err(Error::shape("linear", "a weight of zero rows"));
         }
-        let mut y = gemm::linear(f32s(x, "linear")?, m, k, storage(w), n);
+        let mut y = gemm::linear(f32s(x, "linear")?, m, k, storage(w)?, n);
         if let Some(b) = bias {
             if b.elem_count() != n {
                 return Err(Error::shape("linear", format!("bias {:?} for {n} outputs", b.shape())));
@@ -112,7 +116,7 @@ impl Backend for CpuBackend {
             if id >= vocab {
                 return Err(Error::Invalid(format!("token id {id} is outside the embedding table of {vocab} rows")));
             }
-            match storage(table) {
+            match storage(table)? {
                 CpuStorage::F32(v) => row.copy_from_slice(&v[id * dim..(id + 1) * dim]),
                 CpuStorage::BF16(v) => {
                     row.iter_mut().zip(&v[id * dim..(id + 1) * dim]).for_each(|(d, s)| *d = s.to_f32())
@@ -387,6 +391,13 @@ impl Backend for CpuBackend {
         out(x.shape(), y)
     }
 
+    fn fill_uniform(&self, shape: &[usize], dtype: DType, seed: u64, center: f32, half_width: f32) -> Result<Tensor> {
+        let n: usize = shape.iter().product();
+        let values: Vec<f32> =
+            (0..n).into_par_iter().map(|i| center + half_width * hash_uniform(seed, i as u64)).collect();
+        self.cast(&Tensor::from_f32(shape, values)?, dtype)
+    }
+
     fn resample_nearest(&self, x: &Tensor, out_len: usize) -> Result<Tensor> {
         let (c, t) = x.dims2("resample_nearest")?;
         let v = f32s(x, "resample_nearest")?;
@@ -409,4 +420,13 @@ impl Backend for CpuBackend {
         }
         out(&[c, out_len], y)
     }
+}
+
+/// The same hash as the GPU's `fill_uniform` kernels: uniform in [-1, 1).
+fn hash_uniform(seed: u64, i: u64) -> f32 {
+    let mut z = seed.wrapping_add(i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z >> 40) as f32 * (1.0 / 16_777_216.0) * 2.0 - 1.0
 }

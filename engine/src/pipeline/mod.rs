@@ -17,15 +17,17 @@ use self::ar::{ArModels, Chooser, Draw, Frame};
 use self::rng::Rng;
 use self::windows::{AcousticModels, Carry, NoiseSource, crop, run_window, window_starts};
 use crate::config::PipelineConstants;
+use crate::config::{self, ConditionConfig, DepthConfig, DitConfig, LmConfig, SchedulerConfig, VocoderConfig};
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::model_dir::ModelDir;
+use crate::model_dir::{ACOUSTIC_DTYPE, AR_DTYPE, ModelDir};
 use crate::models::{
     condition::ConditionEncoder, depth::DepthDecoder, dit::Dit, lm::LanguageModel, scheduler::FlowMatchEuler,
     vocoder::Vocoder,
 };
 use crate::prompt::{PromptEncoder, PromptIds};
 use crate::tensor::Tensor;
+use crate::weights::VarBuilder;
 
 /// The longest song the model makes (its 9000-frame limit at 25 frames/s).
 pub const MAX_DURATION_S: f64 = 360.0;
@@ -109,13 +111,14 @@ pub struct Observer<'a> {
 pub struct Pipeline {
     pub device: Device,
     pub constants: PipelineConstants,
-    prompt: PromptEncoder,
+    /// None for synthetic weights, which come without a tokenizer.
+    prompt: Option<PromptEncoder>,
+    scheduler: SchedulerConfig,
     lm: LanguageModel,
     depth: DepthDecoder,
     condition: ConditionEncoder,
     dit: Dit,
     vocoder: Vocoder,
-    model: ModelDir,
 }
 
 /// Draws from our seeded RNG.
@@ -130,13 +133,12 @@ impl Chooser for RngChooser {
 /// Window noise from per-window streams of the seed, so it does not depend on timing.
 pub struct SeededNoise {
     pub seed: u64,
-    pub device_upload: fn(Tensor) -> Tensor,
 }
 
 impl NoiseSource for SeededNoise {
     fn noise(&mut self, window: usize, channels: usize, length: usize) -> Result<Tensor> {
         let values = Rng::derive(self.seed, "window-noise", window as u64).normals(channels * length);
-        Ok((self.device_upload)(Tensor::from_f32(&[channels, length], values)?))
+        Tensor::from_f32(&[channels, length], values)
     }
 }
 
@@ -151,10 +153,44 @@ impl Pipeline {
             dit: model.transformer(&device)?,
             vocoder: model.vocoder(&device)?,
             constants: model.constants.clone(),
-            prompt,
+            prompt: Some(prompt),
+            scheduler: config::read_config(&model.component("scheduler"), "scheduler_config.json")?,
             device,
-            model,
         })
+    }
+
+    /// Every stage at the real checkpoint's geometry with synthetic weights made on the device
+    /// (benchmarks). There is no tokenizer: use [`generate_ids`](Self::generate_ids).
+    pub fn synthetic(device: Device, seed: u64, constants: PipelineConstants) -> Result<Self> {
+        let rows =
+            constants.audio_end_id.min(constants.code_offset)..constants.code_offset + constants.semantic_vocab_size;
+        let (lm, depth, condition, dit, vocoder) = {
+            let ar = VarBuilder::synthetic(seed, &device, AR_DTYPE);
+            let acoustic = VarBuilder::synthetic(seed, &device, ACOUSTIC_DTYPE);
+            (
+                LanguageModel::new(&LmConfig::default(), &ar, rows)?,
+                DepthDecoder::new(&DepthConfig::default(), &ar)?,
+                ConditionEncoder::new(&ConditionConfig::default(), &ar)?,
+                Dit::new(&DitConfig::default(), &acoustic)?,
+                Vocoder::new(&VocoderConfig::default(), &acoustic)?,
+            )
+        };
+        Ok(Pipeline {
+            lm,
+            depth,
+            condition,
+            dit,
+            vocoder,
+            constants,
+            prompt: None,
+            scheduler: SchedulerConfig::default(),
+            device,
+        })
+    }
+
+    /// The loaded stages, for benchmarks that time them one by one.
+    pub fn stages(&self) -> (&LanguageModel, &DepthDecoder, &ConditionEncoder, &Dit, &Vocoder) {
+        (&self.lm, &self.depth, &self.condition, &self.dit, &self.vocoder)
     }
 
     pub fn sample_rate(&self) -> u32 {
@@ -162,7 +198,10 @@ impl Pipeline {
     }
 
     pub fn encode_prompt(&self, prompt: &str, lyrics: &str) -> Result<PromptIds> {
-        self.prompt.encode(prompt, lyrics)
+        match &self.prompt {
+            Some(encoder) => encoder.encode(prompt, lyrics),
+            None => Err(Error::Invalid("this model has no tokenizer".into())),
+        }
     }
 
     /// `min(int(duration * frame_rate), max_frames)`, or an error for a duration out of range.
@@ -184,7 +223,7 @@ impl Pipeline {
     }
 
     fn schedule(&self, steps: usize) -> Result<FlowMatchEuler> {
-        self.model.scheduler(steps)
+        FlowMatchEuler::new(&self.scheduler, steps)
     }
 
     /// The whole AR loop, then the frames as one `[frames, layers * hidden]` tensor.
@@ -225,6 +264,7 @@ impl Pipeline {
     ) -> Result<[Vec<f32>; 2]> {
         let schedule = self.schedule(steps)?;
         let acoustic = self.acoustic(&schedule);
+        let frames = &self.device.upload(frames.clone())?;
         let count = frames.shape()[0];
         let starts = window_starts(count, &self.constants);
         let mut carry = Carry::default();
@@ -255,7 +295,7 @@ impl Pipeline {
     }
 
     fn noise(&self, seed: u64) -> SeededNoise {
-        SeededNoise { seed, device_upload: |t| t }
+        SeededNoise { seed }
     }
 
     /// The reference's order: the whole AR loop, then every window. Emits the same audio as
@@ -300,7 +340,23 @@ impl Pipeline {
     /// emitted as soon as it is final.
     pub fn generate(&self, req: &Request, observer: Observer) -> Result<Stats> {
         let started = Instant::now();
-        let (prompt, max_frames) = self.prepare(req, observer)?;
+        let (prompt, _) = self.prepare(req, observer)?;
+        self.generate_ids(&prompt, req, started, observer)
+    }
+
+    /// [`generate`](Self::generate) from token ids already made (`req.prompt` and `req.lyrics`
+    /// are not read); `started` is when the request arrived.
+    pub fn generate_ids(
+        &self,
+        prompt: &PromptIds,
+        req: &Request,
+        started: Instant,
+        observer: Observer,
+    ) -> Result<Stats> {
+        if req.steps == 0 {
+            return Err(Error::Invalid("the number of steps must be at least 1".into()));
+        }
+        let max_frames = self.max_frames(req.duration_s)?;
         let tokenize_s = started.elapsed().as_secs_f64();
         let schedule = self.schedule(req.steps)?;
         let (tx, rx) = mpsc::sync_channel::<Frame>(2 * self.constants.chunk_frames);
@@ -310,7 +366,7 @@ impl Pipeline {
                 let mut chooser = RngChooser(Rng::new(req.seed));
                 let result = ar::run(
                     &self.ar_models(),
-                    &prompt,
+                    prompt,
                     max_frames,
                     &mut chooser,
                     &mut |frame| tx.send(frame).map_err(|_| Error::Cancelled),

@@ -43,7 +43,8 @@ pub fn top_k_probs(logits: &[f32], top_k: usize) -> Vec<f32> {
 pub fn semantic_probs(cond: &[f32], uncond: &[f32], rows: Range<u32>, c: &PipelineConstants) -> Vec<f32> {
     let sampleable = |i: usize| {
         let id = rows.start + i as u32;
-        id == c.audio_end_id || (c.code_offset..c.code_offset + c.semantic_vocab_size).contains(&id)
+        (id == c.audio_end_id && c.stop_on_end_token)
+            || (c.code_offset..c.code_offset + c.semantic_vocab_size).contains(&id)
     };
     let masked = |v: &[f32]| -> Vec<f32> {
         v.iter().enumerate().map(|(i, &x)| if sampleable(i) { x } else { f32::NEG_INFINITY }).collect()

@@ -57,7 +57,7 @@ pub fn run_window(
     observer: Observer,
 ) -> Result<WindowOut> {
     let (c, device) = (m.constants, m.device);
-    let mut condition = m.condition.forward(device, frames)?;
+    let mut condition = m.condition.forward(device, &device.upload(frames.clone())?)?;
     let length = condition.shape()[0];
     let overlap = carry.latent.as_ref().map_or(0, |l| l.shape()[1].min(length));
     let previous = match (&carry.latent, &carry.condition) {
@@ -69,7 +69,7 @@ pub fn run_window(
         _ => None,
     };
     let channels = m.dit.config().in_channels;
-    let mut latents = noise.noise(index, channels, length)?;
+    let mut latents = device.upload(noise.noise(index, channels, length)?)?;
     let noise_prompt = match previous {
         Some(_) => Some(device.transpose(&device.slice_rows(&device.transpose(&latents)?, 0, overlap)?)?),
         None => None,

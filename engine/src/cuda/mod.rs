@@ -1,0 +1,913 @@
+//! The CUDA backend: cudarc with the driver, NVRTC and cuBLAS loaded at run time, so one binary
+//! runs with or without CUDA. Activations are f32; weights stay bf16 or f32 on the device. Each
+//! thread that uses the backend gets its own stream (and cuBLAS handle), so the AR loop and the
+//! acoustic windows overlap on the GPU; cudarc's events order the work on shared tensors.
+
+pub mod kernels;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
+
+use cudarc::cublas::CudaBlas;
+use cudarc::cublas::sys as blas_sys;
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+
+use self::kernels::Kernels;
+use crate::device::{AttentionShape, Backend, Rotary};
+use crate::error::{Error, Result};
+use crate::tensor::{CpuStorage, DType, Storage, Tensor};
+
+/// Device memory of one tensor.
+#[derive(Debug, Clone)]
+pub enum CudaStorage {
+    F32(CudaSlice<f32>),
+    /// bf16 as raw bits.
+    BF16(CudaSlice<u16>),
+}
+
+impl CudaStorage {
+    pub fn dtype(&self) -> DType {
+        match self {
+            CudaStorage::F32(_) => DType::F32,
+            CudaStorage::BF16(_) => DType::BF16,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            CudaStorage::F32(s) => s.len(),
+            CudaStorage::BF16(s) => s.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies back to host memory as f32.
+    pub fn to_host(&self) -> Result<Vec<f32>> {
+        match self {
+            CudaStorage::F32(s) => s.stream().clone_dtoh(s).map_err(gpu),
+            CudaStorage::BF16(s) => {
+                let bits = s.stream().clone_dtoh(s).map_err(gpu)?;
+                Ok(bits.into_iter().map(|b| f32::from_bits((b as u32) << 16)).collect())
+            }
+        }
+    }
+}
+
+fn gpu(e: impl std::fmt::Display) -> Error {
+    let text = e.to_string();
+    if text.contains("OUT_OF_MEMORY") || text.contains("ALLOC_FAILED") {
+        Error::Gpu(format!("the GPU is out of memory ({text}); try a shorter song or a smaller model"))
+    } else {
+        Error::Gpu(format!("CUDA: {text}"))
+    }
+}
+
+/// Whether the CUDA libraries can be loaded, without touching them otherwise.
+pub fn libraries_present() -> std::result::Result<(), String> {
+    // SAFETY: these only try to dlopen the libraries by name.
+    let (driver, nvrtc, blas) = unsafe {
+        (
+            cudarc::driver::sys::is_culib_present(),
+            cudarc::nvrtc::sys::is_culib_present(),
+            cudarc::cublas::sys::is_culib_present(),
+        )
+    };
+    match (driver, nvrtc, blas) {
+        (false, _, _) => Err("no NVIDIA driver (libcuda) found".into()),
+        (_, false, _) => Err("the CUDA runtime compiler (libnvrtc) is not installed".into()),
+        (_, _, false) => Err("cuBLAS (libcublas) is not installed".into()),
+        _ => Ok(()),
+    }
+}
+
+/// Whether NVRTC alone can be loaded (enough to compile the kernels, no GPU needed).
+pub fn nvrtc_present() -> bool {
+    // SAFETY: only tries to dlopen the library by name.
+    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}
+
+struct Lane {
+    stream: Arc<CudaStream>,
+    blas: CudaBlas,
+}
+
+/// How the f32 GEMMs of the acoustic half run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum F32Math {
+    /// Exact f32, the reference policy.
+    Exact,
+    /// TF32 tensor cores: faster, about 1e-3 relative per product.
+    Tf32,
+}
+
+pub struct CudaBackend {
+    ctx: Arc<CudaContext>,
+    kernels: Kernels,
+    lanes: Mutex<HashMap<ThreadId, Arc<Lane>>>,
+    description: String,
+    math: F32Math,
+}
+
+const BLOCK: u32 = 256;
+
+fn grid_1d(n: usize) -> LaunchConfig {
+    let blocks = n.div_ceil(BLOCK as usize).clamp(1, 65535 * 8) as u32;
+    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
+}
+
+fn rows_config(rows: usize) -> LaunchConfig {
+    LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
+}
+
+impl CudaBackend {
+    /// Opens GPU `ordinal` and compiles the kernels for its architecture.
+    pub fn new(ordinal: usize, math: F32Math) -> Result<Self> {
+        libraries_present().map_err(Error::Gpu)?;
+        let count = CudaContext::device_count().map_err(gpu)?;
+        if ordinal as i32 >= count {
+            return Err(Error::Gpu(format!("no CUDA device {ordinal} ({count} found)")));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(gpu)?;
+        let (major, minor) = ctx.compute_capability().map_err(gpu)?;
+        let arch = format!("sm_{major}{minor}");
+        let kernels = Kernels::load(&ctx, &arch)?;
+        let name = ctx.name().map_err(gpu)?;
+        let (free, total) = ctx.mem_get_info().map_err(gpu)?;
+        let description =
+            format!("{name}, {arch}, {:.1} of {:.1} GiB free", free as f64 / 1e9 * 0.931, total as f64 / 1e9 * 0.931);
+        Ok(CudaBackend { ctx, kernels, lanes: Mutex::new(HashMap::new()), description, math })
+    }
+
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// This thread's stream and cuBLAS handle.
+    fn lane(&self) -> Result<Arc<Lane>> {
+        let id = std::thread::current().id();
+        let mut lanes = self.lanes.lock().map_err(|_| Error::Gpu("the stream table was poisoned".into()))?;
+        if let Some(lane) = lanes.get(&id) {
+            return Ok(lane.clone());
+        }
+        let stream = self.ctx.new_stream().map_err(gpu)?;
+        let blas = CudaBlas::new(stream.clone()).map_err(gpu)?;
+        let mode = match self.math {
+            F32Math::Exact => blas_sys::cublasMath_t::CUBLAS_DEFAULT_MATH,
+            F32Math::Tf32 => blas_sys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH,
+        };
+        // SAFETY: a valid handle, just created.
+        unsafe { blas_sys::cublasSetMathMode(*blas.handle(), mode) }.result().map_err(gpu)?;
+        let lane = Arc::new(Lane { stream, blas });
+        lanes.insert(id, lane.clone());
+        Ok(lane)
+    }
+
+    /// Waits for every stream this backend made.
+    pub fn synchronize(&self) -> Result<()> {
+        self.ctx.synchronize().map_err(gpu)
+    }
+
+    fn alloc(&self, lane: &Lane, n: usize) -> Result<CudaSlice<f32>> {
+        // SAFETY: every kernel and copy that produces an output writes all of it.
+        unsafe { lane.stream.alloc::<f32>(n.max(1)) }.map_err(gpu)
+    }
+
+    fn f32s<'a>(&self, t: &'a Tensor, op: &'static str) -> Result<&'a CudaSlice<f32>> {
+        match t.storage() {
+            Storage::Cuda(CudaStorage::F32(s)) => Ok(s),
+            Storage::Cuda(other) => Err(Error::Unsupported { op, dtype: other.dtype().to_string(), backend: "cuda" }),
+            Storage::Cpu(_) => Err(Error::Invalid(format!("{op}: a host tensor was given to the CUDA backend"))),
+        }
+    }
+
+    fn storage<'a>(&self, t: &'a Tensor, op: &'static str) -> Result<&'a CudaStorage> {
+        match t.storage() {
+            Storage::Cuda(s) => Ok(s),
+            Storage::Cpu(_) => Err(Error::Invalid(format!("{op}: a host tensor was given to the CUDA backend"))),
+        }
+    }
+
+    /// An f32 result; its buffer may be one element longer than the shape when the shape is empty.
+    fn wrap(&self, shape: &[usize], s: CudaSlice<f32>) -> Result<Tensor> {
+        Ok(Tensor::new_unchecked(shape, Storage::Cuda(CudaStorage::F32(s))))
+    }
+
+    fn unary(&self, x: &Tensor, kernel: &str, op: &'static str) -> Result<Tensor> {
+        let lane = self.lane()?;
+        let src = self.f32s(x, op)?;
+        let n = x.elem_count();
+        let mut out = self.alloc(&lane, n)?;
+        let n64 = n as i64;
+        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
+        b.arg(src).arg(&mut out).arg(&n64);
+        // SAFETY: the kernel reads n floats of `src` and writes n floats of `out`, both that long.
+        unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
+        self.wrap(x.shape(), out)
+    }
+
+    fn binary(&self, a: &Tensor, b: &Tensor, kernel: &str, op: &'static str) -> Result<Tensor> {
+        if a.shape() != b.shape() {
+            return Err(Error::shape(op, format!("{:?} vs {:?}", a.shape(), b.shape())));
+        }
+        let lane = self.lane()?;
+        let (x, y) = (self.f32s(a, op)?, self.f32s(b, op)?);
+        let n = a.elem_count();
+        let mut out = self.alloc(&lane, n)?;
+        let n64 = n as i64;
+        let mut l = lane.stream.launch_builder(self.kernels.get(kernel));
+        l.arg(x).arg(y).arg(&mut out).arg(&n64);
+        // SAFETY: both inputs and the output hold n floats.
+        unsafe { l.launch(grid_1d(n)) }.map_err(gpu)?;
+        self.wrap(a.shape(), out)
+    }
+
+    /// `y[m, n] = x[m, k] @ w[n, k]^T` for a weight in either dtype.
+    fn matmul_nt(
+        &self,
+        lane: &Lane,
+        x: &CudaSlice<f32>,
+        m: usize,
+        k: usize,
+        w: &CudaStorage,
+        n: usize,
+    ) -> Result<CudaSlice<f32>> {
+        let mut y = self.alloc(lane, m * n)?;
+        let (mi, ni, ki) = (m as i32, n as i32, k as i32);
+        match w {
+            CudaStorage::BF16(w) if m <= 8 => {
+                let warps_per_block = (BLOCK / 32) as usize;
+                let cfg = LaunchConfig {
+                    grid_dim: (n.div_ceil(warps_per_block) as u32, 1, 1),
+                    block_dim: (BLOCK, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                let mut b = lane.stream.launch_builder(self.kernels.get("gemv_bf16"));
+                b.arg(w).arg(x).arg(&mut y).arg(&mi).arg(&ki).arg(&ni);
+                // SAFETY: w is [n, k], x [m, k], y [m, n]; one warp per weight row.
+                unsafe { b.launch(cfg) }.map_err(gpu)?;
+            }
+            CudaStorage::BF16(w) => {
+                // Activations go to bf16 too (as the reference's bf16 products see them); f32 out.
+                let mut x16 = unsafe { lane.stream.alloc::<u16>(m * k) }.map_err(gpu)?;
+                let n64 = (m * k) as i64;
+                let mut b = lane.stream.launch_builder(self.kernels.get("f32_to_bf16_kernel"));
+                b.arg(x).arg(&mut x16).arg(&n64);
+                // SAFETY: m * k elements each side.
+                unsafe { b.launch(grid_1d(m * k)) }.map_err(gpu)?;
+                let (alpha, beta) = (1.0f32, 0.0f32);
+                let (wp, _w_sync) = w.device_ptr(&lane.stream);
+                let (xp, _x_sync) = x16.device_ptr(&lane.stream);
+                let (yp, _y_sync) = y.device_ptr_mut(&lane.stream);
+                // SAFETY: column-major view of the row-major product: y^T[n, m] = w[n, k] . x^T[k, m].
+                unsafe {
+                    cudarc::cublas::result::gemm_ex(
+                        *lane.blas.handle(),
+                        blas_sys::cublasOperation_t::CUBLAS_OP_T,
+                        blas_sys::cublasOperation_t::CUBLAS_OP_N,
+                        ni,
+                        mi,
+                        ki,
+                        (&alpha) as *const f32 as *const _,
+                        wp as *const _,
+                        blas_sys::cudaDataType::CUDA_R_16BF,
+                        ki,
+                        xp as *const _,
+                        blas_sys::cudaDataType::CUDA_R_16BF,
+                        ki,
+                        (&beta) as *const f32 as *const _,
+                        yp as *mut _,
+                        blas_sys::cudaDataType::CUDA_R_32F,
+                        ni,
+                        blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                        blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DFALT,
+                    )
+                }
+                .map_err(gpu)?;
+            }
+            CudaStorage::F32(w) => {
+                let (alpha, beta) = (1.0f32, 0.0f32);
+                let (wp, _w_sync) = w.device_ptr(&lane.stream);
+                let (xp, _x_sync) = x.device_ptr(&lane.stream);
+                let (yp, _y_sync) = y.device_ptr_mut(&lane.stream);
+                // SAFETY: as above, in f32.
+                unsafe {
+                    cudarc::cublas::result::sgemm(
+                        *lane.blas.handle(),
+                        blas_sys::cublasOperation_t::CUBLAS_OP_T,
+                        blas_sys::cublasOperation_t::CUBLAS_OP_N,
+                        ni,
+                        mi,
+                        ki,
+                        &alpha,
+                        wp as *const f32,
+                        ki,
+                        xp as *const f32,
+                        ki,
+                        &beta,
+                        yp as *mut f32,
+                        ni,
+                    )
+                }
+                .map_err(gpu)?;
+            }
+        }
+        Ok(y)
+    }
+
+    fn add_bias(&self, lane: &Lane, y: &mut CudaSlice<f32>, rows: usize, bias: &CudaStorage) -> Result<()> {
+        let cols = bias.len() as i32;
+        let rows64 = rows as i64;
+        let kernel = if bias.dtype() == DType::F32 { "add_bias_f32" } else { "add_bias_bf16" };
+        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
+        b.arg(&mut *y);
+        match bias {
+            CudaStorage::F32(s) => b.arg(s),
+            CudaStorage::BF16(s) => b.arg(s),
+        };
+        b.arg(&rows64).arg(&cols);
+        // SAFETY: y holds rows * cols floats, bias cols values.
+        unsafe { b.launch(grid_1d(rows * cols as usize)) }.map_err(gpu)?;
+        Ok(())
+    }
+
+    fn copy_rows(
+        &self,
+        lane: &Lane,
+        src: &CudaSlice<f32>,
+        from: usize,
+        dst: &mut CudaSlice<f32>,
+        to: usize,
+        n: usize,
+    ) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        lane.stream.memcpy_dtod(&src.slice(from..from + n), &mut dst.slice_mut(to..to + n)).map_err(gpu)
+    }
+}
+
+impl Backend for CudaBackend {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn upload(&self, t: Tensor) -> Result<Tensor> {
+        let shape = t.shape().to_vec();
+        let storage = match t.into_storage() {
+            Storage::Cuda(s) => Storage::Cuda(s),
+            Storage::Cpu(cpu) => {
+                let lane = self.lane()?;
+                match cpu {
+                    CpuStorage::F32(v) => Storage::Cuda(CudaStorage::F32(lane.stream.clone_htod(&v).map_err(gpu)?)),
+                    CpuStorage::BF16(v) => {
+                        let bits: &[u16] = bytemuck::cast_slice(&v);
+                        Storage::Cuda(CudaStorage::BF16(lane.stream.clone_htod(bits).map_err(gpu)?))
+                    }
+                    // f16 is widened on the way up: no f16 kernels on this backend.
+                    other @ CpuStorage::F16(_) => {
+                        Storage::Cuda(CudaStorage::F32(lane.stream.clone_htod(&other.to_f32_vec()).map_err(gpu)?))
+                    }
+                }
+            }
+        };
+        Ok(Tensor::new_unchecked(&shape, storage))
+    }
+
+    fn to_host(&self, t: &Tensor) -> Result<Vec<f32>> {
+        match t.storage() {
+            Storage::Cuda(s) => {
+                let mut v = s.to_host()?;
+                v.truncate(t.elem_count());
+                Ok(v)
+            }
+            Storage::Cpu(c) => Ok(c.to_f32_vec()),
+        }
+    }
+
+    fn cast(&self, t: &Tensor, dtype: DType) -> Result<Tensor> {
+        let lane = self.lane()?;
+        let n = t.elem_count();
+        let n64 = n as i64;
+        let storage = match (self.storage(t, "cast")?, dtype) {
+            (s, d) if s.dtype() == d => s.clone(),
+            (CudaStorage::F32(src), DType::BF16) => {
+                let mut out = unsafe { lane.stream.alloc::<u16>(n.max(1)) }.map_err(gpu)?;
+                let mut b = lane.stream.launch_builder(self.kernels.get("f32_to_bf16_kernel"));
+                b.arg(src).arg(&mut out).arg(&n64);
+                // SAFETY: n elements each side.
+                unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
+                CudaStorage::BF16(out)
+            }
+            (CudaStorage::BF16(src), DType::F32) => {
+                let mut out = self.alloc(&lane, n)?;
+                let mut b = lane.stream.launch_builder(self.kernels.get("bf16_to_f32_kernel"));
+                b.arg(src).arg(&mut out).arg(&n64);
+                // SAFETY: n elements each side.
+                unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
+                CudaStorage::F32(out)
+            }
+            (s, d) => {
+                return Err(Error::Unsupported { op: "cast", dtype: format!("{} to {d}", s.dtype()), backend: "cuda" });
+            }
+        };
+        Ok(Tensor::new_unchecked(t.shape(), Storage::Cuda(storage)))
+    }
+
+    fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        let (m, k) = x.dims2("linear")?;
+        let (n, wk) = w.dims2("linear")?;
+        if k != wk || n == 0 {
+            return Err(Error::shape("linear", format!("input {:?} against weight {:?}", x.shape(), w.shape())));
+        }
+        let lane = self.lane()?;
+        let mut y = self.matmul_nt(&lane, self.f32s(x, "linear")?, m, k, self.storage(w, "linear")?, n)?;
+        if let Some(b) = bias {
+            if b.elem_count() != n {
+                return Err(Error::shape("linear", format!("bias {:?} for {n} outputs", b.shape())));
+            }
+            self.add_bias(&lane, &mut y, m, self.storage(b, "linear")?)?;
+        }
+        self.wrap(&[m, n], y)
+    }
+
+    fn embedding(&self, table: &Tensor, ids: &[u32]) -> Result<Tensor> {
+        let (vocab, dim) = table.dims2("embedding")?;
+        if let Some(&bad) = ids.iter().find(|&&id| id as usize >= vocab) {
+            return Err(Error::Invalid(format!("token id {bad} is outside the embedding table of {vocab} rows")));
+        }
+        let lane = self.lane()?;
+        let ids_dev = lane.stream.clone_htod(ids).map_err(gpu)?;
+        let mut out = self.alloc(&lane, ids.len() * dim)?;
+        let (dim32, n64) = (dim as i32, ids.len() as i64);
+        let storage = self.storage(table, "embedding")?;
+        let kernel = if storage.dtype() == DType::F32 { "embedding_f32" } else { "embedding_bf16" };
+        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
+        match storage {
+            CudaStorage::F32(s) => b.arg(s),
+            CudaStorage::BF16(s) => b.arg(s),
+        };
+        b.arg(&ids_dev).arg(&mut out).arg(&dim32).arg(&n64);
+        // SAFETY: ids are checked against the table; out holds ids * dim floats.
+        unsafe { b.launch(grid_1d(ids.len() * dim)) }.map_err(gpu)?;
+        self.wrap(&[ids.len(), dim], out)
+    }
+
+    fn rms_norm(&self, x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
+        let dim = *x.shape().last().unwrap_or(&0);
+        if w.elem_count() != dim || dim == 0 {
+            return Err(Error::shape("rms_norm", format!("weight {:?} for rows of {dim}", w.shape())));
+        }
+        let lane = self.lane()?;
+        let rows = x.elem_count() / dim;
+        let mut out = self.alloc(&lane, rows * dim)?;
+        let ws = self.storage(w, "rms_norm")?;
+        let kernel = if ws.dtype() == DType::F32 { "rms_norm_f32" } else { "rms_norm_bf16" };
+        let dim32 = dim as i32;
+        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
+        b.arg(self.f32s(x, "rms_norm")?);
+        match ws {
+            CudaStorage::F32(s) => b.arg(s),
+            CudaStorage::BF16(s) => b.arg(s),
+        };
+        b.arg(&mut out).arg(&dim32).arg(&eps);
+        // SAFETY: one block per row of `dim` floats.
+        unsafe { b.launch(rows_config(rows)) }.map_err(gpu)?;
+        self.wrap(x.shape(), out)
+    }
+
+    fn layer_norm(&self, x: &Tensor, w: &Tensor, bias: &Tensor, eps: f32) -> Result<Tensor> {
+        let dim = *x.shape().last().unwrap_or(&0);
+        if w.elem_count() != dim || bias.elem_count() != dim || dim == 0 {
+            return Err(Error::shape(
+                "layer_norm",
+                format!("weight {:?} bias {:?} for rows of {dim}", w.shape(), bias.shape()),
+            ));
+        }
+        let lane = self.lane()?;
+        let rows = x.elem_count() / dim;
+        let mut out = self.alloc(&lane, rows * dim)?;
+        let (ws, bs) = (self.storage(w, "layer_norm")?, self.storage(bias, "layer_norm")?);
+        let dim32 = dim as i32;
+        let mut b = match (ws, bs) {
+            (CudaStorage::F32(w), CudaStorage::F32(bb)) => {
+                let mut l = lane.stream.launch_builder(self.kernels.get("layer_norm_f32"));
+                l.arg(self.f32s(x, "layer_norm")?).arg(w).arg(bb);
+                l
+            }
+            (CudaStorage::BF16(w), CudaStorage::BF16(bb)) => {
+                let mut l = lane.stream.launch_builder(self.kernels.get("layer_norm_bf16"));
+                l.arg(self.f32s(x, "layer_norm")?).arg(w).arg(bb);
+                l
+            }
+            _ => return Err(Error::Unsupported { op: "layer_norm", dtype: "mixed".into(), backend: "cuda" }),
+        };
+        b.arg(&mut out).arg(&dim32).arg(&eps);
+        // SAFETY: one block per row.
+        unsafe { b.launch(rows_config(rows)) }.map_err(gpu)?;
+        self.wrap(x.shape(), out)
+    }
+
+    fn rope(&self, x: &Tensor, r: Rotary) -> Result<Tensor> {
+        let (rows, width) = x.dims2("rope")?;
+        if width == 0
+            || width != r.heads * r.head_dim
+            || r.rotary_dim > r.head_dim
+            || !r.rotary_dim.is_multiple_of(2)
+            || r.seq_len == 0
+        {
+            return Err(Error::shape("rope", format!("{rows}x{width} with {r:?}")));
+        }
+        let lane = self.lane()?;
+        let mut out = self.alloc(&lane, rows * width)?;
+        let (rows64, heads, hd, rd, first, seq) = (
+            rows as i64,
+            r.heads as i32,
+            r.head_dim as i32,
+            r.rotary_dim as i32,
+            r.first_position as i32,
+            r.seq_len as i32,
+        );
+        let mut b = lane.stream.launch_builder(self.kernels.get("rope_f32"));
+        b.arg(self.f32s(x, "rope")?)
+            .arg(&mut out)
+            .arg(&rows64)
+            .arg(&heads)
+            .arg(&hd)
+            .arg(&rd)
+            .arg(&r.theta)
+            .arg(&first)
+            .arg(&seq);
+        // SAFETY: rows * width floats each side.
+        unsafe { b.launch(grid_1d(rows * width)) }.map_err(gpu)?;
+        self.wrap(x.shape(), out)
+    }
+
+    fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, s: AttentionShape) -> Result<Tensor> {
+        let ok = q.shape() == [s.batch * s.q_len, s.heads * s.head_dim]
+            && k.shape() == [s.batch * s.kv_capacity, s.kv_heads * s.head_dim]
+            && v.shape() == k.shape()
+            && s.kv_len <= s.kv_capacity
+            && s.kv_heads > 0
+            && s.heads.is_multiple_of(s.kv_heads)
+            && (!s.causal || s.q_len <= s.kv_len)
+            && s.head_dim <= 256
+            && s.kv_len > 0;
+        if !ok {
+            return Err(Error::shape(
+                "attention",
+                format!("q {:?} k {:?} v {:?} for {s:?}", q.shape(), k.shape(), v.shape()),
+            ));
+        }
+        let lane = self.lane()?;
+        let mut out = self.alloc(&lane, s.batch * s.q_len * s.heads * s.head_dim)?;
+        let tile: i32 = if s.head_dim <= 128 { 32 } else { 16 };
+        let warps = 4u32;
+        let cfg = LaunchConfig {
+            grid_dim: (s.q_len.div_ceil(warps as usize) as u32, s.heads as u32, s.batch as u32),
+            block_dim: (32 * warps, 1, 1),
+            shared_mem_bytes: (2 * tile as usize * s.head_dim * 4) as u32,
+        };
+        let (q_len, kv_len, cap, heads, kv_heads, hd, causal) = (
+            s.q_len as i32,
+            s.kv_len as i32,
+            s.kv_capacity as i32,
+            s.heads as i32,
+            s.kv_heads as i32,
+            s.head_dim as i32,
+            s.causal as i32,
+        );
+        let scale = (s.head_dim as f32).powf(-0.5);
+        let mut b = lane.stream.launch_builder(self.kernels.get("attention_f32"));
+        b.arg(self.f32s(q, "attention")?).arg(self.f32s(k, "attention")?).arg(self.f32s(v, "attention")?).arg(&mut out);
+        b.arg(&q_len).arg(&kv_len).arg(&cap).arg(&heads).arg(&kv_heads).arg(&hd).arg(&causal).arg(&scale).arg(&tile);
+        // SAFETY: shapes checked above; shared memory sized for two tiles of keys and values.
+        unsafe { b.launch(cfg) }.map_err(gpu)?;
+        self.wrap(&[s.batch * s.q_len, s.heads * s.head_dim], out)
+    }
+
+    fn write_rows(&self, dst: &mut Tensor, src: &Tensor, batch: usize, row: usize) -> Result<()> {
+        let (dst_rows, cols) = dst.dims2("write_rows")?;
+        let (src_rows, src_cols) = src.dims2("write_rows")?;
+        if batch == 0
+            || cols != src_cols
+            || !src_rows.is_multiple_of(batch)
+            || !dst_rows.is_multiple_of(batch)
+            || row + src_rows / batch > dst_rows / batch
+        {
+            return Err(Error::shape(
+                "write_rows",
+                format!("{src_rows}x{src_cols} into {dst_rows}x{cols} at row {row} for batch {batch}"),
+            ));
+        }
+        let (capacity, n) = (dst_rows / batch, src_rows / batch);
+        let lane = self.lane()?;
+        let src = self.f32s(src, "write_rows")?.clone();
+        let Storage::Cuda(CudaStorage::F32(d)) = dst.storage_mut() else {
+            return Err(Error::Unsupported { op: "write_rows", dtype: "non-f32".into(), backend: "cuda" });
+        };
+        for b in 0..batch {
+            self.copy_rows(&lane, &src, b * n * cols, d, (b * capacity + row) * cols, n * cols)?;
+        }
+        Ok(())
+    }
+
+    fn silu_mul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        self.binary(a, b, "silu_mul_f32", "silu_mul")
+    }
+
+    fn silu(&self, x: &Tensor) -> Result<Tensor> {
+        self.unary(x, "silu_f32", "silu")
+    }
+
+    fn tanh(&self, x: &Tensor) -> Result<Tensor> {
+        self.unary(x, "tanh_f32", "tanh")
+    }
+
+    fn add(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        self.binary(a, b, "add_f32", "add")
+    }
+
+    fn mul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        self.binary(a, b, "mul_f32", "mul")
+    }
+
+    fn scale(&self, x: &Tensor, factor: f32) -> Result<Tensor> {
+        let lane = self.lane()?;
+        let n = x.elem_count();
+        let mut out = self.alloc(&lane, n)?;
+        let n64 = n as i64;
+        let mut b = lane.stream.launch_builder(self.kernels.get("scale_f32"));
+        b.arg(self.f32s(x, "scale")?).arg(&factor).arg(&mut out).arg(&n64);
+        // SAFETY: n floats each side.
+        unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
+        self.wrap(x.shape(), out)
+    }
+
+    fn softmax_rows(&self, x: &Tensor) -> Result<Tensor> {
+        let (rows, cols) = x.dims2("softmax_rows")?;
+        if cols == 0 {
+            return Err(Error::shape("softmax_rows", "rows of zero columns"));
+        }
+        let lane = self.lane()?;
+        let mut out = self.alloc(&lane, rows * cols)?;
+        let cols32 = cols as i32;
+        let mut b = lane.stream.launch_builder(self.kernels.get("softmax_rows_f32"));
+        b.arg(self.f32s(x, "softmax_rows")?).arg(&mut out).arg(&cols32);
+        // SAFETY: one block per row.
+        unsafe { b.launch(rows_config(rows)) }.map_err(gpu)?;
+        self.wrap(x.shape(), out)
+    }
+
+    fn round_to(&self, x: &Tensor, dtype: DType) -> Result<Tensor> {
+        match dtype {
+            DType::F32 => self.scale(x, 1.0),
+            DType::BF16 => self.unary(x, "round_bf16_f32", "round_to"),
+            DType::F16 => Err(Error::Unsupported { op: "round_to", dtype: "f16".into(), backend: "cuda" }),
+        }
+    }
+
+    fn transpose(&self, x: &Tensor) -> Result<Tensor> {
+        let (r, c) = x.dims2("transpose")?;
+        let lane = self.lane()?;
+        let mut out = self.alloc(&lane, r * c)?;
+        if r > 0 && c > 0 {
+            let cfg = LaunchConfig {
+                grid_dim: (c.div_ceil(32) as u32, r.div_ceil(32) as u32, 1),
+                block_dim: (32, 8, 1),
+                shared_mem_bytes: 0,
+            };
+            let (r32, c32) = (r as i32, c as i32);
+            let mut b = lane.stream.launch_builder(self.kernels.get("transpose_f32"));
+            b.arg(self.f32s(x, "transpose")?).arg(&mut out).arg(&r32).arg(&c32);
+            // SAFETY: r * c floats each side; the tile guards the edges.
+            unsafe { b.launch(cfg) }.map_err(gpu)?;
+        }
+        self.wrap(&[c, r], out)
+    }
+
+    fn slice_cols(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
+        let (r, c) = x.dims2("slice_cols")?;
+        if start > end || end > c {
+            return Err(Error::shape("slice_cols", format!("[{start}, {end}) of {c} columns")));
+        }
+        let lane = self.lane()?;
+        let width = end - start;
+        let mut out = self.alloc(&lane, r * width)?;
+        if r * width > 0 {
+            let (rows64, c32, s32, w32) = (r as i64, c as i32, start as i32, width as i32);
+            let mut b = lane.stream.launch_builder(self.kernels.get("slice_cols_f32"));
+            b.arg(self.f32s(x, "slice_cols")?).arg(&mut out).arg(&rows64).arg(&c32).arg(&s32).arg(&w32);
+            // SAFETY: bounds checked above.
+            unsafe { b.launch(grid_1d(r * width)) }.map_err(gpu)?;
+        }
+        self.wrap(&[r, width], out)
+    }
+
+    fn slice_rows(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
+        let (r, c) = x.dims2("slice_rows")?;
+        if start > end || end > r {
+            return Err(Error::shape("slice_rows", format!("[{start}, {end}) of {r} rows")));
+        }
+        let lane = self.lane()?;
+        let mut out = self.alloc(&lane, (end - start) * c)?;
+        self.copy_rows(&lane, self.f32s(x, "slice_rows")?, start * c, &mut out, 0, (end - start) * c)?;
+        self.wrap(&[end - start, c], out)
+    }
+
+    fn cat_rows(&self, parts: &[&Tensor]) -> Result<Tensor> {
+        let cols = parts.first().map(|p| p.dims2("cat_rows")).transpose()?.map_or(0, |d| d.1);
+        let mut rows = 0;
+        for p in parts {
+            let (r, c) = p.dims2("cat_rows")?;
+            if c != cols {
+                return Err(Error::shape("cat_rows", format!("{c} columns next to {cols}")));
+            }
+            rows += r;
+        }
+        let lane = self.lane()?;
+        let mut out = self.alloc(&lane, rows * cols)?;
+        let mut at = 0;
+        for p in parts {
+            let n = p.elem_count();
+            self.copy_rows(&lane, self.f32s(p, "cat_rows")?, 0, &mut out, at, n)?;
+            at += n;
+        }
+        self.wrap(&[rows, cols], out)
+    }
+
+    fn conv1d(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, padding: usize, dilation: usize) -> Result<Tensor> {
+        let (c_in, t) = x.dims2("conv1d")?;
+        let [c_out, w_in, k] = *w.shape() else {
+            return Err(Error::shape("conv1d", format!("weight {:?} is not [out, in, k]", w.shape())));
+        };
+        if w_in != c_in || t + 2 * padding < dilation * (k - 1) + 1 {
+            return Err(Error::shape("conv1d", format!("input {:?} against weight {:?}", x.shape(), w.shape())));
+        }
+        let t_out = t + 2 * padding - dilation * (k - 1);
+        let lane = self.lane()?;
+        let mut cols = self.alloc(&lane, t_out * c_in * k)?;
+        let (c32, t32, k32, d32, p32, zero, w32) =
+            (c_in as i32, t as i32, k as i32, dilation as i32, padding as i32, 0i32, t_out as i32);
+        let mut b = lane.stream.launch_builder(self.kernels.get("im2col_t_f32"));
+        b.arg(self.f32s(x, "conv1d")?)
+            .arg(&mut cols)
+            .arg(&c32)
+            .arg(&t32)
+            .arg(&k32)
+            .arg(&d32)
+            .arg(&p32)
+            .arg(&zero)
+            .arg(&w32);
+        // SAFETY: cols holds t_out * c_in * k floats; reads guarded by t.
+        unsafe { b.launch(grid_1d(t_out * c_in * k)) }.map_err(gpu)?;
+        let mut y = self.matmul_nt(&lane, &cols, t_out, c_in * k, self.storage(w, "conv1d")?, c_out)?;
+        if let Some(bias) = bias {
+            self.add_bias(&lane, &mut y, t_out, self.storage(bias, "conv1d")?)?;
+        }
+        self.transpose(&self.wrap(&[t_out, c_out], y)?)
+    }
+
+    fn conv_transpose1d(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        bias: Option<&Tensor>,
+        stride: usize,
+        padding: usize,
+    ) -> Result<Tensor> {
+        let (c_in, t) = x.dims2("conv_transpose1d")?;
+        let [w_in, c_out, k] = *w.shape() else {
+            return Err(Error::shape("conv_transpose1d", format!("weight {:?} is not [in, out, k]", w.shape())));
+        };
+        if w_in != c_in || t == 0 || (t - 1) * stride + k <= 2 * padding {
+            return Err(Error::shape(
+                "conv_transpose1d",
+                format!("input {:?} against weight {:?}", x.shape(), w.shape()),
+            ));
+        }
+        let CudaStorage::F32(wf) = self.storage(w, "conv_transpose1d")? else {
+            return Err(Error::Unsupported { op: "conv_transpose1d", dtype: "bf16".into(), backend: "cuda" });
+        };
+        let t_out = (t - 1) * stride + k - 2 * padding;
+        let lane = self.lane()?;
+        let rows = c_out * k;
+        let mut cols = self.alloc(&lane, rows * t)?;
+        {
+            let (alpha, beta) = (1.0f32, 0.0f32);
+            let xs = self.f32s(x, "conv_transpose1d")?;
+            let (xp, _xs) = xs.device_ptr(&lane.stream);
+            let (wp, _ws) = wf.device_ptr(&lane.stream);
+            let (cp, _cs) = cols.device_ptr_mut(&lane.stream);
+            // SAFETY: cols[rows, t] = w[c_in, rows]^T . x[c_in, t], in column-major terms
+            // cols^T[t, rows] = x^T[t, c_in] . w[c_in, rows].
+            unsafe {
+                cudarc::cublas::result::sgemm(
+                    *lane.blas.handle(),
+                    blas_sys::cublasOperation_t::CUBLAS_OP_N,
+                    blas_sys::cublasOperation_t::CUBLAS_OP_T,
+                    t as i32,
+                    rows as i32,
+                    c_in as i32,
+                    &alpha,
+                    xp as *const f32,
+                    t as i32,
+                    wp as *const f32,
+                    rows as i32,
+                    &beta,
+                    cp as *mut f32,
+                    t as i32,
+                )
+            }
+            .map_err(gpu)?;
+        }
+        let mut out = self.alloc(&lane, c_out * t_out)?;
+        let zeros;
+        let bias_storage = match bias {
+            Some(b) => self.storage(b, "conv_transpose1d")?,
+            None => {
+                zeros = CudaStorage::F32(lane.stream.alloc_zeros::<f32>(c_out).map_err(gpu)?);
+                &zeros
+            }
+        };
+        let kernel = if bias_storage.dtype() == DType::F32 { "col2im_f32" } else { "col2im_bf16" };
+        let (co32, k32, t32, s32, p32, to32) =
+            (c_out as i32, k as i32, t as i32, stride as i32, padding as i32, t_out as i32);
+        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
+        b.arg(&cols);
+        match bias_storage {
+            CudaStorage::F32(s) => b.arg(s),
+            CudaStorage::BF16(s) => b.arg(s),
+        };
+        b.arg(&mut out).arg(&co32).arg(&k32).arg(&t32).arg(&s32).arg(&p32).arg(&to32);
+        // SAFETY: out holds c_out * t_out floats; cols reads are bounded by t.
+        unsafe { b.launch(grid_1d(c_out * t_out)) }.map_err(gpu)?;
+        self.wrap(&[c_out, t_out], out)
+    }
+
+    fn snake(&self, x: &Tensor, alpha: &Tensor) -> Result<Tensor> {
+        let (c, t) = x.dims2("snake")?;
+        if alpha.elem_count() != c {
+            return Err(Error::shape("snake", format!("alpha {:?} for {c} channels", alpha.shape())));
+        }
+        let lane = self.lane()?;
+        let mut out = self.alloc(&lane, c * t)?;
+        let a = self.storage(alpha, "snake")?;
+        let kernel = if a.dtype() == DType::F32 { "snake_f32" } else { "snake_bf16" };
+        let (c32, t64) = (c as i32, t as i64);
+        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
+        b.arg(self.f32s(x, "snake")?);
+        match a {
+            CudaStorage::F32(s) => b.arg(s),
+            CudaStorage::BF16(s) => b.arg(s),
+        };
+        b.arg(&mut out).arg(&c32).arg(&t64);
+        // SAFETY: c * t floats each side, c alphas.
+        unsafe { b.launch(grid_1d(c * t)) }.map_err(gpu)?;
+        self.wrap(x.shape(), out)
+    }
+
+    fn fill_uniform(&self, shape: &[usize], dtype: DType, seed: u64, center: f32, half_width: f32) -> Result<Tensor> {
+        let lane = self.lane()?;
+        let n: usize = shape.iter().product();
+        let n64 = n as i64;
+        let storage = match dtype {
+            DType::F32 => {
+                let mut out = self.alloc(&lane, n)?;
+                let mut b = lane.stream.launch_builder(self.kernels.get("fill_uniform_f32"));
+                b.arg(&mut out).arg(&n64).arg(&seed).arg(&center).arg(&half_width);
+                // SAFETY: writes n floats.
+                unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
+                CudaStorage::F32(out)
+            }
+            DType::BF16 => {
+                let mut out = unsafe { lane.stream.alloc::<u16>(n.max(1)) }.map_err(gpu)?;
+                let mut b = lane.stream.launch_builder(self.kernels.get("fill_uniform_bf16"));
+                b.arg(&mut out).arg(&n64).arg(&seed).arg(&center).arg(&half_width);
+                // SAFETY: writes n values.
+                unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
+                CudaStorage::BF16(out)
+            }
+            DType::F16 => return Err(Error::Unsupported { op: "fill_uniform", dtype: "f16".into(), backend: "cuda" }),
+        };
+        Ok(Tensor::new_unchecked(shape, Storage::Cuda(storage)))
+    }
+
+    fn resample_nearest(&self, x: &Tensor, out_len: usize) -> Result<Tensor> {
+        let (c, t) = x.dims2("resample_nearest")?;
+        if t == 0 {
+            return Err(Error::shape("resample_nearest", "an empty signal"));
+        }
+        let lane = self.lane()?;
+        let mut out = self.alloc(&lane, c * out_len)?;
+        let (c32, t32, o32) = (c as i32, t as i32, out_len as i32);
+        let mut b = lane.stream.launch_builder(self.kernels.get("resample_nearest_f32"));
+        b.arg(self.f32s(x, "resample_nearest")?).arg(&mut out).arg(&c32).arg(&t32).arg(&o32);
+        // SAFETY: out holds c * out_len floats; source indices are clamped to t.
+        unsafe { b.launch(grid_1d(c * out_len)) }.map_err(gpu)?;
+        self.wrap(&[c, out_len], out)
+    }
+}
