@@ -70,3 +70,98 @@ extern "C" __global__ void attention_f32(const float* q, const float* k, const f
         }
     }
 }
+
+// Tiled flash attention for head dim 64 (the DiT's): a block holds 64 queries, streams the keys
+// and values in tiles of 32 through shared memory, and keeps each row's running max and sum in
+// registers. Thread (ty, tx) owns rows 4ty..4ty+3: scores of keys 4tx..4tx+3 of the tile and
+// output dims 8tx..8tx+7; the 8 threads of a row group reduce with shuffles.
+// grid (ceil(q_len / 64), heads, batch), block 128.
+
+#define TQ 64
+#define TK 32
+#define TD 64
+
+extern "C" __global__ void attention_tiled_d64(const float* __restrict__ q, const float* __restrict__ k,
+                                               const float* __restrict__ v, float* __restrict__ out, int q_len,
+                                               int kv_len, int kv_cap, int heads, int kv_heads, int causal,
+                                               float scale) {
+    __shared__ float qs[TQ][TD + 1];
+    __shared__ float ks[TK][TD + 1];
+    __shared__ float vs[TK][TD];
+    __shared__ float ps[TQ][TK + 1];
+    int tid = threadIdx.x, tx = tid & 7, ty = tid >> 3;
+    int h = blockIdx.y, b = blockIdx.z, kvh = h / (heads / kv_heads);
+    int q0 = blockIdx.x * TQ;
+    long q_width = (long)heads * TD, kv_width = (long)kv_heads * TD;
+    for (int i = tid; i < TQ * TD; i += blockDim.x) {
+        int r = i / TD, d = i % TD, qi = q0 + r;
+        qs[r][d] = qi < q_len ? q[((long)b * q_len + qi) * q_width + h * TD + d] * scale : 0.0f;
+    }
+    float m[4], l[4], o[4][8];
+    for (int i = 0; i < 4; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+        for (int c = 0; c < 8; c++) o[i][c] = 0.0f;
+    }
+    int kv_end = causal ? min(kv_len, kv_len - q_len + q0 + TQ) : kv_len;
+    for (int k0 = 0; k0 < kv_end; k0 += TK) {
+        __syncthreads();
+        for (int i = tid; i < TK * TD; i += blockDim.x) {
+            int j = i / TD, d = i % TD, kj = k0 + j;
+            long src = ((long)b * kv_cap + kj) * kv_width + kvh * TD + d;
+            bool ok = kj < kv_len;
+            ks[j][d] = ok ? k[src] : 0.0f;
+            vs[j][d] = ok ? v[src] : 0.0f;
+        }
+        __syncthreads();
+        float s[4][4];
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++) s[i][j] = 0.0f;
+        for (int d = 0; d < TD; d++) {
+            float a[4], bk[4];
+            for (int i = 0; i < 4; i++) a[i] = qs[4 * ty + i][d];
+            for (int j = 0; j < 4; j++) bk[j] = ks[4 * tx + j][d];
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 4; j++) s[i][j] += a[i] * bk[j];
+        }
+        for (int i = 0; i < 4; i++) {
+            int qi = q0 + 4 * ty + i;
+            float row_max = -INFINITY;
+            for (int j = 0; j < 4; j++) {
+                int kj = k0 + 4 * tx + j;
+                bool visible = kj < kv_len && (!causal || kj <= kv_len - q_len + qi);
+                if (!visible) s[i][j] = -INFINITY;
+                row_max = fmaxf(row_max, s[i][j]);
+            }
+            for (int off = 1; off < 8; off <<= 1) row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, off));
+            float m_new = fmaxf(m[i], row_max);
+            float correction = m_new == -INFINITY ? 1.0f : expf(m[i] - m_new);
+            float row_sum = 0.0f;
+            for (int j = 0; j < 4; j++) {
+                float p = m_new == -INFINITY ? 0.0f : expf(s[i][j] - m_new);
+                ps[4 * ty + i][4 * tx + j] = p;
+                row_sum += p;
+            }
+            for (int off = 1; off < 8; off <<= 1) row_sum += __shfl_xor_sync(0xffffffffu, row_sum, off);
+            l[i] = l[i] * correction + row_sum;
+            for (int c = 0; c < 8; c++) o[i][c] *= correction;
+            m[i] = m_new;
+        }
+        __syncthreads();
+        for (int j = 0; j < TK; j++) {
+            float vv[8];
+            for (int c = 0; c < 8; c++) vv[c] = vs[j][8 * tx + c];
+            for (int i = 0; i < 4; i++) {
+                float p = ps[4 * ty + i][j];
+                for (int c = 0; c < 8; c++) o[i][c] += p * vv[c];
+            }
+        }
+    }
+    for (int i = 0; i < 4; i++) {
+        int qi = q0 + 4 * ty + i;
+        if (qi < q_len) {
+            float inv = 1.0f / l[i];
+            for (int c = 0; c < 8; c++) out[((long)b * q_len + qi) * q_width + h * TD + 8 * tx + c] = o[i][c] * inv;
+        }
+    }
+}

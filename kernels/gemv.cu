@@ -1,9 +1,25 @@
 // y[i, n] = sum_k x[i, k] * w[n, k] for a few activation rows (M <= 8): the decode-step products,
-// bound by reading the weights once. One warp per weight row; 16-byte loads of bf16 weights.
+// bound by reading the weights once. One warp per weight row; 16-byte loads of bf16 weights, four
+// in flight per lane so the memory system stays busy.
 
 #define MAX_M 8
 
-extern "C" __global__ void gemv_bf16(const bf16_t* w, const float* x, float* y, int m, int k, int n) {
+__device__ __forceinline__ void dot8(uint4 packed, const float* __restrict__ x, int m, int k, int col,
+                                     float* acc) {
+    float wv[8];
+    wv[0] = __uint_as_float(packed.x << 16); wv[1] = __uint_as_float(packed.x & 0xffff0000u);
+    wv[2] = __uint_as_float(packed.y << 16); wv[3] = __uint_as_float(packed.y & 0xffff0000u);
+    wv[4] = __uint_as_float(packed.z << 16); wv[5] = __uint_as_float(packed.z & 0xffff0000u);
+    wv[6] = __uint_as_float(packed.w << 16); wv[7] = __uint_as_float(packed.w & 0xffff0000u);
+    for (int i = 0; i < m; i++) {
+        const float4* xr = (const float4*)(x + (long)i * k + col);
+        float4 a = xr[0], b = xr[1];
+        acc[i] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y + wv[6] * b.z + wv[7] * b.w;
+    }
+}
+
+extern "C" __global__ void gemv_bf16(const bf16_t* __restrict__ w, const float* __restrict__ x, float* __restrict__ y,
+                                     int m, int k, int n) {
     int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
     if (warp >= n) return;
     const bf16_t* row = w + (long)warp * k;
@@ -11,20 +27,16 @@ extern "C" __global__ void gemv_bf16(const bf16_t* w, const float* x, float* y, 
     for (int i = 0; i < MAX_M; i++) acc[i] = 0.0f;
     if ((k & 7) == 0) {
         const uint4* row8 = (const uint4*)row;
-        for (int c = lane; c < k / 8; c += 32) {
-            uint4 packed = row8[c];
-            unsigned int words[4] = {packed.x, packed.y, packed.z, packed.w};
-            float wv[8];
-            for (int j = 0; j < 4; j++) {
-                wv[2 * j] = __uint_as_float(words[j] << 16);
-                wv[2 * j + 1] = __uint_as_float(words[j] & 0xffff0000u);
-            }
-            for (int i = 0; i < m; i++) {
-                const float4* xr = (const float4*)(x + (long)i * k + c * 8);
-                float4 a = xr[0], b = xr[1];
-                acc[i] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y + wv[6] * b.z + wv[7] * b.w;
-            }
+        int chunks = k / 8;
+        int c = lane;
+        for (; c + 96 < chunks; c += 128) {
+            uint4 p0 = row8[c], p1 = row8[c + 32], p2 = row8[c + 64], p3 = row8[c + 96];
+            dot8(p0, x, m, k, c * 8, acc);
+            dot8(p1, x, m, k, (c + 32) * 8, acc);
+            dot8(p2, x, m, k, (c + 64) * 8, acc);
+            dot8(p3, x, m, k, (c + 96) * 8, acc);
         }
+        for (; c < chunks; c += 32) dot8(row8[c], x, m, k, c * 8, acc);
     } else {
         for (int c = lane; c < k; c += 32) {
             float wv = bf16_to_f32(row[c]);

@@ -106,10 +106,20 @@ fn conv_cases(device: &Device) {
 
 fn attention_cases(device: &Device) {
     let t = |shape: &[usize], seed: u64| device.upload(t(shape, seed)).unwrap();
-    let (heads, kv_heads, d) = (4, 2, 8);
-    for (q_len, kv_len, capacity, causal) in
-        [(5, 5, 5, false), (5, 5, 9, true), (1, 7, 9, true), (3, 7, 7, true), (40, 40, 40, false), (40, 45, 50, true)]
-    {
+    // Head dim 8 takes the one-warp-per-query kernel on a GPU, head dim 64 with 64+ queries the tiled one.
+    let cases = [
+        (8, 5, 5, 5, false),
+        (8, 5, 5, 9, true),
+        (8, 1, 7, 9, true),
+        (8, 3, 7, 7, true),
+        (8, 40, 40, 40, false),
+        (8, 40, 45, 50, true),
+        (64, 70, 70, 70, false),
+        (64, 70, 75, 80, true),
+        (64, 130, 130, 130, false),
+    ];
+    let (heads, kv_heads) = (4, 2);
+    for (d, q_len, kv_len, capacity, causal) in cases {
         let batch = 2;
         let q = t(&[batch * q_len, heads * d], 9);
         let k = t(&[batch * capacity, kv_heads * d], 10);

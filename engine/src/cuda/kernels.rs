@@ -48,7 +48,7 @@ pub const SOURCES: &[(&str, &str, &[&str])] = &[
         include_str!("../../../kernels/norm.cu"),
         &["rms_norm_f32", "rms_norm_bf16", "layer_norm_f32", "layer_norm_bf16", "softmax_rows_f32", "rope_f32"],
     ),
-    ("attention.cu", include_str!("../../../kernels/attention.cu"), &["attention_f32"]),
+    ("attention.cu", include_str!("../../../kernels/attention.cu"), &["attention_f32", "attention_tiled_d64"]),
     ("gemv.cu", include_str!("../../../kernels/gemv.cu"), &["gemv_bf16"]),
 ];
 

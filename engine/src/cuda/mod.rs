@@ -114,6 +114,9 @@ pub struct CudaBackend {
 
 const BLOCK: u32 = 256;
 
+/// Threads whose names start with this get a high-priority stream.
+pub const CRITICAL_THREAD_PREFIX: &str = "songloom-ar";
+
 fn grid_1d(n: usize) -> LaunchConfig {
     let blocks = n.div_ceil(BLOCK as usize).clamp(1, 65535 * 8) as u32;
     LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
@@ -153,7 +156,12 @@ impl CudaBackend {
         if let Some(lane) = lanes.get(&id) {
             return Ok(lane.clone());
         }
-        let stream = self.ctx.new_stream().map_err(gpu)?;
+        // The AR loop is the song's critical path: its thread's stream gets the highest priority
+        // (CUDA's numerically lowest, -5 covers every GPU since Volta), so its short kernels run
+        // between the DiT's long ones instead of queueing behind them.
+        let critical = std::thread::current().name().is_some_and(|n| n.starts_with(CRITICAL_THREAD_PREFIX));
+        let stream =
+            if critical { self.ctx.new_stream_with_priority(-5) } else { self.ctx.new_stream() }.map_err(gpu)?;
         let blas = CudaBlas::new(stream.clone()).map_err(gpu)?;
         let mode = match self.math {
             F32Math::Exact => blas_sys::cublasMath_t::CUBLAS_DEFAULT_MATH,
@@ -564,13 +572,7 @@ impl Backend for CudaBackend {
         }
         let lane = self.lane()?;
         let mut out = self.alloc(&lane, s.batch * s.q_len * s.heads * s.head_dim)?;
-        let tile: i32 = if s.head_dim <= 128 { 32 } else { 16 };
-        let warps = 4u32;
-        let cfg = LaunchConfig {
-            grid_dim: (s.q_len.div_ceil(warps as usize) as u32, s.heads as u32, s.batch as u32),
-            block_dim: (32 * warps, 1, 1),
-            shared_mem_bytes: (2 * tile as usize * s.head_dim * 4) as u32,
-        };
+        let scale = (s.head_dim as f32).powf(-0.5);
         let (q_len, kv_len, cap, heads, kv_heads, hd, causal) = (
             s.q_len as i32,
             s.kv_len as i32,
@@ -580,7 +582,30 @@ impl Backend for CudaBackend {
             s.head_dim as i32,
             s.causal as i32,
         );
-        let scale = (s.head_dim as f32).powf(-0.5);
+        if s.head_dim == 64 && s.q_len >= 64 {
+            // Long sequences at head dim 64 (the DiT): the tiled kernel.
+            let cfg = LaunchConfig {
+                grid_dim: (s.q_len.div_ceil(64) as u32, s.heads as u32, s.batch as u32),
+                block_dim: (128, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut b = lane.stream.launch_builder(self.kernels.get("attention_tiled_d64"));
+            b.arg(self.f32s(q, "attention")?)
+                .arg(self.f32s(k, "attention")?)
+                .arg(self.f32s(v, "attention")?)
+                .arg(&mut out);
+            b.arg(&q_len).arg(&kv_len).arg(&cap).arg(&heads).arg(&kv_heads).arg(&causal).arg(&scale);
+            // SAFETY: shapes checked above; every query row of the grid is written once.
+            unsafe { b.launch(cfg) }.map_err(gpu)?;
+            return self.wrap(&[s.batch * s.q_len, s.heads * s.head_dim], out);
+        }
+        let tile: i32 = if s.head_dim <= 128 { 32 } else { 16 };
+        let warps = 4u32;
+        let cfg = LaunchConfig {
+            grid_dim: (s.q_len.div_ceil(warps as usize) as u32, s.heads as u32, s.batch as u32),
+            block_dim: (32 * warps, 1, 1),
+            shared_mem_bytes: (2 * tile as usize * s.head_dim * 4) as u32,
+        };
         let mut b = lane.stream.launch_builder(self.kernels.get("attention_f32"));
         b.arg(self.f32s(q, "attention")?).arg(self.f32s(k, "attention")?).arg(self.f32s(v, "attention")?).arg(&mut out);
         b.arg(&q_len).arg(&kv_len).arg(&cap).arg(&heads).arg(&kv_heads).arg(&hd).arg(&causal).arg(&scale).arg(&tile);

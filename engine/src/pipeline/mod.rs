@@ -362,23 +362,31 @@ impl Pipeline {
         let (tx, rx) = mpsc::sync_channel::<Frame>(2 * self.constants.chunk_frames);
         let expected_windows = window_starts(max_frames, &self.constants).len();
         let (ar_result, acoustic_result) = std::thread::scope(|scope| {
-            let ar_thread = scope.spawn(|| {
-                let mut chooser = RngChooser(Rng::new(req.seed));
-                let result = ar::run(
-                    &self.ar_models(),
-                    prompt,
-                    max_frames,
-                    &mut chooser,
-                    &mut |frame| tx.send(frame).map_err(|_| Error::Cancelled),
-                    observer,
-                );
-                drop(tx);
-                (result, started.elapsed().as_secs_f64())
-            });
+            let ar_thread = std::thread::Builder::new().name(crate::cuda::CRITICAL_THREAD_PREFIX.into()).spawn_scoped(
+                scope,
+                || {
+                    let mut chooser = RngChooser(Rng::new(req.seed));
+                    let result = ar::run(
+                        &self.ar_models(),
+                        prompt,
+                        max_frames,
+                        &mut chooser,
+                        &mut |frame| tx.send(frame).map_err(|_| Error::Cancelled),
+                        observer,
+                    );
+                    drop(tx);
+                    (result, started.elapsed().as_secs_f64())
+                },
+            );
             // When this returns (an error included) the receiver is dropped, and the AR thread stops at
             // its next frame.
             let acoustic = self.stream_windows(&schedule, rx, expected_windows, req.seed, started, observer);
-            let ar = ar_thread.join().unwrap_or_else(|_| (Err(Error::Invalid("the AR thread failed".into())), 0.0));
+            let ar = match ar_thread {
+                Ok(handle) => {
+                    handle.join().unwrap_or_else(|_| (Err(Error::Invalid("the AR thread failed".into())), 0.0))
+                }
+                Err(e) => (Err(Error::Invalid(format!("cannot start the AR thread: {e}"))), 0.0),
+            };
             (ar, acoustic)
         });
         let (frames, ar_s, acoustic) = match (ar_result, acoustic_result) {

@@ -23,17 +23,21 @@ pub fn top_k_probs(logits: &[f32], top_k: usize) -> Vec<f32> {
             }
         })
         .collect();
-    let k = top_k.min(values.len()).max(1);
-    let mut sorted = values.clone();
-    sorted.sort_unstable_by(|a, b| b.total_cmp(a));
-    let threshold = sorted[k - 1];
-    let max = sorted[0];
+    let threshold = kth_largest(&values, top_k);
+    let max = values.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut probs: Vec<f32> = values.iter().map(|&v| if v < threshold { 0.0 } else { (v - max).exp() }).collect();
     let sum: f32 = probs.iter().sum();
     probs.iter_mut().for_each(|p| *p /= sum);
     let total: f32 = probs.iter().sum::<f32>().max(1e-12);
     probs.iter_mut().for_each(|p| *p /= total);
     probs
+}
+
+/// The `k`-th largest value (torch's `topk(values, k).values[-1]`), in linear time.
+fn kth_largest(values: &[f32], k: usize) -> f32 {
+    let k = k.min(values.len()).max(1);
+    let mut scratch = values.to_vec();
+    *scratch.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a)).1
 }
 
 /// The semantic-code distribution over `rows` (the sampleable ids, `[audio_end_id, code_offset +
@@ -50,9 +54,7 @@ pub fn semantic_probs(cond: &[f32], uncond: &[f32], rows: Range<u32>, c: &Pipeli
         v.iter().enumerate().map(|(i, &x)| if sampleable(i) { x } else { f32::NEG_INFINITY }).collect()
     };
     let (cond, uncond) = (masked(cond), masked(uncond));
-    let mut sorted = cond.clone();
-    sorted.sort_unstable_by(|a, b| b.total_cmp(a));
-    let threshold = sorted[c.ar_cfg_top_k.min(sorted.len()).max(1) - 1];
+    let threshold = kth_largest(&cond, c.ar_cfg_top_k);
     let guided: Vec<f32> = cond
         .iter()
         .zip(&uncond)
