@@ -135,6 +135,12 @@ impl CudaBackend {
             return Err(Error::Gpu(format!("no CUDA device {ordinal} ({count} found)")));
         }
         let ctx = CudaContext::new(ordinal).map_err(gpu)?;
+        // cudarc's per-tensor events cost several driver calls per launch (a decode step launches
+        // about 800 kernels). Songloom's threads share only weights, which are complete before any
+        // other stream reads them (`Device::synchronize` after loading), and every other tensor
+        // lives and dies on the stream of the thread that made it.
+        // SAFETY: that discipline is the synchronization cudarc would otherwise add.
+        unsafe { ctx.disable_event_tracking() };
         let (major, minor) = ctx.compute_capability().map_err(gpu)?;
         let arch = format!("sm_{major}{minor}");
         let kernels = Kernels::load(&ctx, &arch)?;

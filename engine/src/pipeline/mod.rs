@@ -146,7 +146,7 @@ impl Pipeline {
     pub fn load(model_dir: &Path, device: Device) -> Result<Self> {
         let model = ModelDir::open(model_dir)?;
         let prompt = PromptEncoder::new(&model.component("tokenizer"), &model.constants)?;
-        Ok(Pipeline {
+        Pipeline {
             lm: model.language_model(&device, None)?,
             depth: model.depth_decoder(&device)?,
             condition: model.condition_encoder(&device)?,
@@ -156,7 +156,14 @@ impl Pipeline {
             prompt: Some(prompt),
             scheduler: config::read_config(&model.component("scheduler"), "scheduler_config.json")?,
             device,
-        })
+        }
+        .ready()
+    }
+
+    /// Waits until every weight is on the device, so any thread's stream may read them.
+    fn ready(self) -> Result<Self> {
+        self.device.synchronize()?;
+        Ok(self)
     }
 
     /// Every stage at the real checkpoint's geometry with synthetic weights made on the device
@@ -175,7 +182,7 @@ impl Pipeline {
                 Vocoder::new(&VocoderConfig::default(), &acoustic)?,
             )
         };
-        Ok(Pipeline {
+        Pipeline {
             lm,
             depth,
             condition,
@@ -185,7 +192,8 @@ impl Pipeline {
             prompt: None,
             scheduler: SchedulerConfig::default(),
             device,
-        })
+        }
+        .ready()
     }
 
     /// The loaded stages, for benchmarks that time them one by one.
