@@ -22,10 +22,14 @@ extern "C" __global__ void attention_f32(const float* q, const float* k, const f
     int per_lane = (head_dim + 31) / 32;  // lane holds dims lane, lane + 32, ... below head_dim
     long q_width = (long)heads * head_dim, kv_width = (long)kv_heads * head_dim;
 
+    // Loops over the per-lane arrays run to the fixed bound with a guard so the arrays stay in
+    // registers (a run-time bound would index them dynamically and spill them).
     float qv[MAX_PER_LANE], acc[MAX_PER_LANE];
+#pragma unroll
     for (int e = 0; e < MAX_PER_LANE; e++) { qv[e] = 0.0f; acc[e] = 0.0f; }
     if (active)
-        for (int e = 0; e < per_lane; e++) {
+#pragma unroll
+        for (int e = 0; e < MAX_PER_LANE; e++) {
             int d = lane + 32 * e;
             if (d < head_dim) qv[e] = q[((long)b * q_len + qi) * q_width + h * head_dim + d] * scale;
         }
@@ -46,27 +50,30 @@ extern "C" __global__ void attention_f32(const float* q, const float* k, const f
         int limit = min(n, visible - start);
         for (int j = 0; j < limit; j++) {
             float s = 0.0f;
-            for (int e = 0; e < per_lane; e++) {
+#pragma unroll
+            for (int e = 0; e < MAX_PER_LANE; e++) {
                 int d = lane + 32 * e;
-                if (d < head_dim) s += qv[e] * k_tile[j * head_dim + d];
+                if (e < per_lane && d < head_dim) s += qv[e] * k_tile[j * head_dim + d];
             }
             s = warp_sum(s);
             float m_new = fmaxf(m, s);
             float correction = expf(m - m_new);
             float p = expf(s - m_new);
             l = l * correction + p;
-            for (int e = 0; e < per_lane; e++) {
+#pragma unroll
+            for (int e = 0; e < MAX_PER_LANE; e++) {
                 int d = lane + 32 * e;
-                if (d < head_dim) acc[e] = acc[e] * correction + p * v_tile[j * head_dim + d];
+                if (e < per_lane && d < head_dim) acc[e] = acc[e] * correction + p * v_tile[j * head_dim + d];
             }
             m = m_new;
         }
     }
     if (active) {
         float inv = 1.0f / l;
-        for (int e = 0; e < per_lane; e++) {
+#pragma unroll
+        for (int e = 0; e < MAX_PER_LANE; e++) {
             int d = lane + 32 * e;
-            if (d < head_dim) out[((long)b * q_len + qi) * q_width + h * head_dim + d] = acc[e] * inv;
+            if (e < per_lane && d < head_dim) out[((long)b * q_len + qi) * q_width + h * head_dim + d] = acc[e] * inv;
         }
     }
 }

@@ -11,10 +11,15 @@ __device__ __forceinline__ void dot8(uint4 packed, const float* __restrict__ x, 
     wv[2] = __uint_as_float(packed.y << 16); wv[3] = __uint_as_float(packed.y & 0xffff0000u);
     wv[4] = __uint_as_float(packed.z << 16); wv[5] = __uint_as_float(packed.z & 0xffff0000u);
     wv[6] = __uint_as_float(packed.w << 16); wv[7] = __uint_as_float(packed.w & 0xffff0000u);
-    for (int i = 0; i < m; i++) {
-        const float4* xr = (const float4*)(x + (long)i * k + col);
-        float4 a = xr[0], b = xr[1];
-        acc[i] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y + wv[6] * b.z + wv[7] * b.w;
+    // Unrolled over the fixed bound with a guard, so `acc` stays in registers (a loop to the
+    // run-time `m` would index it dynamically and spill it to local memory).
+#pragma unroll
+    for (int i = 0; i < MAX_M; i++) {
+        if (i < m) {
+            const float4* xr = (const float4*)(x + (long)i * k + col);
+            float4 a = xr[0], b = xr[1];
+            acc[i] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y + wv[6] * b.z + wv[7] * b.w;
+        }
     }
 }
 
@@ -24,6 +29,7 @@ extern "C" __global__ void gemv_bf16(const bf16_t* __restrict__ w, const float* 
     if (warp >= n) return;
     const bf16_t* row = w + (long)warp * k;
     float acc[MAX_M];
+#pragma unroll
     for (int i = 0; i < MAX_M; i++) acc[i] = 0.0f;
     if ((k & 7) == 0) {
         const uint4* row8 = (const uint4*)row;
@@ -40,11 +46,16 @@ extern "C" __global__ void gemv_bf16(const bf16_t* __restrict__ w, const float* 
     } else {
         for (int c = lane; c < k; c += 32) {
             float wv = bf16_to_f32(row[c]);
-            for (int i = 0; i < m; i++) acc[i] += wv * x[(long)i * k + c];
+#pragma unroll
+            for (int i = 0; i < MAX_M; i++)
+                if (i < m) acc[i] += wv * x[(long)i * k + c];
         }
     }
-    for (int i = 0; i < m; i++) {
-        float s = warp_sum(acc[i]);
-        if (lane == 0) y[(long)i * n + warp] = s;
+#pragma unroll
+    for (int i = 0; i < MAX_M; i++) {
+        if (i < m) {
+            float s = warp_sum(acc[i]);
+            if (lane == 0) y[(long)i * n + warp] = s;
+        }
     }
 }
