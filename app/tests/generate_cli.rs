@@ -148,6 +148,28 @@ fn bad_inputs_are_clear_errors() {
 }
 
 #[test]
+fn the_same_binary_runs_without_cuda() {
+    let dir = tempfile::tempdir().unwrap();
+    let devices = songloom(dir.path(), &["devices"]);
+    let text = String::from_utf8_lossy(&devices.stdout);
+    if text.contains("cuda  available") {
+        println!("skipped: this machine has a working CUDA GPU");
+        return;
+    }
+    assert!(text.contains("cuda  unavailable: "), "{text}");
+    let mut args = gen_args("piano", "la", "1");
+    args.extend(["--device", "cuda"]);
+    fails(&args, "device `cuda` is not available");
+    // `auto` falls back to the CPU and still makes the song.
+    let out = dir.path().join("auto.wav");
+    let mut args = gen_args("piano", "[verse]\\nla", "1");
+    args.extend(["--device", "auto", "--out", out.to_str().unwrap()]);
+    let r = songloom(dir.path(), &args);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(out.exists());
+}
+
+#[test]
 fn a_broken_model_directory_is_a_clear_error() {
     let model = tempfile::tempdir().unwrap();
     for entry in std::fs::read_dir(tiny_model()).unwrap() {
