@@ -10,6 +10,7 @@ pub mod model_dir;
 pub mod models;
 pub mod pipeline;
 pub mod prompt;
+mod shapes;
 pub mod stage;
 pub mod tensor;
 pub mod weights;

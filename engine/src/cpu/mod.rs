@@ -8,6 +8,7 @@ use rayon::prelude::*;
 
 use crate::device::{AttentionShape, Backend, Rotary};
 use crate::error::{Error, Result};
+use crate::shapes;
 use crate::tensor::{CpuStorage, DType, Storage, Tensor};
 
 #[derive(Debug, Default)]
@@ -89,19 +90,9 @@ impl Backend for CpuBackend {
     }
 
     fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
-        let (m, k) = x.dims2("linear")?;
-        let (n, wk) = w.dims2("linear")?;
-        if k != wk {
-            return Err(Error::shape("linear", format!("input {:?} against weight {:?}", x.shape(), w.shape())));
-        }
-        if n == 0 {
-            return Err(Error::shape("linear", "a weight of zero rows"));
-        }
+        let (m, k, n) = shapes::linear(x, w, bias)?;
         let mut y = gemm::linear(f32s(x, "linear")?, m, k, storage(w)?, n);
         if let Some(b) = bias {
-            if b.elem_count() != n {
-                return Err(Error::shape("linear", format!("bias {:?} for {n} outputs", b.shape())));
-            }
             let b = param(b);
             y.par_chunks_mut(n).for_each(|row| row.iter_mut().zip(b.iter()).for_each(|(v, b)| *v += b));
         }
@@ -130,10 +121,7 @@ impl Backend for CpuBackend {
     }
 
     fn rms_norm(&self, x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
-        let dim = *x.shape().last().unwrap_or(&0);
-        if w.elem_count() != dim || dim == 0 {
-            return Err(Error::shape("rms_norm", format!("weight {:?} for rows of {dim}", w.shape())));
-        }
+        let (_, dim) = shapes::rows_with_params("rms_norm", x, &[w])?;
         let (v, w) = (f32s(x, "rms_norm")?, param(w));
         let mut y = v.to_vec();
         y.par_chunks_mut(dim).for_each(|row| {
@@ -145,13 +133,7 @@ impl Backend for CpuBackend {
     }
 
     fn layer_norm(&self, x: &Tensor, w: &Tensor, b: &Tensor, eps: f32) -> Result<Tensor> {
-        let dim = *x.shape().last().unwrap_or(&0);
-        if w.elem_count() != dim || b.elem_count() != dim || dim == 0 {
-            return Err(Error::shape(
-                "layer_norm",
-                format!("weight {:?} bias {:?} for rows of {dim}", w.shape(), b.shape()),
-            ));
-        }
+        let (_, dim) = shapes::rows_with_params("layer_norm", x, &[w, b])?;
         let (v, w, b) = (f32s(x, "layer_norm")?, param(w), param(b));
         let mut y = v.to_vec();
         y.par_chunks_mut(dim).for_each(|row| {
@@ -166,14 +148,7 @@ impl Backend for CpuBackend {
     }
 
     fn rope(&self, x: &Tensor, r: Rotary) -> Result<Tensor> {
-        let (rows, width) = x.dims2("rope")?;
-        if width != r.heads * r.head_dim
-            || r.rotary_dim > r.head_dim
-            || !r.rotary_dim.is_multiple_of(2)
-            || r.seq_len == 0
-        {
-            return Err(Error::shape("rope", format!("{rows}x{width} with {r:?}")));
-        }
+        let (_, width) = shapes::rope(x, &r)?;
         let half = r.rotary_dim / 2;
         // inv_freq and the angles in f32, as the reference computes them.
         let inv_freq: Vec<f32> = (0..half).map(|i| 1.0 / r.theta.powf((2 * i) as f32 / r.rotary_dim as f32)).collect();
@@ -194,34 +169,13 @@ impl Backend for CpuBackend {
     }
 
     fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, s: AttentionShape) -> Result<Tensor> {
-        let ok = q.shape() == [s.batch * s.q_len, s.heads * s.head_dim]
-            && k.shape() == [s.batch * s.kv_capacity, s.kv_heads * s.head_dim]
-            && v.shape() == k.shape()
-            && s.kv_len <= s.kv_capacity
-            && s.kv_heads > 0
-            && s.heads.is_multiple_of(s.kv_heads)
-            && (!s.causal || s.q_len <= s.kv_len);
-        if !ok {
-            return Err(Error::shape(
-                "attention",
-                format!("q {:?} k {:?} v {:?} for {s:?}", q.shape(), k.shape(), v.shape()),
-            ));
-        }
+        shapes::attention(q, k, v, &s)?;
         let y = attention::attention(f32s(q, "attention")?, f32s(k, "attention")?, f32s(v, "attention")?, s);
         out(&[s.batch * s.q_len, s.heads * s.head_dim], y)
     }
 
     fn write_rows(&self, dst: &mut Tensor, src: &Tensor, batch: usize, row: usize) -> Result<()> {
-        let (dst_rows, cols) = dst.dims2("write_rows")?;
-        let (src_rows, src_cols) = src.dims2("write_rows")?;
-        let capacity = dst_rows / batch.max(1);
-        let n = src_rows / batch.max(1);
-        if cols != src_cols || batch == 0 || src_rows % batch != 0 || dst_rows % batch != 0 || row + n > capacity {
-            return Err(Error::shape(
-                "write_rows",
-                format!("{src_rows}x{src_cols} into {dst_rows}x{cols} at row {row} for batch {batch}"),
-            ));
-        }
+        let (capacity, n, cols) = shapes::write_rows(dst, src, batch, row)?;
         let src = f32s(src, "write_rows")?.to_vec();
         let Storage::Cpu(CpuStorage::F32(d)) = dst.storage_mut() else {
             return Err(Error::Unsupported { op: "write_rows", dtype: "non-f32".into(), backend: "cpu" });
@@ -296,9 +250,7 @@ impl Backend for CpuBackend {
 
     fn slice_cols(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
         let (r, c) = x.dims2("slice_cols")?;
-        if start > end || end > c {
-            return Err(Error::shape("slice_cols", format!("[{start}, {end}) of {c} columns")));
-        }
+        shapes::range("slice_cols", start, end, c)?;
         let v = f32s(x, "slice_cols")?;
         let y = v.chunks(c.max(1)).take(r).flat_map(|row| row[start..end].iter().copied()).collect();
         out(&[r, end - start], y)
@@ -306,35 +258,21 @@ impl Backend for CpuBackend {
 
     fn slice_rows(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
         let (r, c) = x.dims2("slice_rows")?;
-        if start > end || end > r {
-            return Err(Error::shape("slice_rows", format!("[{start}, {end}) of {r} rows")));
-        }
+        shapes::range("slice_rows", start, end, r)?;
         out(&[end - start, c], f32s(x, "slice_rows")?[start * c..end * c].to_vec())
     }
 
     fn cat_rows(&self, parts: &[&Tensor]) -> Result<Tensor> {
-        let cols = parts.first().map(|p| p.dims2("cat_rows")).transpose()?.map_or(0, |d| d.1);
-        let mut y = Vec::new();
-        let mut rows = 0;
+        let (rows, cols) = shapes::cat_rows(parts)?;
+        let mut y = Vec::with_capacity(rows * cols);
         for p in parts {
-            let (r, c) = p.dims2("cat_rows")?;
-            if c != cols {
-                return Err(Error::shape("cat_rows", format!("{c} columns next to {cols}")));
-            }
             y.extend_from_slice(f32s(p, "cat_rows")?);
-            rows += r;
         }
         out(&[rows, cols], y)
     }
 
     fn conv1d(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, padding: usize, dilation: usize) -> Result<Tensor> {
-        let (c_in, t) = x.dims2("conv1d")?;
-        let [c_out, w_in, k] = *w.shape() else {
-            return Err(Error::shape("conv1d", format!("weight {:?} is not [out, in, k]", w.shape())));
-        };
-        if w_in != c_in || t + 2 * padding < dilation * (k - 1) + 1 {
-            return Err(Error::shape("conv1d", format!("input {:?} against weight {:?}", x.shape(), w.shape())));
-        }
+        let shapes::Conv { c_in, t, c_out, k, .. } = shapes::conv1d(x, w, padding, dilation)?;
         let bias = bias.map(param);
         let (y, t_out) =
             conv::conv1d(f32s(x, "conv1d")?, c_in, t, &param(w), c_out, k, bias.as_deref(), padding, dilation);
@@ -349,16 +287,7 @@ impl Backend for CpuBackend {
         stride: usize,
         padding: usize,
     ) -> Result<Tensor> {
-        let (c_in, t) = x.dims2("conv_transpose1d")?;
-        let [w_in, c_out, k] = *w.shape() else {
-            return Err(Error::shape("conv_transpose1d", format!("weight {:?} is not [in, out, k]", w.shape())));
-        };
-        if w_in != c_in || t == 0 || (t - 1) * stride + k <= 2 * padding {
-            return Err(Error::shape(
-                "conv_transpose1d",
-                format!("input {:?} against weight {:?}", x.shape(), w.shape()),
-            ));
-        }
+        let shapes::Conv { c_in, t, c_out, k, .. } = shapes::conv_transpose1d(x, w, stride, padding)?;
         let bias = bias.map(param);
         let (y, t_out) = conv::conv_transpose1d(
             f32s(x, "conv_transpose1d")?,
@@ -375,10 +304,7 @@ impl Backend for CpuBackend {
     }
 
     fn snake(&self, x: &Tensor, alpha: &Tensor) -> Result<Tensor> {
-        let (c, t) = x.dims2("snake")?;
-        if alpha.elem_count() != c {
-            return Err(Error::shape("snake", format!("alpha {:?} for {c} channels", alpha.shape())));
-        }
+        let (_, t) = shapes::snake(x, alpha)?;
         let alpha = param(alpha);
         let mut y = f32s(x, "snake")?.to_vec();
         y.par_chunks_mut(t.max(1)).zip(alpha.par_iter()).for_each(|(row, &a)| {

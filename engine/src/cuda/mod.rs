@@ -16,6 +16,7 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut
 use self::kernels::Kernels;
 use crate::device::{AttentionShape, Backend, Rotary};
 use crate::error::{Error, Result};
+use crate::shapes;
 use crate::tensor::{CpuStorage, DType, Storage, Tensor};
 
 /// Device memory of one tensor.
@@ -432,17 +433,10 @@ impl Backend for CudaBackend {
     }
 
     fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
-        let (m, k) = x.dims2("linear")?;
-        let (n, wk) = w.dims2("linear")?;
-        if k != wk || n == 0 {
-            return Err(Error::shape("linear", format!("input {:?} against weight {:?}", x.shape(), w.shape())));
-        }
+        let (m, k, n) = shapes::linear(x, w, bias)?;
         let lane = self.lane()?;
         let mut y = self.matmul_nt(&lane, self.f32s(x, "linear")?, m, k, self.storage(w, "linear")?, n)?;
         if let Some(b) = bias {
-            if b.elem_count() != n {
-                return Err(Error::shape("linear", format!("bias {:?} for {n} outputs", b.shape())));
-            }
             self.add_bias(&lane, &mut y, m, self.storage(b, "linear")?)?;
         }
         self.wrap(&[m, n], y)
@@ -471,12 +465,8 @@ impl Backend for CudaBackend {
     }
 
     fn rms_norm(&self, x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
-        let dim = *x.shape().last().unwrap_or(&0);
-        if w.elem_count() != dim || dim == 0 {
-            return Err(Error::shape("rms_norm", format!("weight {:?} for rows of {dim}", w.shape())));
-        }
+        let (rows, dim) = shapes::rows_with_params("rms_norm", x, &[w])?;
         let lane = self.lane()?;
-        let rows = x.elem_count() / dim;
         let mut out = self.alloc(&lane, rows * dim)?;
         let ws = self.storage(w, "rms_norm")?;
         let kernel = if ws.dtype() == DType::F32 { "rms_norm_f32" } else { "rms_norm_bf16" };
@@ -494,15 +484,8 @@ impl Backend for CudaBackend {
     }
 
     fn layer_norm(&self, x: &Tensor, w: &Tensor, bias: &Tensor, eps: f32) -> Result<Tensor> {
-        let dim = *x.shape().last().unwrap_or(&0);
-        if w.elem_count() != dim || bias.elem_count() != dim || dim == 0 {
-            return Err(Error::shape(
-                "layer_norm",
-                format!("weight {:?} bias {:?} for rows of {dim}", w.shape(), bias.shape()),
-            ));
-        }
+        let (rows, dim) = shapes::rows_with_params("layer_norm", x, &[w, bias])?;
         let lane = self.lane()?;
-        let rows = x.elem_count() / dim;
         let mut out = self.alloc(&lane, rows * dim)?;
         let (ws, bs) = (self.storage(w, "layer_norm")?, self.storage(bias, "layer_norm")?);
         let dim32 = dim as i32;
@@ -526,15 +509,7 @@ impl Backend for CudaBackend {
     }
 
     fn rope(&self, x: &Tensor, r: Rotary) -> Result<Tensor> {
-        let (rows, width) = x.dims2("rope")?;
-        if width == 0
-            || width != r.heads * r.head_dim
-            || r.rotary_dim > r.head_dim
-            || !r.rotary_dim.is_multiple_of(2)
-            || r.seq_len == 0
-        {
-            return Err(Error::shape("rope", format!("{rows}x{width} with {r:?}")));
-        }
+        let (rows, width) = shapes::rope(x, &r)?;
         let lane = self.lane()?;
         let mut out = self.alloc(&lane, rows * width)?;
         let (rows64, heads, hd, rd, first, seq) = (
@@ -561,20 +536,13 @@ impl Backend for CudaBackend {
     }
 
     fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, s: AttentionShape) -> Result<Tensor> {
-        let ok = q.shape() == [s.batch * s.q_len, s.heads * s.head_dim]
-            && k.shape() == [s.batch * s.kv_capacity, s.kv_heads * s.head_dim]
-            && v.shape() == k.shape()
-            && s.kv_len <= s.kv_capacity
-            && s.kv_heads > 0
-            && s.heads.is_multiple_of(s.kv_heads)
-            && (!s.causal || s.q_len <= s.kv_len)
-            && s.head_dim <= 256
-            && s.kv_len > 0;
-        if !ok {
-            return Err(Error::shape(
-                "attention",
-                format!("q {:?} k {:?} v {:?} for {s:?}", q.shape(), k.shape(), v.shape()),
-            ));
+        shapes::attention(q, k, v, &s)?;
+        if s.head_dim > 256 {
+            return Err(Error::Unsupported {
+                op: "attention with head dim over 256",
+                dtype: "f32".into(),
+                backend: "cuda",
+            });
         }
         let lane = self.lane()?;
         let mut out = self.alloc(&lane, s.batch * s.q_len * s.heads * s.head_dim)?;
@@ -621,20 +589,7 @@ impl Backend for CudaBackend {
     }
 
     fn write_rows(&self, dst: &mut Tensor, src: &Tensor, batch: usize, row: usize) -> Result<()> {
-        let (dst_rows, cols) = dst.dims2("write_rows")?;
-        let (src_rows, src_cols) = src.dims2("write_rows")?;
-        if batch == 0
-            || cols != src_cols
-            || !src_rows.is_multiple_of(batch)
-            || !dst_rows.is_multiple_of(batch)
-            || row + src_rows / batch > dst_rows / batch
-        {
-            return Err(Error::shape(
-                "write_rows",
-                format!("{src_rows}x{src_cols} into {dst_rows}x{cols} at row {row} for batch {batch}"),
-            ));
-        }
-        let (capacity, n) = (dst_rows / batch, src_rows / batch);
+        let (capacity, n, cols) = shapes::write_rows(dst, src, batch, row)?;
         let lane = self.lane()?;
         let src = self.f32s(src, "write_rows")?.clone();
         let Storage::Cuda(CudaStorage::F32(d)) = dst.storage_mut() else {
@@ -722,9 +677,7 @@ impl Backend for CudaBackend {
 
     fn slice_cols(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
         let (r, c) = x.dims2("slice_cols")?;
-        if start > end || end > c {
-            return Err(Error::shape("slice_cols", format!("[{start}, {end}) of {c} columns")));
-        }
+        shapes::range("slice_cols", start, end, c)?;
         let lane = self.lane()?;
         let width = end - start;
         let mut out = self.alloc(&lane, r * width)?;
@@ -740,9 +693,7 @@ impl Backend for CudaBackend {
 
     fn slice_rows(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
         let (r, c) = x.dims2("slice_rows")?;
-        if start > end || end > r {
-            return Err(Error::shape("slice_rows", format!("[{start}, {end}) of {r} rows")));
-        }
+        shapes::range("slice_rows", start, end, r)?;
         let lane = self.lane()?;
         let mut out = self.alloc(&lane, (end - start) * c)?;
         self.copy_rows(&lane, self.f32s(x, "slice_rows")?, start * c, &mut out, 0, (end - start) * c)?;
@@ -750,15 +701,7 @@ impl Backend for CudaBackend {
     }
 
     fn cat_rows(&self, parts: &[&Tensor]) -> Result<Tensor> {
-        let cols = parts.first().map(|p| p.dims2("cat_rows")).transpose()?.map_or(0, |d| d.1);
-        let mut rows = 0;
-        for p in parts {
-            let (r, c) = p.dims2("cat_rows")?;
-            if c != cols {
-                return Err(Error::shape("cat_rows", format!("{c} columns next to {cols}")));
-            }
-            rows += r;
-        }
+        let (rows, cols) = shapes::cat_rows(parts)?;
         let lane = self.lane()?;
         let mut out = self.alloc(&lane, rows * cols)?;
         let mut at = 0;
@@ -771,14 +714,7 @@ impl Backend for CudaBackend {
     }
 
     fn conv1d(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, padding: usize, dilation: usize) -> Result<Tensor> {
-        let (c_in, t) = x.dims2("conv1d")?;
-        let [c_out, w_in, k] = *w.shape() else {
-            return Err(Error::shape("conv1d", format!("weight {:?} is not [out, in, k]", w.shape())));
-        };
-        if w_in != c_in || t + 2 * padding < dilation * (k - 1) + 1 {
-            return Err(Error::shape("conv1d", format!("input {:?} against weight {:?}", x.shape(), w.shape())));
-        }
-        let t_out = t + 2 * padding - dilation * (k - 1);
+        let shapes::Conv { c_in, t, c_out, k, t_out } = shapes::conv1d(x, w, padding, dilation)?;
         let lane = self.lane()?;
         let mut cols = self.alloc(&lane, t_out * c_in * k)?;
         let (c32, t32, k32, d32, p32, zero, w32) =
@@ -810,20 +746,10 @@ impl Backend for CudaBackend {
         stride: usize,
         padding: usize,
     ) -> Result<Tensor> {
-        let (c_in, t) = x.dims2("conv_transpose1d")?;
-        let [w_in, c_out, k] = *w.shape() else {
-            return Err(Error::shape("conv_transpose1d", format!("weight {:?} is not [in, out, k]", w.shape())));
-        };
-        if w_in != c_in || t == 0 || (t - 1) * stride + k <= 2 * padding {
-            return Err(Error::shape(
-                "conv_transpose1d",
-                format!("input {:?} against weight {:?}", x.shape(), w.shape()),
-            ));
-        }
+        let shapes::Conv { c_in, t, c_out, k, t_out } = shapes::conv_transpose1d(x, w, stride, padding)?;
         let CudaStorage::F32(wf) = self.storage(w, "conv_transpose1d")? else {
             return Err(Error::Unsupported { op: "conv_transpose1d", dtype: "bf16".into(), backend: "cuda" });
         };
-        let t_out = (t - 1) * stride + k - 2 * padding;
         let lane = self.lane()?;
         let rows = c_out * k;
         let mut cols = self.alloc(&lane, rows * t)?;
@@ -880,10 +806,7 @@ impl Backend for CudaBackend {
     }
 
     fn snake(&self, x: &Tensor, alpha: &Tensor) -> Result<Tensor> {
-        let (c, t) = x.dims2("snake")?;
-        if alpha.elem_count() != c {
-            return Err(Error::shape("snake", format!("alpha {:?} for {c} channels", alpha.shape())));
-        }
+        let (c, t) = shapes::snake(x, alpha)?;
         let lane = self.lane()?;
         let mut out = self.alloc(&lane, c * t)?;
         let a = self.storage(alpha, "snake")?;
