@@ -7,6 +7,7 @@
 //! new position per codebook computes the same thing.
 
 use super::kv_cache::KvCache;
+use super::swiglu::SwiGlu;
 use crate::config::DepthConfig;
 use crate::device::{AttentionShape, Device};
 use crate::error::{Error, Result};
@@ -21,10 +22,7 @@ struct Layer {
     k: Tensor,
     v: Tensor,
     out: Tensor,
-    post_norm: Tensor,
-    gate: Tensor,
-    up: Tensor,
-    down: Tensor,
+    mlp: SwiGlu,
 }
 
 pub struct DepthDecoder {
@@ -60,10 +58,7 @@ impl DepthDecoder {
                     k: p.get(&[h, h], "attn.to_k.weight")?,
                     v: p.get(&[h, h], "attn.to_v.weight")?,
                     out: p.get(&[h, h], "attn.to_out.weight")?,
-                    post_norm: p.get(&[h], "post_attention_layernorm.weight")?,
-                    gate: p.get(&[i, h], "gate_proj.weight")?,
-                    up: p.get(&[i, h], "up_proj.weight")?,
-                    down: p.get(&[h, i], "down_proj.weight")?,
+                    mlp: SwiGlu::new(&p, "post_attention_layernorm.weight", "", h, i)?,
                 })
             })
             .collect::<Result<_>>()?;
@@ -160,9 +155,7 @@ impl DepthDecoder {
             let (keys, values) = cache.layer(l);
             let attn = device.attention(&q, keys, values, shape)?;
             x = device.add(&x, &device.linear(&attn, &layer.out, None)?)?;
-            let n = device.rms_norm(&x, &layer.post_norm, RMS_EPS)?;
-            let act = device.silu_mul(&device.linear(&n, &layer.gate, None)?, &device.linear(&n, &layer.up, None)?)?;
-            x = device.add(&x, &device.linear(&act, &layer.down, None)?)?;
+            x = layer.mlp.forward_residual(device, &x, RMS_EPS)?;
         }
         cache.advance(new);
         let last: Vec<Tensor> =

@@ -9,6 +9,7 @@
 use std::ops::Range;
 
 use super::kv_cache::KvCache;
+use super::swiglu::SwiGlu;
 use crate::config::LmConfig;
 use crate::device::{AttentionShape, Device, Rotary};
 use crate::error::Result;
@@ -23,10 +24,7 @@ struct Layer {
     o: Tensor,
     q_norm: Tensor,
     k_norm: Tensor,
-    post_norm: Tensor,
-    gate: Tensor,
-    up: Tensor,
-    down: Tensor,
+    mlp: SwiGlu,
 }
 
 pub struct LanguageModel {
@@ -55,10 +53,7 @@ impl LanguageModel {
                     o: p.get(&[h, q_dim], "self_attn.o_proj.weight")?,
                     q_norm: p.get(&[cfg.head_dim], "self_attn.q_norm.weight")?,
                     k_norm: p.get(&[cfg.head_dim], "self_attn.k_norm.weight")?,
-                    post_norm: p.get(&[h], "post_attention_layernorm.weight")?,
-                    gate: p.get(&[i, h], "mlp.gate_proj.weight")?,
-                    up: p.get(&[i, h], "mlp.up_proj.weight")?,
-                    down: p.get(&[h, i], "mlp.down_proj.weight")?,
+                    mlp: SwiGlu::new(&p, "post_attention_layernorm.weight", "mlp", h, i)?,
                 })
             })
             .collect::<Result<_>>()?;
@@ -133,9 +128,7 @@ impl LanguageModel {
             let (keys, values) = cache.layer(l);
             let attn = device.attention(&q, keys, values, attn_shape)?;
             x = device.add(&x, &device.linear(&attn, &layer.o, None)?)?;
-            let h = device.rms_norm(&x, &layer.post_norm, eps)?;
-            let act = device.silu_mul(&device.linear(&h, &layer.gate, None)?, &device.linear(&h, &layer.up, None)?)?;
-            x = device.add(&x, &device.linear(&act, &layer.down, None)?)?;
+            x = layer.mlp.forward_residual(device, &x, eps)?;
         }
         cache.advance(seq);
         let last: Vec<Tensor> =

@@ -6,4 +6,5 @@ pub mod dit;
 pub mod kv_cache;
 pub mod lm;
 pub mod scheduler;
+pub mod swiglu;
 pub mod vocoder;

@@ -1,0 +1,34 @@
+//! The pre-norm SwiGLU feed-forward with its residual, shared by the language model and the depth
+//! decoder: `x + down(silu(gate(rms(x))) * up(rms(x)))`.
+
+use crate::device::Device;
+use crate::error::Result;
+use crate::tensor::Tensor;
+use crate::weights::VarBuilder;
+
+pub struct SwiGlu {
+    norm: Tensor,
+    gate: Tensor,
+    up: Tensor,
+    down: Tensor,
+}
+
+impl SwiGlu {
+    /// `norm` names the RMSNorm weight; `prefix` the projections (`gate_proj`, `up_proj`,
+    /// `down_proj` below it).
+    pub fn new(vb: &VarBuilder, norm: &str, prefix: &str, hidden: usize, intermediate: usize) -> Result<Self> {
+        let p = |name: &str| if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") };
+        Ok(SwiGlu {
+            norm: vb.get(&[hidden], norm)?,
+            gate: vb.get(&[intermediate, hidden], &p("gate_proj.weight"))?,
+            up: vb.get(&[intermediate, hidden], &p("up_proj.weight"))?,
+            down: vb.get(&[hidden, intermediate], &p("down_proj.weight"))?,
+        })
+    }
+
+    pub fn forward_residual(&self, device: &Device, x: &Tensor, eps: f32) -> Result<Tensor> {
+        let h = device.rms_norm(x, &self.norm, eps)?;
+        let act = device.silu_mul(&device.linear(&h, &self.gate, None)?, &device.linear(&h, &self.up, None)?)?;
+        device.add(x, &device.linear(&act, &self.down, None)?)
+    }
+}
