@@ -14,6 +14,8 @@ use songloom_engine::Device;
 use songloom_engine::device::F32Math;
 use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, Request, StageName, Stats};
 
+use songloom_ui::contract::{Recipe, Timings};
+
 use crate::player::Player;
 use crate::wav::{WavFile, WavFormat};
 
@@ -62,6 +64,12 @@ pub struct GenerateArgs {
     /// Print events as JSON lines instead of progress bars.
     #[arg(long)]
     json: bool,
+    /// Also keep the song, with its recipe, in the library.
+    #[arg(long)]
+    save: bool,
+    /// The library directory for `--save`; the user's data directory without it.
+    #[arg(long)]
+    library: Option<PathBuf>,
 }
 
 pub fn run(args: GenerateArgs) -> Result<()> {
@@ -121,8 +129,22 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         return Err(e);
     }
     let stats = result?;
-    let path = wav.lock().expect("not poisoned").take().expect("written once").finish()?;
+    let recipe = Recipe {
+        description: args.prompt.clone(),
+        lyrics: request.lyrics.clone(),
+        duration_s: args.duration,
+        seed: args.seed,
+        steps: args.steps,
+        device: args.device.clone(),
+        precision: format!("{:?}", args.precision).to_lowercase(),
+        model: args.model.as_ref().map(|m| m.display().to_string()).unwrap_or_default(),
+    };
+    let path =
+        wav.lock().expect("not poisoned").take().expect("written once").finish(&serde_json::to_string(&recipe)?)?;
     summary(&stats, &path, args.json);
+    if args.save {
+        save_to_library(args.library.clone(), &recipe, &stats, &path)?;
+    }
     if let Some(p) = player {
         let seconds = stats.samples as f64 / stats.sample_rate as f64;
         let underruns = p.finish(Duration::from_secs_f64(seconds + 2.0));
@@ -131,6 +153,27 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Copies the written song into the library with its recipe and timings.
+fn save_to_library(dir: Option<PathBuf>, recipe: &Recipe, stats: &Stats, wav: &std::path::Path) -> Result<()> {
+    let dir = dir.unwrap_or_else(crate::library::default_dir);
+    let mut lib = crate::library::Library::open(&dir)?;
+    let staged = dir.join(format!(".adding-{}.wav", std::process::id()));
+    std::fs::copy(wav, &staged).with_context(|| format!("copying the song into {}", dir.display()))?;
+    let timings = Timings {
+        total_s: stats.total_s,
+        time_to_first_audio_s: stats.time_to_first_audio_s,
+        ar_s: stats.ar_s,
+        acoustic_s: stats.acoustic_s,
+        frames: stats.frames,
+        windows: stats.windows,
+    };
+    let title: String = recipe.description.chars().take(60).collect();
+    let seconds = stats.samples as f64 / stats.sample_rate.max(1) as f64;
+    let result = lib.add(&title, recipe, seconds, &timings, &staged);
+    let _ = std::fs::remove_file(&staged);
+    result.map(|_| ())
 }
 
 fn summary(stats: &Stats, path: &std::path::Path, json: bool) {

@@ -3,6 +3,7 @@
 mod bench;
 mod default_model;
 mod generate;
+mod library;
 mod model_info;
 mod player;
 mod wav;
@@ -45,6 +46,14 @@ enum Command {
         #[arg(long)]
         model: Option<PathBuf>,
     },
+    /// The library of saved songs (`generate --save` adds to it).
+    Library {
+        #[command(subcommand)]
+        command: LibraryCommand,
+        /// The library directory; the user's data directory without it.
+        #[arg(long, global = true)]
+        dir: Option<PathBuf>,
+    },
     /// Describes a model directory: its components, their geometry and dtypes.
     Model {
         #[command(subcommand)]
@@ -84,6 +93,28 @@ enum ModelCommand {
     Info { dir: PathBuf },
 }
 
+#[derive(Subcommand)]
+enum LibraryCommand {
+    /// Saved songs, newest first, as JSON lines; `--search` matches titles, descriptions, lyrics.
+    List {
+        #[arg(long, default_value = "")]
+        search: String,
+    },
+    Rename {
+        id: i64,
+        title: String,
+    },
+    Delete {
+        id: i64,
+    },
+    /// Copies a saved song's WAV to a file.
+    Export {
+        id: i64,
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
 fn main() {
     if let Err(e) = run(Cli::parse()) {
         eprintln!("error: {e:#}");
@@ -106,6 +137,31 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Model { command: ModelCommand::Info { dir } } => model_info::run(&dir),
+        Command::Library { command, dir } => {
+            let lib = library::Library::open(&dir.unwrap_or_else(library::default_dir))?;
+            match command {
+                LibraryCommand::List { search } => {
+                    for song in lib.list(&search)? {
+                        println!(
+                            "{}",
+                            serde_json::json!({
+                                "id": song.id, "title": song.title, "seconds": song.seconds,
+                                "description": song.recipe.description, "seed": song.recipe.seed,
+                                "wav": song.wav, "engine_version": song.engine_version,
+                            })
+                        );
+                    }
+                }
+                LibraryCommand::Rename { id, title } => lib.rename(id, &title)?,
+                LibraryCommand::Delete { id } => lib.delete(id)?,
+                LibraryCommand::Export { id, out } => {
+                    let song = lib.get(id)?.with_context(|| format!("no song {id} in the library"))?;
+                    let bytes = std::fs::read(&song.wav).with_context(|| format!("reading {}", song.wav.display()))?;
+                    songloom_engine::weights::write_atomically(&out, &bytes)?;
+                }
+            }
+            Ok(())
+        }
         Command::Stage { stage, model, inputs, out, device } => {
             let stage = Stage::parse(&stage)?;
             let device = Device::from_name(&device)?;

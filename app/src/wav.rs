@@ -51,10 +51,11 @@ impl WavFile {
         Ok(())
     }
 
-    /// Completes the file and moves it to the target path.
-    pub fn finish(mut self) -> Result<PathBuf> {
+    /// Completes the file, with `recipe` (JSON) as its comment, and moves it to the target path.
+    pub fn finish(mut self, recipe: &str) -> Result<PathBuf> {
         let writer = self.writer.take().expect("open until finished");
         writer.finalize().with_context(|| format!("writing {}", self.temp.display()))?;
+        append_info(&self.temp, recipe).with_context(|| format!("writing {}", self.temp.display()))?;
         std::fs::rename(&self.temp, &self.target)
             .with_context(|| format!("moving the song to {}", self.target.display()))?;
         Ok(self.target.clone())
@@ -67,5 +68,73 @@ impl Drop for WavFile {
         if self.writer.take().is_some() {
             let _ = std::fs::remove_file(&self.temp);
         }
+    }
+}
+
+/// Appends a RIFF `LIST`/`INFO` chunk (software name, and the recipe as the comment `ICMT`) and
+/// updates the RIFF size. Players and `hound` skip chunks they do not know.
+fn append_info(path: &Path, comment: &str) -> std::io::Result<()> {
+    use std::io::{Seek, SeekFrom, Write};
+    fn sub_chunk(id: &[u8; 4], text: &str) -> Vec<u8> {
+        let mut data = text.as_bytes().to_vec();
+        data.push(0);
+        let mut chunk = id.to_vec();
+        chunk.extend((data.len() as u32).to_le_bytes());
+        if data.len() % 2 == 1 {
+            data.push(0);
+        }
+        chunk.extend(data);
+        chunk
+    }
+    let mut info = b"INFO".to_vec();
+    info.extend(sub_chunk(b"ISFT", concat!("Songloom ", env!("CARGO_PKG_VERSION"))));
+    info.extend(sub_chunk(b"ICMT", comment));
+    let mut file = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
+    file.seek(SeekFrom::End(0))?;
+    file.write_all(b"LIST")?;
+    file.write_all(&(info.len() as u32).to_le_bytes())?;
+    file.write_all(&info)?;
+    let total = file.seek(SeekFrom::End(0))?;
+    file.seek(SeekFrom::Start(4))?;
+    file.write_all(&((total - 8) as u32).to_le_bytes())?;
+    file.sync_all()
+}
+
+/// The recipe comment (`ICMT`) of a WAV written by Songloom, if any.
+#[cfg(test)]
+pub fn read_comment(bytes: &[u8]) -> Option<String> {
+    let at = bytes.windows(4).rposition(|w| w == b"ICMT")?;
+    let len = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().ok()?) as usize;
+    let text = &bytes[at + 8..at + 8 + len];
+    Some(String::from_utf8_lossy(text.strip_suffix(&[0]).unwrap_or(text)).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_recipe_travels_in_the_file_and_players_still_read_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("song.wav");
+        let mut wav = WavFile::create(&target, 44100, WavFormat::Pcm16).unwrap();
+        wav.write(&[0.5, -0.5, 0.25, -0.25]).unwrap();
+        let recipe = r#"{"description":"warm lo-fi piano","seed":3}"#;
+        wav.finish(recipe).unwrap();
+        let bytes = std::fs::read(&target).unwrap();
+        assert_eq!(read_comment(&bytes).as_deref(), Some(recipe));
+        assert_eq!(u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize, bytes.len() - 8);
+        let mut reader = hound::WavReader::open(&target).unwrap();
+        let samples: Vec<i16> = reader.samples::<i16>().map(Result::unwrap).collect();
+        assert_eq!(samples, vec![16384, -16384, 8192, -8192]);
+    }
+
+    #[test]
+    fn an_unfinished_file_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut wav = WavFile::create(&dir.path().join("song.wav"), 44100, WavFormat::F32).unwrap();
+        wav.write(&[0.1, 0.2]).unwrap();
+        drop(wav);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

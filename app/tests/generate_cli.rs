@@ -206,3 +206,43 @@ fn prompt_devices_and_model_info() {
     assert_eq!(v["components"]["vocoder"]["tensors"], 121);
     assert_eq!(v["components"]["language_model"]["runs_in"], "bf16");
 }
+
+#[test]
+fn saved_songs_can_be_listed_renamed_exported_and_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("library");
+    let lib_arg = lib.to_str().unwrap();
+    let out = dir.path().join("song.wav");
+    let mut args = gen_args("velvet jazz trio", "[verse]\\nla", "1");
+    args.extend(["--save", "--library", lib_arg, "--out", out.to_str().unwrap()]);
+    let r = songloom(dir.path(), &args);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+
+    let list = |search: &str| -> Vec<serde_json::Value> {
+        let r = songloom(dir.path(), &["library", "list", "--search", search, "--dir", lib_arg]);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        String::from_utf8_lossy(&r.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let songs = list("jazz");
+    assert_eq!(songs.len(), 1);
+    assert_eq!(songs[0]["seed"], 0);
+    let id = songs[0]["id"].to_string();
+    assert!(songloom(dir.path(), &["library", "rename", &id, "Night set", "--dir", lib_arg]).status.success());
+    assert_eq!(list("Night")[0]["title"], "Night set");
+
+    let exported = dir.path().join("exported.wav");
+    assert!(
+        songloom(dir.path(), &["library", "export", &id, "--out", exported.to_str().unwrap(), "--dir", lib_arg])
+            .status
+            .success()
+    );
+    assert_eq!(std::fs::read(&exported).unwrap(), std::fs::read(&out).unwrap());
+    let bytes = std::fs::read(&exported).unwrap();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.contains("velvet jazz trio"), "the recipe travels in the WAV");
+
+    assert!(songloom(dir.path(), &["library", "delete", &id, "--dir", lib_arg]).status.success());
+    assert!(list("").is_empty());
+    let r = songloom(dir.path(), &["library", "delete", &id, "--dir", lib_arg]);
+    assert!(!r.status.success() && String::from_utf8_lossy(&r.stderr).contains("no song"));
+}

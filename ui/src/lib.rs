@@ -1,2 +1,7 @@
-//! The Songloom user interface (egui). It talks to an engine only through requests and events,
-//! so it also builds for the browser. The panels arrive with the desktop-app issue.
+//! The Songloom user interface. It talks to an engine only through the request/event contract in
+//! [`contract`], so the same interface can run in a browser later; nothing here touches threads,
+//! files or audio devices, and the crate builds for wasm32.
+
+pub mod contract;
+pub mod lyrics;
+pub mod progress;

@@ -1,0 +1,96 @@
+//! What the progress view shows: each stage's position, elapsed time, an estimate of the time
+//! left, and the time to first audio. Fed by engine events and a clock the caller owns, so it is
+//! the same on the desktop and in a browser.
+
+use crate::contract::{EngineEvent, Stage, Timings};
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Progress {
+    pub started_s: f64,
+    pub frames: (usize, usize),
+    /// (window, windows, step, steps) of the denoiser.
+    pub denoise: Option<(usize, usize, usize, usize)>,
+    pub windows_vocoded: usize,
+    pub samples: usize,
+    pub first_audio_s: Option<f64>,
+    pub finished: Option<Timings>,
+    pub error: Option<String>,
+}
+
+impl Progress {
+    pub fn new(now_s: f64) -> Self {
+        Progress { started_s: now_s, ..Default::default() }
+    }
+
+    /// Takes one event of this job, seen at time `now_s`.
+    pub fn apply(&mut self, event: &EngineEvent, now_s: f64) {
+        match event {
+            EngineEvent::Stage { stage: Stage::ArFrames, done, total, .. } => self.frames = (*done, *total),
+            EngineEvent::Stage { stage: Stage::Denoise { window, windows }, done, total, .. } => {
+                self.denoise = Some((*window, *windows, *done, *total));
+            }
+            EngineEvent::Stage { stage: Stage::Vocoder { window, .. }, .. } => self.windows_vocoded = window + 1,
+            EngineEvent::Stage { stage: Stage::Tokenize, .. } => {}
+            EngineEvent::Audio { first_sample, samples, .. } => {
+                self.samples = first_sample + samples.len() / 2;
+                self.first_audio_s.get_or_insert(now_s - self.started_s);
+            }
+            EngineEvent::Finished { timings, .. } => self.finished = Some(timings.clone()),
+            EngineEvent::Failed { message, .. } => self.error = Some(message.clone()),
+            EngineEvent::Cancelled { .. } => self.error = Some("cancelled".into()),
+        }
+    }
+
+    /// The share of the work done, 0..=1: the AR frames and the denoise steps, weighted equally.
+    pub fn fraction(&self) -> f64 {
+        if self.finished.is_some() {
+            return 1.0;
+        }
+        let ar = if self.frames.1 == 0 { 0.0 } else { self.frames.0 as f64 / self.frames.1 as f64 };
+        let acoustic = match self.denoise {
+            Some((window, windows, step, steps)) if windows > 0 && steps > 0 => {
+                (window as f64 + step as f64 / steps as f64) / windows as f64
+            }
+            _ => 0.0,
+        };
+        0.5 * ar + 0.5 * acoustic.min(1.0)
+    }
+
+    /// Seconds left at the rate so far, once there is a rate to go by.
+    pub fn eta_s(&self, now_s: f64) -> Option<f64> {
+        let fraction = self.fraction();
+        let elapsed = now_s - self.started_s;
+        (fraction > 0.02 && fraction < 1.0).then(|| elapsed * (1.0 - fraction) / fraction)
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.finished.is_some() || self.error.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stage(stage: Stage, done: usize, total: usize) -> EngineEvent {
+        EngineEvent::Stage { job: 1, stage, done, total }
+    }
+
+    #[test]
+    fn eta_follows_the_rate_and_first_audio_is_remembered() {
+        let mut p = Progress::new(10.0);
+        assert_eq!(p.eta_s(10.0), None);
+        p.apply(&stage(Stage::ArFrames, 100, 200), 12.0);
+        // Half the frames, no denoising yet: a quarter done after 2 s, so 6 s left.
+        assert!((p.eta_s(12.0).unwrap() - 6.0).abs() < 1e-9);
+        p.apply(&stage(Stage::Denoise { window: 0, windows: 2 }, 15, 30), 13.0);
+        assert!((p.fraction() - (0.25 + 0.5 * 0.25)).abs() < 1e-9);
+        p.apply(&EngineEvent::Audio { job: 1, first_sample: 0, samples: vec![0.0; 8], sample_rate: 44100 }, 14.5);
+        p.apply(&EngineEvent::Audio { job: 1, first_sample: 4, samples: vec![0.0; 8], sample_rate: 44100 }, 15.0);
+        assert_eq!(p.first_audio_s, Some(4.5));
+        assert_eq!(p.samples, 8);
+        p.apply(&EngineEvent::Finished { job: 1, timings: Timings::default() }, 16.0);
+        assert_eq!(p.fraction(), 1.0);
+        assert!(p.is_done() && p.eta_s(16.0).is_none());
+    }
+}
