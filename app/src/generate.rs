@@ -73,6 +73,11 @@ pub struct GenerateArgs {
 }
 
 pub fn run(args: GenerateArgs) -> Result<()> {
+    // Ctrl-C cancels between frames and steps; the partial file is then removed. Installed before
+    // the file exists, so an early interrupt cannot leave it behind.
+    let cancel = Cancel::default();
+    let on_interrupt = cancel.clone();
+    let _ = ctrlc::set_handler(move || on_interrupt.cancel());
     let lyrics = match (&args.lyrics, &args.lyrics_file) {
         (Some(l), _) => l.replace("\\n", "\n"),
         (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
@@ -108,7 +113,6 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     };
     let progress = Progress::new(args.json, max_frames, pipeline.constants.chunk_frames, pipeline.constants.chunk_hop);
     let write_error = Mutex::new(None);
-    let cancel = Cancel::default();
     let events = |event: Event| {
         if let Event::Audio { samples, .. } = &event {
             if let Some(p) = &player {

@@ -246,3 +246,33 @@ fn saved_songs_can_be_listed_renamed_exported_and_deleted() {
     let r = songloom(dir.path(), &["library", "delete", &id, "--dir", lib_arg]);
     assert!(!r.status.success() && String::from_utf8_lossy(&r.stderr).contains("no song"));
 }
+
+#[test]
+fn ctrl_c_cancels_and_leaves_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("song.wav");
+    let child = Command::new(env!("CARGO_BIN_EXE_songloom"))
+        .args(["generate", "--prompt", "piano", "--lyrics", "[verse]\\nla", "--duration", "120", "--no-play"])
+        .args(["--out", out.to_str().unwrap()])
+        .env("XDG_CACHE_HOME", dir.path())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the partial file exists (generation has started), then interrupt.
+    let started = std::time::Instant::now();
+    let has_partial = || {
+        std::fs::read_dir(dir.path()).unwrap().flatten().any(|e| e.file_name().to_string_lossy().ends_with(".partial"))
+    };
+    while !has_partial() && started.elapsed().as_secs() < 30 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(has_partial(), "generation did not start");
+    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("cancelled"), "{stderr}");
+    assert!(!out.exists());
+    assert!(!has_partial(), "the partial file was left behind");
+}
