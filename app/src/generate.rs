@@ -111,6 +111,11 @@ pub fn run(args: GenerateArgs) -> Result<()> {
             }
         }
     };
+    if args.json {
+        println!("{}", json!({"event": "start", "device": pipeline.device.name(), "max_frames": max_frames}));
+    } else {
+        eprintln!("generating up to {:.1} s on {} ({max_frames} frames)", args.duration, pipeline.device.name());
+    }
     let progress = Progress::new(args.json, max_frames, pipeline.constants.chunk_frames, pipeline.constants.chunk_hop);
     let write_error = Mutex::new(None);
     let events = |event: Event| {
