@@ -2,6 +2,7 @@
 
 mod bench;
 mod default_model;
+mod desktop;
 mod generate;
 mod library;
 mod model_info;
@@ -28,8 +29,9 @@ use songloom_engine::{Device, Tensor};
         (diffusers layout) and pass its directory with --model DIR."
 )]
 struct Cli {
+    /// Without a command, the desktop window opens.
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Subcommand)]
@@ -123,7 +125,10 @@ fn main() {
 }
 
 fn run(cli: Cli) -> Result<()> {
-    match cli.command {
+    let Some(command) = cli.command else {
+        return desktop::run();
+    };
+    match command {
         Command::Generate(args) => generate::run(args),
         Command::Prompt { prompt, lyrics, model } => {
             let dir = match model {

@@ -2,6 +2,7 @@
 //! [`contract`], so the same interface can run in a browser later; nothing here touches threads,
 //! files or audio devices, and the crate builds for wasm32.
 
+pub mod app;
 pub mod contract;
 pub mod lyrics;
 pub mod progress;

@@ -1,0 +1,50 @@
+//! The desktop window: eframe (wgpu renderer) around the `ui` crate's `SongloomApp`, with the
+//! in-process engine and the draft kept across restarts.
+
+mod engine_host;
+
+pub use engine_host::InProcessEngine;
+use songloom_ui::app::SongloomApp;
+use songloom_ui::contract::Recipe;
+
+const DRAFT_KEY: &str = "draft";
+
+struct DesktopApp {
+    inner: SongloomApp<InProcessEngine>,
+}
+
+impl eframe::App for DesktopApp {
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        egui::CentralPanel::default().show(ui, |ui| {
+            egui::ScrollArea::vertical().show(ui, |ui| self.inner.ui(ui));
+        });
+    }
+
+    fn save(&mut self, storage: &mut dyn eframe::Storage) {
+        eframe::set_value(storage, DRAFT_KEY, &self.inner.draft);
+    }
+}
+
+/// Opens the window and runs until it is closed.
+pub fn run() -> anyhow::Result<()> {
+    let options = eframe::NativeOptions {
+        viewport: egui::ViewportBuilder::default().with_inner_size([720.0, 820.0]).with_title("Songloom"),
+        ..Default::default()
+    };
+    eframe::run_native(
+        "Songloom",
+        options,
+        Box::new(|cc| {
+            let draft = cc.storage.and_then(|s| eframe::get_value::<Recipe>(s, DRAFT_KEY)).unwrap_or_else(|| Recipe {
+                description: "warm lo-fi piano, soft drums, 80 BPM".into(),
+                lyrics: "[verse]\nla la la\n[chorus]\noh oh oh".into(),
+                duration_s: 8.0,
+                ..Recipe::default()
+            });
+            let ctx = cc.egui_ctx.clone();
+            let engine = InProcessEngine::spawn(None, move || ctx.request_repaint());
+            Ok(Box::new(DesktopApp { inner: SongloomApp::new(engine, draft) }))
+        }),
+    )
+    .map_err(|e| anyhow::anyhow!("the window could not open: {e}"))
+}

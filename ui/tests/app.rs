@@ -1,0 +1,106 @@
+//! The window's main flow by label, with a scripted engine: type a description and lyrics,
+//! generate, watch the progress reach the end with audio in the waveform; cancel mid-way.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use songloom_ui::app::SongloomApp;
+use songloom_ui::contract::{Engine, EngineEvent, Recipe, Request, Stage, Timings};
+
+/// Answers a Generate with a short scripted song, a few events per poll.
+#[derive(Default)]
+struct ScriptedEngine {
+    sent: RefCell<Vec<Request>>,
+    queue: RefCell<VecDeque<EngineEvent>>,
+    per_poll: usize,
+}
+
+impl Engine for ScriptedEngine {
+    fn send(&self, request: Request) {
+        let mut queue = self.queue.borrow_mut();
+        match &request {
+            Request::Generate { job, .. } => {
+                let job = *job;
+                for done in 1..=4 {
+                    queue.push_back(EngineEvent::Stage { job, stage: Stage::ArFrames, done, total: 4 });
+                }
+                for done in 1..=2 {
+                    queue.push_back(EngineEvent::Stage { job, stage: Stage::Denoise { window: 0, windows: 1 }, done, total: 2 });
+                }
+                queue.push_back(EngineEvent::Audio { job, first_sample: 0, samples: vec![0.5, -0.5, 0.25, -0.25], sample_rate: 44100 });
+                queue.push_back(EngineEvent::Finished { job, timings: Timings { total_s: 1.0, ..Timings::default() } });
+            }
+            Request::Cancel { job } => {
+                queue.clear();
+                queue.push_back(EngineEvent::Cancelled { job: *job });
+            }
+        }
+        self.sent.borrow_mut().push(request);
+    }
+
+    fn poll(&self) -> Vec<EngineEvent> {
+        let mut queue = self.queue.borrow_mut();
+        let n = if self.per_poll == 0 { queue.len() } else { self.per_poll.min(queue.len()) };
+        queue.drain(..n).collect()
+    }
+}
+
+fn harness(engine: ScriptedEngine) -> Harness<'static, SongloomApp<ScriptedEngine>> {
+    let app = SongloomApp::new(engine, Recipe::default());
+    Harness::new_ui_state(|ui, app: &mut SongloomApp<ScriptedEngine>| app.ui(ui), app)
+}
+
+#[test]
+fn type_generate_and_finish() {
+    let mut h = harness(ScriptedEngine::default());
+    h.get_by_label("Description").focus();
+    h.run();
+    h.get_by_label("Description").type_text("warm lo-fi piano");
+    h.run();
+    h.get_by_label("[verse]").click();
+    h.run();
+    h.get_by_label("Lyrics editor").focus();
+    h.run();
+    h.get_by_label("Lyrics editor").type_text("la la la");
+    h.run();
+    assert_eq!(h.state().draft.description, "warm lo-fi piano");
+    assert!(h.state().draft.lyrics.starts_with("[verse]\n"), "{:?}", h.state().draft.lyrics);
+
+    h.get_by_label("Generate").click();
+    h.run();
+    h.run();
+    let app = h.state();
+    let Some(Request::Generate { recipe, .. }) = app.engine().sent.borrow().first().cloned() else {
+        panic!("no generate request was sent");
+    };
+    assert_eq!(recipe.description, "warm lo-fi piano");
+    let job = app.job.as_ref().expect("a job");
+    assert!(job.progress.finished.is_some());
+    assert_eq!(job.progress.frames, (4, 4));
+    assert_eq!(job.audio.len(), 4);
+    assert!(h.query_by_label_contains("Finished").is_some());
+}
+
+#[test]
+fn text_after_a_tag_is_warned_about() {
+    let mut h = harness(ScriptedEngine::default());
+    h.state_mut().draft.lyrics = "[chorus] this gets dropped\nla".into();
+    h.run();
+    assert!(h.query_by_label_contains("is dropped by the model").is_some());
+}
+
+#[test]
+fn cancel_mid_way() {
+    let mut h = harness(ScriptedEngine { per_poll: 1, ..ScriptedEngine::default() });
+    h.get_by_label("Generate").click();
+    h.run_steps(3);
+    assert!(h.state().is_running());
+    h.get_by_label("Cancel").click();
+    h.run_steps(3);
+    let job = h.state().job.as_ref().unwrap();
+    assert_eq!(job.progress.error.as_deref(), Some("cancelled"));
+    assert!(job.progress.finished.is_none());
+    assert!(!h.state().is_running());
+}
