@@ -124,12 +124,16 @@ impl<E: Engine> SongloomApp<E> {
         output.response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::TextInput, true, "Lyrics editor"));
         if let Some(range) = output.cursor_range {
             let chars = range.primary.index.0;
-            self.lyrics_cursor = self.draft.lyrics.char_indices().nth(chars).map_or(self.draft.lyrics.len(), |(i, _)| i);
+            self.lyrics_cursor =
+                self.draft.lyrics.char_indices().nth(chars).map_or(self.draft.lyrics.len(), |(i, _)| i);
         }
         for dropped in dropped_text(&self.draft.lyrics) {
             ui.colored_label(
                 Color32::from_rgb(200, 120, 0),
-                format!("Line {}: \"{}\" after {} is dropped by the model; put it on its own line.", dropped.line, dropped.dropped, dropped.tags),
+                format!(
+                    "Line {}: \"{}\" after {} is dropped by the model; put it on its own line.",
+                    dropped.line, dropped.dropped, dropped.tags
+                ),
             );
         }
     }
@@ -137,7 +141,8 @@ impl<E: Engine> SongloomApp<E> {
     fn parameters_ui(&mut self, ui: &mut egui::Ui) {
         egui::Grid::new("parameters").num_columns(2).show(ui, |ui| {
             let label = ui.label("Duration (s)");
-            ui.add(egui::DragValue::new(&mut self.draft.duration_s).range(1.0..=360.0).speed(1.0)).labelled_by(label.id);
+            ui.add(egui::DragValue::new(&mut self.draft.duration_s).range(1.0..=360.0).speed(1.0))
+                .labelled_by(label.id);
             ui.end_row();
             let label = ui.label("Seed");
             ui.horizontal(|ui| {
@@ -157,7 +162,8 @@ impl<E: Engine> SongloomApp<E> {
             choice_ui(ui, label.id, "precision", &mut self.draft.precision, &["reference", "tf32"]);
             ui.end_row();
             let label = ui.label("Model");
-            ui.add(egui::TextEdit::singleline(&mut self.draft.model).hint_text("embedded test model")).labelled_by(label.id);
+            ui.add(egui::TextEdit::singleline(&mut self.draft.model).hint_text("embedded test model"))
+                .labelled_by(label.id);
             ui.end_row();
         });
     }
@@ -166,9 +172,14 @@ impl<E: Engine> SongloomApp<E> {
         let Some(job) = &self.job else { return };
         let p = &job.progress;
         let (done, total) = p.frames;
-        ui.add(egui::ProgressBar::new(if total == 0 { 0.0 } else { done as f32 / total as f32 }).text(format!("AR frames {done} / {total}")));
+        ui.add(
+            egui::ProgressBar::new(if total == 0 { 0.0 } else { done as f32 / total as f32 })
+                .text(format!("AR frames {done} / {total}")),
+        );
         let denoise = match p.denoise {
-            Some((window, windows, step, steps)) => format!("DiT window {} / {windows}, step {step} / {steps}", window + 1),
+            Some((window, windows, step, steps)) => {
+                format!("DiT window {} / {windows}, step {step} / {steps}", window + 1)
+            }
             None => "DiT waiting for frames".to_string(),
         };
         ui.add(egui::ProgressBar::new(p.fraction() as f32).text(denoise));
@@ -215,7 +226,10 @@ pub fn waveform_ui(ui: &mut egui::Ui, interleaved: &[f32]) -> egui::Response {
         let per_column = frames.div_ceil(columns).max(1);
         let stroke = Stroke::new(1.0, ui.visuals().selection.bg_fill);
         for (c, chunk) in interleaved.chunks(2 * per_column).enumerate() {
-            let (lo, hi) = chunk.chunks(2).map(|s| 0.5 * (s[0] + s.get(1).copied().unwrap_or(0.0))).fold((0.0f32, 0.0f32), |(lo, hi), v| (lo.min(v), hi.max(v)));
+            let (lo, hi) = chunk
+                .chunks(2)
+                .map(|s| 0.5 * (s[0] + s.get(1).copied().unwrap_or(0.0)))
+                .fold((0.0f32, 0.0f32), |(lo, hi), v| (lo.min(v), hi.max(v)));
             let x = rect.left() + c as f32;
             let y = |v: f32| rect.center().y - v.clamp(-1.0, 1.0) * rect.height() * 0.5;
             painter.line_segment([egui::pos2(x, y(hi)), egui::pos2(x, y(lo))], stroke);

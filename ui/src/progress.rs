@@ -35,7 +35,13 @@ impl Progress {
                 self.samples = first_sample + samples.len() / 2;
                 self.first_audio_s.get_or_insert(now_s - self.started_s);
             }
-            EngineEvent::Finished { timings, .. } => self.finished = Some(timings.clone()),
+            EngineEvent::Finished { timings, .. } => {
+                // The engine's own clock is the exact one; the window only saw the events arrive.
+                if let Some(first) = timings.time_to_first_audio_s {
+                    self.first_audio_s = Some(first);
+                }
+                self.finished = Some(timings.clone());
+            }
             EngineEvent::Failed { message, .. } => self.error = Some(message.clone()),
             EngineEvent::Cancelled { .. } => self.error = Some("cancelled".into()),
         }

@@ -27,9 +27,19 @@ impl Engine for ScriptedEngine {
                     queue.push_back(EngineEvent::Stage { job, stage: Stage::ArFrames, done, total: 4 });
                 }
                 for done in 1..=2 {
-                    queue.push_back(EngineEvent::Stage { job, stage: Stage::Denoise { window: 0, windows: 1 }, done, total: 2 });
+                    queue.push_back(EngineEvent::Stage {
+                        job,
+                        stage: Stage::Denoise { window: 0, windows: 1 },
+                        done,
+                        total: 2,
+                    });
                 }
-                queue.push_back(EngineEvent::Audio { job, first_sample: 0, samples: vec![0.5, -0.5, 0.25, -0.25], sample_rate: 44100 });
+                queue.push_back(EngineEvent::Audio {
+                    job,
+                    first_sample: 0,
+                    samples: vec![0.5, -0.5, 0.25, -0.25],
+                    sample_rate: 44100,
+                });
                 queue.push_back(EngineEvent::Finished { job, timings: Timings { total_s: 1.0, ..Timings::default() } });
             }
             Request::Cancel { job } => {

@@ -87,13 +87,20 @@ impl Worker {
             self.pipeline = None;
             let math = if recipe.precision == "tf32" { F32Math::Tf32 } else { F32Math::Exact };
             let device = Device::from_name_with(&recipe.device, math)?;
-            let dir = if recipe.model.is_empty() { crate::default_model::path()? } else { PathBuf::from(&recipe.model) };
+            let dir =
+                if recipe.model.is_empty() { crate::default_model::path()? } else { PathBuf::from(&recipe.model) };
             self.pipeline = Some((key, Pipeline::load(&dir, device)?));
         }
         Ok(&self.pipeline.as_ref().expect("just loaded").1)
     }
 
-    fn run(&mut self, job: JobId, recipe: &Recipe, cancel: &Cancel, send: &(dyn Fn(EngineEvent) + Sync)) -> anyhow::Result<Timings> {
+    fn run(
+        &mut self,
+        job: JobId,
+        recipe: &Recipe,
+        cancel: &Cancel,
+        send: &(dyn Fn(EngineEvent) + Sync),
+    ) -> anyhow::Result<Timings> {
         let library_dir = self.library_dir.clone();
         let pipeline = self.pipeline(recipe)?;
         let sample_rate = pipeline.sample_rate();
@@ -103,7 +110,9 @@ impl Worker {
         let player = Player::open(sample_rate).ok();
         let write_error = Mutex::new(None);
         let events = |event: Event| match event {
-            Event::Stage { stage, done, total } => send(EngineEvent::Stage { job, stage: stage_of(stage), done, total }),
+            Event::Stage { stage, done, total } => {
+                send(EngineEvent::Stage { job, stage: stage_of(stage), done, total })
+            }
             Event::Audio { first_sample, samples } => {
                 if let Some(p) = &player {
                     p.push(&samples);
@@ -138,7 +147,8 @@ impl Worker {
             frames: stats.frames,
             windows: stats.windows,
         };
-        let path = wav.lock().expect("not poisoned").take().expect("written once").finish(&serde_json::to_string(recipe)?)?;
+        let path =
+            wav.lock().expect("not poisoned").take().expect("written once").finish(&serde_json::to_string(recipe)?)?;
         let seconds = stats.samples as f64 / sample_rate as f64;
         let title: String = recipe.description.chars().take(60).collect();
         Library::open(&library_dir)?.add(&title, recipe, seconds, &timings, &path)?;
