@@ -14,7 +14,7 @@ use songloom_engine::Device;
 use songloom_engine::device::F32Math;
 use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, Request, StageName, Stats};
 
-use songloom_ui::contract::{Recipe, Timings};
+use songloom_ui::contract::Recipe;
 
 use crate::player::Player;
 use crate::wav::{WavFile, WavFormat};
@@ -170,14 +170,7 @@ fn save_to_library(dir: Option<PathBuf>, recipe: &Recipe, stats: &Stats, wav: &s
     let mut lib = crate::library::Library::open(&dir)?;
     let staged = dir.join(format!(".adding-{}.wav", std::process::id()));
     std::fs::copy(wav, &staged).with_context(|| format!("copying the song into {}", dir.display()))?;
-    let timings = Timings {
-        total_s: stats.total_s,
-        time_to_first_audio_s: stats.time_to_first_audio_s,
-        ar_s: stats.ar_s,
-        acoustic_s: stats.acoustic_s,
-        frames: stats.frames,
-        windows: stats.windows,
-    };
+    let timings = crate::library::timings_of(stats);
     let title: String = recipe.description.chars().take(60).collect();
     let seconds = stats.samples as f64 / stats.sample_rate.max(1) as f64;
     let result = lib.add(&title, recipe, seconds, &timings, &staged);

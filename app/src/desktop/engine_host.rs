@@ -11,7 +11,7 @@ use songloom_engine::device::F32Math;
 use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, Request as SongRequest, StageName};
 use songloom_ui::contract::{Engine, EngineEvent, JobId, Recipe, Request, Stage, Timings};
 
-use crate::library::{Library, default_dir};
+use crate::library::{Library, default_dir, timings_of};
 use crate::player::Player;
 use crate::wav::{WavFile, WavFormat};
 
@@ -139,14 +139,7 @@ impl Worker {
             return Err(e);
         }
         let stats = result?;
-        let timings = Timings {
-            total_s: stats.total_s,
-            time_to_first_audio_s: stats.time_to_first_audio_s,
-            ar_s: stats.ar_s,
-            acoustic_s: stats.acoustic_s,
-            frames: stats.frames,
-            windows: stats.windows,
-        };
+        let timings = timings_of(&stats);
         let path =
             wav.lock().expect("not poisoned").take().expect("written once").finish(&serde_json::to_string(recipe)?)?;
         let seconds = stats.samples as f64 / sample_rate as f64;
