@@ -109,12 +109,23 @@ pub fn cpu() -> Device {
 
 /// Every backend this machine can run: the CPU, and CUDA where a GPU works (else a printed reason).
 pub fn devices() -> Vec<Device> {
-    let mut all = vec![Device::cpu()];
+    device_names().into_iter().map(device_named).collect()
+}
+
+/// The names of [`devices`], for tests that hand a fresh `Device` to each run.
+pub fn device_names() -> Vec<&'static str> {
     match Device::cuda(songloom_engine::device::F32Math::Exact) {
-        Ok(d) => all.push(d),
-        Err(e) => println!("cuda skipped: {e}"),
+        Ok(_) => vec!["cpu", "cuda"],
+        Err(e) => {
+            println!("cuda skipped: {e}");
+            vec!["cpu"]
+        }
     }
-    all
+}
+
+/// A device by name; the name comes from [`device_names`], so it is available.
+pub fn device_named(name: &str) -> Device {
+    Device::from_name(name).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 /// Copies the tiny model into a temporary directory so a test can break one file of it.

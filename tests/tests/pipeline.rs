@@ -21,7 +21,9 @@ use songloom_engine::pipeline::ar::{Chooser, Draw};
 use songloom_engine::pipeline::windows::NoiseSource;
 use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, Request};
 use songloom_engine::prompt::PromptIds;
-use songloom_tests::{Bound, Golden, copy_tiny_model, cpu, devices, distance, fixtures, tiny_model_dir};
+use songloom_tests::{
+    Bound, Golden, copy_tiny_model, cpu, device_named, device_names, devices, distance, fixtures, tiny_model_dir,
+};
 
 const BF16_FACTOR: f32 = 2.0;
 
@@ -122,11 +124,9 @@ fn frames_bound(g: &Golden) -> Bound {
 
 #[test]
 fn ar_loop_matches_reference_draw_for_draw() {
-    for device in devices() {
-        let dev = device.name();
+    for dev in device_names() {
         for name in ["pipeline_short", "pipeline_long"] {
-            let device = if dev == "cpu" { cpu() } else { devices().pop().unwrap() };
-            let (frames, g) = ar_case(name, &tiny_model_dir(), device);
+            let (frames, g) = ar_case(name, &tiny_model_dir(), device_named(dev));
             frames_bound(&g).check(&format!("{dev}: {name} frame hiddens"), &frames, &g.values("frame_hiddens"));
         }
     }
@@ -181,10 +181,9 @@ fn waveform_bound(g: &Golden) -> Bound {
 
 #[test]
 fn windows_match_reference_waveform() {
-    for dev in devices().iter().map(|d| d.name()) {
+    for dev in device_names() {
         for name in ["pipeline_short", "pipeline_long"] {
-            let device = if dev == "cpu" { cpu() } else { devices().pop().unwrap() };
-            let (ours, g) = render(&tiny_model_dir(), name, device);
+            let (ours, g) = render(&tiny_model_dir(), name, device_named(dev));
             assert_eq!(ours.len(), g.values("waveform").len(), "{name}: length");
             waveform_bound(&g).check(&format!("{dev}: {name} waveform"), &ours, &g.values("waveform"));
         }

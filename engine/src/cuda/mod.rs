@@ -591,12 +591,12 @@ impl Backend for CudaBackend {
     fn write_rows(&self, dst: &mut Tensor, src: &Tensor, batch: usize, row: usize) -> Result<()> {
         let (capacity, n, cols) = shapes::write_rows(dst, src, batch, row)?;
         let lane = self.lane()?;
-        let src = self.f32s(src, "write_rows")?.clone();
+        let src = self.f32s(src, "write_rows")?;
         let Storage::Cuda(CudaStorage::F32(d)) = dst.storage_mut() else {
             return Err(Error::Unsupported { op: "write_rows", dtype: "non-f32".into(), backend: "cuda" });
         };
         for b in 0..batch {
-            self.copy_rows(&lane, &src, b * n * cols, d, (b * capacity + row) * cols, n * cols)?;
+            self.copy_rows(&lane, src, b * n * cols, d, (b * capacity + row) * cols, n * cols)?;
         }
         Ok(())
     }

@@ -284,8 +284,8 @@ impl Pipeline {
             let wave = self.device.to_host(&out.waveform)?;
             let n = wave.len() / 2;
             let (left, right) = crop(k, k + 1 == starts.len(), n, self.vocoder.config().hop_length(), &self.constants);
-            for (ch, side) in song.iter_mut().enumerate() {
-                side.extend(wave[ch * n + left..ch * n + right].iter().map(|v| v.clamp(-1.0, 1.0)));
+            for (side, part) in song.iter_mut().zip(stereo_span(&wave, left, right)) {
+                side.extend(part);
             }
         }
         Ok(song)
@@ -310,7 +310,8 @@ impl Pipeline {
     /// [`generate`](Self::generate), only later.
     pub fn generate_sequential(&self, req: &Request, observer: Observer) -> Result<Stats> {
         let started = Instant::now();
-        let (prompt, max_frames) = self.prepare(req, observer)?;
+        let max_frames = self.validate(req)?;
+        let prompt = self.tokenize(req, observer)?;
         let tokenize_s = started.elapsed().as_secs_f64();
         let mut chooser = RngChooser(Rng::new(req.seed));
         let frames = self.generate_frames(&prompt, max_frames, &mut chooser, observer)?;
@@ -334,21 +335,25 @@ impl Pipeline {
         Ok(stats)
     }
 
-    fn prepare(&self, req: &Request, observer: Observer) -> Result<(PromptIds, usize)> {
+    /// Checks the request's numbers; returns its frame limit.
+    fn validate(&self, req: &Request) -> Result<usize> {
         if req.steps == 0 {
             return Err(Error::Invalid("the number of steps must be at least 1".into()));
         }
-        let max_frames = self.max_frames(req.duration_s)?;
+        self.max_frames(req.duration_s)
+    }
+
+    fn tokenize(&self, req: &Request, observer: Observer) -> Result<PromptIds> {
         let prompt = self.encode_prompt(&req.prompt, &req.lyrics)?;
         (observer.events)(Event::Stage { stage: StageName::Tokenize, done: 1, total: 1 });
-        Ok((prompt, max_frames))
+        Ok(prompt)
     }
 
     /// Generates a song, streaming: windows are denoised while the AR loop goes on, and audio is
     /// emitted as soon as it is final.
     pub fn generate(&self, req: &Request, observer: Observer) -> Result<Stats> {
         let started = Instant::now();
-        let (prompt, _) = self.prepare(req, observer)?;
+        let prompt = self.tokenize(req, observer)?;
         self.generate_ids(&prompt, req, started, observer)
     }
 
@@ -361,10 +366,7 @@ impl Pipeline {
         started: Instant,
         observer: Observer,
     ) -> Result<Stats> {
-        if req.steps == 0 {
-            return Err(Error::Invalid("the number of steps must be at least 1".into()));
-        }
-        let max_frames = self.max_frames(req.duration_s)?;
+        let max_frames = self.validate(req)?;
         let tokenize_s = started.elapsed().as_secs_f64();
         let schedule = self.schedule(req.steps)?;
         let (tx, rx) = mpsc::sync_channel::<Frame>(2 * self.constants.chunk_frames);
@@ -510,9 +512,7 @@ impl Pipeline {
             // Known last: the loop ended and no later window exists.
             let known_last = ended && count <= start + c.chunk_frames;
             let (left, right) = crop(k, known_last, n, hop, c);
-            let part = |from: usize, to: usize| -> [Vec<f32>; 2] {
-                [0, 1].map(|ch| wave[ch * n + from..ch * n + to].iter().map(|v| v.clamp(-1.0, 1.0)).collect())
-            };
+            let part = |from: usize, to: usize| stereo_span(&wave, from, to);
             emit(&part(left, right), &mut out);
             if !known_last {
                 held_tail = Some(part(right, n));
@@ -533,6 +533,13 @@ struct StreamedAudio {
     windows: usize,
     first_audio_s: Option<f64>,
     busy: Duration,
+}
+
+/// Samples `[from, to)` of each channel of a planar stereo waveform, clamped to [-1, 1] as the
+/// reference does at the end.
+fn stereo_span(planar: &[f32], from: usize, to: usize) -> [Vec<f32>; 2] {
+    let n = planar.len() / 2;
+    [0, 1].map(|ch| planar[ch * n + from..ch * n + to].iter().map(|v| v.clamp(-1.0, 1.0)).collect())
 }
 
 /// Planar stereo to interleaved.
