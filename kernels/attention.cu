@@ -172,3 +172,125 @@ extern "C" __global__ void attention_tiled_d64(const float* __restrict__ q, cons
         }
     }
 }
+
+// Single-query attention over a KV cache (the AR decode step), split over the keys so the whole
+// GPU works on it, and grouped so each key/value row is read once for the query heads that share
+// it (GQA). Lane l holds dims 4l..4l+3 of each of the group's G queries (head dim <= 128).
+// Pass 1, grid (splits, kv_heads, batch), block 128 (4 warps): each warp runs an online softmax
+// over every 4th key of its split; the block merges its warps and writes, per query head and
+// split, the running max, the sum of exponentials and the unnormalised output.
+// Pass 2, grid (heads, batch), block 128: merges the splits.
+
+#define DEC_WARPS 4
+#define DEC_MAX_G 8
+
+extern "C" __global__ void attention_decode_split(const float* __restrict__ q, const float* __restrict__ k,
+                                                  const float* __restrict__ v, float* __restrict__ part_m,
+                                                  float* __restrict__ part_l, float* __restrict__ part_acc,
+                                                  int kv_len, int kv_cap, int heads, int kv_heads, int head_dim,
+                                                  int split_len, float scale) {
+    __shared__ float sm[DEC_WARPS][DEC_MAX_G];
+    __shared__ float sl[DEC_WARPS][DEC_MAX_G];
+    __shared__ float sacc[DEC_WARPS][DEC_MAX_G][128];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z, splits = gridDim.x;
+    int group = heads / kv_heads;
+    int d = 4 * lane;
+    bool has_dims = d < head_dim;
+    long q_width = (long)heads * head_dim, kv_width = (long)kv_heads * head_dim;
+
+    float4 qv[DEC_MAX_G];
+    float m[DEC_MAX_G], l[DEC_MAX_G];
+    float4 acc[DEC_MAX_G];
+#pragma unroll
+    for (int g = 0; g < DEC_MAX_G; g++) {
+        qv[g] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (g < group && has_dims) {
+            float4 t = *(const float4*)(q + (long)b * q_width + (long)(kvh * group + g) * head_dim + d);
+            qv[g] = make_float4(t.x * scale, t.y * scale, t.z * scale, t.w * scale);
+        }
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+        acc[g] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    int start = split * split_len, end = min(kv_len, start + split_len);
+    for (int j = start + warp; j < end; j += DEC_WARPS) {
+        long row = ((long)b * kv_cap + j) * kv_width + (long)kvh * head_dim + d;
+        float4 kk = has_dims ? *(const float4*)(k + row) : make_float4(0.f, 0.f, 0.f, 0.f);
+        float4 vv = has_dims ? *(const float4*)(v + row) : make_float4(0.f, 0.f, 0.f, 0.f);
+        float s[DEC_MAX_G];
+#pragma unroll
+        for (int g = 0; g < DEC_MAX_G; g++) s[g] = qv[g].x * kk.x + qv[g].y * kk.y + qv[g].z * kk.z + qv[g].w * kk.w;
+        // The G reductions interleaved, so their shuffles overlap.
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+            for (int g = 0; g < DEC_MAX_G; g++)
+                if (g < group) s[g] += __shfl_xor_sync(0xffffffffu, s[g], o);
+#pragma unroll
+        for (int g = 0; g < DEC_MAX_G; g++) {
+            if (g < group) {
+                float m_new = fmaxf(m[g], s[g]);
+                float correction = expf(m[g] - m_new), p = expf(s[g] - m_new);
+                l[g] = l[g] * correction + p;
+                acc[g].x = acc[g].x * correction + p * vv.x;
+                acc[g].y = acc[g].y * correction + p * vv.y;
+                acc[g].z = acc[g].z * correction + p * vv.z;
+                acc[g].w = acc[g].w * correction + p * vv.w;
+                m[g] = m_new;
+            }
+        }
+    }
+#pragma unroll
+    for (int g = 0; g < DEC_MAX_G; g++) {
+        if (g < group) {
+            if (lane == 0) {
+                sm[warp][g] = m[g];
+                sl[warp][g] = l[g];
+            }
+            if (has_dims) {
+                sacc[warp][g][d] = acc[g].x;
+                sacc[warp][g][d + 1] = acc[g].y;
+                sacc[warp][g][d + 2] = acc[g].z;
+                sacc[warp][g][d + 3] = acc[g].w;
+            }
+        }
+    }
+    __syncthreads();
+    // Thread t merges dim t of every query head of the group.
+    int t = threadIdx.x;
+    for (int g = 0; g < group; g++) {
+        float big = -INFINITY;
+        for (int w = 0; w < DEC_WARPS; w++) big = fmaxf(big, sm[w][g]);
+        float sum = 0.0f, out = 0.0f;
+        for (int w = 0; w < DEC_WARPS; w++) {
+            // A warp that saw no key has m = -inf and contributes nothing.
+            float f = sm[w][g] == -INFINITY ? 0.0f : expf(sm[w][g] - big);
+            sum += f * sl[w][g];
+            if (t < head_dim) out += f * sacc[w][g][t];
+        }
+        long slot = ((long)b * heads + kvh * group + g) * splits + split;
+        if (t == 0) {
+            part_m[slot] = big;
+            part_l[slot] = sum;
+        }
+        if (t < head_dim) part_acc[slot * head_dim + t] = out;
+    }
+}
+
+extern "C" __global__ void attention_decode_merge(const float* __restrict__ part_m, const float* __restrict__ part_l,
+                                                  const float* __restrict__ part_acc, float* __restrict__ out,
+                                                  int splits, int heads, int head_dim) {
+    int h = blockIdx.x, b = blockIdx.y, t = threadIdx.x;
+    long base = ((long)b * heads + h) * splits;
+    float big = -INFINITY;
+    for (int s = 0; s < splits; s++) big = fmaxf(big, part_m[base + s]);
+    float sum = 0.0f, acc = 0.0f;
+    for (int s = 0; s < splits; s++) {
+        float ms = part_m[base + s];
+        float f = ms == -INFINITY ? 0.0f : expf(ms - big);
+        sum += f * part_l[base + s];
+        if (t < head_dim) acc += f * part_acc[(base + s) * head_dim + t];
+    }
+    if (t < head_dim) out[((long)b * heads + h) * head_dim + t] = acc / sum;
+}

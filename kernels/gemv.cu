@@ -59,3 +59,80 @@ extern "C" __global__ void gemv_bf16(const bf16_t* __restrict__ w, const float* 
         }
     }
 }
+
+// The same products for weights whose rows are a multiple of 8 long (every decode product): a
+// block of 4 warps owns 4 weight rows and splits the row length between its warps, so each
+// activation load serves 4 rows and even a 4096-row product spreads over ~1000 blocks. Each lane
+// keeps four 16-byte weight loads in flight. M (the activation rows) is a template argument so
+// the accumulators stay in registers.
+
+#define GEMV_ROWS 4
+#define GEMV_WARPS 4
+
+template <int M>
+__device__ __forceinline__ void gemv_rows(const bf16_t* __restrict__ w, const float* __restrict__ x,
+                                          float* __restrict__ y, int k, int n) {
+    __shared__ float partial[GEMV_WARPS][GEMV_ROWS][M];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int row0 = blockIdx.x * GEMV_ROWS;
+    int chunks = k >> 3;
+    float acc[GEMV_ROWS][M];
+#pragma unroll
+    for (int r = 0; r < GEMV_ROWS; r++)
+#pragma unroll
+        for (int i = 0; i < M; i++) acc[r][i] = 0.0f;
+    const uint4* rows[GEMV_ROWS];
+#pragma unroll
+    for (int r = 0; r < GEMV_ROWS; r++) rows[r] = (const uint4*)(w + (long)min(row0 + r, n - 1) * k);
+#pragma unroll 2
+    for (int c = warp * 32 + lane; c < chunks; c += GEMV_WARPS * 32) {
+        uint4 p[GEMV_ROWS];
+#pragma unroll
+        for (int r = 0; r < GEMV_ROWS; r++) p[r] = rows[r][c];
+#pragma unroll
+        for (int i = 0; i < M; i++) {
+            const float4* xr = (const float4*)(x + (long)i * k + c * 8);
+            float4 a = xr[0], b = xr[1];
+#pragma unroll
+            for (int r = 0; r < GEMV_ROWS; r++) {
+                uint4 q = p[r];
+                acc[r][i] += __uint_as_float(q.x << 16) * a.x + __uint_as_float(q.x & 0xffff0000u) * a.y +
+                             __uint_as_float(q.y << 16) * a.z + __uint_as_float(q.y & 0xffff0000u) * a.w +
+                             __uint_as_float(q.z << 16) * b.x + __uint_as_float(q.z & 0xffff0000u) * b.y +
+                             __uint_as_float(q.w << 16) * b.z + __uint_as_float(q.w & 0xffff0000u) * b.w;
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < GEMV_ROWS; r++)
+#pragma unroll
+        for (int i = 0; i < M; i++) {
+            float s = warp_sum(acc[r][i]);
+            if (lane == 0) partial[warp][r][i] = s;
+        }
+    __syncthreads();
+    int t = threadIdx.x;
+    if (t < GEMV_ROWS * M) {
+        int r = t / M, i = t % M;
+        float s = 0.0f;
+#pragma unroll
+        for (int wi = 0; wi < GEMV_WARPS; wi++) s += partial[wi][r][i];
+        if (row0 + r < n) y[(long)i * n + row0 + r] = s;
+    }
+}
+
+#define GEMV_FOR_M(M)                                                                                         \
+    extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)                                             \
+        gemv_bf16_k8_m##M(const bf16_t* __restrict__ w, const float* __restrict__ x, float* __restrict__ y, \
+                          int k, int n) {                                                                    \
+        gemv_rows<M>(w, x, y, k, n);                                                                          \
+    }
+
+GEMV_FOR_M(1)
+GEMV_FOR_M(2)
+GEMV_FOR_M(3)
+GEMV_FOR_M(4)
+GEMV_FOR_M(5)
+GEMV_FOR_M(6)
+GEMV_FOR_M(7)
+GEMV_FOR_M(8)

@@ -78,6 +78,43 @@ fn median_of(device: &Device, repeat: usize, mut f: impl FnMut() -> Result<()>) 
     Ok(times[times.len() / 2])
 }
 
+/// Runs `f` once inside the GPU profiler's recording range when `SONGLOOM_PROFILE` names
+/// `stage` (for `ncu --profile-from-start off songloom bench ...`).
+fn profiled(device: &Device, stage: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
+    if std::env::var("SONGLOOM_PROFILE").ok().as_deref() != Some(stage) {
+        return Ok(());
+    }
+    device.synchronize()?;
+    device.profiler(true)?;
+    f()?;
+    device.synchronize()?;
+    device.profiler(false)?;
+    Ok(())
+}
+
+/// What one small operation costs: the host's time to issue it and the time to completion, over
+/// a long run of element-wise adds on a decode-sized activation.
+fn launch_cost(device: &Device) -> Result<()> {
+    let x = filled(device, &[2, 4096], 1e-3)?;
+    let count = 2000;
+    let mut issued = 0.0;
+    let total = median_of(device, 3, || {
+        let start = Instant::now();
+        let mut y = x.clone();
+        for _ in 0..count {
+            y = device.add(&y, &x)?;
+        }
+        issued = start.elapsed().as_secs_f64();
+        Ok(())
+    })?;
+    println!(
+        "small op (add of [2, 4096]): issued in {:.2} us, done in {:.2} us each over {count}",
+        issued / count as f64 * 1e6,
+        total / count as f64 * 1e6
+    );
+    Ok(())
+}
+
 fn filled(device: &Device, shape: &[usize], value: f32) -> Result<Tensor> {
     let n = shape.iter().product();
     Ok(device.upload(Tensor::from_f32(shape, (0..n).map(|i| value * ((i % 7) as f32 - 3.0)).collect())?)?)
@@ -94,14 +131,19 @@ fn gemm(device: &Device, repeat: usize) -> Result<()> {
         ("LM decode gate_proj 2x4096 -> 12288 (bf16)", 2, 4096, 12288, DType::BF16),
         ("LM prefill gate_proj 448x4096 -> 12288 (bf16)", 448, 4096, 12288, DType::BF16),
     ];
+    launch_cost(device)?;
     println!("{:<48} {:>10} {:>12} {:>10}", "GEMM", "ms", "GFLOP/s", "GB/s (w)");
     for (label, m, k, n, dtype) in shapes {
         let x = filled(device, &[m, k], 1e-3)?;
         let w = device.cast(&filled(device, &[n, k], 1e-3)?, dtype)?;
+        // Decode products are timed back to back, as a decode step runs them.
+        let calls = if m <= 8 { 20 } else { 1 };
         let secs = median_of(device, repeat, || {
-            device.linear(&x, &w, None)?;
+            for _ in 0..calls {
+                device.linear(&x, &w, None)?;
+            }
             Ok(())
-        })?;
+        })? / calls as f64;
         let flops = 2.0 * (m * k * n) as f64;
         let weight_bytes = (n * k * dtype.size_in_bytes()) as f64;
         println!("{label:<48} {:>10.3} {:>12.1} {:>10.1}", secs * 1e3, flops / secs / 1e9, weight_bytes / secs / 1e9);
@@ -168,13 +210,21 @@ fn stages(device: Device, repeat: usize) -> Result<()> {
     let prefill_s = prefill.elapsed().as_secs_f64();
     let feedback = device.cat_rows(&[&lm.embed(device, &[151_700])?, &lm.embed(device, &[151_700])?])?;
     let steps = 50; // per timed run; the cache holds the warm-up run too
+    let mut issued = 0.0;
     let per_step = median_of(device, 1, || {
+        let start = Instant::now();
         for _ in 0..steps {
             hidden = lm.forward(device, &feedback, &mut cache)?;
             lm.logits(device, &hidden)?;
         }
+        issued = start.elapsed().as_secs_f64() / steps as f64;
         Ok(())
     })? / steps as f64;
+    profiled(device, "decode", || {
+        hidden = lm.forward(device, &feedback, &mut cache)?;
+        lm.logits(device, &hidden)?;
+        Ok(())
+    })?;
     let (h, i, q, kv) = (
         cfg.hidden_size,
         cfg.intermediate_size,
@@ -192,6 +242,7 @@ fn stages(device: Device, repeat: usize) -> Result<()> {
         weight_bytes / 1e9,
         weight_bytes / 4.3e12 * 1e3
     );
+    println!("  the host issued a decode step's work in {:.3} ms", issued * 1e3);
 
     // Depth decoder, one frame: start + 6 steps + 7 heads.
     let lm_hidden = hidden.clone();
@@ -207,6 +258,16 @@ fn stages(device: Device, repeat: usize) -> Result<()> {
         Ok(())
     })?;
     println!("depth frame (7 codebooks, batch 2): {:.3} ms", frame * 1e3);
+    profiled(device, "depth", || {
+        let (mut f, mut h) = depth.start_frame(device, &lm_hidden, &c0)?;
+        for k in 1..8 {
+            depth.head_logits(device, k, &h)?;
+            if k < 7 {
+                h = depth.step(device, &mut f, k, 3)?;
+            }
+        }
+        Ok(())
+    })?;
 
     // DiT, CFG pair at a full window.
     let latents = filled(device, &[128, 689], 0.1)?;

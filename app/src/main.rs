@@ -109,11 +109,13 @@ enum LibraryCommand {
     Delete {
         id: i64,
     },
-    /// Copies a saved song's WAV to a file.
+    /// Writes a saved song to a WAV file, with its recipe in the file's comment.
     Export {
         id: i64,
         #[arg(long)]
         out: PathBuf,
+        #[arg(long, value_enum, default_value = "f32")]
+        format: wav::WavFormat,
     },
 }
 
@@ -159,10 +161,9 @@ fn run(cli: Cli) -> Result<()> {
                 }
                 LibraryCommand::Rename { id, title } => lib.rename(id, &title)?,
                 LibraryCommand::Delete { id } => lib.delete(id)?,
-                LibraryCommand::Export { id, out } => {
+                LibraryCommand::Export { id, out, format } => {
                     let song = lib.get(id)?.with_context(|| format!("no song {id} in the library"))?;
-                    let bytes = std::fs::read(&song.wav).with_context(|| format!("reading {}", song.wav.display()))?;
-                    songloom_engine::weights::write_atomically(&out, &bytes)?;
+                    wav::export(&song.wav, &out, format, &serde_json::to_string(&song.recipe)?)?;
                 }
             }
             Ok(())

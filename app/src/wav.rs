@@ -71,6 +71,33 @@ impl Drop for WavFile {
     }
 }
 
+/// The interleaved stereo samples and sample rate of a WAV (float or integer PCM).
+pub fn read_song(path: &Path) -> Result<(Vec<f32>, u32)> {
+    let mut reader = hound::WavReader::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let spec = reader.spec();
+    if spec.channels != 2 {
+        anyhow::bail!("{} has {} channels; Songloom songs are stereo", path.display(), spec.channels);
+    }
+    let samples = match spec.sample_format {
+        hound::SampleFormat::Float => reader.samples::<f32>().collect::<Result<Vec<_>, _>>(),
+        hound::SampleFormat::Int => {
+            let scale = 1.0 / (1u64 << (spec.bits_per_sample - 1)) as f32;
+            reader.samples::<i32>().map(|s| s.map(|v| v as f32 * scale)).collect()
+        }
+    }
+    .with_context(|| format!("reading {}", path.display()))?;
+    Ok((samples, spec.sample_rate))
+}
+
+/// Writes the song in `source` to `target` in `format`, with `recipe` as its comment; the target
+/// appears only when complete.
+pub fn export(source: &Path, target: &Path, format: WavFormat, recipe: &str) -> Result<PathBuf> {
+    let (samples, sample_rate) = read_song(source)?;
+    let mut wav = WavFile::create(target, sample_rate, format)?;
+    wav.write(&samples)?;
+    wav.finish(recipe)
+}
+
 /// Appends a RIFF `LIST`/`INFO` chunk (software name, and the recipe as the comment `ICMT`) and
 /// updates the RIFF size. Players and `hound` skip chunks they do not know.
 fn append_info(path: &Path, comment: &str) -> std::io::Result<()> {
@@ -127,6 +154,23 @@ mod tests {
         let mut reader = hound::WavReader::open(&target).unwrap();
         let samples: Vec<i16> = reader.samples::<i16>().map(Result::unwrap).collect();
         assert_eq!(samples, vec![16384, -16384, 8192, -8192]);
+    }
+
+    #[test]
+    fn export_converts_the_format_and_keeps_the_recipe() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("stored.wav");
+        let mut wav = WavFile::create(&source, 44100, WavFormat::F32).unwrap();
+        wav.write(&[0.5, -0.5, 0.25, -1.5]).unwrap();
+        wav.finish("{}").unwrap();
+        let target = dir.path().join("out.wav");
+        export(&source, &target, WavFormat::Pcm16, r#"{"seed":5}"#).unwrap();
+        assert_eq!(read_comment(&std::fs::read(&target).unwrap()).as_deref(), Some(r#"{"seed":5}"#));
+        let (samples, rate) = read_song(&target).unwrap();
+        assert_eq!(rate, 44100);
+        assert_eq!(samples, vec![16384.0 / 32768.0, -16384.0 / 32768.0, 8192.0 / 32768.0, -32767.0 / 32768.0]);
+        assert!(export(&dir.path().join("missing.wav"), &dir.path().join("x.wav"), WavFormat::F32, "").is_err());
+        assert!(!dir.path().join("x.wav").exists());
     }
 
     #[test]

@@ -153,6 +153,14 @@ impl Device {
     }
 
     /// Waits until the device has finished all queued work (for timing).
+    /// Starts or stops what an external GPU profiler records; nothing on the CPU.
+    pub fn profiler(&self, on: bool) -> Result<()> {
+        match self {
+            Device::Cpu(_) => Ok(()),
+            Device::Cuda(b) => b.profiler(on),
+        }
+    }
+
     pub fn synchronize(&self) -> Result<()> {
         match self {
             Device::Cpu(_) => Ok(()),

@@ -38,7 +38,11 @@ fn naive_linear(x: &[f32], m: usize, k: usize, w: &[f32], n: usize) -> Vec<f32> 
 
 fn linear_cases(device: &Device) {
     let t = |shape: &[usize], seed: u64| device.upload(t(shape, seed)).unwrap();
-    for (m, k, n) in [(1, 7, 5), (2, 64, 33), (9, 40, 70), (100, 130, 129)] {
+    // On a GPU, up to 8 rows against bf16 weights whose rows are a multiple of 8 long take the
+    // 4-rows-per-block decode kernel (row counts not a multiple of 4 included), others the general one.
+    let shapes =
+        [(1, 7, 5), (2, 64, 33), (1, 128, 7), (3, 264, 130), (5, 40, 9), (8, 256, 257), (9, 40, 70), (100, 130, 129)];
+    for (m, k, n) in shapes {
         let (x, w) = (t(&[m, k], 1), t(&[n, k], 2));
         let want = naive_linear(&x.to_f32_vec(), m, k, &w.to_f32_vec(), n);
         let got = device.linear(&x, &w, None).unwrap().to_f32_vec();
@@ -106,20 +110,26 @@ fn conv_cases(device: &Device) {
 
 fn attention_cases(device: &Device) {
     let t = |shape: &[usize], seed: u64| device.upload(t(shape, seed)).unwrap();
-    // Head dim 8 takes the one-warp-per-query kernel on a GPU, head dim 64 with 64+ queries the tiled one.
+    // On a GPU: head dim 8 with several queries takes the one-warp-per-query kernel, head dim 64
+    // with 64+ queries the tiled one, and a single query (a decode step) the split-key kernel,
+    // here over 1 to 4 splits of 32 keys, a partial last split, and 2, 4 and 8 query heads per
+    // KV head (the LM's GQA is 4).
     let cases = [
-        (8, 5, 5, 5, false),
-        (8, 5, 5, 9, true),
-        (8, 1, 7, 9, true),
-        (8, 3, 7, 7, true),
-        (8, 40, 40, 40, false),
-        (8, 40, 45, 50, true),
-        (64, 70, 70, 70, false),
-        (64, 70, 75, 80, true),
-        (64, 130, 130, 130, false),
+        (8, 5, 5, 5, false, 4, 2),
+        (8, 5, 5, 9, true, 4, 2),
+        (8, 1, 7, 9, true, 4, 2),
+        (8, 3, 7, 7, true, 4, 2),
+        (8, 40, 40, 40, false, 4, 2),
+        (8, 40, 45, 50, true, 4, 2),
+        (64, 70, 70, 70, false, 4, 2),
+        (64, 70, 75, 80, true, 4, 2),
+        (64, 130, 130, 130, false, 4, 2),
+        (128, 1, 100, 120, true, 8, 2),
+        (128, 1, 32, 40, true, 8, 1),
+        (12, 1, 65, 70, true, 4, 2),
+        (64, 1, 1, 4, true, 4, 4),
     ];
-    let (heads, kv_heads) = (4, 2);
-    for (d, q_len, kv_len, capacity, causal) in cases {
+    for (d, q_len, kv_len, capacity, causal, heads, kv_heads) in cases {
         let batch = 2;
         let q = t(&[batch * q_len, heads * d], 9);
         let k = t(&[batch * capacity, kv_heads * d], 10);
@@ -155,7 +165,12 @@ fn attention_cases(device: &Device) {
                 }
             }
         }
-        assert_close(&format!("attention q{q_len} kv{kv_len} causal={causal}"), &got, &want, 1e-5);
+        assert_close(
+            &format!("attention d{d} q{q_len} kv{kv_len} causal={causal} heads {heads}/{kv_heads}"),
+            &got,
+            &want,
+            1e-5,
+        );
     }
 }
 

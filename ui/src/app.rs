@@ -1,34 +1,80 @@
 //! `SongloomApp`: the window's contents. Compose (description, lyrics with tag help), parameters,
-//! Generate/Cancel, per-stage progress with ETA and time to first audio, and the waveform as it
-//! grows. It owns no thread, file or audio device: everything goes through an [`Engine`].
+//! Generate/Cancel, per-stage progress with ETA and time to first audio, the player (waveform as
+//! it grows, playhead, seek, play/pause, level) and the library. It owns no thread, file or audio
+//! device: everything goes through an [`Engine`].
 
-use egui::{Color32, Sense, Stroke, Vec2};
+use egui::Color32;
+use serde::{Deserialize, Serialize};
 
-use crate::contract::{Engine, EngineEvent, JobId, Recipe, Request};
+use crate::contract::{Engine, EngineEvent, ExportFormat, JobId, Recipe, Request, SongEntry, SongId};
+use crate::library_view::LibraryView;
 use crate::lyrics::{TAGS, dropped_text, insert_tag};
+use crate::player_view;
 use crate::progress::Progress;
 
-/// The job in the window: its progress and the audio it has made so far.
+/// The job in the window and its progress.
 pub struct Job {
     pub id: JobId,
     pub progress: Progress,
+}
+
+/// What the player holds: the song being made, or one from the library.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Track {
+    pub title: String,
     /// Interleaved stereo.
     pub audio: Vec<f32>,
     pub sample_rate: u32,
+    /// The job making it, while it is made.
+    pub job: Option<JobId>,
+    /// Its library entry, once it has one.
+    pub song: Option<SongId>,
+}
+
+/// Settings that outlive a session (the shell persists them with the draft).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Settings {
+    /// Where exports go; empty for the user's music folder.
+    pub export_folder: String,
+    pub export_format: ExportFormat,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings { export_folder: String::new(), export_format: ExportFormat::Float32 }
+    }
 }
 
 pub struct SongloomApp<E: Engine> {
     engine: E,
     /// The recipe being written; the shell persists it.
     pub draft: Recipe,
+    pub settings: Settings,
     pub job: Option<Job>,
+    pub track: Option<Track>,
+    pub library: LibraryView,
+    /// The last notice or problem outside a job, shown under the player.
+    pub notice: Option<(String, bool)>,
     next_job: JobId,
     lyrics_cursor: usize,
+    library_requested: bool,
 }
 
 impl<E: Engine> SongloomApp<E> {
     pub fn new(engine: E, draft: Recipe) -> Self {
-        SongloomApp { engine, draft, job: None, next_job: 1, lyrics_cursor: 0 }
+        SongloomApp {
+            engine,
+            draft,
+            settings: Settings::default(),
+            job: None,
+            track: None,
+            library: LibraryView::default(),
+            notice: None,
+            next_job: 1,
+            lyrics_cursor: 0,
+            library_requested: false,
+        }
     }
 
     pub fn engine(&self) -> &E {
@@ -46,7 +92,13 @@ impl<E: Engine> SongloomApp<E> {
         }
         let id = self.next_job;
         self.next_job += 1;
-        self.job = Some(Job { id, progress: Progress::new(now_s), audio: Vec::new(), sample_rate: 44100 });
+        self.job = Some(Job { id, progress: Progress::new(now_s) });
+        self.track = Some(Track {
+            title: self.draft.description.clone(),
+            job: Some(id),
+            sample_rate: 44100,
+            ..Track::default()
+        });
         self.engine.send(Request::Generate { job: id, recipe: self.draft.clone() });
     }
 
@@ -58,23 +110,68 @@ impl<E: Engine> SongloomApp<E> {
         }
     }
 
-    /// Takes the engine's events for the current job.
+    /// Takes the engine's events.
     pub fn pump(&mut self, now_s: f64) {
         for event in self.engine.poll() {
-            let Some(job) = self.job.as_mut().filter(|j| j.id == event.job()) else { continue };
-            if let EngineEvent::Audio { samples, sample_rate, .. } = &event {
-                job.audio.extend_from_slice(samples);
-                job.sample_rate = *sample_rate;
+            match event {
+                EngineEvent::Library { songs } => self.library.songs = songs,
+                EngineEvent::Loaded { song, samples, sample_rate } => {
+                    self.track =
+                        Some(Track { title: song.title, audio: samples, sample_rate, job: None, song: Some(song.id) });
+                }
+                EngineEvent::Notice { message } => self.notice = Some((message, false)),
+                EngineEvent::Problem { message } => self.notice = Some((message, true)),
+                event => self.job_event(event, now_s),
             }
-            job.progress.apply(&event, now_s);
         }
+    }
+
+    fn job_event(&mut self, event: EngineEvent, now_s: f64) {
+        let Some(job) = self.job.as_mut().filter(|j| Some(j.id) == event.job()) else { return };
+        job.progress.apply(&event, now_s);
+        if matches!(event, EngineEvent::Saved { .. }) {
+            self.engine.send(Request::ListSongs { search: self.library.search.clone() });
+        }
+        let Some(track) = self.track.as_mut().filter(|t| t.job == Some(job.id)) else { return };
+        match event {
+            EngineEvent::Audio { samples, sample_rate, .. } => {
+                track.audio.extend_from_slice(&samples);
+                track.sample_rate = sample_rate;
+            }
+            EngineEvent::Saved { song, .. } => {
+                track.song = Some(song.id);
+                track.title = song.title;
+            }
+            EngineEvent::Finished { .. } | EngineEvent::Failed { .. } | EngineEvent::Cancelled { .. } => {
+                track.job = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// Starts a new song from a library entry's recipe.
+    pub fn regenerate(&mut self, song: &SongEntry, now_s: f64) {
+        if self.is_running() {
+            return;
+        }
+        self.draft = song.recipe.clone();
+        self.generate(now_s);
     }
 
     pub fn ui(&mut self, ui: &mut egui::Ui) {
         let now = ui.input(|i| i.time);
+        if !self.library_requested {
+            self.library_requested = true;
+            self.engine.send(Request::ListSongs { search: String::new() });
+        }
         self.pump(now);
         if ui.input_mut(|i| i.consume_key(egui::Modifiers::COMMAND, egui::Key::Enter)) {
             self.generate(now);
+        }
+        if !ui.ctx().egui_wants_keyboard_input()
+            && ui.input_mut(|i| i.consume_key(egui::Modifiers::NONE, egui::Key::Space))
+        {
+            self.engine.send(Request::TogglePlayback);
         }
         ui.heading("Songloom");
         self.compose_ui(ui);
@@ -91,7 +188,26 @@ impl<E: Engine> SongloomApp<E> {
             }
         });
         self.progress_ui(ui, now);
-        if self.is_running() {
+        ui.separator();
+        let playback = self.engine.playback();
+        if let Some(track) = &self.track {
+            for request in player_view::show(ui, track, &playback) {
+                self.engine.send(request);
+            }
+        }
+        if let Some((message, problem)) = &self.notice {
+            let color = if *problem { Color32::LIGHT_RED } else { ui.visuals().text_color() };
+            ui.colored_label(color, message);
+        }
+        ui.separator();
+        let running = self.is_running();
+        if let Some(action) = self.library.ui(ui, &mut self.settings, running) {
+            match action {
+                crate::library_view::Action::Send(request) => self.engine.send(request),
+                crate::library_view::Action::Regenerate(song) => self.regenerate(&song, now),
+            }
+        }
+        if self.is_running() || playback.playing {
             ui.ctx().request_repaint_after(std::time::Duration::from_millis(50));
         }
     }
@@ -156,10 +272,10 @@ impl<E: Engine> SongloomApp<E> {
             ui.add(egui::DragValue::new(&mut self.draft.steps).range(1..=100)).labelled_by(label.id);
             ui.end_row();
             let label = ui.label("Device");
-            choice_ui(ui, label.id, "device", &mut self.draft.device, &["auto", "cpu", "cuda"]);
+            text_choice_ui(ui, label.id, "device", &mut self.draft.device, &["auto", "cpu", "cuda"]);
             ui.end_row();
             let label = ui.label("Precision");
-            choice_ui(ui, label.id, "precision", &mut self.draft.precision, &["reference", "tf32"]);
+            text_choice_ui(ui, label.id, "precision", &mut self.draft.precision, &["reference", "tf32"]);
             ui.end_row();
             let label = ui.label("Model");
             ui.add(egui::TextEdit::singleline(&mut self.draft.model).hint_text("embedded test model"))
@@ -196,44 +312,38 @@ impl<E: Engine> SongloomApp<E> {
         if let Some(error) = &p.error {
             ui.colored_label(Color32::LIGHT_RED, error);
         } else if p.finished.is_some() {
-            ui.label(format!("Finished: {:.1} s of audio", job.audio.len() as f64 / 2.0 / job.sample_rate as f64));
+            ui.label(format!("Finished: {:.1} s of audio", p.samples as f64 / 44100.0));
         }
-        waveform_ui(ui, &job.audio);
     }
 }
 
 /// A drop-down of `options` for `value`, named by the label `label`.
-fn choice_ui(ui: &mut egui::Ui, label: egui::Id, id: &str, value: &mut String, options: &[&str]) -> egui::Response {
+pub(crate) fn choice_ui<T: PartialEq + Clone>(
+    ui: &mut egui::Ui,
+    label: egui::Id,
+    id: &str,
+    value: &mut T,
+    options: &[(T, &str)],
+) -> egui::Response {
+    let selected = options.iter().find(|(v, _)| v == value).map_or("", |(_, name)| *name);
     egui::ComboBox::from_id_salt(id)
-        .selected_text(value.as_str())
+        .selected_text(selected)
         .show_ui(ui, |ui| {
-            for option in options {
-                ui.selectable_value(value, option.to_string(), *option);
+            for (option, name) in options {
+                ui.selectable_value(value, option.clone(), *name);
             }
         })
         .response
         .labelled_by(label)
 }
 
-/// The song so far, as min/max bars per pixel column of the mixed-down signal.
-pub fn waveform_ui(ui: &mut egui::Ui, interleaved: &[f32]) -> egui::Response {
-    let (rect, response) = ui.allocate_exact_size(Vec2::new(ui.available_width(), 80.0), Sense::hover());
-    let painter = ui.painter_at(rect);
-    painter.rect_filled(rect, 4.0, ui.visuals().extreme_bg_color);
-    let frames = interleaved.len() / 2;
-    let columns = rect.width().max(1.0) as usize;
-    if frames > 0 {
-        let per_column = frames.div_ceil(columns).max(1);
-        let stroke = Stroke::new(1.0, ui.visuals().selection.bg_fill);
-        for (c, chunk) in interleaved.chunks(2 * per_column).enumerate() {
-            let (lo, hi) = chunk
-                .chunks(2)
-                .map(|s| 0.5 * (s[0] + s.get(1).copied().unwrap_or(0.0)))
-                .fold((0.0f32, 0.0f32), |(lo, hi), v| (lo.min(v), hi.max(v)));
-            let x = rect.left() + c as f32;
-            let y = |v: f32| rect.center().y - v.clamp(-1.0, 1.0) * rect.height() * 0.5;
-            painter.line_segment([egui::pos2(x, y(hi)), egui::pos2(x, y(lo))], stroke);
-        }
-    }
-    response.on_hover_text(format!("{:.1} s", frames as f64 / 44100.0))
+fn text_choice_ui(
+    ui: &mut egui::Ui,
+    label: egui::Id,
+    id: &str,
+    value: &mut String,
+    options: &[&str],
+) -> egui::Response {
+    let options: Vec<(String, &str)> = options.iter().map(|o| (o.to_string(), *o)).collect();
+    choice_ui(ui, label, id, value, &options)
 }

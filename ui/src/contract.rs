@@ -38,10 +38,80 @@ impl Default for Recipe {
 
 pub type JobId = u64;
 
+/// A song in the library.
+pub type SongId = i64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ExportFormat {
+    /// 32-bit float, exactly what the model made.
+    Float32,
+    /// 16-bit PCM.
+    Pcm16,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
-    Generate { job: JobId, recipe: Recipe },
-    Cancel { job: JobId },
+    Generate {
+        job: JobId,
+        recipe: Recipe,
+    },
+    Cancel {
+        job: JobId,
+    },
+    /// Play or pause what is loaded; a song that played to its end starts again.
+    TogglePlayback,
+    /// Moves the playhead to stereo frame `frame`.
+    Seek {
+        frame: usize,
+    },
+    /// Loads a library song into the player and plays it (refused while a song is being made).
+    PlaySong {
+        id: SongId,
+    },
+    /// Answered by [`EngineEvent::Library`].
+    ListSongs {
+        search: String,
+    },
+    RenameSong {
+        id: SongId,
+        title: String,
+    },
+    DeleteSong {
+        id: SongId,
+    },
+    /// Writes the song to a WAV file in `folder` (the user's music folder when empty), named
+    /// after its title, with its recipe in the file.
+    ExportSong {
+        id: SongId,
+        folder: String,
+        format: ExportFormat,
+    },
+}
+
+/// A library entry as the window lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SongEntry {
+    pub id: SongId,
+    pub title: String,
+    pub recipe: Recipe,
+    pub seconds: f64,
+    pub created_unix: i64,
+    pub timings: Timings,
+}
+
+/// What the player is doing, read whenever the window draws.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlaybackState {
+    /// The playhead, in stereo frames.
+    pub position: usize,
+    /// Frames loaded so far.
+    pub frames: usize,
+    pub sample_rate: u32,
+    pub playing: bool,
+    /// Peak of what is playing now, 0..=1.
+    pub level: f32,
+    /// Why nothing can play (no sound device), when so.
+    pub unavailable: Option<String>,
 }
 
 /// The stages a job reports, in the order they start.
@@ -90,16 +160,42 @@ pub enum EngineEvent {
     Cancelled {
         job: JobId,
     },
+    /// The job's song was kept in the library (sent before `Finished`).
+    Saved {
+        job: JobId,
+        song: SongEntry,
+    },
+    /// The library's songs matching the last search, newest first (after any change too).
+    Library {
+        songs: Vec<SongEntry>,
+    },
+    /// A library song loaded into the player.
+    Loaded {
+        song: SongEntry,
+        samples: Vec<f32>,
+        sample_rate: u32,
+    },
+    /// Something the user asked for happened ("Exported to ...").
+    Notice {
+        message: String,
+    },
+    /// Something the user asked for, outside a job, failed.
+    Problem {
+        message: String,
+    },
 }
 
 impl EngineEvent {
-    pub fn job(&self) -> JobId {
+    /// The job the event belongs to, if it belongs to one.
+    pub fn job(&self) -> Option<JobId> {
         match self {
             EngineEvent::Stage { job, .. }
             | EngineEvent::Audio { job, .. }
             | EngineEvent::Finished { job, .. }
             | EngineEvent::Failed { job, .. }
-            | EngineEvent::Cancelled { job } => *job,
+            | EngineEvent::Cancelled { job }
+            | EngineEvent::Saved { job, .. } => Some(*job),
+            _ => None,
         }
     }
 }
@@ -109,6 +205,8 @@ pub trait Engine {
     fn send(&self, request: Request);
     /// Events that arrived since the last call, oldest first; never blocks.
     fn poll(&self) -> Vec<EngineEvent>;
+    /// The player's state now; never blocks.
+    fn playback(&self) -> PlaybackState;
 }
 
 #[cfg(test)]

@@ -4,5 +4,7 @@
 
 pub mod app;
 pub mod contract;
+pub mod library_view;
 pub mod lyrics;
+pub mod player_view;
 pub mod progress;

@@ -44,6 +44,11 @@ impl Progress {
             }
             EngineEvent::Failed { message, .. } => self.error = Some(message.clone()),
             EngineEvent::Cancelled { .. } => self.error = Some("cancelled".into()),
+            EngineEvent::Saved { .. }
+            | EngineEvent::Library { .. }
+            | EngineEvent::Loaded { .. }
+            | EngineEvent::Notice { .. }
+            | EngineEvent::Problem { .. } => {}
         }
     }
 

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use songloom_ui::app::SongloomApp;
-use songloom_ui::contract::{Engine, EngineEvent, Recipe, Request, Stage, Timings};
+use songloom_ui::contract::{Engine, EngineEvent, PlaybackState, Recipe, Request, Stage, Timings};
 
 /// Answers a Generate with a short scripted song, a few events per poll.
 #[derive(Default)]
@@ -46,6 +46,7 @@ impl Engine for ScriptedEngine {
                 queue.clear();
                 queue.push_back(EngineEvent::Cancelled { job: *job });
             }
+            _ => {}
         }
         self.sent.borrow_mut().push(request);
     }
@@ -54,6 +55,10 @@ impl Engine for ScriptedEngine {
         let mut queue = self.queue.borrow_mut();
         let n = if self.per_poll == 0 { queue.len() } else { self.per_poll.min(queue.len()) };
         queue.drain(..n).collect()
+    }
+
+    fn playback(&self) -> PlaybackState {
+        PlaybackState::default()
     }
 }
 
@@ -82,14 +87,15 @@ fn type_generate_and_finish() {
     h.run();
     h.run();
     let app = h.state();
-    let Some(Request::Generate { recipe, .. }) = app.engine().sent.borrow().first().cloned() else {
+    let generate = app.engine().sent.borrow().iter().find(|r| matches!(r, Request::Generate { .. })).cloned();
+    let Some(Request::Generate { recipe, .. }) = generate else {
         panic!("no generate request was sent");
     };
     assert_eq!(recipe.description, "warm lo-fi piano");
     let job = app.job.as_ref().expect("a job");
     assert!(job.progress.finished.is_some());
     assert_eq!(job.progress.frames, (4, 4));
-    assert_eq!(job.audio.len(), 4);
+    assert_eq!(app.track.as_ref().expect("a track").audio.len(), 4);
     assert!(h.query_by_label_contains("Finished").is_some());
 }
 

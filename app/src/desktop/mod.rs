@@ -8,6 +8,7 @@ use songloom_ui::app::SongloomApp;
 use songloom_ui::contract::Recipe;
 
 const DRAFT_KEY: &str = "draft";
+const SETTINGS_KEY: &str = "settings";
 
 struct DesktopApp {
     inner: SongloomApp<InProcessEngine>,
@@ -22,6 +23,7 @@ impl eframe::App for DesktopApp {
 
     fn save(&mut self, storage: &mut dyn eframe::Storage) {
         eframe::set_value(storage, DRAFT_KEY, &self.inner.draft);
+        eframe::set_value(storage, SETTINGS_KEY, &self.inner.settings);
     }
 }
 
@@ -41,9 +43,12 @@ pub fn run() -> anyhow::Result<()> {
                 duration_s: 8.0,
                 ..Recipe::default()
             });
+            let settings = cc.storage.and_then(|s| eframe::get_value(s, SETTINGS_KEY)).unwrap_or_default();
             let ctx = cc.egui_ctx.clone();
             let engine = InProcessEngine::spawn(None, move || ctx.request_repaint());
-            Ok(Box::new(DesktopApp { inner: SongloomApp::new(engine, draft) }))
+            let mut inner = SongloomApp::new(engine, draft);
+            inner.settings = settings;
+            Ok(Box::new(DesktopApp { inner }))
         }),
     )
     .map_err(|e| anyhow::anyhow!("the window could not open: {e}"))

@@ -48,8 +48,26 @@ pub const SOURCES: &[(&str, &str, &[&str])] = &[
         include_str!("../../../kernels/norm.cu"),
         &["rms_norm_f32", "rms_norm_bf16", "layer_norm_f32", "layer_norm_bf16", "softmax_rows_f32", "rope_f32"],
     ),
-    ("attention.cu", include_str!("../../../kernels/attention.cu"), &["attention_f32", "attention_tiled_d64"]),
-    ("gemv.cu", include_str!("../../../kernels/gemv.cu"), &["gemv_bf16"]),
+    (
+        "attention.cu",
+        include_str!("../../../kernels/attention.cu"),
+        &["attention_f32", "attention_tiled_d64", "attention_decode_split", "attention_decode_merge"],
+    ),
+    (
+        "gemv.cu",
+        include_str!("../../../kernels/gemv.cu"),
+        &[
+            "gemv_bf16",
+            "gemv_bf16_k8_m1",
+            "gemv_bf16_k8_m2",
+            "gemv_bf16_k8_m3",
+            "gemv_bf16_k8_m4",
+            "gemv_bf16_k8_m5",
+            "gemv_bf16_k8_m6",
+            "gemv_bf16_k8_m7",
+            "gemv_bf16_k8_m8",
+        ],
+    ),
 ];
 
 /// The full source NVRTC sees for one file.

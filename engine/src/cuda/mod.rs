@@ -85,6 +85,39 @@ pub fn libraries_present() -> std::result::Result<(), String> {
     }
 }
 
+/// The stream-ordered allocator gives freed memory back to the driver at every synchronization
+/// unless its release threshold says to keep it. The AR loop synchronizes several times a frame
+/// to sample, so with the default (keep nothing) every frame would map its working memory anew.
+fn keep_freed_memory(ctx: &CudaContext) -> Result<()> {
+    if !ctx.has_async_alloc() {
+        return Ok(());
+    }
+    let mut threshold = u64::MAX;
+    // SAFETY: the device comes from a live context; the attribute takes a u64.
+    unsafe {
+        let pool = cudarc::driver::result::device::get_default_mem_pool(ctx.cu_device()).map_err(gpu)?;
+        cudarc::driver::result::mem_pool::set_attribute(
+            pool,
+            cudarc::driver::sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            (&mut threshold) as *mut u64 as *mut std::ffi::c_void,
+        )
+    }
+    .map_err(gpu)
+}
+
+/// Returns the memory the pool keeps for reuse to the driver (after an out-of-memory error).
+fn release_freed_memory(ctx: &CudaContext) -> Result<()> {
+    if !ctx.has_async_alloc() {
+        return Ok(());
+    }
+    // SAFETY: as above; called after a synchronization, so no freed block is still in use.
+    unsafe {
+        let pool = cudarc::driver::result::device::get_default_mem_pool(ctx.cu_device()).map_err(gpu)?;
+        cudarc::driver::result::mem_pool::trim_to(pool, 0)
+    }
+    .map_err(gpu)
+}
+
 /// Whether NVRTC alone can be loaded (enough to compile the kernels, no GPU needed).
 pub fn nvrtc_present() -> bool {
     // SAFETY: only tries to dlopen the library by name.
@@ -115,6 +148,18 @@ pub struct CudaBackend {
 
 const BLOCK: u32 = 256;
 
+/// The decode-product kernels by activation rows (1 to 8).
+const GEMV_K8: [&str; 8] = [
+    "gemv_bf16_k8_m1",
+    "gemv_bf16_k8_m2",
+    "gemv_bf16_k8_m3",
+    "gemv_bf16_k8_m4",
+    "gemv_bf16_k8_m5",
+    "gemv_bf16_k8_m6",
+    "gemv_bf16_k8_m7",
+    "gemv_bf16_k8_m8",
+];
+
 /// Threads whose names start with this get a high-priority stream.
 pub const CRITICAL_THREAD_PREFIX: &str = "songloom-ar";
 
@@ -142,6 +187,7 @@ impl CudaBackend {
         // lives and dies on the stream of the thread that made it.
         // SAFETY: that discipline is the synchronization cudarc would otherwise add.
         unsafe { ctx.disable_event_tracking() };
+        keep_freed_memory(&ctx)?;
         let (major, minor) = ctx.compute_capability().map_err(gpu)?;
         let arch = format!("sm_{major}{minor}");
         let kernels = Kernels::load(&ctx, &arch)?;
@@ -186,9 +232,32 @@ impl CudaBackend {
         self.ctx.synchronize().map_err(gpu)
     }
 
+    /// Starts or stops what an external profiler records (`ncu --profile-from-start off`).
+    pub fn profiler(&self, on: bool) -> Result<()> {
+        self.ctx.bind_to_thread().map_err(gpu)?;
+        // SAFETY: plain driver calls on the bound context.
+        unsafe { if on { cudarc::driver::sys::cuProfilerStart() } else { cudarc::driver::sys::cuProfilerStop() } }
+            .result()
+            .map_err(gpu)
+    }
+
     fn alloc(&self, lane: &Lane, n: usize) -> Result<CudaSlice<f32>> {
+        self.alloc_as::<f32>(lane, n)
+    }
+
+    /// Device memory for `n` values (at least one). When the pool is out of memory, the memory it
+    /// keeps for reuse is given back to the driver once and the allocation tried again.
+    fn alloc_as<T: cudarc::driver::DeviceRepr>(&self, lane: &Lane, n: usize) -> Result<CudaSlice<T>> {
         // SAFETY: every kernel and copy that produces an output writes all of it.
-        unsafe { lane.stream.alloc::<f32>(n.max(1)) }.map_err(gpu)
+        match unsafe { lane.stream.alloc::<T>(n.max(1)) } {
+            Ok(s) => Ok(s),
+            Err(e) if gpu(e).to_string().contains("out of memory") => {
+                self.synchronize()?;
+                release_freed_memory(&self.ctx)?;
+                unsafe { lane.stream.alloc::<T>(n.max(1)) }.map_err(gpu)
+            }
+            Err(e) => Err(gpu(e)),
+        }
     }
 
     fn f32s<'a>(&self, t: &'a Tensor, op: &'static str) -> Result<&'a CudaSlice<f32>> {
@@ -253,6 +322,19 @@ impl CudaBackend {
         let mut y = self.alloc(lane, m * n)?;
         let (mi, ni, ki) = (m as i32, n as i32, k as i32);
         match w {
+            CudaStorage::BF16(w) if m <= 8 && k.is_multiple_of(8) => {
+                const ROWS_PER_BLOCK: usize = 4;
+                let cfg = LaunchConfig {
+                    grid_dim: (n.div_ceil(ROWS_PER_BLOCK) as u32, 1, 1),
+                    block_dim: (128, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                let mut b = lane.stream.launch_builder(self.kernels.get(GEMV_K8[m - 1]));
+                b.arg(w).arg(x).arg(&mut y).arg(&ki).arg(&ni);
+                // SAFETY: w is [n, k] with k a multiple of 8 (16-byte rows), x [m, k], y [m, n]; a
+                // block of 128 threads per 4 weight rows.
+                unsafe { b.launch(cfg) }.map_err(gpu)?;
+            }
             CudaStorage::BF16(w) if m <= 8 => {
                 let warps_per_block = (BLOCK / 32) as usize;
                 let cfg = LaunchConfig {
@@ -267,7 +349,7 @@ impl CudaBackend {
             }
             CudaStorage::BF16(w) => {
                 // Activations go to bf16 too (as the reference's bf16 products see them); f32 out.
-                let mut x16 = unsafe { lane.stream.alloc::<u16>(m * k) }.map_err(gpu)?;
+                let mut x16 = self.alloc_as::<u16>(lane, m * k)?;
                 let n64 = (m * k) as i64;
                 let mut b = lane.stream.launch_builder(self.kernels.get("f32_to_bf16_kernel"));
                 b.arg(x).arg(&mut x16).arg(&n64);
@@ -349,6 +431,49 @@ impl CudaBackend {
         Ok(())
     }
 
+    /// Single-query attention (a decode step): pass 1 over splits of the keys, pass 2 merging them.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_decode(
+        &self,
+        lane: &Lane,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        s: &AttentionShape,
+        scale: f32,
+        out: &mut CudaSlice<f32>,
+    ) -> Result<()> {
+        // Splits of 32 keys: a 2-batch, 8-KV-head step at 500 keys runs 256 blocks.
+        const SPLIT: usize = 32;
+        let splits = s.kv_len.div_ceil(SPLIT).max(1);
+        let slots = s.batch * s.heads * splits;
+        let mut part_m = self.alloc(lane, slots)?;
+        let mut part_l = self.alloc(lane, slots)?;
+        let mut part_acc = self.alloc(lane, slots * s.head_dim)?;
+        let (kv_len, cap, heads, kv_heads, hd, split) =
+            (s.kv_len as i32, s.kv_capacity as i32, s.heads as i32, s.kv_heads as i32, s.head_dim as i32, SPLIT as i32);
+        let cfg = LaunchConfig {
+            grid_dim: (splits as u32, s.kv_heads as u32, s.batch as u32),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = lane.stream.launch_builder(self.kernels.get("attention_decode_split"));
+        b.arg(self.f32s(q, "attention")?).arg(self.f32s(k, "attention")?).arg(self.f32s(v, "attention")?);
+        b.arg(&mut part_m).arg(&mut part_l).arg(&mut part_acc);
+        b.arg(&kv_len).arg(&cap).arg(&heads).arg(&kv_heads).arg(&hd).arg(&split).arg(&scale);
+        // SAFETY: shapes checked by the caller (head dim <= 128 and a multiple of 4, at most 8 query
+        // heads per KV head); every (head, split) slot is written once.
+        unsafe { b.launch(cfg) }.map_err(gpu)?;
+        let splits32 = splits as i32;
+        let cfg =
+            LaunchConfig { grid_dim: (s.heads as u32, s.batch as u32, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+        let mut b = lane.stream.launch_builder(self.kernels.get("attention_decode_merge"));
+        b.arg(&part_m).arg(&part_l).arg(&part_acc).arg(&mut *out).arg(&splits32).arg(&heads).arg(&hd);
+        // SAFETY: reads the slots pass 1 wrote; writes [batch, heads * head_dim].
+        unsafe { b.launch(cfg) }.map_err(gpu)?;
+        Ok(())
+    }
+
     fn copy_rows(
         &self,
         lane: &Lane,
@@ -410,7 +535,7 @@ impl Backend for CudaBackend {
         let storage = match (self.storage(t, "cast")?, dtype) {
             (s, d) if s.dtype() == d => s.clone(),
             (CudaStorage::F32(src), DType::BF16) => {
-                let mut out = unsafe { lane.stream.alloc::<u16>(n.max(1)) }.map_err(gpu)?;
+                let mut out = self.alloc_as::<u16>(&lane, n)?;
                 let mut b = lane.stream.launch_builder(self.kernels.get("f32_to_bf16_kernel"));
                 b.arg(src).arg(&mut out).arg(&n64);
                 // SAFETY: n elements each side.
@@ -572,6 +697,11 @@ impl Backend for CudaBackend {
             // SAFETY: shapes checked above; every query row of the grid is written once.
             unsafe { b.launch(cfg) }.map_err(gpu)?;
             return self.wrap(&[s.batch * s.q_len, s.heads * s.head_dim], out);
+        }
+        let group = s.heads / s.kv_heads;
+        if s.q_len == 1 && s.head_dim <= 128 && s.head_dim.is_multiple_of(4) && group <= 8 {
+            self.attention_decode(&lane, q, k, v, &s, scale, &mut out)?;
+            return self.wrap(&[s.batch, s.heads * s.head_dim], out);
         }
         let tile: i32 = if s.head_dim <= 128 { 32 } else { 16 };
         let warps = 4u32;
@@ -838,7 +968,7 @@ impl Backend for CudaBackend {
                 CudaStorage::F32(out)
             }
             DType::BF16 => {
-                let mut out = unsafe { lane.stream.alloc::<u16>(n.max(1)) }.map_err(gpu)?;
+                let mut out = self.alloc_as::<u16>(&lane, n)?;
                 let mut b = lane.stream.launch_builder(self.kernels.get("fill_uniform_bf16"));
                 b.arg(&mut out).arg(&n64).arg(&seed).arg(&center).arg(&half_width);
                 // SAFETY: writes n values.

@@ -1,0 +1,125 @@
+//! The library panel: search, and for each song listen, regenerate from its recipe, rename,
+//! export (float32 or 16-bit, to a folder the settings keep) and delete (after a confirmation).
+
+use crate::app::{Settings, choice_ui};
+use crate::contract::{ExportFormat, Request, SongEntry, SongId};
+
+/// What the user asked for in the panel.
+pub enum Action {
+    Send(Request),
+    /// Start a new song from this one's recipe.
+    Regenerate(SongEntry),
+}
+
+#[derive(Default)]
+pub struct LibraryView {
+    /// The songs matching `search`, newest first, as the engine last listed them.
+    pub songs: Vec<SongEntry>,
+    pub search: String,
+    /// The song being renamed and the title typed so far.
+    renaming: Option<(SongId, String)>,
+    /// The song whose Delete was pressed once.
+    confirming_delete: Option<SongId>,
+}
+
+impl LibraryView {
+    /// Draws the panel; `busy` while a song is being made (the player belongs to it then).
+    pub fn ui(&mut self, ui: &mut egui::Ui, settings: &mut Settings, busy: bool) -> Option<Action> {
+        let mut action = None;
+        ui.heading("Library");
+        ui.horizontal(|ui| {
+            let label = ui.label("Search library");
+            if ui.text_edit_singleline(&mut self.search).labelled_by(label.id).changed() {
+                action = Some(Action::Send(Request::ListSongs { search: self.search.clone() }));
+            }
+        });
+        ui.horizontal(|ui| {
+            let label = ui.label("Export to");
+            ui.add(egui::TextEdit::singleline(&mut settings.export_folder).hint_text("your Music folder"))
+                .labelled_by(label.id);
+            let label = ui.label("as");
+            choice_ui(
+                ui,
+                label.id,
+                "export format",
+                &mut settings.export_format,
+                &[(ExportFormat::Float32, "32-bit float"), (ExportFormat::Pcm16, "16-bit PCM")],
+            );
+        });
+        if self.songs.is_empty() {
+            ui.label(if self.search.is_empty() { "No songs yet." } else { "No song matches." });
+        }
+        let songs = std::mem::take(&mut self.songs);
+        for song in &songs {
+            ui.separator();
+            if let Some(a) = self.song_ui(ui, song, settings, busy) {
+                action = Some(a);
+            }
+        }
+        self.songs = songs;
+        action
+    }
+
+    fn song_ui(&mut self, ui: &mut egui::Ui, song: &SongEntry, settings: &Settings, busy: bool) -> Option<Action> {
+        let mut action = None;
+        let renaming = &mut self.renaming;
+        match renaming {
+            Some((id, title)) if *id == song.id => {
+                let mut done = false;
+                ui.horizontal(|ui| {
+                    let label = ui.label("New title");
+                    let edit = ui.text_edit_singleline(title).labelled_by(label.id);
+                    let enter = edit.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
+                    if ui.button("Save title").clicked() || enter {
+                        action = Some(Action::Send(Request::RenameSong { id: song.id, title: title.trim().into() }));
+                    }
+                    done = ui.button("Keep title").clicked();
+                });
+                if done || action.is_some() {
+                    *renaming = None;
+                }
+            }
+            _ => {
+                ui.strong(&song.title);
+            }
+        }
+        ui.label(format!(
+            "{:.1} s · seed {} · {} steps · {}",
+            song.seconds,
+            song.recipe.seed,
+            song.recipe.steps,
+            song.recipe.description.chars().take(80).collect::<String>()
+        ));
+        ui.horizontal(|ui| {
+            let listen = ui.add_enabled(!busy, egui::Button::new("Listen"));
+            if listen.on_disabled_hover_text("the song being made is playing").clicked() {
+                action = Some(Action::Send(Request::PlaySong { id: song.id }));
+            }
+            if ui.add_enabled(!busy, egui::Button::new("Regenerate")).clicked() {
+                action = Some(Action::Regenerate(song.clone()));
+            }
+            if ui.button("Rename").clicked() {
+                self.renaming = Some((song.id, song.title.clone()));
+            }
+            if ui.button("Export").clicked() {
+                action = Some(Action::Send(Request::ExportSong {
+                    id: song.id,
+                    folder: settings.export_folder.clone(),
+                    format: settings.export_format,
+                }));
+            }
+            if self.confirming_delete == Some(song.id) {
+                if ui.button("Delete for good").clicked() {
+                    action = Some(Action::Send(Request::DeleteSong { id: song.id }));
+                    self.confirming_delete = None;
+                }
+                if ui.button("Keep it").clicked() {
+                    self.confirming_delete = None;
+                }
+            } else if ui.button("Delete").clicked() {
+                self.confirming_delete = Some(song.id);
+            }
+        });
+        action
+    }
+}
