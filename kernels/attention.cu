@@ -174,38 +174,40 @@ extern "C" __global__ void attention_tiled_d64(const float* __restrict__ q, cons
 }
 
 // Single-query attention over a KV cache (the AR decode step), split over the keys so the whole
-// GPU works on it, and grouped so each key/value row is read once for the query heads that share
-// it (GQA). Lane l holds dims 4l..4l+3 of each of the group's G queries (head dim <= 128).
+// GPU works on it, and grouped so each key/value row is read once for the G query heads that share
+// it (GQA; G is a template argument, 1, 2, 4 or 8, so the per-head state stays in registers).
+// Lane l holds dims 4l..4l+3 of each of the group's G queries (head dim <= 128).
 // Pass 1, grid (splits, kv_heads, batch), block 128 (4 warps): each warp runs an online softmax
 // over every 4th key of its split; the block merges its warps and writes, per query head and
 // split, the running max, the sum of exponentials and the unnormalised output.
 // Pass 2, grid (heads, batch), block 128: merges the splits.
 
 #define DEC_WARPS 4
-#define DEC_MAX_G 8
+#define DEC_UNROLL 4
 
-extern "C" __global__ void attention_decode_split(const float* __restrict__ q, const float* __restrict__ k,
-                                                  const float* __restrict__ v, float* __restrict__ part_m,
-                                                  float* __restrict__ part_l, float* __restrict__ part_acc,
-                                                  int kv_len, int kv_cap, int heads, int kv_heads, int head_dim,
-                                                  int split_len, float scale) {
-    __shared__ float sm[DEC_WARPS][DEC_MAX_G];
-    __shared__ float sl[DEC_WARPS][DEC_MAX_G];
-    __shared__ float sacc[DEC_WARPS][DEC_MAX_G][128];
+template <int G>
+__device__ __forceinline__ void attention_decode_split(const float* __restrict__ q, const float* __restrict__ k,
+                                                       const float* __restrict__ v, float* __restrict__ part_m,
+                                                       float* __restrict__ part_l, float* __restrict__ part_acc,
+                                                       int kv_len, int kv_cap, int heads, int kv_heads, int head_dim,
+                                                       int split_len, float scale) {
+    __shared__ float sm[DEC_WARPS][G];
+    __shared__ float sl[DEC_WARPS][G];
+    __shared__ float sacc[DEC_WARPS][G][128];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z, splits = gridDim.x;
-    int group = heads / kv_heads;
+    const int group = G;
     int d = 4 * lane;
     bool has_dims = d < head_dim;
     long q_width = (long)heads * head_dim, kv_width = (long)kv_heads * head_dim;
 
-    float4 qv[DEC_MAX_G];
-    float m[DEC_MAX_G], l[DEC_MAX_G];
-    float4 acc[DEC_MAX_G];
+    float4 qv[G];
+    float m[G], l[G];
+    float4 acc[G];
 #pragma unroll
-    for (int g = 0; g < DEC_MAX_G; g++) {
+    for (int g = 0; g < G; g++) {
         qv[g] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (g < group && has_dims) {
+        if (has_dims) {
             float4 t = *(const float4*)(q + (long)b * q_width + (long)(kvh * group + g) * head_dim + d);
             qv[g] = make_float4(t.x * scale, t.y * scale, t.z * scale, t.w * scale);
         }
@@ -214,35 +216,48 @@ extern "C" __global__ void attention_decode_split(const float* __restrict__ q, c
         acc[g] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
     int start = split * split_len, end = min(kv_len, start + split_len);
-    for (int j = start + warp; j < end; j += DEC_WARPS) {
-        long row = ((long)b * kv_cap + j) * kv_width + (long)kvh * head_dim + d;
-        float4 kk = has_dims ? *(const float4*)(k + row) : make_float4(0.f, 0.f, 0.f, 0.f);
-        float4 vv = has_dims ? *(const float4*)(v + row) : make_float4(0.f, 0.f, 0.f, 0.f);
-        float s[DEC_MAX_G];
+    // The keys and values of DEC_UNROLL keys are loaded before any is used, so a warp waits for
+    // memory once per DEC_UNROLL keys rather than once per key.
+    for (int j0 = start + warp; j0 < end; j0 += DEC_WARPS * DEC_UNROLL) {
+        float4 ks[DEC_UNROLL], vs[DEC_UNROLL];
 #pragma unroll
-        for (int g = 0; g < DEC_MAX_G; g++) s[g] = qv[g].x * kk.x + qv[g].y * kk.y + qv[g].z * kk.z + qv[g].w * kk.w;
-        // The G reductions interleaved, so their shuffles overlap.
+        for (int u = 0; u < DEC_UNROLL; u++) {
+            int j = j0 + u * DEC_WARPS;
+            long row = ((long)b * kv_cap + j) * kv_width + (long)kvh * head_dim + d;
+            bool load = has_dims && j < end;
+            ks[u] = load ? *(const float4*)(k + row) : make_float4(0.f, 0.f, 0.f, 0.f);
+            vs[u] = load ? *(const float4*)(v + row) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
+        for (int u = 0; u < DEC_UNROLL; u++) {
+            if (j0 + u * DEC_WARPS >= end) break;
+            float4 kk = ks[u], vv = vs[u];
+            float s[G];
 #pragma unroll
-            for (int g = 0; g < DEC_MAX_G; g++)
-                if (g < group) s[g] += __shfl_xor_sync(0xffffffffu, s[g], o);
+            for (int g = 0; g < G; g++) s[g] = qv[g].x * kk.x + qv[g].y * kk.y + qv[g].z * kk.z + qv[g].w * kk.w;
+            // The G reductions interleaved, so their shuffles overlap.
 #pragma unroll
-        for (int g = 0; g < DEC_MAX_G; g++) {
-            if (g < group) {
-                float m_new = fmaxf(m[g], s[g]);
-                float correction = expf(m[g] - m_new), p = expf(s[g] - m_new);
-                l[g] = l[g] * correction + p;
-                acc[g].x = acc[g].x * correction + p * vv.x;
-                acc[g].y = acc[g].y * correction + p * vv.y;
-                acc[g].z = acc[g].z * correction + p * vv.z;
-                acc[g].w = acc[g].w * correction + p * vv.w;
-                m[g] = m_new;
+            for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+                for (int g = 0; g < G; g++)
+                    if (g < group) s[g] += __shfl_xor_sync(0xffffffffu, s[g], o);
+#pragma unroll
+            for (int g = 0; g < G; g++) {
+                if (g < group) {
+                    float m_new = fmaxf(m[g], s[g]);
+                    float correction = expf(m[g] - m_new), p = expf(s[g] - m_new);
+                    l[g] = l[g] * correction + p;
+                    acc[g].x = acc[g].x * correction + p * vv.x;
+                    acc[g].y = acc[g].y * correction + p * vv.y;
+                    acc[g].z = acc[g].z * correction + p * vv.z;
+                    acc[g].w = acc[g].w * correction + p * vv.w;
+                    m[g] = m_new;
+                }
             }
         }
     }
 #pragma unroll
-    for (int g = 0; g < DEC_MAX_G; g++) {
+    for (int g = 0; g < G; g++) {
         if (g < group) {
             if (lane == 0) {
                 sm[warp][g] = m[g];
@@ -277,6 +292,19 @@ extern "C" __global__ void attention_decode_split(const float* __restrict__ q, c
         if (t < head_dim) part_acc[slot * head_dim + t] = out;
     }
 }
+
+#define DECODE_SPLIT_FOR_G(G)                                                                                    \
+    extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32) attention_decode_split_g##G(                     \
+        const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,                   \
+        float* __restrict__ part_m, float* __restrict__ part_l, float* __restrict__ part_acc, int kv_len,       \
+        int kv_cap, int heads, int kv_heads, int head_dim, int split_len, float scale) {                         \
+        attention_decode_split<G>(q, k, v, part_m, part_l, part_acc, kv_len, kv_cap, heads, kv_heads, head_dim, \
+                                  split_len, scale);                                                             \
+    }
+DECODE_SPLIT_FOR_G(1)
+DECODE_SPLIT_FOR_G(2)
+DECODE_SPLIT_FOR_G(4)
+DECODE_SPLIT_FOR_G(8)
 
 extern "C" __global__ void attention_decode_merge(const float* __restrict__ part_m, const float* __restrict__ part_l,
                                                   const float* __restrict__ part_acc, float* __restrict__ out,

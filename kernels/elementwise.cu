@@ -145,3 +145,14 @@ extern "C" __global__ void fill_uniform_f32(float* out, long n, unsigned long lo
 extern "C" __global__ void fill_uniform_bf16(bf16_t* out, long n, unsigned long long seed, float center, float half_width) {
     GRID_STRIDE(i, n) out[i] = f32_to_bf16(center + half_width * hash_uniform(seed, i));
 }
+
+// src [batch * n, cols] into rows [row, row + n) of each batch entry of dst [batch * capacity, cols]
+// (a KV cache append) in one launch.
+extern "C" __global__ void write_rows_f32(const float* src, float* dst, long total, int n, int cols, int capacity,
+                                          int row) {
+    GRID_STRIDE(i, total) {
+        long r = i / cols, c = i % cols;
+        long b = r / n, j = r % n;
+        dst[(b * capacity + row + j) * cols + c] = src[i];
+    }
+}

@@ -12,6 +12,42 @@ extern "C" __global__ void NAME(const float* x, const T* w, float* out, int cols
 RMS_NORM(rms_norm_f32, float)
 RMS_NORM(rms_norm_bf16, bf16_t)
 
+// The same for rows a multiple of 4 long, up to 16384: each thread keeps its (at most 4) float4
+// chunks of the row in registers between the two passes, and the block is sized to the row, so a
+// decode step's [2, 4096] norm runs 1024 threads a row and a head norm of 128 one warp a row.
+#define RMS_VEC 4
+__device__ __forceinline__ float4 load4(const float* w, int c) { return *(const float4*)(w + 4 * c); }
+__device__ __forceinline__ float4 load4(const bf16_t* w, int c) {
+    uint2 p = *(const uint2*)(w + 4 * c);
+    return make_float4(__uint_as_float(p.x << 16), __uint_as_float(p.x & 0xffff0000u), __uint_as_float(p.y << 16),
+                       __uint_as_float(p.y & 0xffff0000u));
+}
+#define RMS_NORM_VEC(NAME, T) \
+extern "C" __global__ void NAME(const float* __restrict__ x, const T* __restrict__ w, float* __restrict__ out, \
+                                int cols, float eps) { \
+    const float* row = x + (long)blockIdx.x * cols; \
+    float* dst = out + (long)blockIdx.x * cols; \
+    int chunks = cols >> 2; \
+    float4 v[RMS_VEC]; \
+    float ss = 0.0f; \
+    _Pragma("unroll") for (int i = 0; i < RMS_VEC; i++) { \
+        int c = threadIdx.x + i * blockDim.x; \
+        v[i] = c < chunks ? load4(row, c) : make_float4(0.f, 0.f, 0.f, 0.f); \
+        ss += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w; \
+    } \
+    float inv = rsqrtf(block_sum(ss) / cols + eps); \
+    _Pragma("unroll") for (int i = 0; i < RMS_VEC; i++) { \
+        int c = threadIdx.x + i * blockDim.x; \
+        if (c < chunks) { \
+            float4 g = load4(w, c); \
+            *(float4*)(dst + 4 * c) = make_float4(v[i].x * inv * g.x, v[i].y * inv * g.y, v[i].z * inv * g.z, \
+                                                  v[i].w * inv * g.w); \
+        } \
+    } \
+}
+RMS_NORM_VEC(rms_norm_vec_f32, float)
+RMS_NORM_VEC(rms_norm_vec_bf16, bf16_t)
+
 #define LAYER_NORM(NAME, T) \
 extern "C" __global__ void NAME(const float* x, const T* w, const T* b, float* out, int cols, float eps) { \
     const float* row = x + (long)blockIdx.x * cols; \
@@ -59,3 +95,33 @@ extern "C" __global__ void rope_f32(const float* x, float* out, long rows, int h
         out[i] = d < half ? a * c - b * s : b * c + a * s;
     }
 }
+
+// Qwen3's query/key path in one pass for head dim 128 with full rotary: per-head RMSNorm, then the
+// rotary embedding (rotate-half). One warp per (row, head); lane l holds dims 4l..4l+3, whose
+// rotary partners (d +- 64) sit in lane l ^ 16. The same arithmetic as rms_norm_vec and rope_f32.
+#define HEAD_NORM_ROPE(NAME, T) \
+extern "C" __global__ void NAME(const float* __restrict__ x, const T* __restrict__ w, float* __restrict__ out, \
+                                int rows, int heads, float eps, float theta, int first_position, int seq_len) { \
+    int unit = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31; \
+    if (unit >= rows * heads) return; \
+    int row = unit / heads; \
+    long base = (long)unit * 128 + 4 * lane; \
+    float4 v = *(const float4*)(x + base); \
+    float ss = warp_sum(v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w); \
+    float inv = rsqrtf(ss / 128 + eps); \
+    float4 g = load4(w, lane); \
+    float n[4] = {v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w}; \
+    float position = (float)(first_position + row % seq_len); \
+    float result[4]; \
+    _Pragma("unroll") for (int e = 0; e < 4; e++) { \
+        float partner = __shfl_xor_sync(0xffffffffu, n[e], 16); \
+        int pair = (4 * lane + e) & 63; \
+        float inv_freq = 1.0f / powf(theta, (float)(2 * pair) / 128.0f); \
+        float s, c; \
+        sincosf(position * inv_freq, &s, &c); \
+        result[e] = lane < 16 ? n[e] * c - partner * s : n[e] * c + partner * s; \
+    } \
+    *(float4*)(out + base) = make_float4(result[0], result[1], result[2], result[3]); \
+}
+HEAD_NORM_ROPE(head_norm_rope128_f32, float)
+HEAD_NORM_ROPE(head_norm_rope128_bf16, bf16_t)

@@ -62,6 +62,24 @@ pub trait Backend: Send + Sync {
     /// `dst [batch * capacity, cols]` (a KV cache append).
     fn write_rows(&self, dst: &mut Tensor, src: &Tensor, batch: usize, row: usize) -> Result<()>;
 
+    /// `residual + x @ w^T`: a projection back into the residual stream. Backends may fuse it.
+    fn linear_add(&self, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
+        composed::linear_add(self, x, w, residual)
+    }
+    /// `silu(x @ gate^T) * (x @ up^T)`, the first half of a SwiGLU feed-forward. Backends may fuse it.
+    fn linear_swiglu(&self, x: &Tensor, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+        composed::linear_swiglu(self, x, gate, up)
+    }
+    /// `x @ w^T` for each of three weights of the same input width (attention's q, k and v).
+    fn linear3(&self, x: &Tensor, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
+        composed::linear3(self, x, w)
+    }
+    /// Per-head RMSNorm of `x [rows, heads * head_dim]` with `w [head_dim]`, then the rotary
+    /// embedding (Qwen3's query and key path). Backends may fuse it.
+    fn head_norm_rope(&self, x: Tensor, w: &Tensor, eps: f32, rotary: Rotary) -> Result<Tensor> {
+        composed::head_norm_rope(self, x, w, eps, rotary)
+    }
+
     /// `silu(a) * b`.
     fn silu_mul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor>;
     fn silu(&self, x: &Tensor) -> Result<Tensor>;
@@ -177,5 +195,38 @@ impl std::ops::Deref for Device {
             Device::Cpu(b) => b,
             Device::Cuda(b) => b.as_ref(),
         }
+    }
+}
+
+/// The fused operations of [`Backend`] written with its basic ones: the default every backend
+/// starts from, and the fallback of a backend's fused kernels for shapes they do not cover.
+pub mod composed {
+    use super::{Backend, Rotary};
+    use crate::error::Result;
+    use crate::tensor::Tensor;
+
+    pub fn linear_add<B: Backend + ?Sized>(b: &B, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
+        b.add(residual, &b.linear(x, w, None)?)
+    }
+
+    pub fn linear_swiglu<B: Backend + ?Sized>(b: &B, x: &Tensor, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+        b.silu_mul(&b.linear(x, gate, None)?, &b.linear(x, up, None)?)
+    }
+
+    pub fn linear3<B: Backend + ?Sized>(b: &B, x: &Tensor, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
+        Ok([b.linear(x, w[0], None)?, b.linear(x, w[1], None)?, b.linear(x, w[2], None)?])
+    }
+
+    pub fn head_norm_rope<B: Backend + ?Sized>(
+        b: &B,
+        x: Tensor,
+        w: &Tensor,
+        eps: f32,
+        rotary: Rotary,
+    ) -> Result<Tensor> {
+        let rows = x.shape()[0];
+        let d = rotary.head_dim;
+        let normed = b.rms_norm(&x.reshape(&[rows * rotary.heads, d])?, w, eps)?;
+        b.rope(&normed.reshape(&[rows, rotary.heads * d])?, rotary)
     }
 }

@@ -40,8 +40,17 @@ fn linear_cases(device: &Device) {
     let t = |shape: &[usize], seed: u64| device.upload(t(shape, seed)).unwrap();
     // On a GPU, up to 8 rows against bf16 weights whose rows are a multiple of 8 long take the
     // 4-rows-per-block decode kernel (row counts not a multiple of 4 included), others the general one.
-    let shapes =
-        [(1, 7, 5), (2, 64, 33), (1, 128, 7), (3, 264, 130), (5, 40, 9), (8, 256, 257), (9, 40, 70), (100, 130, 129)];
+    let shapes = [
+        (1, 7, 5),
+        (2, 64, 33),
+        (1, 128, 7),
+        (3, 264, 130),
+        (5, 40, 9),
+        (8, 256, 257),
+        (2, 64, 4100),
+        (9, 40, 70),
+        (100, 130, 129),
+    ];
     for (m, k, n) in shapes {
         let (x, w) = (t(&[m, k], 1), t(&[n, k], 2));
         let want = naive_linear(&x.to_f32_vec(), m, k, &w.to_f32_vec(), n);
@@ -194,6 +203,22 @@ fn norm_and_rope_cases(device: &Device) {
             assert!((ln[r * 16 + c] - want_ln).abs() < 1e-5);
         }
     }
+    // RMSNorm at the model's widths with bf16 weights (on a GPU: the register-resident kernel with a
+    // block sized to the row), and at a width that is not a multiple of 4 (the general kernel).
+    for (rows, dim) in [(2, 4096), (64, 128), (3, 16384), (2, 130)] {
+        let x = t(&[rows, dim], 16);
+        let w = device.cast(&t(&[dim], 17), DType::BF16).unwrap();
+        let got = device.rms_norm(&x, &w, 1e-6).unwrap().to_f32_vec();
+        let (xv, wv) = (x.to_f32_vec(), w.to_f32_vec());
+        let want: Vec<f32> = xv
+            .chunks(dim)
+            .flat_map(|row| {
+                let inv = 1.0 / (row.iter().map(|v| v * v).sum::<f32>() / dim as f32 + 1e-6).sqrt();
+                row.iter().zip(&wv).map(move |(v, g)| v * inv * g).collect::<Vec<_>>()
+            })
+            .collect();
+        assert_close(&format!("rms_norm {rows}x{dim}"), &got, &want, 1e-5);
+    }
     // Partial rotary: the leading 4 of 8 dims rotate (rotate-half), the rest pass through.
     let x = t(&[3, 16], 15);
     let r = Rotary { heads: 2, head_dim: 8, rotary_dim: 4, theta: 10000.0, first_position: 5, seq_len: 3 };
@@ -268,6 +293,60 @@ fn shape_errors_are_errors(device: &Device) {
 }
 
 /// Every backend this machine has: the CPU always, GPUs where present.
+/// The fused ops (a GPU's decode kernels, the CPU's compositions) against the basic ops on the
+/// CPU, at decode shapes (1 to 8 rows, bf16 weights) and at a shape the fused kernels leave to
+/// the composition (10 rows).
+fn fused_cases(device: &Device) {
+    let cpu = Device::Cpu(Default::default());
+    let on = |d: &Device, x: &Tensor| d.upload(x.clone()).unwrap();
+    let bf16 = |shape: &[usize], seed: u64| cpu.cast(&t(shape, seed), DType::BF16).unwrap();
+    for (m, k, n) in [(1, 64, 33), (2, 256, 130), (8, 128, 4), (10, 64, 9)] {
+        let (x, residual) = (t(&[m, k], 20), t(&[m, n], 21));
+        let (w, gate, up) = (bf16(&[n, k], 22), bf16(&[n, k], 23), bf16(&[n, k], 24));
+        let (w1, w2) = (bf16(&[n + 3, k], 25), bf16(&[2 * n, k], 26));
+        let (dx, dres) = (on(device, &x), on(device, &residual));
+        let (dw, dgate, dup, dw1, dw2) =
+            (on(device, &w), on(device, &gate), on(device, &up), on(device, &w1), on(device, &w2));
+
+        let want = cpu.add(&residual, &cpu.linear(&x, &w, None).unwrap()).unwrap().to_f32_vec();
+        // More than 8 rows take the GPU's bf16 GEMM, which rounds the activations to bf16 too.
+        let tol = if device.name() == "cuda" && m > 8 { 3e-2 } else { 1e-5 };
+        let got = device.linear_add(&dx, &dw, &dres).unwrap().to_f32_vec();
+        assert_close(&format!("linear_add {m}x{k}x{n}"), &got, &want, tol);
+
+        let want = cpu
+            .silu_mul(&cpu.linear(&x, &gate, None).unwrap(), &cpu.linear(&x, &up, None).unwrap())
+            .unwrap()
+            .to_f32_vec();
+        let got = device.linear_swiglu(&dx, &dgate, &dup).unwrap().to_f32_vec();
+        assert_close(&format!("linear_swiglu {m}x{k}x{n}"), &got, &want, tol);
+
+        let got = device.linear3(&dx, [&dw, &dw1, &dw2]).unwrap();
+        for (g, weight) in got.iter().zip([&w, &w1, &w2]) {
+            let want = cpu.linear(&x, weight, None).unwrap();
+            assert_eq!(g.shape(), want.shape());
+            assert_close(&format!("linear3 {m}x{k}x{n}"), &g.to_f32_vec(), &want.to_f32_vec(), tol);
+        }
+    }
+    // Qwen3's query/key path at head dim 128 (fused on a GPU) and 64 (composed everywhere).
+    for (rows, heads, head_dim) in [(2, 4, 128), (6, 2, 128), (3, 2, 64)] {
+        let x = t(&[rows, heads * head_dim], 27);
+        let w = bf16(&[head_dim], 28);
+        let r = Rotary { heads, head_dim, rotary_dim: head_dim, theta: 1e6, first_position: 301, seq_len: rows / 2 };
+        let want = cpu
+            .rope(
+                &cpu.rms_norm(&x.clone().reshape(&[rows * heads, head_dim]).unwrap(), &w, 1e-6)
+                    .unwrap()
+                    .reshape(&[rows, heads * head_dim])
+                    .unwrap(),
+                r,
+            )
+            .unwrap();
+        let got = device.head_norm_rope(on(device, &x), &on(device, &w), 1e-6, r).unwrap();
+        assert_close(&format!("head_norm_rope {rows}x{heads}x{head_dim}"), &got.to_f32_vec(), &want.to_f32_vec(), 1e-5);
+    }
+}
+
 fn backends() -> Vec<Device> {
     songloom_tests::devices()
 }
@@ -300,4 +379,9 @@ fn elementwise_ops_match_formulas() {
 #[test]
 fn bad_shapes_and_dtypes_are_errors() {
     backends().iter().for_each(shape_errors_are_errors);
+}
+
+#[test]
+fn fused_ops_match_their_compositions() {
+    backends().iter().for_each(fused_cases);
 }

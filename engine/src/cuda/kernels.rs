@@ -12,6 +12,21 @@ use crate::error::{Error, Result};
 
 const COMMON: &str = include_str!("../../../kernels/common.cuh");
 
+/// The decode-product kernels, four per activation row count (see kernels/gemv.cu).
+macro_rules! gemv_kernels {
+    ($($m:literal),*) => {
+        [
+            "gemv_bf16",
+            $(
+                concat!("gemv_bf16_k8_m", $m),
+                concat!("gemv_add_bf16_k8_m", $m),
+                concat!("gemv_swiglu_bf16_k8_m", $m),
+                concat!("gemv_group3_bf16_k8_m", $m),
+            )*
+        ]
+    };
+}
+
 /// (file name, source, kernel names)
 pub const SOURCES: &[(&str, &str, &[&str])] = &[
     (
@@ -31,6 +46,7 @@ pub const SOURCES: &[(&str, &str, &[&str])] = &[
             "add_bias_bf16",
             "embedding_f32",
             "embedding_bf16",
+            "write_rows_f32",
             "transpose_f32",
             "slice_cols_f32",
             "snake_f32",
@@ -46,28 +62,33 @@ pub const SOURCES: &[(&str, &str, &[&str])] = &[
     (
         "norm.cu",
         include_str!("../../../kernels/norm.cu"),
-        &["rms_norm_f32", "rms_norm_bf16", "layer_norm_f32", "layer_norm_bf16", "softmax_rows_f32", "rope_f32"],
+        &[
+            "rms_norm_f32",
+            "rms_norm_bf16",
+            "rms_norm_vec_f32",
+            "rms_norm_vec_bf16",
+            "layer_norm_f32",
+            "layer_norm_bf16",
+            "softmax_rows_f32",
+            "rope_f32",
+            "head_norm_rope128_f32",
+            "head_norm_rope128_bf16",
+        ],
     ),
     (
         "attention.cu",
         include_str!("../../../kernels/attention.cu"),
-        &["attention_f32", "attention_tiled_d64", "attention_decode_split", "attention_decode_merge"],
-    ),
-    (
-        "gemv.cu",
-        include_str!("../../../kernels/gemv.cu"),
         &[
-            "gemv_bf16",
-            "gemv_bf16_k8_m1",
-            "gemv_bf16_k8_m2",
-            "gemv_bf16_k8_m3",
-            "gemv_bf16_k8_m4",
-            "gemv_bf16_k8_m5",
-            "gemv_bf16_k8_m6",
-            "gemv_bf16_k8_m7",
-            "gemv_bf16_k8_m8",
+            "attention_f32",
+            "attention_tiled_d64",
+            "attention_decode_split_g1",
+            "attention_decode_split_g2",
+            "attention_decode_split_g4",
+            "attention_decode_split_g8",
+            "attention_decode_merge",
         ],
     ),
+    ("gemv.cu", include_str!("../../../kernels/gemv.cu"), &gemv_kernels!(1, 2, 3, 4, 5, 6, 7, 8)),
 ];
 
 /// The full source NVRTC sees for one file.

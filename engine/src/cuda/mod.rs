@@ -14,7 +14,7 @@ use cudarc::cublas::sys as blas_sys;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use self::kernels::Kernels;
-use crate::device::{AttentionShape, Backend, Rotary};
+use crate::device::{AttentionShape, Backend, Rotary, composed};
 use crate::error::{Error, Result};
 use crate::shapes;
 use crate::tensor::{CpuStorage, DType, Storage, Tensor};
@@ -148,17 +148,8 @@ pub struct CudaBackend {
 
 const BLOCK: u32 = 256;
 
-/// The decode-product kernels by activation rows (1 to 8).
-const GEMV_K8: [&str; 8] = [
-    "gemv_bf16_k8_m1",
-    "gemv_bf16_k8_m2",
-    "gemv_bf16_k8_m3",
-    "gemv_bf16_k8_m4",
-    "gemv_bf16_k8_m5",
-    "gemv_bf16_k8_m6",
-    "gemv_bf16_k8_m7",
-    "gemv_bf16_k8_m8",
-];
+/// The largest activation row count the decode-product (GEMV) kernels take.
+const GEMV_MAX_ROWS: usize = 8;
 
 /// Threads whose names start with this get a high-priority stream.
 pub const CRITICAL_THREAD_PREFIX: &str = "songloom-ar";
@@ -166,6 +157,30 @@ pub const CRITICAL_THREAD_PREFIX: &str = "songloom-ar";
 fn grid_1d(n: usize) -> LaunchConfig {
     let blocks = n.div_ceil(BLOCK as usize).clamp(1, 65535 * 8) as u32;
     LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// Threads of a decode-product (GEMV) block, which owns 4 weight rows (kernels/gemv.cu); SwiGLU's
+/// blocks read two weights and run half as many.
+const GEMV_THREADS: u32 = 256;
+const GEMV_SWIGLU_THREADS: u32 = 128;
+
+/// The launch of a decode-product kernel over `rows` weight rows with `threads` a block.
+fn gemv_config(rows: usize, threads: u32) -> LaunchConfig {
+    LaunchConfig { grid_dim: (rows.div_ceil(4) as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// A decode product the fused GEMV kernels take: `x [m <= 8, k]` f32 against a bf16 weight
+/// `[n, k]` with `k` a multiple of 8. Returns `(m, k, n)` and the weight's bits.
+fn decode_product<'a>(x: &Tensor, w: &'a Tensor) -> Option<(usize, usize, usize, &'a CudaSlice<u16>)> {
+    let (m, k, n) = shapes::linear(x, w, None).ok()?;
+    match (x.storage(), w.storage()) {
+        (Storage::Cuda(CudaStorage::F32(_)), Storage::Cuda(CudaStorage::BF16(bits)))
+            if (1..=GEMV_MAX_ROWS).contains(&m) && k.is_multiple_of(8) =>
+        {
+            Some((m, k, n, bits))
+        }
+        _ => None,
+    }
 }
 
 fn rows_config(rows: usize) -> LaunchConfig {
@@ -322,18 +337,12 @@ impl CudaBackend {
         let mut y = self.alloc(lane, m * n)?;
         let (mi, ni, ki) = (m as i32, n as i32, k as i32);
         match w {
-            CudaStorage::BF16(w) if m <= 8 && k.is_multiple_of(8) => {
-                const ROWS_PER_BLOCK: usize = 4;
-                let cfg = LaunchConfig {
-                    grid_dim: (n.div_ceil(ROWS_PER_BLOCK) as u32, 1, 1),
-                    block_dim: (128, 1, 1),
-                    shared_mem_bytes: 0,
-                };
-                let mut b = lane.stream.launch_builder(self.kernels.get(GEMV_K8[m - 1]));
+            CudaStorage::BF16(w) if m <= GEMV_MAX_ROWS && k.is_multiple_of(8) => {
+                let mut b = lane.stream.launch_builder(self.kernels.get(&format!("gemv_bf16_k8_m{m}")));
                 b.arg(w).arg(x).arg(&mut y).arg(&ki).arg(&ni);
                 // SAFETY: w is [n, k] with k a multiple of 8 (16-byte rows), x [m, k], y [m, n]; a
-                // block of 128 threads per 4 weight rows.
-                unsafe { b.launch(cfg) }.map_err(gpu)?;
+                // block per 4 weight rows.
+                unsafe { b.launch(gemv_config(n, GEMV_THREADS)) }.map_err(gpu)?;
             }
             CudaStorage::BF16(w) if m <= 8 => {
                 let warps_per_block = (BLOCK / 32) as usize;
@@ -457,12 +466,13 @@ impl CudaBackend {
             block_dim: (128, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut b = lane.stream.launch_builder(self.kernels.get("attention_decode_split"));
+        let group = s.heads / s.kv_heads;
+        let mut b = lane.stream.launch_builder(self.kernels.get(&format!("attention_decode_split_g{group}")));
         b.arg(self.f32s(q, "attention")?).arg(self.f32s(k, "attention")?).arg(self.f32s(v, "attention")?);
         b.arg(&mut part_m).arg(&mut part_l).arg(&mut part_acc);
         b.arg(&kv_len).arg(&cap).arg(&heads).arg(&kv_heads).arg(&hd).arg(&split).arg(&scale);
-        // SAFETY: shapes checked by the caller (head dim <= 128 and a multiple of 4, at most 8 query
-        // heads per KV head); every (head, split) slot is written once.
+        // SAFETY: shapes checked by the caller (head dim <= 128 and a multiple of 4, 1, 2, 4 or 8
+        // query heads per KV head); every (head, split) slot is written once.
         unsafe { b.launch(cfg) }.map_err(gpu)?;
         let splits32 = splits as i32;
         let cfg =
@@ -594,7 +604,16 @@ impl Backend for CudaBackend {
         let lane = self.lane()?;
         let mut out = self.alloc(&lane, rows * dim)?;
         let ws = self.storage(w, "rms_norm")?;
-        let kernel = if ws.dtype() == DType::F32 { "rms_norm_f32" } else { "rms_norm_bf16" };
+        // Rows a multiple of 4 long (all of the model's) take the register-resident kernel with a
+        // block sized to the row: at most 4 float4 chunks a thread.
+        let vectorized = dim.is_multiple_of(4) && dim <= 4 * 4 * 1024;
+        let kernel = match (vectorized, ws.dtype() == DType::F32) {
+            (true, true) => "rms_norm_vec_f32",
+            (true, false) => "rms_norm_vec_bf16",
+            (false, true) => "rms_norm_f32",
+            (false, false) => "rms_norm_bf16",
+        };
+        let threads = if vectorized { (dim / 4).next_multiple_of(32).min(1024) as u32 } else { BLOCK };
         let dim32 = dim as i32;
         let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
         b.arg(self.f32s(x, "rms_norm")?);
@@ -603,8 +622,9 @@ impl Backend for CudaBackend {
             CudaStorage::BF16(s) => b.arg(s),
         };
         b.arg(&mut out).arg(&dim32).arg(&eps);
-        // SAFETY: one block per row of `dim` floats.
-        unsafe { b.launch(rows_config(rows)) }.map_err(gpu)?;
+        let cfg = LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: one block per row of `dim` floats (16-byte aligned rows when vectorized).
+        unsafe { b.launch(cfg) }.map_err(gpu)?;
         self.wrap(x.shape(), out)
     }
 
@@ -699,7 +719,7 @@ impl Backend for CudaBackend {
             return self.wrap(&[s.batch * s.q_len, s.heads * s.head_dim], out);
         }
         let group = s.heads / s.kv_heads;
-        if s.q_len == 1 && s.head_dim <= 128 && s.head_dim.is_multiple_of(4) && group <= 8 {
+        if s.q_len == 1 && s.head_dim <= 128 && s.head_dim.is_multiple_of(4) && [1, 2, 4, 8].contains(&group) {
             self.attention_decode(&lane, q, k, v, &s, scale, &mut out)?;
             return self.wrap(&[s.batch, s.heads * s.head_dim], out);
         }
@@ -725,10 +745,100 @@ impl Backend for CudaBackend {
         let Storage::Cuda(CudaStorage::F32(d)) = dst.storage_mut() else {
             return Err(Error::Unsupported { op: "write_rows", dtype: "non-f32".into(), backend: "cuda" });
         };
-        for b in 0..batch {
-            self.copy_rows(&lane, src, b * n * cols, d, (b * capacity + row) * cols, n * cols)?;
+        let total = (batch * n * cols) as i64;
+        if total == 0 {
+            return Ok(());
         }
+        let (n32, cols32, cap32, row32) = (n as i32, cols as i32, capacity as i32, row as i32);
+        let mut b = lane.stream.launch_builder(self.kernels.get("write_rows_f32"));
+        b.arg(src).arg(d).arg(&total).arg(&n32).arg(&cols32).arg(&cap32).arg(&row32);
+        // SAFETY: shapes checked: each batch entry's rows [row, row + n) lie inside dst.
+        unsafe { b.launch(grid_1d(total as usize)) }.map_err(gpu)?;
         Ok(())
+    }
+
+    fn linear_add(&self, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
+        let Some((m, k, n, bits)) = decode_product(x, w) else {
+            return composed::linear_add(self, x, w, residual);
+        };
+        if residual.shape() != [m, n] {
+            return Err(Error::shape("linear_add", format!("residual {:?} for {m}x{n}", residual.shape())));
+        }
+        let lane = self.lane()?;
+        let mut y = self.alloc(&lane, m * n)?;
+        let (ki, ni) = (k as i32, n as i32);
+        let mut b = lane.stream.launch_builder(self.kernels.get(&format!("gemv_add_bf16_k8_m{m}")));
+        b.arg(bits).arg(self.f32s(x, "linear_add")?).arg(self.f32s(residual, "linear_add")?).arg(&mut y);
+        b.arg(&ki).arg(&ni);
+        // SAFETY: as the decode product in `matmul_nt`; the residual is [m, n] like y.
+        unsafe { b.launch(gemv_config(n, GEMV_THREADS)) }.map_err(gpu)?;
+        self.wrap(&[m, n], y)
+    }
+
+    fn linear_swiglu(&self, x: &Tensor, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+        let (Some((m, k, n, g)), Some((_, _, up_n, u))) = (decode_product(x, gate), decode_product(x, up)) else {
+            return composed::linear_swiglu(self, x, gate, up);
+        };
+        if up_n != n {
+            return Err(Error::shape("linear_swiglu", format!("gate {:?} against up {:?}", gate.shape(), up.shape())));
+        }
+        let lane = self.lane()?;
+        let mut y = self.alloc(&lane, m * n)?;
+        let (ki, ni) = (k as i32, n as i32);
+        let mut b = lane.stream.launch_builder(self.kernels.get(&format!("gemv_swiglu_bf16_k8_m{m}")));
+        b.arg(g).arg(u).arg(self.f32s(x, "linear_swiglu")?).arg(&mut y).arg(&ki).arg(&ni);
+        // SAFETY: as the decode product in `matmul_nt`, for two weights of the same shape.
+        unsafe { b.launch(gemv_config(n, GEMV_SWIGLU_THREADS)) }.map_err(gpu)?;
+        self.wrap(&[m, n], y)
+    }
+
+    fn linear3(&self, x: &Tensor, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
+        let (Some((m, k, n0, w0)), Some((_, _, n1, w1)), Some((_, _, n2, w2))) =
+            (decode_product(x, w[0]), decode_product(x, w[1]), decode_product(x, w[2]))
+        else {
+            return composed::linear3(self, x, w);
+        };
+        let lane = self.lane()?;
+        let (mut y0, mut y1, mut y2) =
+            (self.alloc(&lane, m * n0)?, self.alloc(&lane, m * n1)?, self.alloc(&lane, m * n2)?);
+        let (ki, n0i, n1i, n2i) = (k as i32, n0 as i32, n1 as i32, n2 as i32);
+        let mut b = lane.stream.launch_builder(self.kernels.get(&format!("gemv_group3_bf16_k8_m{m}")));
+        b.arg(w0).arg(w1).arg(w2).arg(&mut y0).arg(&mut y1).arg(&mut y2).arg(self.f32s(x, "linear3")?);
+        b.arg(&ki).arg(&n0i).arg(&n1i).arg(&n2i);
+        let blocks = n0.div_ceil(4) + n1.div_ceil(4) + n2.div_ceil(4);
+        let cfg =
+            LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (GEMV_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: three decode products of one input; the grid is their row groups back to back.
+        unsafe { b.launch(cfg) }.map_err(gpu)?;
+        Ok([self.wrap(&[m, n0], y0)?, self.wrap(&[m, n1], y1)?, self.wrap(&[m, n2], y2)?])
+    }
+
+    fn head_norm_rope(&self, x: Tensor, w: &Tensor, eps: f32, r: Rotary) -> Result<Tensor> {
+        let (rows, _) = shapes::rope(&x, &r)?;
+        let fused = r.head_dim == 128 && r.rotary_dim == 128 && w.elem_count() == 128;
+        let Storage::Cuda(ws) = w.storage() else {
+            return Err(Error::Invalid("head_norm_rope: a host tensor was given to the CUDA backend".into()));
+        };
+        if !fused {
+            return composed::head_norm_rope(self, x, w, eps, r);
+        }
+        let lane = self.lane()?;
+        let mut out = self.alloc(&lane, x.elem_count())?;
+        let kernel = if ws.dtype() == DType::F32 { "head_norm_rope128_f32" } else { "head_norm_rope128_bf16" };
+        let (rows32, heads, first, seq) = (rows as i32, r.heads as i32, r.first_position as i32, r.seq_len as i32);
+        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
+        b.arg(self.f32s(&x, "head_norm_rope")?);
+        match ws {
+            CudaStorage::F32(s) => b.arg(s),
+            CudaStorage::BF16(s) => b.arg(s),
+        };
+        b.arg(&mut out).arg(&rows32).arg(&heads).arg(&eps).arg(&r.theta).arg(&first).arg(&seq);
+        let warps = rows * r.heads;
+        let cfg =
+            LaunchConfig { grid_dim: (warps.div_ceil(8) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: one warp per (row, head) of 128 floats; x and out hold rows * heads * 128.
+        unsafe { b.launch(cfg) }.map_err(gpu)?;
+        self.wrap(x.shape(), out)
     }
 
     fn silu_mul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {

@@ -150,11 +150,11 @@ impl DepthDecoder {
         };
         for (l, layer) in self.layers.iter().enumerate() {
             let n = device.rms_norm(&x, &layer.input_norm, RMS_EPS)?;
-            let q = device.linear(&n, &layer.q, None)?;
-            cache.write(device, l, &device.linear(&n, &layer.k, None)?, &device.linear(&n, &layer.v, None)?, new)?;
+            let [q, k, v] = device.linear3(&n, [&layer.q, &layer.k, &layer.v])?;
+            cache.write(device, l, &k, &v, new)?;
             let (keys, values) = cache.layer(l);
             let attn = device.attention(&q, keys, values, shape)?;
-            x = device.add(&x, &device.linear(&attn, &layer.out, None)?)?;
+            x = device.linear_add(&attn, &layer.out, &x)?;
             x = layer.mlp.forward_residual(device, &x, RMS_EPS)?;
         }
         cache.advance(new);

@@ -117,17 +117,15 @@ impl LanguageModel {
         let mut x = embeds.clone();
         for (l, layer) in self.layers.iter().enumerate() {
             let h = device.rms_norm(&x, &layer.input_norm, eps)?;
+            let [q, k, v] = device.linear3(&h, [&layer.q, &layer.k, &layer.v])?;
             let q =
-                self.head_norm(device, device.linear(&h, &layer.q, None)?, &layer.q_norm, cfg.num_attention_heads)?;
+                device.head_norm_rope(q, &layer.q_norm, eps, Rotary { heads: cfg.num_attention_heads, ..rotary })?;
             let k =
-                self.head_norm(device, device.linear(&h, &layer.k, None)?, &layer.k_norm, cfg.num_key_value_heads)?;
-            let v = device.linear(&h, &layer.v, None)?;
-            let q = device.rope(&q, Rotary { heads: cfg.num_attention_heads, ..rotary })?;
-            let k = device.rope(&k, Rotary { heads: cfg.num_key_value_heads, ..rotary })?;
+                device.head_norm_rope(k, &layer.k_norm, eps, Rotary { heads: cfg.num_key_value_heads, ..rotary })?;
             cache.write(device, l, &k, &v, seq)?;
             let (keys, values) = cache.layer(l);
             let attn = device.attention(&q, keys, values, attn_shape)?;
-            x = device.add(&x, &device.linear(&attn, &layer.o, None)?)?;
+            x = device.linear_add(&attn, &layer.o, &x)?;
             x = layer.mlp.forward_residual(device, &x, eps)?;
         }
         cache.advance(seq);
@@ -136,14 +134,6 @@ impl LanguageModel {
         debug_assert_eq!(rows, x.shape()[0]);
         let last = device.cat_rows(&last.iter().collect::<Vec<_>>())?;
         device.rms_norm(&last, &self.norm, eps)
-    }
-
-    /// Qwen3's per-head RMSNorm of queries or keys, `[rows, heads * head_dim]`.
-    fn head_norm(&self, device: &Device, x: Tensor, w: &Tensor, heads: usize) -> Result<Tensor> {
-        let rows = x.shape()[0];
-        let d = self.cfg.head_dim;
-        let normed = device.rms_norm(&x.reshape(&[rows * heads, d])?, w, self.cfg.rms_norm_eps as f32)?;
-        normed.reshape(&[rows, heads * d])
     }
 
     /// `lm_head` over the loaded rows: `[batch, head_rows.len()]`.

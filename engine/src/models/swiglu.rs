@@ -28,7 +28,7 @@ impl SwiGlu {
 
     pub fn forward_residual(&self, device: &Device, x: &Tensor, eps: f32) -> Result<Tensor> {
         let h = device.rms_norm(x, &self.norm, eps)?;
-        let act = device.silu_mul(&device.linear(&h, &self.gate, None)?, &device.linear(&h, &self.up, None)?)?;
-        device.add(x, &device.linear(&act, &self.down, None)?)
+        let act = device.linear_swiglu(&h, &self.gate, &self.up)?;
+        device.linear_add(&act, &self.down, x)
     }
 }
