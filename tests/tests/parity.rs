@@ -358,3 +358,38 @@ fn vocoder_matches_reference_with_stereo_fold() {
         &g.values("reference"),
     );
 }
+
+// ---------------------------------------------------------------- faster GPU precision
+
+/// The TF32 option (`--precision tf32`) rounds the acoustic half's products to a 10-bit mantissa:
+/// about 5e-4 relative per product, and a few products deep in the tiny model. Its distance to
+/// the f32 reference is measured here on a GPU and bounded at 2e-3 (the f32 bound stays for the
+/// reference precision); the swapped-GLU DiT shows the bound still catches a wrong model.
+const TF32_BOUND: Bound = Bound { rel: 2e-3 };
+
+#[test]
+fn tf32_distance_to_the_reference_is_measured_and_bounded() {
+    let device = match Device::cuda(songloom_engine::device::F32Math::Tf32) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("tf32 skipped: {e}");
+            return;
+        }
+    };
+    let g = Golden::open("dit");
+    TF32_BOUND.check("cuda tf32: dit velocity", &dit_run(&model(), &device, &g), &g.values("reference"));
+    let swapped = copy_tiny_model();
+    edit_weights(swapped.path(), "transformer", |tensors| {
+        for (name, _, data) in tensors.iter_mut() {
+            if name.ends_with("ff_in.weight") || name.ends_with("ff_in.bias") {
+                let half = data.len() / 2;
+                let (a, b) = data.split_at(half);
+                *data = [b, a].concat();
+            }
+        }
+    });
+    let broken = dit_run(&ModelDir::open(swapped.path()).unwrap(), &device, &g);
+    TF32_BOUND.rejects("cuda tf32: dit with GLU halves swapped", &broken, &g.values("reference"));
+    let g = Golden::open("vocoder");
+    TF32_BOUND.check("cuda tf32: vocoder waveform", &vocoder_run(&model(), &device, &g), &g.values("reference"));
+}
