@@ -118,6 +118,12 @@ impl Player {
         self.shared.playing.store(true, Ordering::Relaxed);
     }
 
+    /// Drops the song and stays silent until the next one.
+    pub fn stop(&self) {
+        self.send(Command::NewSong);
+        self.pause();
+    }
+
     /// Appends interleaved stereo samples to the song; never blocks the caller.
     pub fn push(&self, samples: &[f32]) {
         self.send(Command::Append(samples.to_vec()));

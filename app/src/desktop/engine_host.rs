@@ -71,7 +71,7 @@ impl InProcessEngine {
                 };
                 if !matches!(last, EngineEvent::Finished { .. }) {
                     // A cancelled or failed song is not kept, so it stops playing too.
-                    with_player(&worker.player, Player::new_song);
+                    with_player(&worker.player, Player::stop);
                 }
                 *worker_running.lock().expect("not poisoned") = None;
                 worker.outbox.send(last);

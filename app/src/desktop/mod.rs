@@ -2,6 +2,8 @@
 //! in-process engine and the draft kept across restarts.
 
 mod engine_host;
+#[cfg(test)]
+mod tests;
 
 pub use engine_host::InProcessEngine;
 use songloom_ui::app::SongloomApp;

@@ -1,0 +1,221 @@
+//! The window's main flow with the real engine and the embedded tiny model, by label: compose,
+//! generate, pause and play through ALSA's `null` device, export, the library (listen, rename,
+//! delete, regenerate), and a cancel that leaves nothing behind. Each test runs in its own process
+//! (nextest), so setting HOME for ALSA's configuration touches nothing else.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use songloom_ui::app::SongloomApp;
+use songloom_ui::contract::{Engine, Recipe};
+
+use super::InProcessEngine;
+use crate::library::Library;
+
+type App = SongloomApp<InProcessEngine>;
+
+/// A home with ALSA's `null` device as the default output, a library and an export folder.
+struct Setup {
+    home: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join(".asoundrc"), "pcm.!default { type plug slave.pcm \"null\" }\n").unwrap();
+        // SAFETY: nextest runs each test in its own process; the engine's threads start below.
+        unsafe {
+            std::env::set_var("HOME", home.path());
+            std::env::remove_var("XDG_CACHE_HOME");
+        }
+        Setup { home }
+    }
+
+    fn library_dir(&self) -> PathBuf {
+        self.home.path().join("library")
+    }
+
+    fn export_dir(&self) -> PathBuf {
+        self.home.path().join("exports")
+    }
+
+    fn harness(&self) -> Harness<'static, App> {
+        let engine = InProcessEngine::spawn(Some(self.library_dir()), || {});
+        let draft = Recipe { duration_s: 12.0, steps: 4, device: "cpu".into(), ..Recipe::default() };
+        let mut app = SongloomApp::new(engine, draft);
+        app.settings.export_folder = self.export_dir().display().to_string();
+        // Tall enough that the library panel is on screen, where clicks reach it.
+        Harness::builder().with_size(egui::vec2(900.0, 2400.0)).build_ui_state(|ui, app: &mut App| app.ui(ui), app)
+    }
+}
+
+/// Steps the window until `done` holds (the engine works on its own threads meanwhile).
+fn wait_until(h: &mut Harness<'static, App>, what: &str, done: impl Fn(&App) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !done(h.state()) {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+        h.step();
+    }
+    h.step();
+}
+
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries.flatten().flat_map(|e| if e.path().is_dir() { files_under(&e.path()) } else { vec![e.path()] }).collect()
+}
+
+#[test]
+fn compose_generate_pause_play_export_and_find_it_in_the_library() {
+    let setup = Setup::new();
+    let mut h = setup.harness();
+    h.get_by_label("Description").focus();
+    h.step();
+    h.get_by_label("Description").type_text("kittest piano");
+    h.step();
+    h.get_by_label("[verse]").click();
+    h.step();
+    h.get_by_label("Lyrics editor").focus();
+    h.step();
+    h.get_by_label("Lyrics editor").type_text("la la la");
+    h.step();
+    h.get_by_label("Generate").click();
+    h.step();
+
+    // The song plays as it arrives; pause it while the rest is still being made.
+    wait_until(&mut h, "the first audio", |app| app.track.as_ref().is_some_and(|t| !t.audio.is_empty()));
+    h.get_by_label("Pause").click();
+    h.step();
+    assert!(!h.state().engine().playback().playing, "Pause pauses");
+
+    wait_until(&mut h, "the song to finish", |app| app.job.as_ref().is_some_and(|j| j.progress.is_done()));
+    let app = h.state();
+    let job = app.job.as_ref().unwrap();
+    assert!(job.progress.finished.is_some(), "{:?}", job.progress.error);
+    assert_eq!(job.progress.frames.0, job.progress.frames.1, "every AR frame made");
+    let frames = app.track.as_ref().unwrap().audio.len() / 2;
+    assert!(frames > 44100 * 10, "about 12 s of audio in the waveform, got {frames} frames");
+    assert!(h.query_by_label("Waveform").is_some());
+    assert!(h.query_by_label_contains("Finished").is_some());
+    let playback = app.engine().playback();
+    assert_eq!(playback.frames, frames, "the player holds the whole song");
+    assert!(playback.position < frames, "paused before the end: {playback:?}");
+
+    // Play from where it paused to the end (ALSA's null device plays as fast as it is fed).
+    h.get_by_label("Play").click();
+    h.step();
+    wait_until(&mut h, "playback to reach the end", |app| {
+        let p = app.engine().playback();
+        p.position == p.frames && !p.playing
+    });
+
+    // The finished song is in the library panel; export it as 16-bit with its recipe.
+    wait_until(&mut h, "the library to list the song", |app| app.library.songs.len() == 1);
+    assert!(h.query_by_label("Listen").is_some());
+    h.state_mut().settings.export_format = songloom_ui::contract::ExportFormat::Pcm16;
+    h.get_by_label("Export").click();
+    h.step();
+    wait_until(&mut h, "the export", |app| app.notice.is_some());
+    let (notice, problem) = h.state().notice.clone().unwrap();
+    assert!(!problem && notice.starts_with("Exported to"), "{notice}");
+    let exported = setup.export_dir().join("kittest piano.wav");
+    let (samples, rate) = crate::wav::read_song(&exported).unwrap();
+    assert_eq!((samples.len() / 2, rate), (frames, 44100));
+    let bytes = std::fs::read(&exported).unwrap();
+    let comment = crate::wav::read_comment(&bytes).unwrap();
+    assert!(comment.contains("kittest piano") && comment.contains("la la la"), "{comment}");
+    let songs = Library::open(&setup.library_dir()).unwrap().list("").unwrap();
+    assert_eq!(songs.len(), 1);
+    assert_eq!(songs[0].recipe.description, "kittest piano");
+    assert!(songs[0].wav.exists());
+}
+
+#[test]
+fn cancel_mid_way_leaves_no_entry_and_no_file() {
+    let setup = Setup::new();
+    let mut h = setup.harness();
+    h.state_mut().draft.description = "cancelled song".into();
+    h.state_mut().draft.lyrics = "[verse]\nla la".into();
+    h.get_by_label("Generate").click();
+    h.step();
+    wait_until(&mut h, "the first AR frames", |app| {
+        app.job.as_ref().is_some_and(|j| j.progress.frames.0 > 0 || j.progress.is_done())
+    });
+    assert!(h.state().is_running(), "still running when cancelled: {:?}", h.state().job.as_ref().unwrap().progress);
+    h.get_by_label("Cancel").click();
+    h.step();
+    wait_until(&mut h, "the cancel", |app| app.job.as_ref().is_some_and(|j| j.progress.is_done()));
+    let job = h.state().job.as_ref().unwrap();
+    assert_eq!(job.progress.error.as_deref(), Some("cancelled"));
+    assert!(job.progress.finished.is_none());
+    assert!(h.query_by_label("cancelled").is_some(), "the window says so");
+    assert!(Library::open(&setup.library_dir()).unwrap().list("").unwrap().is_empty());
+    let wavs: Vec<PathBuf> = files_under(&setup.library_dir())
+        .into_iter()
+        .filter(|p| !p.ends_with("library.sqlite3") && !p.to_string_lossy().contains("sqlite3-"))
+        .collect();
+    assert!(wavs.is_empty(), "left behind: {wavs:?}");
+    assert!(!h.state().engine().playback().playing, "a cancelled song stops playing");
+}
+
+#[test]
+fn the_library_panel_lists_searches_plays_renames_and_deletes() {
+    let setup = Setup::new();
+    // One song in the library, written as the engine writes them.
+    let wav_path = setup.home.path().join("take.wav");
+    let mut wav = crate::wav::WavFile::create(&wav_path, 44100, crate::wav::WavFormat::F32).unwrap();
+    wav.write(&vec![0.25; 2 * 4410]).unwrap();
+    let recipe = Recipe { description: "library piano".into(), lyrics: "[verse]\nla".into(), ..Recipe::default() };
+    wav.finish(&serde_json::to_string(&recipe).unwrap()).unwrap();
+    Library::open(&setup.library_dir())
+        .unwrap()
+        .add("Library piano", &recipe, 0.1, &Default::default(), &wav_path)
+        .unwrap();
+
+    let mut h = setup.harness();
+    wait_until(&mut h, "the library list", |app| app.library.songs.len() == 1);
+    assert!(h.query_by_label("Library piano").is_some());
+
+    h.get_by_label("Search library").focus();
+    h.step();
+    h.get_by_label("Search library").type_text("techno");
+    wait_until(&mut h, "the search", |app| app.library.songs.is_empty());
+    assert!(h.query_by_label("No song matches.").is_some());
+    h.state_mut().library.search.clear();
+    h.state().engine().send(songloom_ui::contract::Request::ListSongs { search: String::new() });
+    wait_until(&mut h, "the full list", |app| app.library.songs.len() == 1);
+
+    h.get_by_label("Listen").click();
+    h.step();
+    wait_until(&mut h, "the song to load", |app| app.track.as_ref().is_some_and(|t| t.song.is_some()));
+    assert_eq!(h.state().track.as_ref().unwrap().audio.len(), 2 * 4410);
+    wait_until(&mut h, "the player to hold it", |app| app.engine().playback().frames == 4410);
+
+    h.get_by_label("Rename").click();
+    h.run_steps(2);
+    h.get_by_label("New title").focus();
+    h.step();
+    h.get_by_label("New title").type_text(" (keeper)");
+    h.step();
+    h.get_by_label("Save title").click();
+    h.step();
+    wait_until(&mut h, "the rename", |app| app.library.songs.first().is_some_and(|s| s.title.ends_with("(keeper)")));
+    assert_eq!(Library::open(&setup.library_dir()).unwrap().list("").unwrap()[0].title, "Library piano (keeper)");
+
+    h.get_by_label("Regenerate").click();
+    h.step();
+    assert_eq!(h.state().draft.description, "library piano", "the recipe comes back into the compose panel");
+    assert!(h.state().is_running());
+    h.get_by_label("Cancel").click();
+    wait_until(&mut h, "the cancel", |app| !app.is_running());
+
+    h.get_by_label("Delete").click();
+    h.run_steps(2);
+    h.get_by_label("Delete for good").click();
+    h.step();
+    wait_until(&mut h, "the delete", |app| app.library.songs.is_empty());
+    assert!(Library::open(&setup.library_dir()).unwrap().list("").unwrap().is_empty());
+    assert!(files_under(&setup.library_dir().join("songs")).is_empty());
+}
