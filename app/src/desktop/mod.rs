@@ -32,7 +32,7 @@ impl eframe::App for DesktopApp {
 /// Opens the window and runs until it is closed.
 pub fn run() -> anyhow::Result<()> {
     let options = eframe::NativeOptions {
-        viewport: egui::ViewportBuilder::default().with_inner_size([720.0, 820.0]).with_title("Songloom"),
+        viewport: egui::ViewportBuilder::default().with_inner_size([760.0, 1040.0]).with_title("Songloom"),
         ..Default::default()
     };
     eframe::run_native(
@@ -42,7 +42,7 @@ pub fn run() -> anyhow::Result<()> {
             let draft = cc.storage.and_then(|s| eframe::get_value::<Recipe>(s, DRAFT_KEY)).unwrap_or_else(|| Recipe {
                 description: "warm lo-fi piano, soft drums, 80 BPM".into(),
                 lyrics: "[verse]\nla la la\n[chorus]\noh oh oh".into(),
-                duration_s: 8.0,
+                duration_s: 30.0,
                 ..Recipe::default()
             });
             let settings = cc.storage.and_then(|s| eframe::get_value(s, SETTINGS_KEY)).unwrap_or_default();
