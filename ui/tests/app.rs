@@ -120,3 +120,37 @@ fn cancel_mid_way() {
     assert!(job.progress.finished.is_none());
     assert!(!h.state().is_running());
 }
+
+#[test]
+fn keyboard_ctrl_enter_generates_and_space_plays_or_pauses_outside_text_fields() {
+    let mut h = harness(ScriptedEngine::default());
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Enter);
+    h.run();
+    let sent = |h: &Harness<'static, SongloomApp<ScriptedEngine>>, f: fn(&Request) -> bool| {
+        h.state().engine().sent.borrow().iter().filter(|r| f(r)).count()
+    };
+    assert_eq!(sent(&h, |r| matches!(r, Request::Generate { .. })), 1);
+    h.key_press(egui::Key::Space);
+    h.run();
+    assert_eq!(sent(&h, |r| matches!(r, Request::TogglePlayback)), 1);
+    // In a text field, Space is a space.
+    h.get_by_label("Description").focus();
+    h.run();
+    h.get_by_label("Description").type_text(" ");
+    h.key_press(egui::Key::Space);
+    h.run();
+    assert_eq!(sent(&h, |r| matches!(r, Request::TogglePlayback)), 1);
+}
+
+#[test]
+fn engine_problems_and_notices_show_in_the_window() {
+    let mut h = harness(ScriptedEngine::default());
+    h.state_mut().job = None;
+    h.run();
+    h.state().engine().queue.borrow_mut().push_back(EngineEvent::Problem { message: "song 4 is gone".into() });
+    h.run();
+    assert!(h.query_by_label("song 4 is gone").is_some());
+    h.state().engine().queue.borrow_mut().push_back(EngineEvent::Notice { message: "Exported to /tmp/x.wav".into() });
+    h.run();
+    assert!(h.query_by_label("Exported to /tmp/x.wav").is_some());
+}

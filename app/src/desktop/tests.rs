@@ -219,3 +219,37 @@ fn the_library_panel_lists_searches_plays_renames_and_deletes() {
     assert!(Library::open(&setup.library_dir()).unwrap().list("").unwrap().is_empty());
     assert!(files_under(&setup.library_dir().join("songs")).is_empty());
 }
+
+#[test]
+fn a_missing_model_or_gpu_is_an_error_in_the_window_and_the_next_song_still_runs() {
+    let setup = Setup::new();
+    let mut h = setup.harness();
+    h.state_mut().draft.description = "ambient pads".into();
+    h.state_mut().draft.lyrics = "[verse]\nla".into();
+    h.state_mut().draft.model = setup.home.path().join("no-such-model").display().to_string();
+    h.get_by_label("Generate").click();
+    h.step();
+    wait_until(&mut h, "the failure", |app| app.job.as_ref().is_some_and(|j| j.progress.is_done()));
+    let error = h.state().job.as_ref().unwrap().progress.error.clone().expect("an error");
+    assert!(error.contains("no-such-model"), "{error}");
+    assert!(h.query_by_label(error.as_str()).is_some(), "shown in the window");
+
+    if songloom_engine::Device::cuda(songloom_engine::device::F32Math::Exact).is_err() {
+        h.state_mut().draft.model.clear();
+        h.state_mut().draft.device = "cuda".into();
+        h.get_by_label("Generate").click();
+        h.step();
+        wait_until(&mut h, "the GPU error", |app| app.job.as_ref().is_some_and(|j| j.progress.is_done()));
+        let error = h.state().job.as_ref().unwrap().progress.error.clone().expect("an error");
+        assert!(error.to_lowercase().contains("cuda") || error.contains("NVIDIA"), "{error}");
+    }
+
+    h.state_mut().draft.model.clear();
+    h.state_mut().draft.device = "cpu".into();
+    h.get_by_label("Generate").click();
+    h.step();
+    wait_until(&mut h, "the next song", |app| app.job.as_ref().is_some_and(|j| j.progress.is_done()));
+    let progress = &h.state().job.as_ref().unwrap().progress;
+    assert!(progress.finished.is_some(), "the window is still usable: {:?}", progress.error);
+    assert!(Library::open(&setup.library_dir()).unwrap().list("").unwrap().len() == 1, "only the good song is kept");
+}
