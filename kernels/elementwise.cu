@@ -156,3 +156,15 @@ extern "C" __global__ void write_rows_f32(const float* src, float* dst, long tot
         dst[(b * capacity + row + j) * cols + c] = src[i];
     }
 }
+
+// write_rows_f32 for a cache layer's keys and values at once (same shapes).
+extern "C" __global__ void write_kv_f32(const float* k_src, float* k_dst, const float* v_src, float* v_dst, long total,
+                                        int n, int cols, int capacity, int row) {
+    GRID_STRIDE(i, total) {
+        long r = i / cols, c = i % cols;
+        long b = r / n, j = r % n;
+        long at = (b * capacity + row + j) * cols + c;
+        k_dst[at] = k_src[i];
+        v_dst[at] = v_src[i];
+    }
+}

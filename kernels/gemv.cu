@@ -82,13 +82,21 @@ __device__ __forceinline__ float dot8_bf16(uint4 q, float4 a, float4 b) {
            __uint_as_float(q.w << 16) * b.z + __uint_as_float(q.w & 0xffff0000u) * b.w;
 }
 
-// Rows [row0, row0 + 4) of y[M, n] (and, for SwiGLU, of the second weight `w2`).
-template <int M, int EPI, int GEMV_WARPS>
+// Rows [row0, row0 + 4) of y[M, n] (and, for SwiGLU, of the second weight `w2`). With NORM, the
+// input is RMS-normalised on the way (weight `g`, bf16): the block sees every element of each
+// input row anyway, so it sums their squares in the same pass and scales the dot products by
+// 1/rms at the end, which saves the separate norm's launch and pass.
+template <int M, int EPI, int GEMV_WARPS, bool NORM>
 __device__ __forceinline__ void gemv_rows(const bf16_t* __restrict__ w, const bf16_t* __restrict__ w2,
                                           const float* __restrict__ x, const float* __restrict__ residual,
-                                          float* __restrict__ y, int k, int n, int row0) {
+                                          const bf16_t* __restrict__ g, float eps, float* __restrict__ y, int k,
+                                          int n, int row0) {
     constexpr int W = EPI == EPI_SWIGLU ? 2 : 1;
     __shared__ float partial[GEMV_WARPS][W][GEMV_ROWS][M];
+    __shared__ float partial_ss[GEMV_WARPS][M];
+    float ss[M];
+#pragma unroll
+    for (int i = 0; i < M; i++) ss[i] = 0.0f;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int chunks = k >> 3;
     float acc[W][GEMV_ROWS][M];
@@ -112,10 +120,23 @@ __device__ __forceinline__ void gemv_rows(const bf16_t* __restrict__ w, const bf
         for (int h = 0; h < W; h++)
 #pragma unroll
             for (int r = 0; r < GEMV_ROWS; r++) p[h][r] = rows[h][r][c];
+        float4 ga, gb;
+        if (NORM) {
+            uint4 q = ((const uint4*)g)[c];
+            ga = make_float4(__uint_as_float(q.x << 16), __uint_as_float(q.x & 0xffff0000u), __uint_as_float(q.y << 16),
+                             __uint_as_float(q.y & 0xffff0000u));
+            gb = make_float4(__uint_as_float(q.z << 16), __uint_as_float(q.z & 0xffff0000u), __uint_as_float(q.w << 16),
+                             __uint_as_float(q.w & 0xffff0000u));
+        }
 #pragma unroll
         for (int i = 0; i < M; i++) {
             const float4* xr = (const float4*)(x + (long)i * k + c * 8);
             float4 a = xr[0], b = xr[1];
+            if (NORM) {
+                ss[i] += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
+                a = make_float4(a.x * ga.x, a.y * ga.y, a.z * ga.z, a.w * ga.w);
+                b = make_float4(b.x * gb.x, b.y * gb.y, b.z * gb.z, b.w * gb.w);
+            }
 #pragma unroll
             for (int h = 0; h < W; h++)
 #pragma unroll
@@ -131,6 +152,12 @@ __device__ __forceinline__ void gemv_rows(const bf16_t* __restrict__ w, const bf
                 float s = warp_sum(acc[h][r][i]);
                 if (lane == 0) partial[warp][h][r][i] = s;
             }
+    if (NORM)
+#pragma unroll
+        for (int i = 0; i < M; i++) {
+            float s = warp_sum(ss[i]);
+            if (lane == 0) partial_ss[warp][i] = s;
+        }
     __syncthreads();
     int t = threadIdx.x;
     if (t < GEMV_ROWS * M) {
@@ -142,6 +169,14 @@ __device__ __forceinline__ void gemv_rows(const bf16_t* __restrict__ w, const bf
 #pragma unroll
             for (int wi = 0; wi < GEMV_WARPS; wi++) s[h] += partial[wi][h][r][i];
         }
+        if (NORM) {
+            float total = 0.0f;
+#pragma unroll
+            for (int wi = 0; wi < GEMV_WARPS; wi++) total += partial_ss[wi][i];
+            float inv = rsqrtf(total / k + eps);
+#pragma unroll
+            for (int h = 0; h < W; h++) s[h] *= inv;
+        }
         long out = (long)i * n + row0 + r;
         if (row0 + r < n) {
             if (EPI == EPI_PLAIN) y[out] = s[0];
@@ -152,34 +187,41 @@ __device__ __forceinline__ void gemv_rows(const bf16_t* __restrict__ w, const bf
     }
 }
 
-#define GEMV_FOR_M(M)                                                                                           \
-    extern "C" __global__ void __launch_bounds__(256)                                               \
-        gemv_bf16_k8_m##M(const bf16_t* __restrict__ w, const float* __restrict__ x, float* __restrict__ y,   \
-                          int k, int n) {                                                                      \
-        gemv_rows<M, EPI_PLAIN, 8>(w, w, x, x, y, k, n, blockIdx.x * GEMV_ROWS);                                   \
-    }                                                                                                           \
-    extern "C" __global__ void __launch_bounds__(256)                                               \
-        gemv_add_bf16_k8_m##M(const bf16_t* __restrict__ w, const float* __restrict__ x,                       \
-                              const float* __restrict__ residual, float* __restrict__ y, int k, int n) {       \
-        gemv_rows<M, EPI_ADD, 8>(w, w, x, residual, y, k, n, blockIdx.x * GEMV_ROWS);                              \
-    }                                                                                                           \
-    extern "C" __global__ void __launch_bounds__(128)                                                           \
-        gemv_swiglu_bf16_k8_m##M(const bf16_t* __restrict__ gate, const bf16_t* __restrict__ up,               \
-                                 const float* __restrict__ x, float* __restrict__ y, int k, int n) {           \
-        gemv_rows<M, EPI_SWIGLU, 4>(gate, up, x, x, y, k, n, blockIdx.x * GEMV_ROWS);                              \
-    }                                                                                                           \
-    extern "C" __global__ void __launch_bounds__(256) gemv_group3_bf16_k8_m##M(                     \
-        const bf16_t* __restrict__ w0, const bf16_t* __restrict__ w1, const bf16_t* __restrict__ w2,           \
-        float* __restrict__ y0, float* __restrict__ y1, float* __restrict__ y2, const float* __restrict__ x,    \
-        int k, int n0, int n1, int n2) {                                                                        \
-        int b0 = (n0 + GEMV_ROWS - 1) / GEMV_ROWS, b1 = (n1 + GEMV_ROWS - 1) / GEMV_ROWS;                       \
-        int b = blockIdx.x;                                                                                     \
-        if (b < b0)                                                                                             \
-            gemv_rows<M, EPI_PLAIN, 8>(w0, w0, x, x, y0, k, n0, b * GEMV_ROWS);                                    \
-        else if (b < b0 + b1)                                                                                   \
-            gemv_rows<M, EPI_PLAIN, 8>(w1, w1, x, x, y1, k, n1, (b - b0) * GEMV_ROWS);                             \
-        else                                                                                                    \
-            gemv_rows<M, EPI_PLAIN, 8>(w2, w2, x, x, y2, k, n2, (b - b0 - b1) * GEMV_ROWS);                        \
+// The kernels of one row count M. SwiGLU and the grouped q/k/v launch take an optional RMSNorm
+// weight `g` (null: none), the input norm that precedes them in every decoder layer.
+#define GEMV_FOR_M(M)                                                                                         \
+    extern "C" __global__ void __launch_bounds__(256)                                                         \
+        gemv_bf16_k8_m##M(const bf16_t* __restrict__ w, const float* __restrict__ x, float* __restrict__ y, \
+                          int k, int n) {                                                                    \
+        gemv_rows<M, EPI_PLAIN, 8, false>(w, w, x, x, w, 0.0f, y, k, n, blockIdx.x * GEMV_ROWS);             \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(256)                                                         \
+        gemv_add_bf16_k8_m##M(const bf16_t* __restrict__ w, const float* __restrict__ x,                     \
+                              const float* __restrict__ residual, float* __restrict__ y, int k, int n) {     \
+        gemv_rows<M, EPI_ADD, 8, false>(w, w, x, residual, w, 0.0f, y, k, n, blockIdx.x * GEMV_ROWS);        \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(128) gemv_swiglu_bf16_k8_m##M(                               \
+        const bf16_t* __restrict__ gate, const bf16_t* __restrict__ up, const float* __restrict__ x,         \
+        const bf16_t* __restrict__ g, float eps, float* __restrict__ y, int k, int n) {                      \
+        if (g)                                                                                                \
+            gemv_rows<M, EPI_SWIGLU, 4, true>(gate, up, x, x, g, eps, y, k, n, blockIdx.x * GEMV_ROWS);       \
+        else                                                                                                  \
+            gemv_rows<M, EPI_SWIGLU, 4, false>(gate, up, x, x, g, eps, y, k, n, blockIdx.x * GEMV_ROWS);      \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(256) gemv_group3_bf16_k8_m##M(                               \
+        const bf16_t* __restrict__ w0, const bf16_t* __restrict__ w1, const bf16_t* __restrict__ w2,         \
+        float* __restrict__ y0, float* __restrict__ y1, float* __restrict__ y2, const float* __restrict__ x,  \
+        const bf16_t* __restrict__ g, float eps, int k, int n0, int n1, int n2) {                            \
+        int b0 = (n0 + GEMV_ROWS - 1) / GEMV_ROWS, b1 = (n1 + GEMV_ROWS - 1) / GEMV_ROWS;                     \
+        int b = blockIdx.x;                                                                                   \
+        const bf16_t* w = b < b0 ? w0 : b < b0 + b1 ? w1 : w2;                                                \
+        float* y = b < b0 ? y0 : b < b0 + b1 ? y1 : y2;                                                       \
+        int n = b < b0 ? n0 : b < b0 + b1 ? n1 : n2;                                                          \
+        int row0 = (b < b0 ? b : b < b0 + b1 ? b - b0 : b - b0 - b1) * GEMV_ROWS;                             \
+        if (g)                                                                                                \
+            gemv_rows<M, EPI_PLAIN, 8, true>(w, w, x, x, g, eps, y, k, n, row0);                              \
+        else                                                                                                  \
+            gemv_rows<M, EPI_PLAIN, 8, false>(w, w, x, x, g, eps, y, k, n, row0);                             \
     }
 
 GEMV_FOR_M(1)

@@ -35,6 +35,13 @@ pub struct Rotary {
     pub seq_len: usize,
 }
 
+/// An RMSNorm a fused product applies to its input first: `x / sqrt(mean(x^2) + eps) * weight`.
+#[derive(Clone, Copy)]
+pub struct RmsNorm<'a> {
+    pub weight: &'a Tensor,
+    pub eps: f32,
+}
+
 /// One compute backend. Every op returns a new tensor on the same backend.
 pub trait Backend: Send + Sync {
     fn name(&self) -> &'static str;
@@ -61,18 +68,34 @@ pub trait Backend: Send + Sync {
     /// Writes `src [batch * n, cols]` into rows `[row, row + n)` of each batch entry of
     /// `dst [batch * capacity, cols]` (a KV cache append).
     fn write_rows(&self, dst: &mut Tensor, src: &Tensor, batch: usize, row: usize) -> Result<()>;
+    /// [`write_rows`](Self::write_rows) of the keys and of the values of one cache layer; backends
+    /// may do both at once.
+    fn write_kv(
+        &self,
+        keys: &mut Tensor,
+        k: &Tensor,
+        values: &mut Tensor,
+        v: &Tensor,
+        batch: usize,
+        row: usize,
+    ) -> Result<()> {
+        self.write_rows(keys, k, batch, row)?;
+        self.write_rows(values, v, batch, row)
+    }
 
     /// `residual + x @ w^T`: a projection back into the residual stream. Backends may fuse it.
     fn linear_add(&self, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
         composed::linear_add(self, x, w, residual)
     }
-    /// `silu(x @ gate^T) * (x @ up^T)`, the first half of a SwiGLU feed-forward. Backends may fuse it.
-    fn linear_swiglu(&self, x: &Tensor, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
-        composed::linear_swiglu(self, x, gate, up)
+    /// `silu(h @ gate^T) * (h @ up^T)` with `h` the input after `norm` (or the input itself), the
+    /// first half of a SwiGLU feed-forward. Backends may fuse it.
+    fn linear_swiglu(&self, x: &Tensor, norm: Option<RmsNorm>, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+        composed::linear_swiglu(self, x, norm, gate, up)
     }
-    /// `x @ w^T` for each of three weights of the same input width (attention's q, k and v).
-    fn linear3(&self, x: &Tensor, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
-        composed::linear3(self, x, w)
+    /// `h @ w^T` for each of three weights of the same input width (attention's q, k and v), with
+    /// `h` the input after `norm` (or the input itself). Backends may fuse it.
+    fn linear3(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
+        composed::linear3(self, x, norm, w)
     }
     /// Per-head RMSNorm of `x [rows, heads * head_dim]` with `w [head_dim]`, then the rotary
     /// embedding (Qwen3's query and key path). Backends may fuse it.
@@ -201,7 +224,7 @@ impl std::ops::Deref for Device {
 /// The fused operations of [`Backend`] written with its basic ones: the default every backend
 /// starts from, and the fallback of a backend's fused kernels for shapes they do not cover.
 pub mod composed {
-    use super::{Backend, Rotary};
+    use super::{Backend, RmsNorm, Rotary};
     use crate::error::Result;
     use crate::tensor::Tensor;
 
@@ -209,12 +232,32 @@ pub mod composed {
         b.add(residual, &b.linear(x, w, None)?)
     }
 
-    pub fn linear_swiglu<B: Backend + ?Sized>(b: &B, x: &Tensor, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
-        b.silu_mul(&b.linear(x, gate, None)?, &b.linear(x, up, None)?)
+    /// `x` after `norm`, or `x` itself.
+    fn normed<B: Backend + ?Sized>(b: &B, x: &Tensor, norm: Option<RmsNorm>) -> Result<Option<Tensor>> {
+        norm.map(|n| b.rms_norm(x, n.weight, n.eps)).transpose()
     }
 
-    pub fn linear3<B: Backend + ?Sized>(b: &B, x: &Tensor, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
-        Ok([b.linear(x, w[0], None)?, b.linear(x, w[1], None)?, b.linear(x, w[2], None)?])
+    pub fn linear_swiglu<B: Backend + ?Sized>(
+        b: &B,
+        x: &Tensor,
+        norm: Option<RmsNorm>,
+        gate: &Tensor,
+        up: &Tensor,
+    ) -> Result<Tensor> {
+        let normed = normed(b, x, norm)?;
+        let h = normed.as_ref().unwrap_or(x);
+        b.silu_mul(&b.linear(h, gate, None)?, &b.linear(h, up, None)?)
+    }
+
+    pub fn linear3<B: Backend + ?Sized>(
+        b: &B,
+        x: &Tensor,
+        norm: Option<RmsNorm>,
+        w: [&Tensor; 3],
+    ) -> Result<[Tensor; 3]> {
+        let normed = normed(b, x, norm)?;
+        let h = normed.as_ref().unwrap_or(x);
+        Ok([b.linear(h, w[0], None)?, b.linear(h, w[1], None)?, b.linear(h, w[2], None)?])
     }
 
     pub fn head_norm_rope<B: Backend + ?Sized>(

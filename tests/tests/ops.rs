@@ -1,6 +1,7 @@
 //! The backend ops against plain reference loops, written once over `&Device` so every backend
 //! runs the same cases (GPU backends are compared with these and with the CPU).
 
+use songloom_engine::device::RmsNorm;
 use songloom_engine::{AttentionShape, DType, Device, Rotary, Tensor};
 
 fn noise(n: usize, seed: u64) -> Vec<f32> {
@@ -314,18 +315,50 @@ fn fused_cases(device: &Device) {
         let got = device.linear_add(&dx, &dw, &dres).unwrap().to_f32_vec();
         assert_close(&format!("linear_add {m}x{k}x{n}"), &got, &want, tol);
 
-        let want = cpu
-            .silu_mul(&cpu.linear(&x, &gate, None).unwrap(), &cpu.linear(&x, &up, None).unwrap())
-            .unwrap()
-            .to_f32_vec();
-        let got = device.linear_swiglu(&dx, &dgate, &dup).unwrap().to_f32_vec();
-        assert_close(&format!("linear_swiglu {m}x{k}x{n}"), &got, &want, tol);
+        // Without a norm, with a bf16 norm (fused on a GPU) and with an f32 one (composed).
+        let (norm16, norm32) = (bf16(&[k], 29), t(&[k], 30));
+        let (dnorm16, dnorm32) = (on(device, &norm16), on(device, &norm32));
+        let norms = [
+            (None, None, "no norm"),
+            (Some(&norm16), Some(&dnorm16), "bf16 norm"),
+            (Some(&norm32), Some(&dnorm32), "f32 norm"),
+        ];
+        for (host_norm, device_norm, label) in norms {
+            let h = match host_norm {
+                Some(g) => cpu.rms_norm(&x, g, 1e-6).unwrap(),
+                None => x.clone(),
+            };
+            let norm = device_norm.map(|weight| RmsNorm { weight, eps: 1e-6 });
+            let want = cpu
+                .silu_mul(&cpu.linear(&h, &gate, None).unwrap(), &cpu.linear(&h, &up, None).unwrap())
+                .unwrap()
+                .to_f32_vec();
+            let got = device.linear_swiglu(&dx, norm, &dgate, &dup).unwrap().to_f32_vec();
+            assert_close(&format!("linear_swiglu {m}x{k}x{n} {label}"), &got, &want, tol);
 
-        let got = device.linear3(&dx, [&dw, &dw1, &dw2]).unwrap();
-        for (g, weight) in got.iter().zip([&w, &w1, &w2]) {
-            let want = cpu.linear(&x, weight, None).unwrap();
-            assert_eq!(g.shape(), want.shape());
-            assert_close(&format!("linear3 {m}x{k}x{n}"), &g.to_f32_vec(), &want.to_f32_vec(), tol);
+            let got = device.linear3(&dx, norm, [&dw, &dw1, &dw2]).unwrap();
+            for (g, weight) in got.iter().zip([&w, &w1, &w2]) {
+                let want = cpu.linear(&h, weight, None).unwrap();
+                assert_eq!(g.shape(), want.shape());
+                assert_close(&format!("linear3 {m}x{k}x{n} {label}"), &g.to_f32_vec(), &want.to_f32_vec(), tol);
+            }
+        }
+    }
+    // A KV cache append: rows [3, 5) of each of 2 batch entries in a capacity of 6, keys and values.
+    let (k, v) = (t(&[4, 8], 31), t(&[4, 8], 32));
+    let (mut keys, mut values) = (on(device, &t(&[12, 8], 33)), on(device, &t(&[12, 8], 34)));
+    let (before_k, before_v) = (keys.to_f32_vec(), values.to_f32_vec());
+    device.write_kv(&mut keys, &on(device, &k), &mut values, &on(device, &v), 2, 3).unwrap();
+    for (got, before, src) in [(keys, before_k, k), (values, before_v, v)] {
+        let (got, src) = (got.to_f32_vec(), src.to_f32_vec());
+        for row in 0..12 {
+            let (b, j) = (row / 6, row % 6);
+            let want = if (3..5).contains(&j) {
+                &src[(b * 2 + j - 3) * 8..(b * 2 + j - 2) * 8]
+            } else {
+                &before[row * 8..(row + 1) * 8]
+            };
+            assert_eq!(&got[row * 8..(row + 1) * 8], want, "cache row {row}");
         }
     }
     // Qwen3's query/key path at head dim 128 (fused on a GPU) and 64 (composed everywhere).

@@ -14,7 +14,7 @@ use cudarc::cublas::sys as blas_sys;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use self::kernels::Kernels;
-use crate::device::{AttentionShape, Backend, Rotary, composed};
+use crate::device::{AttentionShape, Backend, RmsNorm, Rotary, composed};
 use crate::error::{Error, Result};
 use crate::shapes;
 use crate::tensor::{CpuStorage, DType, Storage, Tensor};
@@ -127,6 +127,10 @@ pub fn nvrtc_present() -> bool {
 struct Lane {
     stream: Arc<CudaStream>,
     blas: CudaBlas,
+    /// Per (batch, KV head) arrival counts of the decode attention's blocks; all zero between
+    /// launches (the last block of each group zeroes its own), so one zeroing at creation serves
+    /// every later launch on this stream.
+    arrivals: Mutex<Option<CudaSlice<u32>>>,
 }
 
 /// How the f32 GEMMs of the acoustic half run.
@@ -178,6 +182,18 @@ fn decode_product<'a>(x: &Tensor, w: &'a Tensor) -> Option<(usize, usize, usize,
             if (1..=GEMV_MAX_ROWS).contains(&m) && k.is_multiple_of(8) =>
         {
             Some((m, k, n, bits))
+        }
+        _ => None,
+    }
+}
+
+/// Whether the fused GEMVs can apply `norm` to `x` themselves: `Some(None)` for no norm,
+/// `Some(Some(bits))` for a bf16 weight as long as a row of `x`, `None` when they cannot.
+fn fused_norm<'a>(norm: Option<RmsNorm<'a>>, x: &Tensor) -> Option<Option<&'a CudaSlice<u16>>> {
+    let Some(norm) = norm else { return Some(None) };
+    match norm.weight.storage() {
+        Storage::Cuda(CudaStorage::BF16(bits)) if Some(&norm.weight.elem_count()) == x.shape().last() => {
+            Some(Some(bits))
         }
         _ => None,
     }
@@ -237,7 +253,7 @@ impl CudaBackend {
         };
         // SAFETY: a valid handle, just created.
         unsafe { blas_sys::cublasSetMathMode(*blas.handle(), mode) }.result().map_err(gpu)?;
-        let lane = Arc::new(Lane { stream, blas });
+        let lane = Arc::new(Lane { stream, blas, arrivals: Mutex::new(None) });
         lanes.insert(id, lane.clone());
         Ok(lane)
     }
@@ -440,7 +456,7 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Single-query attention (a decode step): pass 1 over splits of the keys, pass 2 merging them.
+    /// Single-query attention (a decode step) over splits of the keys, merged by the last block.
     #[allow(clippy::too_many_arguments)]
     fn attention_decode(
         &self,
@@ -461,6 +477,12 @@ impl CudaBackend {
         let mut part_acc = self.alloc(lane, slots * s.head_dim)?;
         let (kv_len, cap, heads, kv_heads, hd, split) =
             (s.kv_len as i32, s.kv_capacity as i32, s.heads as i32, s.kv_heads as i32, s.head_dim as i32, SPLIT as i32);
+        let groups = s.batch * s.kv_heads;
+        let mut arrivals = lane.arrivals.lock().map_err(|_| Error::Gpu("the arrival counts were poisoned".into()))?;
+        if arrivals.as_ref().is_none_or(|a| a.len() < groups) {
+            *arrivals = Some(lane.stream.alloc_zeros::<u32>(groups.max(64)).map_err(gpu)?);
+        }
+        let arrivals = arrivals.as_mut().expect("just made");
         let cfg = LaunchConfig {
             grid_dim: (splits as u32, s.kv_heads as u32, s.batch as u32),
             block_dim: (128, 1, 1),
@@ -469,17 +491,11 @@ impl CudaBackend {
         let group = s.heads / s.kv_heads;
         let mut b = lane.stream.launch_builder(self.kernels.get(&format!("attention_decode_split_g{group}")));
         b.arg(self.f32s(q, "attention")?).arg(self.f32s(k, "attention")?).arg(self.f32s(v, "attention")?);
-        b.arg(&mut part_m).arg(&mut part_l).arg(&mut part_acc);
+        b.arg(&mut part_m).arg(&mut part_l).arg(&mut part_acc).arg(arrivals).arg(&mut *out);
         b.arg(&kv_len).arg(&cap).arg(&heads).arg(&kv_heads).arg(&hd).arg(&split).arg(&scale);
         // SAFETY: shapes checked by the caller (head dim <= 128 and a multiple of 4, 1, 2, 4 or 8
-        // query heads per KV head); every (head, split) slot is written once.
-        unsafe { b.launch(cfg) }.map_err(gpu)?;
-        let splits32 = splits as i32;
-        let cfg =
-            LaunchConfig { grid_dim: (s.heads as u32, s.batch as u32, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
-        let mut b = lane.stream.launch_builder(self.kernels.get("attention_decode_merge"));
-        b.arg(&part_m).arg(&part_l).arg(&part_acc).arg(&mut *out).arg(&splits32).arg(&heads).arg(&hd);
-        // SAFETY: reads the slots pass 1 wrote; writes [batch, heads * head_dim].
+        // query heads per KV head); every (head, split) slot is written once, the arrival counts
+        // cover every (batch, KV head) and are zero, and the last block of each writes its output.
         unsafe { b.launch(cfg) }.map_err(gpu)?;
         Ok(())
     }
@@ -775,40 +791,55 @@ impl Backend for CudaBackend {
         self.wrap(&[m, n], y)
     }
 
-    fn linear_swiglu(&self, x: &Tensor, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
-        let (Some((m, k, n, g)), Some((_, _, up_n, u))) = (decode_product(x, gate), decode_product(x, up)) else {
-            return composed::linear_swiglu(self, x, gate, up);
+    fn linear_swiglu(&self, x: &Tensor, norm: Option<RmsNorm>, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+        let (Some((m, k, n, g)), Some((_, _, up_n, u)), Some(norm_bits)) =
+            (decode_product(x, gate), decode_product(x, up), fused_norm(norm, x))
+        else {
+            return composed::linear_swiglu(self, x, norm, gate, up);
         };
         if up_n != n {
             return Err(Error::shape("linear_swiglu", format!("gate {:?} against up {:?}", gate.shape(), up.shape())));
         }
         let lane = self.lane()?;
         let mut y = self.alloc(&lane, m * n)?;
-        let (ki, ni) = (k as i32, n as i32);
+        let (ki, ni, eps) = (k as i32, n as i32, norm.map_or(0.0, |n| n.eps));
         let mut b = lane.stream.launch_builder(self.kernels.get(&format!("gemv_swiglu_bf16_k8_m{m}")));
-        b.arg(g).arg(u).arg(self.f32s(x, "linear_swiglu")?).arg(&mut y).arg(&ki).arg(&ni);
-        // SAFETY: as the decode product in `matmul_nt`, for two weights of the same shape.
+        b.arg(g).arg(u).arg(self.f32s(x, "linear_swiglu")?);
+        let null = 0u64;
+        match norm_bits {
+            Some(bits) => b.arg(bits),
+            None => b.arg(&null),
+        };
+        b.arg(&eps).arg(&mut y).arg(&ki).arg(&ni);
+        // SAFETY: as the decode product in `matmul_nt`, for two weights of the same shape; the norm
+        // weight, when given, holds k bf16 values (a null pointer otherwise).
         unsafe { b.launch(gemv_config(n, GEMV_SWIGLU_THREADS)) }.map_err(gpu)?;
         self.wrap(&[m, n], y)
     }
 
-    fn linear3(&self, x: &Tensor, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
-        let (Some((m, k, n0, w0)), Some((_, _, n1, w1)), Some((_, _, n2, w2))) =
-            (decode_product(x, w[0]), decode_product(x, w[1]), decode_product(x, w[2]))
+    fn linear3(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
+        let (Some((m, k, n0, w0)), Some((_, _, n1, w1)), Some((_, _, n2, w2)), Some(norm_bits)) =
+            (decode_product(x, w[0]), decode_product(x, w[1]), decode_product(x, w[2]), fused_norm(norm, x))
         else {
-            return composed::linear3(self, x, w);
+            return composed::linear3(self, x, norm, w);
         };
         let lane = self.lane()?;
         let (mut y0, mut y1, mut y2) =
             (self.alloc(&lane, m * n0)?, self.alloc(&lane, m * n1)?, self.alloc(&lane, m * n2)?);
-        let (ki, n0i, n1i, n2i) = (k as i32, n0 as i32, n1 as i32, n2 as i32);
+        let (ki, n0i, n1i, n2i, eps) = (k as i32, n0 as i32, n1 as i32, n2 as i32, norm.map_or(0.0, |n| n.eps));
         let mut b = lane.stream.launch_builder(self.kernels.get(&format!("gemv_group3_bf16_k8_m{m}")));
         b.arg(w0).arg(w1).arg(w2).arg(&mut y0).arg(&mut y1).arg(&mut y2).arg(self.f32s(x, "linear3")?);
-        b.arg(&ki).arg(&n0i).arg(&n1i).arg(&n2i);
+        let null = 0u64;
+        match norm_bits {
+            Some(bits) => b.arg(bits),
+            None => b.arg(&null),
+        };
+        b.arg(&eps).arg(&ki).arg(&n0i).arg(&n1i).arg(&n2i);
         let blocks = n0.div_ceil(4) + n1.div_ceil(4) + n2.div_ceil(4);
         let cfg =
             LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (GEMV_THREADS, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: three decode products of one input; the grid is their row groups back to back.
+        // SAFETY: three decode products of one input; the grid is their row groups back to back; the
+        // norm weight, when given, holds k bf16 values (a null pointer otherwise).
         unsafe { b.launch(cfg) }.map_err(gpu)?;
         Ok([self.wrap(&[m, n0], y0)?, self.wrap(&[m, n1], y1)?, self.wrap(&[m, n2], y2)?])
     }
@@ -839,6 +870,41 @@ impl Backend for CudaBackend {
         // SAFETY: one warp per (row, head) of 128 floats; x and out hold rows * heads * 128.
         unsafe { b.launch(cfg) }.map_err(gpu)?;
         self.wrap(x.shape(), out)
+    }
+
+    fn write_kv(
+        &self,
+        keys: &mut Tensor,
+        k: &Tensor,
+        values: &mut Tensor,
+        v: &Tensor,
+        batch: usize,
+        row: usize,
+    ) -> Result<()> {
+        let key_shape = shapes::write_rows(keys, k, batch, row)?;
+        if shapes::write_rows(values, v, batch, row)? != key_shape || keys.shape() != values.shape() {
+            self.write_rows(keys, k, batch, row)?;
+            return self.write_rows(values, v, batch, row);
+        }
+        let (capacity, n, cols) = key_shape;
+        let total = (batch * n * cols) as i64;
+        if total == 0 {
+            return Ok(());
+        }
+        let lane = self.lane()?;
+        let (k_src, v_src) = (self.f32s(k, "write_kv")?, self.f32s(v, "write_kv")?);
+        let (Storage::Cuda(CudaStorage::F32(k_dst)), Storage::Cuda(CudaStorage::F32(v_dst))) =
+            (keys.storage_mut(), values.storage_mut())
+        else {
+            return Err(Error::Unsupported { op: "write_kv", dtype: "non-f32".into(), backend: "cuda" });
+        };
+        let (n32, cols32, cap32, row32) = (n as i32, cols as i32, capacity as i32, row as i32);
+        let mut b = lane.stream.launch_builder(self.kernels.get("write_kv_f32"));
+        b.arg(k_src).arg(k_dst).arg(v_src).arg(v_dst).arg(&total).arg(&n32).arg(&cols32).arg(&cap32).arg(&row32);
+        // SAFETY: both caches have the same shape and the rows [row, row + n) of each batch entry lie
+        // inside them (checked above).
+        unsafe { b.launch(grid_1d(total as usize)) }.map_err(gpu)?;
+        Ok(())
     }
 
     fn silu_mul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {

@@ -9,7 +9,7 @@
 use super::kv_cache::KvCache;
 use super::swiglu::SwiGlu;
 use crate::config::DepthConfig;
-use crate::device::{AttentionShape, Device};
+use crate::device::{AttentionShape, Device, RmsNorm};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 use crate::weights::VarBuilder;
@@ -149,8 +149,8 @@ impl DepthDecoder {
             causal: true,
         };
         for (l, layer) in self.layers.iter().enumerate() {
-            let n = device.rms_norm(&x, &layer.input_norm, RMS_EPS)?;
-            let [q, k, v] = device.linear3(&n, [&layer.q, &layer.k, &layer.v])?;
+            let norm = RmsNorm { weight: &layer.input_norm, eps: RMS_EPS };
+            let [q, k, v] = device.linear3(&x, Some(norm), [&layer.q, &layer.k, &layer.v])?;
             cache.write(device, l, &k, &v, new)?;
             let (keys, values) = cache.layer(l);
             let attn = device.attention(&q, keys, values, shape)?;

@@ -45,8 +45,7 @@ impl KvCache {
                 self.capacity, new_len
             )));
         }
-        device.write_rows(&mut self.keys[layer], k, self.batch, self.len)?;
-        device.write_rows(&mut self.values[layer], v, self.batch, self.len)
+        device.write_kv(&mut self.keys[layer], k, &mut self.values[layer], v, self.batch, self.len)
     }
 
     pub fn layer(&self, layer: usize) -> (&Tensor, &Tensor) {

@@ -11,7 +11,7 @@ use std::ops::Range;
 use super::kv_cache::KvCache;
 use super::swiglu::SwiGlu;
 use crate::config::LmConfig;
-use crate::device::{AttentionShape, Device, Rotary};
+use crate::device::{AttentionShape, Device, RmsNorm, Rotary};
 use crate::error::Result;
 use crate::tensor::Tensor;
 use crate::weights::VarBuilder;
@@ -116,8 +116,8 @@ impl LanguageModel {
         let rows = batch * seq;
         let mut x = embeds.clone();
         for (l, layer) in self.layers.iter().enumerate() {
-            let h = device.rms_norm(&x, &layer.input_norm, eps)?;
-            let [q, k, v] = device.linear3(&h, [&layer.q, &layer.k, &layer.v])?;
+            let norm = RmsNorm { weight: &layer.input_norm, eps };
+            let [q, k, v] = device.linear3(&x, Some(norm), [&layer.q, &layer.k, &layer.v])?;
             let q =
                 device.head_norm_rope(q, &layer.q_norm, eps, Rotary { heads: cfg.num_attention_heads, ..rotary })?;
             let k =

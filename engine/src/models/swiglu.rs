@@ -1,7 +1,7 @@
 //! The pre-norm SwiGLU feed-forward with its residual, shared by the language model and the depth
 //! decoder: `x + down(silu(gate(rms(x))) * up(rms(x)))`.
 
-use crate::device::Device;
+use crate::device::{Device, RmsNorm};
 use crate::error::Result;
 use crate::tensor::Tensor;
 use crate::weights::VarBuilder;
@@ -27,8 +27,7 @@ impl SwiGlu {
     }
 
     pub fn forward_residual(&self, device: &Device, x: &Tensor, eps: f32) -> Result<Tensor> {
-        let h = device.rms_norm(x, &self.norm, eps)?;
-        let act = device.linear_swiglu(&h, &self.gate, &self.up)?;
+        let act = device.linear_swiglu(x, Some(RmsNorm { weight: &self.norm, eps }), &self.gate, &self.up)?;
         device.linear_add(&act, &self.down, x)
     }
 }
