@@ -177,10 +177,10 @@ extern "C" __global__ void attention_tiled_d64(const float* __restrict__ q, cons
 // GPU works on it, and grouped so each key/value row is read once for the G query heads that share
 // it (GQA; G is a template argument, 1, 2, 4 or 8, so the per-head state stays in registers).
 // Lane l holds dims 4l..4l+3 of each of the group's G queries (head dim <= 128).
-// Grid (splits, kv_heads, batch), block 128 (4 warps): each warp runs an online softmax over
-// every 4th key of its split; the block merges its warps and writes, per query head and split,
-// the running max, the sum of exponentials and the unnormalised output; the last block of each
-// (batch, KV head) to finish merges the splits.
+// Pass 1, grid (splits, kv_heads, batch), block 128 (4 warps): each warp runs an online softmax
+// over every 4th key of its split; the block merges its warps and writes, per query head and
+// split, the running max, the sum of exponentials and the unnormalised output.
+// Pass 2, grid (heads, batch), block 128: merges the splits.
 
 #define DEC_WARPS 4
 #define DEC_UNROLL 4
@@ -189,11 +189,9 @@ template <int G>
 __device__ __forceinline__ void attention_decode_split(const float* __restrict__ q, const float* __restrict__ k,
                                                        const float* __restrict__ v, float* __restrict__ part_m,
                                                        float* __restrict__ part_l, float* __restrict__ part_acc,
-                                                       unsigned int* __restrict__ arrivals, float* __restrict__ out,
                                                        int kv_len, int kv_cap, int heads, int kv_heads, int head_dim,
                                                        int split_len, float scale) {
     __shared__ float sm[DEC_WARPS][G];
-    __shared__ bool last;
     __shared__ float sl[DEC_WARPS][G];
     __shared__ float sacc[DEC_WARPS][G][128];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -293,56 +291,34 @@ __device__ __forceinline__ void attention_decode_split(const float* __restrict__
         }
         if (t < head_dim) part_acc[slot * head_dim + t] = out;
     }
-    // The block that finishes last for this (batch, KV head) merges every split of its query
-    // heads (saving a second launch), then zeroes the arrival count for the next call on this
-    // stream. The fence makes this block's partials visible before its arrival is counted; the
-    // merge reads through L2 (__ldcg), where the other blocks' partials are.
-    __threadfence();
-    unsigned int* arrived = arrivals + b * kv_heads + kvh;
-    if (t == 0) last = atomicAdd(arrived, 1u) == (unsigned int)(splits - 1);
-    __syncthreads();
-    if (!last) return;
-    // One pass over the splits with a running max, the G heads' chains interleaved, so the loads
-    // of later splits overlap the arithmetic of earlier ones.
-    float big[G], sum[G], acc_t[G];
-#pragma unroll
-    for (int g = 0; g < G; g++) {
-        big[g] = -INFINITY;
-        sum[g] = 0.0f;
-        acc_t[g] = 0.0f;
-    }
-#pragma unroll 4
-    for (int s = 0; s < splits; s++) {
-#pragma unroll
-        for (int g = 0; g < G; g++) {
-            long slot = ((long)b * heads + kvh * G + g) * splits + s;
-            float ms = __ldcg(part_m + slot), ls = __ldcg(part_l + slot);
-            float as = t < head_dim ? __ldcg(part_acc + slot * head_dim + t) : 0.0f;
-            if (ms == -INFINITY) continue;  // a split that saw no key
-            float top = fmaxf(big[g], ms);
-            float keep = expf(big[g] - top), take = expf(ms - top);
-            sum[g] = sum[g] * keep + ls * take;
-            acc_t[g] = acc_t[g] * keep + as * take;
-            big[g] = top;
-        }
-    }
-#pragma unroll
-    for (int g = 0; g < G; g++)
-        if (t < head_dim) out[((long)b * heads + kvh * G + g) * head_dim + t] = acc_t[g] / sum[g];
-    if (t == 0) *arrived = 0;
 }
 
 #define DECODE_SPLIT_FOR_G(G)                                                                                    \
     extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32) attention_decode_split_g##G(                     \
         const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,                   \
-        float* __restrict__ part_m, float* __restrict__ part_l, float* __restrict__ part_acc,                   \
-        unsigned int* __restrict__ arrivals, float* __restrict__ out, int kv_len, int kv_cap, int heads,         \
-        int kv_heads, int head_dim, int split_len, float scale) {                                                \
-        attention_decode_split<G>(q, k, v, part_m, part_l, part_acc, arrivals, out, kv_len, kv_cap, heads,       \
-                                  kv_heads, head_dim, split_len, scale);                                         \
+        float* __restrict__ part_m, float* __restrict__ part_l, float* __restrict__ part_acc, int kv_len,       \
+        int kv_cap, int heads, int kv_heads, int head_dim, int split_len, float scale) {                         \
+        attention_decode_split<G>(q, k, v, part_m, part_l, part_acc, kv_len, kv_cap, heads, kv_heads, head_dim, \
+                                  split_len, scale);                                                             \
     }
 DECODE_SPLIT_FOR_G(1)
 DECODE_SPLIT_FOR_G(2)
 DECODE_SPLIT_FOR_G(4)
 DECODE_SPLIT_FOR_G(8)
 
+extern "C" __global__ void attention_decode_merge(const float* __restrict__ part_m, const float* __restrict__ part_l,
+                                                  const float* __restrict__ part_acc, float* __restrict__ out,
+                                                  int splits, int heads, int head_dim) {
+    int h = blockIdx.x, b = blockIdx.y, t = threadIdx.x;
+    long base = ((long)b * heads + h) * splits;
+    float big = -INFINITY;
+    for (int s = 0; s < splits; s++) big = fmaxf(big, part_m[base + s]);
+    float sum = 0.0f, acc = 0.0f;
+    for (int s = 0; s < splits; s++) {
+        float ms = part_m[base + s];
+        float f = ms == -INFINITY ? 0.0f : expf(ms - big);
+        sum += f * part_l[base + s];
+        if (t < head_dim) acc += f * part_acc[(base + s) * head_dim + t];
+    }
+    if (t < head_dim) out[((long)b * heads + h) * head_dim + t] = acc / sum;
+}

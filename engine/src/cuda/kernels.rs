@@ -86,6 +86,7 @@ pub const SOURCES: &[(&str, &str, &[&str])] = &[
             "attention_decode_split_g2",
             "attention_decode_split_g4",
             "attention_decode_split_g8",
+            "attention_decode_merge",
         ],
     ),
     ("gemv.cu", include_str!("../../../kernels/gemv.cu"), &gemv_kernels!(1, 2, 3, 4, 5, 6, 7, 8)),

@@ -127,10 +127,6 @@ pub fn nvrtc_present() -> bool {
 struct Lane {
     stream: Arc<CudaStream>,
     blas: CudaBlas,
-    /// Per (batch, KV head) arrival counts of the decode attention's blocks; all zero between
-    /// launches (the last block of each group zeroes its own), so one zeroing at creation serves
-    /// every later launch on this stream.
-    arrivals: Mutex<Option<CudaSlice<u32>>>,
 }
 
 /// How the f32 GEMMs of the acoustic half run.
@@ -253,7 +249,7 @@ impl CudaBackend {
         };
         // SAFETY: a valid handle, just created.
         unsafe { blas_sys::cublasSetMathMode(*blas.handle(), mode) }.result().map_err(gpu)?;
-        let lane = Arc::new(Lane { stream, blas, arrivals: Mutex::new(None) });
+        let lane = Arc::new(Lane { stream, blas });
         lanes.insert(id, lane.clone());
         Ok(lane)
     }
@@ -456,7 +452,7 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Single-query attention (a decode step) over splits of the keys, merged by the last block.
+    /// Single-query attention (a decode step): pass 1 over splits of the keys, pass 2 merging them.
     #[allow(clippy::too_many_arguments)]
     fn attention_decode(
         &self,
@@ -477,12 +473,6 @@ impl CudaBackend {
         let mut part_acc = self.alloc(lane, slots * s.head_dim)?;
         let (kv_len, cap, heads, kv_heads, hd, split) =
             (s.kv_len as i32, s.kv_capacity as i32, s.heads as i32, s.kv_heads as i32, s.head_dim as i32, SPLIT as i32);
-        let groups = s.batch * s.kv_heads;
-        let mut arrivals = lane.arrivals.lock().map_err(|_| Error::Gpu("the arrival counts were poisoned".into()))?;
-        if arrivals.as_ref().is_none_or(|a| a.len() < groups) {
-            *arrivals = Some(lane.stream.alloc_zeros::<u32>(groups.max(64)).map_err(gpu)?);
-        }
-        let arrivals = arrivals.as_mut().expect("just made");
         let cfg = LaunchConfig {
             grid_dim: (splits as u32, s.kv_heads as u32, s.batch as u32),
             block_dim: (128, 1, 1),
@@ -491,11 +481,17 @@ impl CudaBackend {
         let group = s.heads / s.kv_heads;
         let mut b = lane.stream.launch_builder(self.kernels.get(&format!("attention_decode_split_g{group}")));
         b.arg(self.f32s(q, "attention")?).arg(self.f32s(k, "attention")?).arg(self.f32s(v, "attention")?);
-        b.arg(&mut part_m).arg(&mut part_l).arg(&mut part_acc).arg(arrivals).arg(&mut *out);
+        b.arg(&mut part_m).arg(&mut part_l).arg(&mut part_acc);
         b.arg(&kv_len).arg(&cap).arg(&heads).arg(&kv_heads).arg(&hd).arg(&split).arg(&scale);
         // SAFETY: shapes checked by the caller (head dim <= 128 and a multiple of 4, 1, 2, 4 or 8
-        // query heads per KV head); every (head, split) slot is written once, the arrival counts
-        // cover every (batch, KV head) and are zero, and the last block of each writes its output.
+        // query heads per KV head); every (head, split) slot is written once.
+        unsafe { b.launch(cfg) }.map_err(gpu)?;
+        let splits32 = splits as i32;
+        let cfg =
+            LaunchConfig { grid_dim: (s.heads as u32, s.batch as u32, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+        let mut b = lane.stream.launch_builder(self.kernels.get("attention_decode_merge"));
+        b.arg(&part_m).arg(&part_l).arg(&part_acc).arg(&mut *out).arg(&splits32).arg(&heads).arg(&hd);
+        // SAFETY: reads the slots pass 1 wrote; writes [batch, heads * head_dim].
         unsafe { b.launch(cfg) }.map_err(gpu)?;
         Ok(())
     }
