@@ -303,7 +303,8 @@ fn song(device: Device, duration: f64, steps: usize) -> Result<()> {
     let n = uncond.len();
     uncond[1..n - 2].fill(pipeline.constants.audio_cfg_id);
     let prompt = PromptIds { text: String::new(), cond: ids, uncond };
-    let req = Request { prompt: String::new(), lyrics: String::new(), duration_s: duration, seed: 1, steps };
+    let req =
+        Request { prompt: String::new(), lyrics: String::new(), duration_s: duration, seed: 1, steps, guidance: None };
     let events = |_: Event| {};
     let stats = pipeline.generate_ids(
         &prompt,

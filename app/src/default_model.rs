@@ -32,6 +32,9 @@ fn cache_root() -> PathBuf {
 /// The embedded model as a directory, unpacked once into the user's cache (a temporary directory
 /// renamed into place, so a half-written copy is never used).
 pub fn path() -> Result<PathBuf> {
+    // Threads of one process share the staging folder's name: one unpacks, the others wait.
+    static UNPACKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = UNPACKING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let root = cache_root();
     let dir = root.join(format!("default-model-{}", fingerprint()));
     if dir.is_dir() {

@@ -44,6 +44,9 @@ pub struct GenerateArgs {
     /// Flow-matching steps per window (the reference uses 30).
     #[arg(long, default_value_t = 30)]
     steps: usize,
+    /// The DiT's classifier-free guidance scale (default: the model's, 1.7).
+    #[arg(long)]
+    guidance: Option<f32>,
     /// auto, cpu, cuda or wgpu.
     #[arg(long, default_value = "auto")]
     device: String,
@@ -94,8 +97,14 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     };
     let pipeline =
         Pipeline::load(&model, device).with_context(|| format!("loading the model from {}", model.display()))?;
-    let request =
-        Request { prompt: args.prompt.clone(), lyrics, duration_s: args.duration, seed: args.seed, steps: args.steps };
+    let request = Request {
+        prompt: args.prompt.clone(),
+        lyrics,
+        duration_s: args.duration,
+        seed: args.seed,
+        steps: args.steps,
+        guidance: args.guidance,
+    };
     // Check the request before touching the output file or the sound device.
     let max_frames = pipeline.max_frames(request.duration_s)?;
     pipeline.encode_prompt(&request.prompt, &request.lyrics)?;
@@ -144,6 +153,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         duration_s: args.duration,
         seed: args.seed,
         steps: args.steps,
+        guidance: args.guidance.unwrap_or(songloom_ui::contract::DEFAULT_GUIDANCE),
         device: args.device.clone(),
         precision: format!("{:?}", args.precision).to_lowercase(),
         model: args.model.as_ref().map(|m| m.display().to_string()).unwrap_or_default(),

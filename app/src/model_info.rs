@@ -16,6 +16,39 @@ const COMPONENTS: [(&str, bool); 5] = [
 ];
 
 pub fn run(dir: &Path) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(&report(dir)?)?);
+    Ok(())
+}
+
+/// One line for the window: parameters per component and the tokenizer, or what is wrong.
+pub fn summary(dir: &Path) -> Result<String> {
+    let report = report(dir)?;
+    let mut parts = Vec::new();
+    let mut total = 0u64;
+    for (name, _) in COMPONENTS {
+        let c = &report["components"][name];
+        match c["parameters"].as_u64() {
+            Some(p) => {
+                total += p;
+                parts.push(format!("{name} {}", human(p)));
+            }
+            None => parts.push(format!("{name}: {}", c["error"].as_str().unwrap_or("unreadable"))),
+        }
+    }
+    let tokenizer = if report["tokenizer"].as_bool() == Some(true) { "tokenizer" } else { "no tokenizer" };
+    Ok(format!("{} parameters: {}; {tokenizer}", human(total), parts.join(", ")))
+}
+
+fn human(parameters: u64) -> String {
+    match parameters {
+        p if p >= 1_000_000_000 => format!("{:.2} B", p as f64 / 1e9),
+        p if p >= 1_000_000 => format!("{:.1} M", p as f64 / 1e6),
+        p => format!("{:.1} k", p as f64 / 1e3),
+    }
+}
+
+/// What `model info` prints, as JSON.
+pub fn report(dir: &Path) -> Result<serde_json::Value> {
     let model = ModelDir::open(dir)?;
     let mut components = serde_json::Map::new();
     for (name, ar) in COMPONENTS {
@@ -51,17 +84,13 @@ pub fn run(dir: &Path) -> Result<()> {
         components.insert(name.to_string(), entry);
     }
     let c = &model.constants;
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&json!({
-            "path": dir,
-            "tokenizer": model.component("tokenizer").join("tokenizer.json").is_file(),
-            "constants": {
-                "audio_end_id": c.audio_end_id, "audio_cfg_id": c.audio_cfg_id, "code_offset": c.code_offset,
-                "semantic_vocab_size": c.semantic_vocab_size,
-            },
-            "components": components,
-        }))?
-    );
-    Ok(())
+    Ok(json!({
+        "path": dir,
+        "tokenizer": model.component("tokenizer").join("tokenizer.json").is_file(),
+        "constants": {
+            "audio_end_id": c.audio_end_id, "audio_cfg_id": c.audio_cfg_id, "code_offset": c.code_offset,
+            "semantic_vocab_size": c.semantic_vocab_size,
+        },
+        "components": components,
+    }))
 }

@@ -170,7 +170,7 @@ fn render(model_dir: &Path, name: &str, device: Device) -> (Vec<f32>, Golden) {
     let pipeline = Pipeline::load(model_dir, device).unwrap();
     let req = request(name);
     let song = pipeline
-        .render_windows(&g.tensor("frame_hiddens"), req.steps, &mut GoldenNoise(&g), quiet(&Cancel::default()))
+        .render_windows(&g.tensor("frame_hiddens"), req.steps, None, &mut GoldenNoise(&g), quiet(&Cancel::default()))
         .unwrap();
     (song.concat(), g)
 }
@@ -221,7 +221,14 @@ fn song(pipeline: &Pipeline, req: &Request, streamed: bool) -> (Vec<f32>, songlo
 }
 
 fn song_request(seed: u64) -> Request {
-    Request { prompt: "warm lo-fi piano".into(), lyrics: "[verse]\nla la la".into(), duration_s: 10.08, seed, steps: 2 }
+    Request {
+        prompt: "warm lo-fi piano".into(),
+        lyrics: "[verse]\nla la la".into(),
+        duration_s: 10.08,
+        seed,
+        steps: 2,
+        guidance: None,
+    }
 }
 
 #[test]
@@ -267,4 +274,22 @@ fn cancel_stops_the_song() {
     let err = pipeline.generate(&song_request(1), Observer { events: &events, cancel: &cancel }).unwrap_err();
     assert!(matches!(err, songloom_engine::Error::Cancelled), "{err}");
     assert!(*frames_seen.lock().unwrap() < 40);
+}
+
+#[test]
+fn guidance_defaults_to_the_models_and_is_checked() {
+    let pipeline = Pipeline::load(&tiny_model_dir(), cpu()).unwrap();
+    let default = song_request(5);
+    let explicit = Request { guidance: Some(pipeline.constants.dit_cfg_scale), ..song_request(5) };
+    let stronger = Request { guidance: Some(3.0), ..song_request(5) };
+    let (a, _) = song(&pipeline, &default, true);
+    let (b, _) = song(&pipeline, &explicit, false);
+    assert!(a == b, "the model's guidance is the default (streamed and sequential alike)");
+    let (c, _) = song(&pipeline, &stronger, true);
+    assert!(c != a, "another guidance gave the same audio");
+    for bad in [f32::NAN, -1.0, 50.0] {
+        let req = Request { guidance: Some(bad), ..song_request(5) };
+        let err = pipeline.generate(&req, quiet(&Cancel::default())).unwrap_err().to_string();
+        assert!(err.contains("guidance"), "{err}");
+    }
 }

@@ -56,6 +56,8 @@ pub struct SongloomApp<E: Engine> {
     pub library: LibraryView,
     /// The last notice or problem outside a job, shown under the player.
     pub notice: Option<(String, bool)>,
+    /// The model the last model information was asked for, and the answer once it came.
+    model_info: Option<(String, Option<Result<String, String>>)>,
     next_job: JobId,
     lyrics_cursor: usize,
     library_requested: bool,
@@ -71,6 +73,7 @@ impl<E: Engine> SongloomApp<E> {
             track: None,
             library: LibraryView::default(),
             notice: None,
+            model_info: None,
             next_job: 1,
             lyrics_cursor: 0,
             library_requested: false,
@@ -118,6 +121,13 @@ impl<E: Engine> SongloomApp<E> {
                 EngineEvent::Loaded { song, samples, sample_rate } => {
                     self.track =
                         Some(Track { title: song.title, audio: samples, sample_rate, job: None, song: Some(song.id) });
+                }
+                EngineEvent::ModelInfo { model, summary } => {
+                    if let Some((asked, answer)) = &mut self.model_info
+                        && *asked == model
+                    {
+                        *answer = Some(summary);
+                    }
                 }
                 EngineEvent::Notice { message } => self.notice = Some((message, false)),
                 EngineEvent::Problem { message } => self.notice = Some((message, true)),
@@ -271,6 +281,11 @@ impl<E: Engine> SongloomApp<E> {
             let label = ui.label("Steps");
             ui.add(egui::DragValue::new(&mut self.draft.steps).range(1..=100)).labelled_by(label.id);
             ui.end_row();
+            let label = ui.label("Guidance");
+            ui.add(egui::DragValue::new(&mut self.draft.guidance).range(0.0..=20.0).speed(0.05).max_decimals(2))
+                .labelled_by(label.id)
+                .on_hover_text("How closely the music follows the description (the model's own: 1.7)");
+            ui.end_row();
             let label = ui.label("Device");
             text_choice_ui(ui, label.id, "device", &mut self.draft.device, &["auto", "cpu", "cuda"]);
             ui.end_row();
@@ -282,15 +297,25 @@ impl<E: Engine> SongloomApp<E> {
                 .labelled_by(label.id);
             ui.end_row();
         });
+        if self.model_info.as_ref().is_none_or(|(asked, _)| *asked != self.draft.model) {
+            self.model_info = Some((self.draft.model.clone(), None));
+            self.engine.send(Request::ModelInfo { model: self.draft.model.clone() });
+        }
+        match self.model_info.as_ref().and_then(|(_, answer)| answer.as_ref()) {
+            Some(Ok(summary)) => ui.small(summary),
+            Some(Err(why)) => ui.colored_label(Color32::from_rgb(200, 120, 0), format!("Model: {why}")),
+            None => ui.small("reading the model..."),
+        };
     }
 
     fn progress_ui(&self, ui: &mut egui::Ui, now: f64) {
         let Some(job) = &self.job else { return };
         let p = &job.progress;
         let (done, total) = p.frames;
+        let rate = p.frames_per_s(now).map(|r| format!(", {r:.1} frames/s")).unwrap_or_default();
         ui.add(
             egui::ProgressBar::new(if total == 0 { 0.0 } else { done as f32 / total as f32 })
-                .text(format!("AR frames {done} / {total}")),
+                .text(format!("AR frames {done} / {total}{rate}")),
         );
         let denoise = match p.denoise {
             Some((window, windows, step, steps)) => {
@@ -299,6 +324,9 @@ impl<E: Engine> SongloomApp<E> {
             None => "DiT waiting for frames".to_string(),
         };
         ui.add(egui::ProgressBar::new(p.fraction() as f32).text(denoise));
+        if let Some((_, windows, _, _)) = p.denoise {
+            ui.label(format!("Vocoder: {} / {windows} windows decoded to audio", p.windows_vocoded));
+        }
         ui.horizontal(|ui| {
             let elapsed = p.finished.as_ref().map_or(now - p.started_s, |t| t.total_s);
             ui.label(format!("Elapsed {elapsed:.1} s"));

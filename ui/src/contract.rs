@@ -13,6 +13,8 @@ pub struct Recipe {
     pub duration_s: f64,
     pub seed: u64,
     pub steps: usize,
+    /// The DiT's classifier-free guidance scale.
+    pub guidance: f32,
     /// `auto`, `cpu`, `cuda` or `wgpu`.
     pub device: String,
     /// `reference` or `tf32`.
@@ -20,6 +22,9 @@ pub struct Recipe {
     /// The model directory; empty for the embedded test model.
     pub model: String,
 }
+
+/// MiniMax-Music3's own DiT guidance scale.
+pub const DEFAULT_GUIDANCE: f32 = 1.7;
 
 impl Default for Recipe {
     fn default() -> Self {
@@ -29,6 +34,7 @@ impl Default for Recipe {
             duration_s: 30.0,
             seed: 0,
             steps: 30,
+            guidance: DEFAULT_GUIDANCE,
             device: "auto".into(),
             precision: "reference".into(),
             model: String::new(),
@@ -67,6 +73,10 @@ pub enum Request {
     /// Loads a library song into the player and plays it (refused while a song is being made).
     PlaySong {
         id: SongId,
+    },
+    /// Answered by [`EngineEvent::ModelInfo`]; `model` as in [`Recipe::model`].
+    ModelInfo {
+        model: String,
     },
     /// Answered by [`EngineEvent::Library`].
     ListSongs {
@@ -174,6 +184,11 @@ pub enum EngineEvent {
         song: SongEntry,
         samples: Vec<f32>,
         sample_rate: u32,
+    },
+    /// What a model directory holds (parameters per component), or why it cannot be used.
+    ModelInfo {
+        model: String,
+        summary: Result<String, String>,
     },
     /// Something the user asked for happened ("Exported to ...").
     Notice {

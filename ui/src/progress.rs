@@ -47,6 +47,7 @@ impl Progress {
             EngineEvent::Saved { .. }
             | EngineEvent::Library { .. }
             | EngineEvent::Loaded { .. }
+            | EngineEvent::ModelInfo { .. }
             | EngineEvent::Notice { .. }
             | EngineEvent::Problem { .. } => {}
         }
@@ -65,6 +66,12 @@ impl Progress {
             _ => 0.0,
         };
         0.5 * ar + 0.5 * acoustic.min(1.0)
+    }
+
+    /// AR frames made per second so far (from the job's start).
+    pub fn frames_per_s(&self, now_s: f64) -> Option<f64> {
+        let elapsed = self.finished.as_ref().map_or(now_s - self.started_s, |t| t.ar_s);
+        (self.frames.0 > 0 && elapsed > 0.0).then(|| self.frames.0 as f64 / elapsed)
     }
 
     /// Seconds left at the rate so far, once there is a rate to go by.
@@ -99,6 +106,7 @@ mod tests {
         p.apply(&EngineEvent::Audio { job: 1, first_sample: 0, samples: vec![0.0; 8], sample_rate: 44100 }, 14.5);
         p.apply(&EngineEvent::Audio { job: 1, first_sample: 4, samples: vec![0.0; 8], sample_rate: 44100 }, 15.0);
         assert_eq!(p.first_audio_s, Some(4.5));
+        assert_eq!(p.frames_per_s(15.0), Some(20.0), "100 frames in 5 s");
         assert_eq!(p.samples, 8);
         p.apply(&EngineEvent::Finished { job: 1, timings: Timings::default() }, 16.0);
         assert_eq!(p.fraction(), 1.0);

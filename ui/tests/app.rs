@@ -46,6 +46,14 @@ impl Engine for ScriptedEngine {
                 queue.clear();
                 queue.push_back(EngineEvent::Cancelled { job: *job });
             }
+            Request::ModelInfo { model } => {
+                let summary = if model.is_empty() {
+                    Ok("6.1 M parameters: all there".into())
+                } else {
+                    Err(format!("{model} is not a model"))
+                };
+                queue.push_back(EngineEvent::ModelInfo { model: model.clone(), summary });
+            }
             _ => {}
         }
         self.sent.borrow_mut().push(request);
@@ -153,4 +161,22 @@ fn engine_problems_and_notices_show_in_the_window() {
     h.state().engine().queue.borrow_mut().push_back(EngineEvent::Notice { message: "Exported to /tmp/x.wav".into() });
     h.run();
     assert!(h.query_by_label("Exported to /tmp/x.wav").is_some());
+}
+
+#[test]
+fn the_model_field_shows_what_the_model_holds_or_why_not_and_guidance_travels() {
+    let mut h = harness(ScriptedEngine { per_poll: 1, ..ScriptedEngine::default() });
+    h.run_steps(3);
+    assert!(h.query_by_label("6.1 M parameters: all there").is_some());
+    h.state_mut().draft.model = "/tmp/nothing".into();
+    h.run_steps(3);
+    assert!(h.query_by_label("Model: /tmp/nothing is not a model").is_some());
+    h.state_mut().draft.guidance = 2.5;
+    h.get_by_label("Generate").click();
+    h.run_steps(8);
+    let generate = h.state().engine().sent.borrow().iter().find(|r| matches!(r, Request::Generate { .. })).cloned();
+    let Some(Request::Generate { recipe, .. }) = generate else { panic!("no generate request") };
+    assert_eq!(recipe.guidance, 2.5);
+    assert!(h.query_by_label_contains("frames/s").is_some(), "the AR rate is shown");
+    assert!(h.query_by_label_contains("Vocoder:").is_some());
 }

@@ -205,6 +205,7 @@ impl Worker {
             duration_s: recipe.duration_s,
             seed: recipe.seed,
             steps: recipe.steps,
+            guidance: Some(recipe.guidance),
         };
         let result = pipeline.generate(&request, Observer { events: &events, cancel });
         if let Some(e) = write_error.lock().expect("not poisoned").take() {
@@ -251,6 +252,19 @@ impl Librarian {
                 let target = free_name(&folder, &song.title);
                 let path = wav::export(&song.wav, &target, format, &serde_json::to_string(&song.recipe)?)?;
                 self.outbox.send(EngineEvent::Notice { message: format!("Exported to {}", path.display()) });
+                return Ok(());
+            }
+            Request::ModelInfo { model } => {
+                let dir = if model.trim().is_empty() {
+                    crate::default_model::path()
+                } else {
+                    Ok(PathBuf::from(model.trim()))
+                };
+                let summary = dir
+                    .and_then(|d| crate::model_info::summary(&d))
+                    .map(|s| if model.trim().is_empty() { format!("embedded test model: {s}") } else { s })
+                    .map_err(|e| format!("{e:#}"));
+                self.outbox.send(EngineEvent::ModelInfo { model, summary });
                 return Ok(());
             }
             Request::PlaySong { id } => {

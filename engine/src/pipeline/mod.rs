@@ -41,6 +41,8 @@ pub struct Request {
     pub duration_s: f64,
     pub seed: u64,
     pub steps: usize,
+    /// The DiT's classifier-free guidance scale; `None` for the model's own (1.7).
+    pub guidance: Option<f32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -262,16 +264,18 @@ impl Pipeline {
         Tensor::from_f32(&[frames, width], hidden)
     }
 
-    /// Every window of `frames` in order, then the cropped song as planar stereo `[2, samples]`.
+    /// Every window of `frames` in order, then the cropped song as planar stereo `[2, samples]`;
+    /// `guidance` as in [`Request`].
     pub fn render_windows(
         &self,
         frames: &Tensor,
         steps: usize,
+        guidance: Option<f32>,
         noise: &mut dyn NoiseSource,
         observer: Observer,
     ) -> Result<[Vec<f32>; 2]> {
         let schedule = self.schedule(steps)?;
-        let acoustic = self.acoustic(&schedule);
+        let acoustic = self.acoustic(&schedule, guidance);
         let frames = &self.device.upload(frames.clone())?;
         let count = frames.shape()[0];
         let starts = window_starts(count, &self.constants);
@@ -291,8 +295,9 @@ impl Pipeline {
         Ok(song)
     }
 
-    fn acoustic<'a>(&'a self, schedule: &'a FlowMatchEuler) -> AcousticModels<'a> {
+    fn acoustic<'a>(&'a self, schedule: &'a FlowMatchEuler, guidance: Option<f32>) -> AcousticModels<'a> {
         AcousticModels {
+            guidance: guidance.unwrap_or(self.constants.dit_cfg_scale),
             device: &self.device,
             condition: &self.condition,
             dit: &self.dit,
@@ -316,7 +321,7 @@ impl Pipeline {
         let mut chooser = RngChooser(Rng::new(req.seed));
         let frames = self.generate_frames(&prompt, max_frames, &mut chooser, observer)?;
         let ar_s = started.elapsed().as_secs_f64() - tokenize_s;
-        let song = self.render_windows(&frames, req.steps, &mut self.noise(req.seed), observer)?;
+        let song = self.render_windows(&frames, req.steps, req.guidance, &mut self.noise(req.seed), observer)?;
         let first_audio = started.elapsed().as_secs_f64();
         let samples = interleave(&song);
         (observer.events)(Event::Audio { first_sample: 0, samples });
@@ -339,6 +344,11 @@ impl Pipeline {
     fn validate(&self, req: &Request) -> Result<usize> {
         if req.steps == 0 {
             return Err(Error::Invalid("the number of steps must be at least 1".into()));
+        }
+        if let Some(g) = req.guidance
+            && !(g.is_finite() && (0.0..=20.0).contains(&g))
+        {
+            return Err(Error::Invalid(format!("the guidance scale must be between 0 and 20 (got {g})")));
         }
         self.max_frames(req.duration_s)
     }
@@ -390,7 +400,7 @@ impl Pipeline {
             );
             // When this returns (an error included) the receiver is dropped, and the AR thread stops at
             // its next frame.
-            let acoustic = self.stream_windows(&schedule, rx, expected_windows, req.seed, started, observer);
+            let acoustic = self.stream_windows(&schedule, rx, expected_windows, req, started, observer);
             let ar = match ar_thread {
                 Ok(handle) => {
                     handle.join().unwrap_or_else(|_| (Err(Error::Invalid("the AR thread failed".into())), 0.0))
@@ -430,14 +440,14 @@ impl Pipeline {
         schedule: &FlowMatchEuler,
         frames_rx: mpsc::Receiver<Frame>,
         expected_windows: usize,
-        seed: u64,
+        req: &Request,
         started: Instant,
         observer: Observer,
     ) -> Result<StreamedAudio> {
         let c = &self.constants;
-        let acoustic = self.acoustic(schedule);
+        let acoustic = self.acoustic(schedule, req.guidance);
         let hop = self.vocoder.config().hop_length();
-        let mut noise = self.noise(seed);
+        let mut noise = self.noise(req.seed);
         let mut carry = Carry::default();
         // Frames from `base` on; earlier ones are no longer needed by any window.
         let mut hidden: Vec<f32> = Vec::new();

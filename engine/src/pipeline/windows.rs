@@ -24,6 +24,8 @@ pub trait NoiseSource {
 }
 
 pub struct AcousticModels<'a> {
+    /// The DiT's classifier-free guidance scale.
+    pub guidance: f32,
     pub device: &'a Device,
     pub condition: &'a ConditionEncoder,
     pub dit: &'a Dit,
@@ -83,7 +85,7 @@ pub fn run_window(
         }
         let v_cond = m.dit.forward(device, &latents, t, &condition)?;
         let v_uncond = m.dit.forward(device, &latents, t, &zeros)?;
-        let velocity = cfg_combine(device, &v_cond, &v_uncond, c.dit_cfg_scale)?;
+        let velocity = cfg_combine(device, &v_cond, &v_uncond, m.guidance)?;
         latents = m.schedule.step(device, i, &latents, &velocity)?;
         (observer.events)(Event::Stage { stage, done: i + 1, total: m.schedule.len() });
     }
