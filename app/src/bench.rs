@@ -247,7 +247,7 @@ fn stages(device: Device, repeat: usize) -> Result<()> {
     // Depth decoder, one frame: start + 6 steps + 7 heads.
     let lm_hidden = hidden.clone();
     let c0 = device.cat_rows(&[&lm.embed(device, &[151_700])?, &lm.embed(device, &[151_700])?])?;
-    let frame = median_of(device, repeat.max(5), || {
+    let mut depth_frame = || -> Result<()> {
         let (mut f, mut h) = depth.start_frame(device, &lm_hidden, &c0)?;
         for k in 1..8 {
             depth.head_logits(device, k, &h)?;
@@ -256,18 +256,10 @@ fn stages(device: Device, repeat: usize) -> Result<()> {
             }
         }
         Ok(())
-    })?;
+    };
+    let frame = median_of(device, repeat.max(5), &mut depth_frame)?;
     println!("depth frame (7 codebooks, batch 2): {:.3} ms", frame * 1e3);
-    profiled(device, "depth", || {
-        let (mut f, mut h) = depth.start_frame(device, &lm_hidden, &c0)?;
-        for k in 1..8 {
-            depth.head_logits(device, k, &h)?;
-            if k < 7 {
-                h = depth.step(device, &mut f, k, 3)?;
-            }
-        }
-        Ok(())
-    })?;
+    profiled(device, "depth", depth_frame)?;
 
     // DiT, CFG pair at a full window.
     let latents = filled(device, &[128, 689], 0.1)?;

@@ -224,6 +224,22 @@ fn dit_run(model: &ModelDir, device: &Device, g: &Golden) -> Vec<f32> {
         .collect()
 }
 
+/// The tiny model with the DiT's GLU halves swapped (the gate taken as the value).
+fn glu_swapped_model() -> tempfile::TempDir {
+    let swapped = copy_tiny_model();
+    edit_weights(swapped.path(), "transformer", |tensors| {
+        for (name, shape, data) in tensors.iter_mut() {
+            if name.ends_with("ff_in.weight") || name.ends_with("ff_in.bias") {
+                let half = data.len() / 2;
+                let (a, b) = data.split_at(half);
+                *data = [b, a].concat();
+                assert_eq!(shape[0] % 2, 0);
+            }
+        }
+    });
+    swapped
+}
+
 #[test]
 fn dit_matches_reference_at_several_flow_times() {
     let g = Golden::open("dit");
@@ -242,17 +258,7 @@ fn dit_matches_reference_at_several_flow_times() {
     }
 
     // Negative control 1: GLU halves swapped (the gate taken as the value).
-    let swapped = copy_tiny_model();
-    edit_weights(swapped.path(), "transformer", |tensors| {
-        for (name, shape, data) in tensors.iter_mut() {
-            if name.ends_with("ff_in.weight") || name.ends_with("ff_in.bias") {
-                let half = data.len() / 2;
-                let (a, b) = data.split_at(half);
-                *data = [b, a].concat();
-                assert_eq!(shape[0] % 2, 0);
-            }
-        }
-    });
+    let swapped = glu_swapped_model();
     bound.rejects(
         "dit with GLU halves swapped",
         &dit_run(&ModelDir::open(swapped.path()).unwrap(), &cpu(), &g),
@@ -378,16 +384,7 @@ fn tf32_distance_to_the_reference_is_measured_and_bounded() {
     };
     let g = Golden::open("dit");
     TF32_BOUND.check("cuda tf32: dit velocity", &dit_run(&model(), &device, &g), &g.values("reference"));
-    let swapped = copy_tiny_model();
-    edit_weights(swapped.path(), "transformer", |tensors| {
-        for (name, _, data) in tensors.iter_mut() {
-            if name.ends_with("ff_in.weight") || name.ends_with("ff_in.bias") {
-                let half = data.len() / 2;
-                let (a, b) = data.split_at(half);
-                *data = [b, a].concat();
-            }
-        }
-    });
+    let swapped = glu_swapped_model();
     let broken = dit_run(&ModelDir::open(swapped.path()).unwrap(), &device, &g);
     TF32_BOUND.rejects("cuda tf32: dit with GLU halves swapped", &broken, &g.values("reference"));
     let g = Golden::open("vocoder");
