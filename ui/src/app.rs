@@ -328,6 +328,7 @@ impl<E: Engine> SongloomApp<E> {
             ui.label(format!("Vocoder: {} / {windows} windows decoded to audio", p.windows_vocoded));
         }
         ui.horizontal(|ui| {
+            ui.label(if p.tokenized { "Prompt tokenized" } else { "Tokenizing the prompt" });
             let elapsed = p.finished.as_ref().map_or(now - p.started_s, |t| t.total_s);
             ui.label(format!("Elapsed {elapsed:.1} s"));
             if let Some(eta) = p.eta_s(now) {

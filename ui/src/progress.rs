@@ -7,6 +7,8 @@ use crate::contract::{EngineEvent, Stage, Timings};
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Progress {
     pub started_s: f64,
+    /// Whether the prompt has been tokenized (the first stage).
+    pub tokenized: bool,
     pub frames: (usize, usize),
     /// (window, windows, step, steps) of the denoiser.
     pub denoise: Option<(usize, usize, usize, usize)>,
@@ -30,7 +32,7 @@ impl Progress {
                 self.denoise = Some((*window, *windows, *done, *total));
             }
             EngineEvent::Stage { stage: Stage::Vocoder { window, .. }, .. } => self.windows_vocoded = window + 1,
-            EngineEvent::Stage { stage: Stage::Tokenize, .. } => {}
+            EngineEvent::Stage { stage: Stage::Tokenize, .. } => self.tokenized = true,
             EngineEvent::Audio { first_sample, samples, .. } => {
                 self.samples = first_sample + samples.len() / 2;
                 self.first_audio_s.get_or_insert(now_s - self.started_s);

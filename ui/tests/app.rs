@@ -23,6 +23,7 @@ impl Engine for ScriptedEngine {
         match &request {
             Request::Generate { job, .. } => {
                 let job = *job;
+                queue.push_back(EngineEvent::Stage { job, stage: Stage::Tokenize, done: 1, total: 1 });
                 for done in 1..=4 {
                     queue.push_back(EngineEvent::Stage { job, stage: Stage::ArFrames, done, total: 4 });
                 }
@@ -179,4 +180,5 @@ fn the_model_field_shows_what_the_model_holds_or_why_not_and_guidance_travels() 
     assert_eq!(recipe.guidance, 2.5);
     assert!(h.query_by_label_contains("frames/s").is_some(), "the AR rate is shown");
     assert!(h.query_by_label_contains("Vocoder:").is_some());
+    assert!(h.query_by_label("Prompt tokenized").is_some());
 }

@@ -6,7 +6,7 @@ mod engine_host;
 mod tests;
 
 pub use engine_host::InProcessEngine;
-use songloom_ui::app::SongloomApp;
+use songloom_ui::app::{Settings, SongloomApp};
 use songloom_ui::contract::Recipe;
 
 const DRAFT_KEY: &str = "draft";
@@ -24,9 +24,26 @@ impl eframe::App for DesktopApp {
     }
 
     fn save(&mut self, storage: &mut dyn eframe::Storage) {
-        eframe::set_value(storage, DRAFT_KEY, &self.inner.draft);
-        eframe::set_value(storage, SETTINGS_KEY, &self.inner.settings);
+        persist(storage, &self.inner.draft, &self.inner.settings);
     }
+}
+
+/// Keeps the draft and the settings for the next start.
+fn persist(storage: &mut dyn eframe::Storage, draft: &Recipe, settings: &Settings) {
+    eframe::set_value(storage, DRAFT_KEY, draft);
+    eframe::set_value(storage, SETTINGS_KEY, settings);
+}
+
+/// The draft and settings of the last session, or a first song's draft and default settings.
+fn restore(storage: Option<&dyn eframe::Storage>) -> (Recipe, Settings) {
+    let draft = storage.and_then(|s| eframe::get_value::<Recipe>(s, DRAFT_KEY)).unwrap_or_else(|| Recipe {
+        description: "warm lo-fi piano, soft drums, 80 BPM".into(),
+        lyrics: "[verse]\nla la la\n[chorus]\noh oh oh".into(),
+        duration_s: 30.0,
+        ..Recipe::default()
+    });
+    let settings = storage.and_then(|s| eframe::get_value(s, SETTINGS_KEY)).unwrap_or_default();
+    (draft, settings)
 }
 
 /// Opens the window and runs until it is closed.
@@ -39,13 +56,7 @@ pub fn run() -> anyhow::Result<()> {
         "Songloom",
         options,
         Box::new(|cc| {
-            let draft = cc.storage.and_then(|s| eframe::get_value::<Recipe>(s, DRAFT_KEY)).unwrap_or_else(|| Recipe {
-                description: "warm lo-fi piano, soft drums, 80 BPM".into(),
-                lyrics: "[verse]\nla la la\n[chorus]\noh oh oh".into(),
-                duration_s: 30.0,
-                ..Recipe::default()
-            });
-            let settings = cc.storage.and_then(|s| eframe::get_value(s, SETTINGS_KEY)).unwrap_or_default();
+            let (draft, settings) = restore(cc.storage);
             let ctx = cc.egui_ctx.clone();
             let engine = InProcessEngine::spawn(None, move || ctx.request_repaint());
             let mut inner = SongloomApp::new(engine, draft);

@@ -260,3 +260,36 @@ fn a_missing_model_or_gpu_is_an_error_in_the_window_and_the_next_song_still_runs
     assert!(progress.finished.is_some(), "the window is still usable: {:?}", progress.error);
     assert!(Library::open(&setup.library_dir()).unwrap().list("").unwrap().len() == 1, "only the good song is kept");
 }
+
+/// eframe's storage, in memory.
+#[derive(Default)]
+struct MemoryStorage(std::collections::HashMap<String, String>);
+
+impl eframe::Storage for MemoryStorage {
+    fn get_string(&self, key: &str) -> Option<String> {
+        self.0.get(key).cloned()
+    }
+    fn set_string(&mut self, key: &str, value: String) {
+        self.0.insert(key.to_string(), value);
+    }
+    fn remove_string(&mut self, key: &str) {
+        self.0.remove(key);
+    }
+    fn flush(&mut self) {}
+}
+
+#[test]
+fn the_draft_and_the_settings_survive_a_restart() {
+    let (first_draft, first_settings) = super::restore(None);
+    assert!(!first_draft.description.is_empty(), "a first start offers an example song");
+    let draft =
+        Recipe { description: "kept".into(), lyrics: "[chorus]\nla".into(), seed: 42, guidance: 2.0, ..first_draft };
+    let settings = songloom_ui::app::Settings {
+        export_folder: "/music".into(),
+        export_format: songloom_ui::contract::ExportFormat::Pcm16,
+    };
+    assert_ne!(settings, first_settings);
+    let mut storage = MemoryStorage::default();
+    super::persist(&mut storage, &draft, &settings);
+    assert_eq!(super::restore(Some(&storage)), (draft, settings));
+}
