@@ -312,8 +312,11 @@ extern "C" __global__ void attention_decode_merge(const float* __restrict__ part
     int h = blockIdx.x, b = blockIdx.y, t = threadIdx.x;
     long base = ((long)b * heads + h) * splits;
     float big = -INFINITY;
+    // Unrolled so the loads of several splits are in flight at once.
+#pragma unroll 8
     for (int s = 0; s < splits; s++) big = fmaxf(big, part_m[base + s]);
     float sum = 0.0f, acc = 0.0f;
+#pragma unroll 8
     for (int s = 0; s < splits; s++) {
         float ms = part_m[base + s];
         float f = ms == -INFINITY ? 0.0f : expf(ms - big);

@@ -125,3 +125,47 @@ extern "C" __global__ void NAME(const float* __restrict__ x, const T* __restrict
 }
 HEAD_NORM_ROPE(head_norm_rope128_f32, float)
 HEAD_NORM_ROPE(head_norm_rope128_bf16, bf16_t)
+
+// One decoder layer's attention inputs in one launch (Qwen3, head dim 128, full rotary): the queries
+// and keys through head_norm_rope's arithmetic, the queries to `q_out`, the keys and the values
+// appended to the layer's cache at `row`. One warp per (row, head) over the query heads, then the
+// KV heads; rows are batch-major, n per batch entry.
+#define QK_NORM_ROPE_APPEND(NAME, T) \
+extern "C" __global__ void NAME(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, \
+                                const T* __restrict__ q_norm, const T* __restrict__ k_norm, float* __restrict__ q_out, \
+                                float* __restrict__ keys, float* __restrict__ values, int rows, int heads, int kv_heads, \
+                                float eps, float theta, int first_position, int n, int capacity, int row) { \
+    int unit = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31; \
+    int per_row = heads + kv_heads; \
+    if (unit >= rows * per_row) return; \
+    int r = unit / per_row, head = unit % per_row; \
+    bool is_q = head < heads; \
+    int h = is_q ? head : head - heads; \
+    int width = (is_q ? heads : kv_heads) * 128; \
+    long src = (long)r * width + h * 128 + 4 * lane; \
+    float4 x = *(const float4*)((is_q ? q : k) + src); \
+    float ss = warp_sum(x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w); \
+    float inv = rsqrtf(ss / 128 + eps); \
+    float4 g = is_q ? load4(q_norm, lane) : load4(k_norm, lane); \
+    float nv[4] = {x.x * inv * g.x, x.y * inv * g.y, x.z * inv * g.z, x.w * inv * g.w}; \
+    float position = (float)(first_position + r % n); \
+    float result[4]; \
+    _Pragma("unroll") for (int e = 0; e < 4; e++) { \
+        float partner = __shfl_xor_sync(0xffffffffu, nv[e], 16); \
+        int pair = (4 * lane + e) & 63; \
+        float inv_freq = 1.0f / powf(theta, (float)(2 * pair) / 128.0f); \
+        float s, c; \
+        sincosf(position * inv_freq, &s, &c); \
+        result[e] = lane < 16 ? nv[e] * c - partner * s : nv[e] * c + partner * s; \
+    } \
+    float4 out = make_float4(result[0], result[1], result[2], result[3]); \
+    if (is_q) { \
+        *(float4*)(q_out + src) = out; \
+    } else { \
+        long at = ((long)(r / n) * capacity + row + r % n) * width + h * 128 + 4 * lane; \
+        *(float4*)(keys + at) = out; \
+        *(float4*)(values + at) = *(const float4*)(v + src); \
+    } \
+}
+QK_NORM_ROPE_APPEND(qk_norm_rope_append128_f32, float)
+QK_NORM_ROPE_APPEND(qk_norm_rope_append128_bf16, bf16_t)

@@ -42,6 +42,28 @@ pub struct RmsNorm<'a> {
     pub eps: f32,
 }
 
+/// One decoder layer's attention inputs, Qwen3 style: the query and key projections are
+/// RMS-normalised per head (`q_norm`, `k_norm`, `[head_dim]`) and rotated by `rotary` (whose
+/// `heads` is not used: each projection's width gives its own).
+pub struct AttentionInputs<'a> {
+    pub q: Tensor,
+    pub k: Tensor,
+    pub v: &'a Tensor,
+    pub q_norm: &'a Tensor,
+    pub k_norm: &'a Tensor,
+    pub eps: f32,
+    pub rotary: Rotary,
+}
+
+/// Where a layer's new keys and values go: rows `[row, row + n)` of each of `batch` entries of
+/// the cache tensors (see [`Backend::write_rows`]).
+pub struct KvSlot<'a> {
+    pub keys: &'a mut Tensor,
+    pub values: &'a mut Tensor,
+    pub batch: usize,
+    pub row: usize,
+}
+
 /// One compute backend. Every op returns a new tensor on the same backend.
 pub trait Backend: Send + Sync {
     fn name(&self) -> &'static str;
@@ -101,6 +123,12 @@ pub trait Backend: Send + Sync {
     /// embedding (Qwen3's query and key path). Backends may fuse it.
     fn head_norm_rope(&self, x: Tensor, w: &Tensor, eps: f32, rotary: Rotary) -> Result<Tensor> {
         composed::head_norm_rope(self, x, w, eps, rotary)
+    }
+
+    /// The queries of one layer after their norm and rotary; the keys (normed and rotated) and the
+    /// values appended to the cache. Backends may do it in one pass.
+    fn attention_inputs(&self, inputs: AttentionInputs, slot: KvSlot) -> Result<Tensor> {
+        composed::attention_inputs(self, inputs, slot)
     }
 
     /// `silu(a) * b`.
@@ -224,7 +252,7 @@ impl std::ops::Deref for Device {
 /// The fused operations of [`Backend`] written with its basic ones: the default every backend
 /// starts from, and the fallback of a backend's fused kernels for shapes they do not cover.
 pub mod composed {
-    use super::{Backend, RmsNorm, Rotary};
+    use super::{AttentionInputs, Backend, KvSlot, RmsNorm, Rotary};
     use crate::error::Result;
     use crate::tensor::Tensor;
 
@@ -258,6 +286,16 @@ pub mod composed {
         let normed = normed(b, x, norm)?;
         let h = normed.as_ref().unwrap_or(x);
         Ok([b.linear(h, w[0], None)?, b.linear(h, w[1], None)?, b.linear(h, w[2], None)?])
+    }
+
+    pub fn attention_inputs<B: Backend + ?Sized>(b: &B, inputs: AttentionInputs, slot: KvSlot) -> Result<Tensor> {
+        let AttentionInputs { q, k, v, q_norm, k_norm, eps, rotary } = inputs;
+        let heads = |t: &Tensor| t.shape().get(1).copied().unwrap_or(0) / rotary.head_dim.max(1);
+        let (q_heads, k_heads) = (heads(&q), heads(&k));
+        let q = b.head_norm_rope(q, q_norm, eps, Rotary { heads: q_heads, ..rotary })?;
+        let k = b.head_norm_rope(k, k_norm, eps, Rotary { heads: k_heads, ..rotary })?;
+        b.write_kv(slot.keys, &k, slot.values, v, slot.batch, slot.row)?;
+        Ok(q)
     }
 
     pub fn head_norm_rope<B: Backend + ?Sized>(

@@ -1,7 +1,7 @@
 //! The backend ops against plain reference loops, written once over `&Device` so every backend
 //! runs the same cases (GPU backends are compared with these and with the CPU).
 
-use songloom_engine::device::RmsNorm;
+use songloom_engine::device::{AttentionInputs, KvSlot, RmsNorm};
 use songloom_engine::{AttentionShape, DType, Device, Rotary, Tensor};
 
 fn noise(n: usize, seed: u64) -> Vec<f32> {
@@ -360,6 +360,39 @@ fn fused_cases(device: &Device) {
             };
             assert_eq!(&got[row * 8..(row + 1) * 8], want, "cache row {row}");
         }
+    }
+    // One layer's attention inputs: queries and keys normed and rotated, keys and values appended
+    // (fused on a GPU at head dim 128, composed at 64), against the composition on the CPU.
+    for head_dim in [128, 64] {
+        let (batch, n, heads, kv_heads, capacity, row) = (2, 2, 4, 2, 6, 3);
+        let (q, k, v) = (
+            t(&[batch * n, heads * head_dim], 35),
+            t(&[batch * n, kv_heads * head_dim], 36),
+            t(&[batch * n, kv_heads * head_dim], 37),
+        );
+        let (q_norm, k_norm) = (bf16(&[head_dim], 38), bf16(&[head_dim], 39));
+        let (keys0, values0) =
+            (t(&[batch * capacity, kv_heads * head_dim], 40), t(&[batch * capacity, kv_heads * head_dim], 41));
+        let rotary = Rotary { heads: 0, head_dim, rotary_dim: head_dim, theta: 1e6, first_position: row, seq_len: n };
+        let run = |d: &Device| {
+            let (mut keys, mut values) = (on(d, &keys0), on(d, &values0));
+            let inputs = AttentionInputs {
+                q: on(d, &q),
+                k: on(d, &k),
+                v: &on(d, &v),
+                q_norm: &on(d, &q_norm),
+                k_norm: &on(d, &k_norm),
+                eps: 1e-6,
+                rotary,
+            };
+            let slot = KvSlot { keys: &mut keys, values: &mut values, batch, row };
+            let q = d.attention_inputs(inputs, slot).unwrap();
+            (q.to_f32_vec(), keys.to_f32_vec(), values.to_f32_vec())
+        };
+        let (want, got) = (run(&cpu), run(device));
+        assert_close(&format!("attention_inputs q d{head_dim}"), &got.0, &want.0, 1e-5);
+        assert_close(&format!("attention_inputs keys d{head_dim}"), &got.1, &want.1, 1e-5);
+        assert_eq!(got.2, want.2, "values appended as they are");
     }
     // Qwen3's query/key path at head dim 128 (fused on a GPU) and 64 (composed everywhere).
     for (rows, heads, head_dim) in [(2, 4, 128), (6, 2, 128), (3, 2, 64)] {

@@ -74,6 +74,8 @@ pub const SOURCES: &[(&str, &str, &[&str])] = &[
             "rope_f32",
             "head_norm_rope128_f32",
             "head_norm_rope128_bf16",
+            "qk_norm_rope_append128_f32",
+            "qk_norm_rope_append128_bf16",
         ],
     ),
     (

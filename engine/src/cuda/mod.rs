@@ -14,7 +14,7 @@ use cudarc::cublas::sys as blas_sys;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use self::kernels::Kernels;
-use crate::device::{AttentionShape, Backend, RmsNorm, Rotary, composed};
+use crate::device::{AttentionInputs, AttentionShape, Backend, KvSlot, RmsNorm, Rotary, composed};
 use crate::error::{Error, Result};
 use crate::shapes;
 use crate::tensor::{CpuStorage, DType, Storage, Tensor};
@@ -901,6 +901,73 @@ impl Backend for CudaBackend {
         // inside them (checked above).
         unsafe { b.launch(grid_1d(total as usize)) }.map_err(gpu)?;
         Ok(())
+    }
+
+    fn attention_inputs(&self, inputs: AttentionInputs, slot: KvSlot) -> Result<Tensor> {
+        let r = inputs.rotary;
+        let (q_rows, q_width) = inputs.q.dims2("attention_inputs")?;
+        let (k_rows, k_width) = inputs.k.dims2("attention_inputs")?;
+        let n = k_rows.checked_div(slot.batch).unwrap_or(0);
+        let norms = (inputs.q_norm.storage(), inputs.k_norm.storage());
+        let same_norm_dtype = matches!(
+            norms,
+            (Storage::Cuda(CudaStorage::F32(_)), Storage::Cuda(CudaStorage::F32(_)))
+                | (Storage::Cuda(CudaStorage::BF16(_)), Storage::Cuda(CudaStorage::BF16(_)))
+        );
+        let fused = r.head_dim == 128
+            && r.rotary_dim == 128
+            && q_rows == k_rows
+            && q_width.is_multiple_of(128)
+            && k_width.is_multiple_of(128)
+            && inputs.v.shape() == inputs.k.shape()
+            && inputs.q_norm.elem_count() == 128
+            && inputs.k_norm.elem_count() == 128
+            && same_norm_dtype
+            && r.seq_len == n
+            && shapes::write_rows(slot.keys, &inputs.k, slot.batch, slot.row).is_ok()
+            && slot.keys.shape() == slot.values.shape();
+        if !fused {
+            return composed::attention_inputs(self, inputs, slot);
+        }
+        let (capacity, _, _) = shapes::write_rows(slot.keys, &inputs.k, slot.batch, slot.row)?;
+        let lane = self.lane()?;
+        let mut q_out = self.alloc(&lane, inputs.q.elem_count())?;
+        let (q, k, v) = (
+            self.f32s(&inputs.q, "attention_inputs")?,
+            self.f32s(&inputs.k, "attention_inputs")?,
+            self.f32s(inputs.v, "attention_inputs")?,
+        );
+        let (Storage::Cuda(CudaStorage::F32(keys)), Storage::Cuda(CudaStorage::F32(values))) =
+            (slot.keys.storage_mut(), slot.values.storage_mut())
+        else {
+            return Err(Error::Unsupported { op: "attention_inputs", dtype: "non-f32 cache".into(), backend: "cuda" });
+        };
+        let (heads, kv_heads) = (q_width / 128, k_width / 128);
+        let kernel = if matches!(norms.0, Storage::Cuda(CudaStorage::F32(_))) {
+            "qk_norm_rope_append128_f32"
+        } else {
+            "qk_norm_rope_append128_bf16"
+        };
+        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
+        b.arg(q).arg(k).arg(v);
+        for norm in [norms.0, norms.1] {
+            match norm {
+                Storage::Cuda(CudaStorage::F32(s)) => b.arg(s),
+                Storage::Cuda(CudaStorage::BF16(s)) => b.arg(s),
+                Storage::Cpu(_) => unreachable!("checked above"),
+            };
+        }
+        let ints = [q_rows, heads, kv_heads].map(|x| x as i32);
+        let (first, n32, cap32, row32) = (r.first_position as i32, n as i32, capacity as i32, slot.row as i32);
+        b.arg(&mut q_out).arg(keys).arg(values).arg(&ints[0]).arg(&ints[1]).arg(&ints[2]);
+        b.arg(&inputs.eps).arg(&r.theta).arg(&first).arg(&n32).arg(&cap32).arg(&row32);
+        let warps = q_rows * (heads + kv_heads);
+        let cfg =
+            LaunchConfig { grid_dim: (warps.div_ceil(8) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: one warp per (row, head) of 128 floats in q, k and v; the cache rows written lie
+        // inside both caches (checked above), and q_out holds as many floats as q.
+        unsafe { b.launch(cfg) }.map_err(gpu)?;
+        self.wrap(inputs.q.shape(), q_out)
     }
 
     fn silu_mul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {

@@ -1,7 +1,7 @@
 //! A key/value cache for causal attention over a fixed capacity, batch-major:
 //! each layer's keys are `[batch * capacity, kv_heads * head_dim]`.
 
-use crate::device::Device;
+use crate::device::{Device, KvSlot};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
@@ -39,13 +39,19 @@ impl KvCache {
 
     /// Appends `new_len` positions of layer `layer` at the current length.
     pub fn write(&mut self, device: &Device, layer: usize, k: &Tensor, v: &Tensor, new_len: usize) -> Result<()> {
+        let slot = self.slot(layer, new_len)?;
+        device.write_kv(slot.keys, k, slot.values, v, slot.batch, slot.row)
+    }
+
+    /// Where `new_len` positions of layer `layer` go, at the current length.
+    pub fn slot(&mut self, layer: usize, new_len: usize) -> Result<KvSlot<'_>> {
         if self.len + new_len > self.capacity {
             return Err(Error::Invalid(format!(
                 "the KV cache holds {} positions; {} more do not fit",
                 self.capacity, new_len
             )));
         }
-        device.write_kv(&mut self.keys[layer], k, &mut self.values[layer], v, self.batch, self.len)
+        Ok(KvSlot { keys: &mut self.keys[layer], values: &mut self.values[layer], batch: self.batch, row: self.len })
     }
 
     pub fn layer(&self, layer: usize) -> (&Tensor, &Tensor) {

@@ -11,7 +11,7 @@ use std::ops::Range;
 use super::kv_cache::KvCache;
 use super::swiglu::SwiGlu;
 use crate::config::LmConfig;
-use crate::device::{AttentionShape, Device, RmsNorm, Rotary};
+use crate::device::{AttentionInputs, AttentionShape, Device, RmsNorm, Rotary};
 use crate::error::Result;
 use crate::tensor::Tensor;
 use crate::weights::VarBuilder;
@@ -118,11 +118,8 @@ impl LanguageModel {
         for (l, layer) in self.layers.iter().enumerate() {
             let norm = RmsNorm { weight: &layer.input_norm, eps };
             let [q, k, v] = device.linear3(&x, Some(norm), [&layer.q, &layer.k, &layer.v])?;
-            let q =
-                device.head_norm_rope(q, &layer.q_norm, eps, Rotary { heads: cfg.num_attention_heads, ..rotary })?;
-            let k =
-                device.head_norm_rope(k, &layer.k_norm, eps, Rotary { heads: cfg.num_key_value_heads, ..rotary })?;
-            cache.write(device, l, &k, &v, seq)?;
+            let inputs = AttentionInputs { q, k, v: &v, q_norm: &layer.q_norm, k_norm: &layer.k_norm, eps, rotary };
+            let q = device.attention_inputs(inputs, cache.slot(l, seq)?)?;
             let (keys, values) = cache.layer(l);
             let attn = device.attention(&q, keys, values, attn_shape)?;
             x = device.linear_add(&attn, &layer.o, &x)?;
