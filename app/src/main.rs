@@ -7,6 +7,8 @@ mod generate;
 mod library;
 mod model_info;
 mod player;
+#[cfg(test)]
+mod test_home;
 mod wav;
 
 use std::path::PathBuf;

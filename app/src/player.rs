@@ -489,9 +489,7 @@ mod tests {
     #[test]
     fn through_the_alsa_null_device_the_song_plays_in_order_and_seeks() {
         let home = tempfile::tempdir().unwrap();
-        std::fs::write(home.path().join(".asoundrc"), "pcm.!default { type plug slave.pcm \"null\" }\n").unwrap();
-        // SAFETY: nextest runs each test in its own process; nothing else here reads HOME.
-        unsafe { std::env::set_var("HOME", home.path()) };
+        let _home = crate::test_home::null_sound_home(home.path());
         let (monitor, mut monitored) = rtrb::RingBuffer::new(1 << 20);
         let player = match Player::open_with_monitor(44100, Some(monitor)) {
             Ok(p) => p,

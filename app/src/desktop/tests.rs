@@ -1,7 +1,7 @@
 //! The window's main flow with the real engine and the embedded tiny model, by label: compose,
 //! generate, pause and play through ALSA's `null` device, export, the library (listen, rename,
-//! delete, regenerate), and a cancel that leaves nothing behind. Each test runs in its own process
-//! (nextest), so setting HOME for ALSA's configuration touches nothing else.
+//! delete, regenerate), and a cancel that leaves nothing behind. Each test holds a home of its own
+//! (ALSA's configuration, the model cache) while it runs.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -19,18 +19,14 @@ type App = SongloomApp<InProcessEngine>;
 /// A home with ALSA's `null` device as the default output, a library and an export folder.
 struct Setup {
     home: tempfile::TempDir,
+    _home_held: std::sync::MutexGuard<'static, ()>,
 }
 
 impl Setup {
     fn new() -> Setup {
         let home = tempfile::tempdir().unwrap();
-        std::fs::write(home.path().join(".asoundrc"), "pcm.!default { type plug slave.pcm \"null\" }\n").unwrap();
-        // SAFETY: nextest runs each test in its own process; the engine's threads start below.
-        unsafe {
-            std::env::set_var("HOME", home.path());
-            std::env::remove_var("XDG_CACHE_HOME");
-        }
-        Setup { home }
+        let _home_held = crate::test_home::null_sound_home(home.path());
+        Setup { home, _home_held }
     }
 
     fn library_dir(&self) -> PathBuf {
