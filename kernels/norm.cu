@@ -96,40 +96,11 @@ extern "C" __global__ void rope_f32(const float* x, float* out, long rows, int h
     }
 }
 
-// Qwen3's query/key path in one pass for head dim 128 with full rotary: per-head RMSNorm, then the
-// rotary embedding (rotate-half). One warp per (row, head); lane l holds dims 4l..4l+3, whose
-// rotary partners (d +- 64) sit in lane l ^ 16. The same arithmetic as rms_norm_vec and rope_f32.
-#define HEAD_NORM_ROPE(NAME, T) \
-extern "C" __global__ void NAME(const float* __restrict__ x, const T* __restrict__ w, float* __restrict__ out, \
-                                int rows, int heads, float eps, float theta, int first_position, int seq_len) { \
-    int unit = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31; \
-    if (unit >= rows * heads) return; \
-    int row = unit / heads; \
-    long base = (long)unit * 128 + 4 * lane; \
-    float4 v = *(const float4*)(x + base); \
-    float ss = warp_sum(v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w); \
-    float inv = rsqrtf(ss / 128 + eps); \
-    float4 g = load4(w, lane); \
-    float n[4] = {v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w}; \
-    float position = (float)(first_position + row % seq_len); \
-    float result[4]; \
-    _Pragma("unroll") for (int e = 0; e < 4; e++) { \
-        float partner = __shfl_xor_sync(0xffffffffu, n[e], 16); \
-        int pair = (4 * lane + e) & 63; \
-        float inv_freq = 1.0f / powf(theta, (float)(2 * pair) / 128.0f); \
-        float s, c; \
-        sincosf(position * inv_freq, &s, &c); \
-        result[e] = lane < 16 ? n[e] * c - partner * s : n[e] * c + partner * s; \
-    } \
-    *(float4*)(out + base) = make_float4(result[0], result[1], result[2], result[3]); \
-}
-HEAD_NORM_ROPE(head_norm_rope128_f32, float)
-HEAD_NORM_ROPE(head_norm_rope128_bf16, bf16_t)
-
-// One decoder layer's attention inputs in one launch (Qwen3, head dim 128, full rotary): the queries
-// and keys through head_norm_rope's arithmetic, the queries to `q_out`, the keys and the values
-// appended to the layer's cache at `row`. One warp per (row, head) over the query heads, then the
-// KV heads; rows are batch-major, n per batch entry.
+// One decoder layer's attention inputs in one launch (Qwen3, head dim 128, full rotary): per-head
+// RMSNorm of the queries and keys (rms_norm_vec's arithmetic), then rotate-half rotary (rope_f32's;
+// lane l holds dims 4l..4l+3, whose partners d +- 64 sit in lane l ^ 16); the queries go to
+// `q_out`, the keys and the values are appended to the layer's cache at `row`. One warp per
+// (row, head) over the query heads, then the KV heads; rows are batch-major, n per batch entry.
 #define QK_NORM_ROPE_APPEND(NAME, T) \
 extern "C" __global__ void NAME(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, \
                                 const T* __restrict__ q_norm, const T* __restrict__ k_norm, float* __restrict__ q_out, \

@@ -120,7 +120,8 @@ pub trait Backend: Send + Sync {
         composed::linear3(self, x, norm, w)
     }
     /// Per-head RMSNorm of `x [rows, heads * head_dim]` with `w [head_dim]`, then the rotary
-    /// embedding (Qwen3's query and key path). Backends may fuse it.
+    /// embedding (Qwen3's query and key path); backends fuse it in
+    /// [`attention_inputs`](Self::attention_inputs).
     fn head_norm_rope(&self, x: Tensor, w: &Tensor, eps: f32, rotary: Rotary) -> Result<Tensor> {
         composed::head_norm_rope(self, x, w, eps, rotary)
     }

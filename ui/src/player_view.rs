@@ -24,7 +24,7 @@ pub fn show(ui: &mut egui::Ui, track: &Track, playback: &PlaybackState) -> Vec<R
     if let Some(why) = &playback.unavailable {
         ui.label(format!("Not playing: {why}"));
     }
-    let response = waveform_ui(ui, &track.audio, (frames > 0).then_some(playback.position));
+    let response = waveform_ui(ui, &track.audio, track.sample_rate, (frames > 0).then_some(playback.position));
     if let Some(pos) = response.interact_pointer_pos().filter(|_| response.clicked() && frames > 0) {
         let column = (pos.x - response.rect.left()).max(0.0) as usize;
         let frame = column * frames_per_column(frames, response.rect.width());
@@ -56,7 +56,12 @@ fn level_meter(ui: &mut egui::Ui, level: f32) {
 }
 
 /// The song so far, as min/max bars per pixel column of the mixed-down signal, with the playhead.
-pub fn waveform_ui(ui: &mut egui::Ui, interleaved: &[f32], playhead: Option<usize>) -> egui::Response {
+pub fn waveform_ui(
+    ui: &mut egui::Ui,
+    interleaved: &[f32],
+    sample_rate: u32,
+    playhead: Option<usize>,
+) -> egui::Response {
     let (rect, response) = ui.allocate_exact_size(Vec2::new(ui.available_width(), 80.0), Sense::click());
     let painter = ui.painter_at(rect);
     painter.rect_filled(rect, 4.0, ui.visuals().extreme_bg_color);
@@ -83,5 +88,5 @@ pub fn waveform_ui(ui: &mut egui::Ui, interleaved: &[f32], playhead: Option<usiz
         }
     }
     response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Image, true, "Waveform"));
-    response.on_hover_text(format!("{:.1} s; click to play from there", frames as f64 / 44100.0))
+    response.on_hover_text(format!("{:.1} s; click to play from there", frames as f64 / sample_rate.max(1) as f64))
 }

@@ -154,7 +154,6 @@ fn keyboard_ctrl_enter_generates_and_space_plays_or_pauses_outside_text_fields()
 #[test]
 fn engine_problems_and_notices_show_in_the_window() {
     let mut h = harness(ScriptedEngine::default());
-    h.state_mut().job = None;
     h.run();
     h.state().engine().queue.borrow_mut().push_back(EngineEvent::Problem { message: "song 4 is gone".into() });
     h.run();

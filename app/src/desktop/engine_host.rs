@@ -166,9 +166,7 @@ impl Worker {
             self.pipeline = None;
             let math = if recipe.precision == "tf32" { F32Math::Tf32 } else { F32Math::Exact };
             let device = Device::from_name_with(&recipe.device, math)?;
-            let dir =
-                if recipe.model.is_empty() { crate::default_model::path()? } else { PathBuf::from(&recipe.model) };
-            self.pipeline = Some((key, Pipeline::load(&dir, device)?));
+            self.pipeline = Some((key, Pipeline::load(&model_dir(&recipe.model)?, device)?));
         }
         Ok(&self.pipeline.as_ref().expect("just loaded").1)
     }
@@ -236,6 +234,14 @@ struct Librarian {
 
 impl Librarian {
     fn handle(&mut self, request: Request) -> anyhow::Result<()> {
+        if let Request::ModelInfo { model } = request {
+            let summary = model_dir(&model)
+                .and_then(|d| crate::model_info::summary(&d))
+                .map(|s| if model.trim().is_empty() { format!("embedded test model: {s}") } else { s })
+                .map_err(|e| format!("{e:#}"));
+            self.outbox.send(EngineEvent::ModelInfo { model, summary });
+            return Ok(());
+        }
         let library = Library::open(&self.dir)?;
         match request {
             Request::ListSongs { search } => self.search = search,
@@ -254,19 +260,6 @@ impl Librarian {
                 self.outbox.send(EngineEvent::Notice { message: format!("Exported to {}", path.display()) });
                 return Ok(());
             }
-            Request::ModelInfo { model } => {
-                let dir = if model.trim().is_empty() {
-                    crate::default_model::path()
-                } else {
-                    Ok(PathBuf::from(model.trim()))
-                };
-                let summary = dir
-                    .and_then(|d| crate::model_info::summary(&d))
-                    .map(|s| if model.trim().is_empty() { format!("embedded test model: {s}") } else { s })
-                    .map_err(|e| format!("{e:#}"));
-                self.outbox.send(EngineEvent::ModelInfo { model, summary });
-                return Ok(());
-            }
             Request::PlaySong { id } => {
                 if self.running.lock().expect("not poisoned").is_some() {
                     anyhow::bail!("a song is being made and has the player; listen when it is done");
@@ -281,13 +274,22 @@ impl Librarian {
                 self.outbox.send(EngineEvent::Loaded { song: entry(&song), samples, sample_rate });
                 return Ok(());
             }
-            Request::Generate { .. } | Request::Cancel { .. } | Request::TogglePlayback | Request::Seek { .. } => {
+            Request::Generate { .. }
+            | Request::Cancel { .. }
+            | Request::TogglePlayback
+            | Request::Seek { .. }
+            | Request::ModelInfo { .. } => {
                 return Ok(());
             }
         }
         self.outbox.send(EngineEvent::Library { songs: library.list(&self.search)?.iter().map(entry).collect() });
         Ok(())
     }
+}
+
+/// The directory a recipe's model names; empty for the embedded test model.
+fn model_dir(model: &str) -> anyhow::Result<PathBuf> {
+    if model.trim().is_empty() { crate::default_model::path() } else { Ok(PathBuf::from(model.trim())) }
 }
 
 fn song(library: &Library, id: SongId) -> anyhow::Result<Song> {

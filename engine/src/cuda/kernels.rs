@@ -72,8 +72,6 @@ pub const SOURCES: &[(&str, &str, &[&str])] = &[
             "layer_norm_bf16",
             "softmax_rows_f32",
             "rope_f32",
-            "head_norm_rope128_f32",
-            "head_norm_rope128_bf16",
             "qk_norm_rope_append128_f32",
             "qk_norm_rope_append128_bf16",
         ],

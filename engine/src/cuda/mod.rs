@@ -278,7 +278,7 @@ impl CudaBackend {
         // SAFETY: every kernel and copy that produces an output writes all of it.
         match unsafe { lane.stream.alloc::<T>(n.max(1)) } {
             Ok(s) => Ok(s),
-            Err(e) if gpu(e).to_string().contains("out of memory") => {
+            Err(e) if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
                 self.synchronize()?;
                 release_freed_memory(&self.ctx)?;
                 unsafe { lane.stream.alloc::<T>(n.max(1)) }.map_err(gpu)
@@ -840,34 +840,6 @@ impl Backend for CudaBackend {
         Ok([self.wrap(&[m, n0], y0)?, self.wrap(&[m, n1], y1)?, self.wrap(&[m, n2], y2)?])
     }
 
-    fn head_norm_rope(&self, x: Tensor, w: &Tensor, eps: f32, r: Rotary) -> Result<Tensor> {
-        let (rows, _) = shapes::rope(&x, &r)?;
-        let fused = r.head_dim == 128 && r.rotary_dim == 128 && w.elem_count() == 128;
-        let Storage::Cuda(ws) = w.storage() else {
-            return Err(Error::Invalid("head_norm_rope: a host tensor was given to the CUDA backend".into()));
-        };
-        if !fused {
-            return composed::head_norm_rope(self, x, w, eps, r);
-        }
-        let lane = self.lane()?;
-        let mut out = self.alloc(&lane, x.elem_count())?;
-        let kernel = if ws.dtype() == DType::F32 { "head_norm_rope128_f32" } else { "head_norm_rope128_bf16" };
-        let (rows32, heads, first, seq) = (rows as i32, r.heads as i32, r.first_position as i32, r.seq_len as i32);
-        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
-        b.arg(self.f32s(&x, "head_norm_rope")?);
-        match ws {
-            CudaStorage::F32(s) => b.arg(s),
-            CudaStorage::BF16(s) => b.arg(s),
-        };
-        b.arg(&mut out).arg(&rows32).arg(&heads).arg(&eps).arg(&r.theta).arg(&first).arg(&seq);
-        let warps = rows * r.heads;
-        let cfg =
-            LaunchConfig { grid_dim: (warps.div_ceil(8) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: one warp per (row, head) of 128 floats; x and out hold rows * heads * 128.
-        unsafe { b.launch(cfg) }.map_err(gpu)?;
-        self.wrap(x.shape(), out)
-    }
-
     fn write_kv(
         &self,
         keys: &mut Tensor,
@@ -924,12 +896,11 @@ impl Backend for CudaBackend {
             && inputs.k_norm.elem_count() == 128
             && same_norm_dtype
             && r.seq_len == n
-            && shapes::write_rows(slot.keys, &inputs.k, slot.batch, slot.row).is_ok()
             && slot.keys.shape() == slot.values.shape();
-        if !fused {
+        let placement = shapes::write_rows(slot.keys, &inputs.k, slot.batch, slot.row).ok();
+        let Some((capacity, _, _)) = placement.filter(|_| fused) else {
             return composed::attention_inputs(self, inputs, slot);
-        }
-        let (capacity, _, _) = shapes::write_rows(slot.keys, &inputs.k, slot.batch, slot.row)?;
+        };
         let lane = self.lane()?;
         let mut q_out = self.alloc(&lane, inputs.q.elem_count())?;
         let (q, k, v) = (
