@@ -177,18 +177,54 @@ extern "C" __global__ void attention_tiled_d64(const float* __restrict__ q, cons
 // GPU works on it, and grouped so each key/value row is read once for the G query heads that share
 // it (GQA; G is a template argument, 1, 2, 4 or 8, so the per-head state stays in registers).
 // Lane l holds dims 4l..4l+3 of each of the group's G queries (head dim <= 128).
-// Pass 1, grid (splits, kv_heads, batch), block 128 (4 warps): each warp runs an online softmax
-// over every 4th key of its split; the block merges its warps and writes, per query head and
-// split, the running max, the sum of exponentials and the unnormalised output.
-// Pass 2, grid (heads, batch), block 128: merges the splits.
+// Grid (splits, kv_heads, batch), block 128 (4 warps): each warp runs an online softmax over every
+// 4th key of its split; the block merges its warps and writes, per query head and split, the running
+// max, the sum of exponentials and the unnormalised output. The last block of a (batch, KV head) to
+// finish (a ticket per pair in `tickets`, all zero between launches) merges the splits of its query
+// heads, so a decode step's attention is one launch rather than a split and a merge.
 
 #define DEC_WARPS 4
 #define DEC_UNROLL 4
+
+// Called by every block of a (batch, KV head) after it wrote its partials: the last one to arrive
+// merges the `splits` partials of query heads [h0, h0 + group) into `out` and resets the ticket.
+__device__ __forceinline__ void merge_if_last(const float* part_m, const float* part_l, const float* part_acc,
+                                              unsigned* ticket, float* __restrict__ out, int b, int h0, int group,
+                                              int splits, int heads, int head_dim) {
+    __shared__ bool last;
+    // The partials must be visible to whichever block merges before the ticket says they exist.
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == (unsigned)(splits - 1);
+    __syncthreads();
+    if (!last) return;
+    int t = threadIdx.x;
+    for (int h = h0; h < h0 + group; h++) {
+        long base = ((long)b * heads + h) * splits;
+        float big = -INFINITY;
+        // __ldcg reads from L2, where the other blocks' partials are; unrolled so several splits'
+        // loads are in flight at once.
+#pragma unroll 8
+        for (int s = 0; s < splits; s++) big = fmaxf(big, __ldcg(part_m + base + s));
+        float sum = 0.0f, acc = 0.0f;
+#pragma unroll 8
+        for (int s = 0; s < splits; s++) {
+            float ms = __ldcg(part_m + base + s);
+            // A split that saw no key has m = -inf and contributes nothing.
+            float f = ms == -INFINITY ? 0.0f : expf(ms - big);
+            sum += f * __ldcg(part_l + base + s);
+            if (t < head_dim) acc += f * __ldcg(part_acc + (base + s) * head_dim + t);
+        }
+        if (t < head_dim) out[((long)b * heads + h) * head_dim + t] = acc / sum;
+    }
+    if (t == 0) *ticket = 0u;
+}
 
 template <int G>
 __device__ __forceinline__ void attention_decode_split(const float* __restrict__ q, const float* __restrict__ k,
                                                        const float* __restrict__ v, float* __restrict__ part_m,
                                                        float* __restrict__ part_l, float* __restrict__ part_acc,
+                                                       unsigned* __restrict__ tickets, float* __restrict__ out,
                                                        int kv_len, int kv_cap, int heads, int kv_heads, int head_dim,
                                                        int split_len, float scale) {
     __shared__ float sm[DEC_WARPS][G];
@@ -277,51 +313,34 @@ __device__ __forceinline__ void attention_decode_split(const float* __restrict__
     for (int g = 0; g < group; g++) {
         float big = -INFINITY;
         for (int w = 0; w < DEC_WARPS; w++) big = fmaxf(big, sm[w][g]);
-        float sum = 0.0f, out = 0.0f;
+        float sum = 0.0f, merged = 0.0f;
         for (int w = 0; w < DEC_WARPS; w++) {
             // A warp that saw no key has m = -inf and contributes nothing.
             float f = sm[w][g] == -INFINITY ? 0.0f : expf(sm[w][g] - big);
             sum += f * sl[w][g];
-            if (t < head_dim) out += f * sacc[w][g][t];
+            if (t < head_dim) merged += f * sacc[w][g][t];
         }
         long slot = ((long)b * heads + kvh * group + g) * splits + split;
         if (t == 0) {
             part_m[slot] = big;
             part_l[slot] = sum;
         }
-        if (t < head_dim) part_acc[slot * head_dim + t] = out;
+        if (t < head_dim) part_acc[slot * head_dim + t] = merged;
     }
+    merge_if_last(part_m, part_l, part_acc, tickets + (long)b * kv_heads + kvh, out, b, kvh * group, group, splits,
+                  heads, head_dim);
 }
 
 #define DECODE_SPLIT_FOR_G(G)                                                                                    \
-    extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32) attention_decode_split_g##G(                     \
+    extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32) attention_decode_g##G(                           \
         const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,                   \
-        float* __restrict__ part_m, float* __restrict__ part_l, float* __restrict__ part_acc, int kv_len,       \
-        int kv_cap, int heads, int kv_heads, int head_dim, int split_len, float scale) {                         \
-        attention_decode_split<G>(q, k, v, part_m, part_l, part_acc, kv_len, kv_cap, heads, kv_heads, head_dim, \
-                                  split_len, scale);                                                             \
+        float* __restrict__ part_m, float* __restrict__ part_l, float* __restrict__ part_acc,                    \
+        unsigned* __restrict__ tickets, float* __restrict__ out, int kv_len, int kv_cap, int heads, int kv_heads, \
+        int head_dim, int split_len, float scale) {                                                              \
+        attention_decode_split<G>(q, k, v, part_m, part_l, part_acc, tickets, out, kv_len, kv_cap, heads,        \
+                                  kv_heads, head_dim, split_len, scale);                                         \
     }
 DECODE_SPLIT_FOR_G(1)
 DECODE_SPLIT_FOR_G(2)
 DECODE_SPLIT_FOR_G(4)
 DECODE_SPLIT_FOR_G(8)
-
-extern "C" __global__ void attention_decode_merge(const float* __restrict__ part_m, const float* __restrict__ part_l,
-                                                  const float* __restrict__ part_acc, float* __restrict__ out,
-                                                  int splits, int heads, int head_dim) {
-    int h = blockIdx.x, b = blockIdx.y, t = threadIdx.x;
-    long base = ((long)b * heads + h) * splits;
-    float big = -INFINITY;
-    // Unrolled so the loads of several splits are in flight at once.
-#pragma unroll 8
-    for (int s = 0; s < splits; s++) big = fmaxf(big, part_m[base + s]);
-    float sum = 0.0f, acc = 0.0f;
-#pragma unroll 8
-    for (int s = 0; s < splits; s++) {
-        float ms = part_m[base + s];
-        float f = ms == -INFINITY ? 0.0f : expf(ms - big);
-        sum += f * part_l[base + s];
-        if (t < head_dim) acc += f * part_acc[(base + s) * head_dim + t];
-    }
-    if (t < head_dim) out[((long)b * heads + h) * head_dim + t] = acc / sum;
-}

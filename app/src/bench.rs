@@ -27,7 +27,7 @@ pub struct BenchArgs {
     /// Timed repetitions per measurement.
     #[arg(long, default_value_t = 3)]
     repeat: usize,
-    /// The DiT and vocoder products on a GPU: `reference` (exact f32) or `tf32`.
+    /// The DiT and vocoder products on a GPU: `reference` (exact f32), `tf32` or `bf16`.
     #[arg(long, default_value = "reference")]
     precision: String,
     /// Length of the song for `--what song`, in seconds.
@@ -42,11 +42,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     if args.synthetic != "full" {
         bail!("unknown synthetic geometry `{}` (expected full)", args.synthetic);
     }
-    let math = match args.precision.as_str() {
-        "reference" => F32Math::Exact,
-        "tf32" => F32Math::Tf32,
-        other => bail!("unknown precision `{other}` (expected reference or tf32)"),
-    };
+    let math = F32Math::from_name(&args.precision)?;
     let device = Device::from_name_with(&args.device, math)?;
     println!("device: {} (precision {})", device.name(), args.precision);
     match args.what.as_str() {

@@ -23,6 +23,7 @@ use crate::wav::{WavFile, WavFormat};
 pub enum Precision {
     Reference,
     Tf32,
+    Bf16,
 }
 
 #[derive(Args)]
@@ -50,8 +51,8 @@ pub struct GenerateArgs {
     /// auto, cpu, cuda or wgpu.
     #[arg(long, default_value = "auto")]
     device: String,
-    /// The DiT and vocoder products on a GPU: `reference` (exact f32, as diffusers) or `tf32`
-    /// (tensor cores, faster; about 1e-3 relative per product).
+    /// The DiT and vocoder products on a GPU: `reference` (exact f32, as diffusers), `tf32` or
+    /// `bf16` (tensor cores, faster; distances to the reference in docs/BENCHMARKS.md).
     #[arg(long, value_enum, default_value_t = Precision::Reference)]
     precision: Precision,
     /// A MiniMax-Music3 model directory in the diffusers layout; the embedded test model without it.
@@ -89,6 +90,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     let math = match args.precision {
         Precision::Reference => F32Math::Exact,
         Precision::Tf32 => F32Math::Tf32,
+        Precision::Bf16 => F32Math::Bf16,
     };
     let device = Device::from_name_with(&args.device, math)?;
     let model = match &args.model {

@@ -5,6 +5,8 @@
 use crate::cpu::CpuBackend;
 use crate::cuda::CudaBackend;
 use crate::error::Result;
+use std::ops::Range;
+
 use crate::tensor::{DType, Tensor};
 
 /// The shape of one attention call. Queries are `[batch * q_len, heads * head_dim]`; keys and
@@ -62,6 +64,43 @@ pub struct KvSlot<'a> {
     pub values: &'a mut Tensor,
     pub batch: usize,
     pub row: usize,
+}
+
+/// Which entries of a pair of logit rows (conditional, unconditional) a guided top-k draw can give
+/// a probability, so that a backend needs to send back only those (`pipeline::sampling` says why
+/// each rule loses nothing).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Shortlist {
+    /// Entries whose conditional value, masked to `-inf` outside `sampleable` and `extra`, is at
+    /// or above the `k`-th largest such value (the semantic draw's CFG top-k).
+    Conditional { k: usize, sampleable: Range<usize>, extra: Option<usize> },
+    /// Entries whose guided value `u + (c - u) * scale`, non-finite values taken as ±1e9, is at
+    /// or above the `k`-th largest (a residual codebook's draw).
+    Guided { k: usize, scale: f32 },
+}
+
+/// Entries of a pair of logit rows `width` wide: ascending indices with their conditional and
+/// unconditional values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidates {
+    pub width: usize,
+    pub index: Vec<u32>,
+    pub cond: Vec<f32>,
+    pub uncond: Vec<f32>,
+}
+
+impl Candidates {
+    /// Every entry of the two rows.
+    pub fn every(cond: Vec<f32>, uncond: Vec<f32>) -> Self {
+        Candidates { width: cond.len(), index: (0..cond.len() as u32).collect(), cond, uncond }
+    }
+
+    /// Every entry of a `[2, width]` pair of rows read back from the device.
+    pub fn of_rows(rows: Vec<f32>) -> Self {
+        let mut cond = rows;
+        let uncond = cond.split_off(cond.len() / 2);
+        Self::every(cond, uncond)
+    }
 }
 
 /// One compute backend. Every op returns a new tensor on the same backend.
@@ -130,6 +169,13 @@ pub trait Backend: Send + Sync {
     /// values appended to the cache. Backends may do it in one pass.
     fn attention_inputs(&self, inputs: AttentionInputs, slot: KvSlot) -> Result<Tensor> {
         composed::attention_inputs(self, inputs, slot)
+    }
+
+    /// The entries of `logits [2, width]` (conditional, unconditional) that `shortlist` keeps, or
+    /// every entry; the default reads back every entry.
+    fn candidates(&self, logits: &Tensor, shortlist: &Shortlist) -> Result<Candidates> {
+        let _ = shortlist;
+        Ok(Candidates::of_rows(self.to_host(logits)?))
     }
 
     /// `silu(a) * b`.

@@ -1,7 +1,11 @@
 //! The backend ops against plain reference loops, written once over `&Device` so every backend
 //! runs the same cases (GPU backends are compared with these and with the CPU).
 
-use songloom_engine::device::{AttentionInputs, KvSlot, RmsNorm};
+use songloom_engine::config::PipelineConstants;
+use songloom_engine::device::{AttentionInputs, Candidates, KvSlot, RmsNorm};
+use songloom_engine::pipeline::sampling::{
+    depth_probs, depth_shortlist, semantic_probs, semantic_shortlist, shortlist,
+};
 use songloom_engine::{AttentionShape, DType, Device, Rotary, Tensor};
 
 fn noise(n: usize, seed: u64) -> Vec<f32> {
@@ -413,6 +417,74 @@ fn fused_cases(device: &Device) {
     }
 }
 
+/// A logit pair `width` wide in one of several awkward forms: plain, ties, signed zeros, non-finite
+/// values, everything below the -1e9 floor, all equal.
+fn logit_pair(width: usize, form: u64) -> (Vec<f32>, Vec<f32>) {
+    let mut cond: Vec<f32> = noise(width, 40 + form).iter().map(|v| v * 8.0).collect();
+    let mut uncond: Vec<f32> = noise(width, 90 + form).iter().map(|v| v * 8.0).collect();
+    match form {
+        1 => cond.iter_mut().for_each(|v| *v = v.round()),
+        2 => cond.iter_mut().step_by(2).for_each(|v| *v = if *v > 0.0 { 0.0 } else { -0.0 }),
+        3 => {
+            cond[7] = f32::INFINITY;
+            uncond[3] = f32::NEG_INFINITY;
+            uncond[width / 2] = f32::NAN;
+        }
+        4 => {
+            cond.iter_mut().for_each(|v| *v = -2e9 - v.abs() * 1e8);
+            uncond.clone_from(&cond);
+        }
+        5 => cond.iter_mut().for_each(|v| *v = 0.5),
+        6 => cond[width - 1] = f32::NAN,
+        _ => {}
+    }
+    (cond, uncond)
+}
+
+fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+/// A backend's shortlist of a logit pair gives the draw's probabilities of every entry, bit for bit,
+/// and on a backend that shortlists it is the host rule's list whenever that list is short.
+fn shortlist_cases(device: &Device) {
+    let mut shortened = 0;
+    for (width, code_offset) in [(16_389usize, 5u32), (1024, 1), (300, 2)] {
+        let rows = 100..100 + width as u32;
+        let c = PipelineConstants {
+            audio_end_id: 100,
+            code_offset: 100 + code_offset,
+            semantic_vocab_size: width as u32 - code_offset - 3,
+            ..Default::default()
+        };
+        for form in 0..8 {
+            let (cond, uncond) = logit_pair(width, form);
+            let pair = Tensor::from_f32(&[2, width], [cond.clone(), uncond.clone()].concat()).unwrap();
+            let logits = device.upload(pair).unwrap();
+            let every = Candidates::every(cond, uncond);
+            let what = format!("{} shortlist, width {width}, form {form}", device.name());
+            let semantic = device.candidates(&logits, &semantic_shortlist(&rows, &c)).unwrap();
+            let want = semantic_probs(&every, rows.clone(), &c);
+            assert!(same_bits(&semantic_probs(&semantic, rows.clone(), &c), &want), "{what}: semantic");
+            let depth = device.candidates(&logits, &depth_shortlist(&c)).unwrap();
+            assert!(same_bits(&depth_probs(&depth, &c), &depth_probs(&every, &c)), "{what}: depth");
+            if device.name() == "cuda" {
+                for (got, rule) in [(&semantic, semantic_shortlist(&rows, &c)), (&depth, depth_shortlist(&c))] {
+                    let host = shortlist(&every, &rule);
+                    if host.index.len() <= 256 && host.index.len() < width {
+                        assert_eq!(got.index, host.index, "{what}: {rule:?}");
+                        assert!(same_bits(&got.cond, &host.cond) && same_bits(&got.uncond, &host.uncond), "{what}");
+                        shortened += 1;
+                    }
+                }
+            }
+        }
+    }
+    if device.name() == "cuda" {
+        assert!(shortened >= 20, "only {shortened} lists were short");
+    }
+}
+
 fn backends() -> Vec<Device> {
     songloom_tests::devices()
 }
@@ -450,4 +522,9 @@ fn bad_shapes_and_dtypes_are_errors() {
 #[test]
 fn fused_ops_match_their_compositions() {
     backends().iter().for_each(fused_cases);
+}
+
+#[test]
+fn shortlists_keep_the_draws_exact() {
+    backends().iter().for_each(shortlist_cases);
 }

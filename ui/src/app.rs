@@ -290,7 +290,7 @@ impl<E: Engine> SongloomApp<E> {
             text_choice_ui(ui, label.id, "device", &mut self.draft.device, &["auto", "cpu", "cuda"]);
             ui.end_row();
             let label = ui.label("Precision");
-            text_choice_ui(ui, label.id, "precision", &mut self.draft.precision, &["reference", "tf32"]);
+            text_choice_ui(ui, label.id, "precision", &mut self.draft.precision, &["reference", "tf32", "bf16"]);
             ui.end_row();
             let label = ui.label("Model");
             ui.add(egui::TextEdit::singleline(&mut self.draft.model).hint_text("embedded test model"))

@@ -164,7 +164,7 @@ impl Worker {
         let key = (recipe.model.clone(), recipe.device.clone(), recipe.precision.clone());
         if self.pipeline.as_ref().is_none_or(|(k, _)| *k != key) {
             self.pipeline = None;
-            let math = if recipe.precision == "tf32" { F32Math::Tf32 } else { F32Math::Exact };
+            let math = F32Math::from_name(&recipe.precision)?;
             let device = Device::from_name_with(&recipe.device, math)?;
             self.pipeline = Some((key, Pipeline::load(&model_dir(&recipe.model)?, device)?));
         }

@@ -82,14 +82,14 @@ pub const SOURCES: &[(&str, &str, &[&str])] = &[
         &[
             "attention_f32",
             "attention_tiled_d64",
-            "attention_decode_split_g1",
-            "attention_decode_split_g2",
-            "attention_decode_split_g4",
-            "attention_decode_split_g8",
-            "attention_decode_merge",
+            "attention_decode_g1",
+            "attention_decode_g2",
+            "attention_decode_g4",
+            "attention_decode_g8",
         ],
     ),
     ("gemv.cu", include_str!("../../../kernels/gemv.cu"), &gemv_kernels!(1, 2, 3, 4, 5, 6, 7, 8)),
+    ("sampling.cu", include_str!("../../../kernels/sampling.cu"), &["shortlist_top_k"]),
 ];
 
 /// The full source NVRTC sees for one file.

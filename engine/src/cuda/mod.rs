@@ -14,7 +14,9 @@ use cudarc::cublas::sys as blas_sys;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use self::kernels::Kernels;
-use crate::device::{AttentionInputs, AttentionShape, Backend, KvSlot, RmsNorm, Rotary, composed};
+use crate::device::{
+    AttentionInputs, AttentionShape, Backend, Candidates, KvSlot, RmsNorm, Rotary, Shortlist, composed,
+};
 use crate::error::{Error, Result};
 use crate::shapes;
 use crate::tensor::{CpuStorage, DType, Storage, Tensor};
@@ -127,15 +129,46 @@ pub fn nvrtc_present() -> bool {
 struct Lane {
     stream: Arc<CudaStream>,
     blas: CudaBlas,
+    decode: Mutex<DecodeScratch>,
 }
 
-/// How the f32 GEMMs of the acoustic half run.
+/// What single-query attention reuses from launch to launch on one stream: the splits' partials
+/// and one ticket per (batch, KV head), which the kernel leaves at zero.
+#[derive(Default)]
+struct DecodeScratch {
+    partials: Option<CudaSlice<f32>>,
+    tickets: Option<CudaSlice<u32>>,
+}
+
+/// How the f32 GEMMs of the acoustic half (DiT, vocoder) run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum F32Math {
     /// Exact f32, the reference policy.
     Exact,
-    /// TF32 tensor cores: faster, about 1e-3 relative per product.
+    /// TF32 tensor cores: inputs rounded to a 10-bit mantissa, f32 accumulation.
     Tf32,
+    /// bf16 tensor cores: inputs rounded to an 8-bit mantissa, f32 accumulation.
+    Bf16,
+}
+
+impl F32Math {
+    /// The policy a `--precision` name picks: `reference`, `tf32` or `bf16`.
+    pub fn from_name(name: &str) -> Result<Self> {
+        match name {
+            "reference" => Ok(F32Math::Exact),
+            "tf32" => Ok(F32Math::Tf32),
+            "bf16" => Ok(F32Math::Bf16),
+            other => Err(Error::Invalid(format!("unknown precision `{other}` (expected reference, tf32 or bf16)"))),
+        }
+    }
+
+    fn compute_type(self) -> blas_sys::cublasComputeType_t {
+        match self {
+            F32Math::Exact => blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            F32Math::Tf32 => blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+            F32Math::Bf16 => blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_16BF,
+        }
+    }
 }
 
 pub struct CudaBackend {
@@ -243,13 +276,7 @@ impl CudaBackend {
         let stream =
             if critical { self.ctx.new_stream_with_priority(-5) } else { self.ctx.new_stream() }.map_err(gpu)?;
         let blas = CudaBlas::new(stream.clone()).map_err(gpu)?;
-        let mode = match self.math {
-            F32Math::Exact => blas_sys::cublasMath_t::CUBLAS_DEFAULT_MATH,
-            F32Math::Tf32 => blas_sys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH,
-        };
-        // SAFETY: a valid handle, just created.
-        unsafe { blas_sys::cublasSetMathMode(*blas.handle(), mode) }.result().map_err(gpu)?;
-        let lane = Arc::new(Lane { stream, blas });
+        let lane = Arc::new(Lane { stream, blas, decode: Mutex::new(DecodeScratch::default()) });
         lanes.insert(id, lane.clone());
         Ok(lane)
     }
@@ -407,33 +434,56 @@ impl CudaBackend {
                 .map_err(gpu)?;
             }
             CudaStorage::F32(w) => {
-                let (alpha, beta) = (1.0f32, 0.0f32);
                 let (wp, _w_sync) = w.device_ptr(&lane.stream);
                 let (xp, _x_sync) = x.device_ptr(&lane.stream);
                 let (yp, _y_sync) = y.device_ptr_mut(&lane.stream);
-                // SAFETY: as above, in f32.
-                unsafe {
-                    cudarc::cublas::result::sgemm(
-                        *lane.blas.handle(),
-                        blas_sys::cublasOperation_t::CUBLAS_OP_T,
-                        blas_sys::cublasOperation_t::CUBLAS_OP_N,
-                        ni,
-                        mi,
-                        ki,
-                        &alpha,
-                        wp as *const f32,
-                        ki,
-                        xp as *const f32,
-                        ki,
-                        &beta,
-                        yp as *mut f32,
-                        ni,
-                    )
-                }
-                .map_err(gpu)?;
+                // As above, in f32: y^T[n, m] = w[n, k] . x^T[k, m].
+                let ops = (blas_sys::cublasOperation_t::CUBLAS_OP_T, blas_sys::cublasOperation_t::CUBLAS_OP_N);
+                self.f32_gemm(lane, ops, (n, m, k), (wp, k), (xp, k), (yp, n))?;
             }
         }
         Ok(y)
+    }
+
+    /// An f32 product in cuBLAS's column-major terms, `c[m, n] = op(a) . op(b)` with `a` `m x k`
+    /// after `op`, run under this backend's [`F32Math`].
+    #[allow(clippy::too_many_arguments)]
+    fn f32_gemm(
+        &self,
+        lane: &Lane,
+        (transa, transb): (blas_sys::cublasOperation_t, blas_sys::cublasOperation_t),
+        (m, n, k): (usize, usize, usize),
+        (a, lda): (u64, usize),
+        (b, ldb): (u64, usize),
+        (c, ldc): (u64, usize),
+    ) -> Result<()> {
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let f32_type = blas_sys::cudaDataType::CUDA_R_32F;
+        // SAFETY: the caller passes device pointers of matrices of the stated sizes and strides.
+        unsafe {
+            cudarc::cublas::result::gemm_ex(
+                *lane.blas.handle(),
+                transa,
+                transb,
+                m as i32,
+                n as i32,
+                k as i32,
+                (&alpha) as *const f32 as *const _,
+                a as *const _,
+                f32_type,
+                lda as i32,
+                b as *const _,
+                f32_type,
+                ldb as i32,
+                (&beta) as *const f32 as *const _,
+                c as *mut _,
+                f32_type,
+                ldc as i32,
+                self.math.compute_type(),
+                blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DFALT,
+            )
+        }
+        .map_err(gpu)
     }
 
     fn add_bias(&self, lane: &Lane, y: &mut CudaSlice<f32>, rows: usize, bias: &CudaStorage) -> Result<()> {
@@ -452,7 +502,8 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Single-query attention (a decode step): pass 1 over splits of the keys, pass 2 merging them.
+    /// Single-query attention (a decode step): one launch over splits of the keys, whose last block
+    /// per (batch, KV head) merges the splits.
     #[allow(clippy::too_many_arguments)]
     fn attention_decode(
         &self,
@@ -468,9 +519,21 @@ impl CudaBackend {
         const SPLIT: usize = 32;
         let splits = s.kv_len.div_ceil(SPLIT).max(1);
         let slots = s.batch * s.heads * splits;
-        let mut part_m = self.alloc(lane, slots)?;
-        let mut part_l = self.alloc(lane, slots)?;
-        let mut part_acc = self.alloc(lane, slots * s.head_dim)?;
+        let pairs = s.batch * s.kv_heads;
+        let mut scratch = lane.decode.lock().map_err(|_| Error::Gpu("the decode scratch was poisoned".into()))?;
+        let need = slots * (2 + s.head_dim);
+        if scratch.partials.as_ref().is_none_or(|p| p.len() < need) {
+            // Grown by half again, so a growing cache reallocates a few times per song, not per step.
+            scratch.partials = Some(self.alloc(lane, need + need / 2)?);
+        }
+        if scratch.tickets.as_ref().is_none_or(|t| t.len() < pairs) {
+            scratch.tickets = Some(lane.stream.alloc_zeros::<u32>(pairs).map_err(gpu)?);
+        }
+        let DecodeScratch { partials: Some(partials), tickets: Some(tickets) } = &mut *scratch else {
+            unreachable!("both were just made");
+        };
+        let (mut part_m, mut rest) = partials.split_at_mut(slots);
+        let (mut part_l, mut part_acc) = rest.split_at_mut(slots);
         let (kv_len, cap, heads, kv_heads, hd, split) =
             (s.kv_len as i32, s.kv_capacity as i32, s.heads as i32, s.kv_heads as i32, s.head_dim as i32, SPLIT as i32);
         let cfg = LaunchConfig {
@@ -479,21 +542,57 @@ impl CudaBackend {
             shared_mem_bytes: 0,
         };
         let group = s.heads / s.kv_heads;
-        let mut b = lane.stream.launch_builder(self.kernels.get(&format!("attention_decode_split_g{group}")));
+        let mut b = lane.stream.launch_builder(self.kernels.get(&format!("attention_decode_g{group}")));
         b.arg(self.f32s(q, "attention")?).arg(self.f32s(k, "attention")?).arg(self.f32s(v, "attention")?);
-        b.arg(&mut part_m).arg(&mut part_l).arg(&mut part_acc);
+        b.arg(&mut part_m).arg(&mut part_l).arg(&mut part_acc).arg(&mut *tickets).arg(&mut *out);
         b.arg(&kv_len).arg(&cap).arg(&heads).arg(&kv_heads).arg(&hd).arg(&split).arg(&scale);
         // SAFETY: shapes checked by the caller (head dim <= 128 and a multiple of 4, 1, 2, 4 or 8
-        // query heads per KV head); every (head, split) slot is written once.
-        unsafe { b.launch(cfg) }.map_err(gpu)?;
-        let splits32 = splits as i32;
-        let cfg =
-            LaunchConfig { grid_dim: (s.heads as u32, s.batch as u32, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
-        let mut b = lane.stream.launch_builder(self.kernels.get("attention_decode_merge"));
-        b.arg(&part_m).arg(&part_l).arg(&part_acc).arg(&mut *out).arg(&splits32).arg(&heads).arg(&hd);
-        // SAFETY: reads the slots pass 1 wrote; writes [batch, heads * head_dim].
+        // query heads per KV head); every (head, split) slot is written once, then merged into
+        // [batch, heads * head_dim] by one block per (batch, KV head). Launches on this stream run in
+        // order, so the scratch is never shared by two at once.
         unsafe { b.launch(cfg) }.map_err(gpu)?;
         Ok(())
+    }
+
+    /// The shortlist of `logits [2, width]` from one block on the device, or `None` when it cannot
+    /// stand for the rows (then every entry is read back).
+    fn shortlist(&self, logits: &Tensor, width: usize, shortlist: &Shortlist) -> Result<Option<Candidates>> {
+        let (mode, k, scale, lo, hi, extra) = match shortlist {
+            Shortlist::Conditional { k, sampleable, extra } => {
+                let clip = |i: usize| i.min(width) as i32;
+                (0i32, *k, 0.0f32, clip(sampleable.start), clip(sampleable.end), extra.map_or(-1, clip))
+            }
+            Shortlist::Guided { k, scale } => (1i32, *k, *scale, 0, 0, -1),
+        };
+        let k = k.clamp(1, width);
+        // Room for ties at the threshold; a list as long as the rows would save nothing.
+        let cap = (4 * k).max(256);
+        if cap >= width || width >= 1 << 24 {
+            return Ok(None);
+        }
+        let lane = self.lane()?;
+        let mut out = self.alloc(&lane, 1 + 3 * cap)?;
+        let (width32, k32, cap32) = (width as i32, k as i32, cap as i32);
+        let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
+        let mut b = lane.stream.launch_builder(self.kernels.get("shortlist_top_k"));
+        b.arg(self.f32s(logits, "candidates")?).arg(&width32).arg(&mode).arg(&scale).arg(&k32);
+        b.arg(&lo).arg(&hi).arg(&extra).arg(&cap32).arg(&mut out);
+        // SAFETY: logits hold 2 * width floats; the kernel writes at most 1 + 3 * cap floats of `out`.
+        unsafe { b.launch(cfg) }.map_err(gpu)?;
+        let packed = lane.stream.clone_dtoh(&out).map_err(gpu)?;
+        if packed[0] < 0.0 {
+            return Ok(None);
+        }
+        let count = packed[0] as usize;
+        let mut entries: Vec<(u32, f32, f32)> =
+            (0..count).map(|j| (packed[1 + j] as u32, packed[1 + cap + j], packed[1 + 2 * cap + j])).collect();
+        entries.sort_unstable_by_key(|e| e.0);
+        Ok(Some(Candidates {
+            width,
+            index: entries.iter().map(|e| e.0).collect(),
+            cond: entries.iter().map(|e| e.1).collect(),
+            uncond: entries.iter().map(|e| e.2).collect(),
+        }))
     }
 
     fn copy_rows(
@@ -537,6 +636,15 @@ impl Backend for CudaBackend {
             }
         };
         Ok(Tensor::new_unchecked(&shape, storage))
+    }
+
+    fn candidates(&self, logits: &Tensor, shortlist: &Shortlist) -> Result<Candidates> {
+        if let ([2, width], Storage::Cuda(CudaStorage::F32(_))) = (logits.shape(), logits.storage())
+            && let Some(list) = self.shortlist(logits, *width, shortlist)?
+        {
+            return Ok(list);
+        }
+        Ok(Candidates::of_rows(self.to_host(logits)?))
     }
 
     fn to_host(&self, t: &Tensor) -> Result<Vec<f32>> {
@@ -1094,32 +1202,14 @@ impl Backend for CudaBackend {
         let rows = c_out * k;
         let mut cols = self.alloc(&lane, rows * t)?;
         {
-            let (alpha, beta) = (1.0f32, 0.0f32);
             let xs = self.f32s(x, "conv_transpose1d")?;
             let (xp, _xs) = xs.device_ptr(&lane.stream);
             let (wp, _ws) = wf.device_ptr(&lane.stream);
             let (cp, _cs) = cols.device_ptr_mut(&lane.stream);
-            // SAFETY: cols[rows, t] = w[c_in, rows]^T . x[c_in, t], in column-major terms
+            // cols[rows, t] = w[c_in, rows]^T . x[c_in, t], in column-major terms
             // cols^T[t, rows] = x^T[t, c_in] . w[c_in, rows].
-            unsafe {
-                cudarc::cublas::result::sgemm(
-                    *lane.blas.handle(),
-                    blas_sys::cublasOperation_t::CUBLAS_OP_N,
-                    blas_sys::cublasOperation_t::CUBLAS_OP_T,
-                    t as i32,
-                    rows as i32,
-                    c_in as i32,
-                    &alpha,
-                    xp as *const f32,
-                    t as i32,
-                    wp as *const f32,
-                    rows as i32,
-                    &beta,
-                    cp as *mut f32,
-                    t as i32,
-                )
-            }
-            .map_err(gpu)?;
+            let ops = (blas_sys::cublasOperation_t::CUBLAS_OP_N, blas_sys::cublasOperation_t::CUBLAS_OP_T);
+            self.f32_gemm(&lane, ops, (t, rows, c_in), (xp, t), (wp, rows), (cp, t))?;
         }
         let mut out = self.alloc(&lane, c_out * t_out)?;
         let zeros;

@@ -2,7 +2,7 @@
 //! model samples each frame's semantic code under CFG, the depth decoder its residual codes, and the
 //! frame is fed back. Frame 0 only primes the loop; frames 1.. are emitted.
 
-use super::sampling::{depth_probs, semantic_probs};
+use super::sampling::{depth_probs, depth_shortlist, semantic_probs, semantic_shortlist};
 use super::{Event, Observer, StageName};
 use crate::config::PipelineConstants;
 use crate::device::Device;
@@ -56,12 +56,12 @@ pub fn run(
     let mut cache = m.lm.new_cache(device, 2, seq + max_frames + 1)?;
     let mut last_hidden = m.lm.forward(device, &m.lm.embed(device, &prompt.pair())?, &mut cache)?;
     let codebooks = m.depth.config().num_codebooks;
+    let (semantic, residual) = (semantic_shortlist(&rows, c), depth_shortlist(c));
     let mut emitted = 0;
     for frame_index in 0..=max_frames {
         observer.cancel.check()?;
-        let logits = device.to_host(&m.lm.logits(device, &last_hidden)?)?;
-        let width = logits.len() / 2;
-        let probs = semantic_probs(&logits[..width], &logits[width..], rows.clone(), c);
+        let logits = device.candidates(&m.lm.logits(device, &last_hidden)?, &semantic)?;
+        let probs = semantic_probs(&logits, rows.clone(), c);
         let token = rows.start + chooser.choose(Draw::Semantic, &probs)? as u32;
         if token == c.audio_end_id {
             break;
@@ -73,9 +73,8 @@ pub fn run(
         let mut hiddens = vec![device.to_host(&device.slice_rows(&last_hidden, 0, 1)?)?];
         for k in 1..codebooks {
             hiddens.push(device.to_host(&device.slice_rows(&hidden, 0, 1)?)?);
-            let logits = device.to_host(&m.depth.head_logits(device, k, &hidden)?)?;
-            let width = logits.len() / 2;
-            let code = chooser.choose(Draw::Depth(k), &depth_probs(&logits[..width], &logits[width..], c))? as u32;
+            let logits = device.candidates(&m.depth.head_logits(device, k, &hidden)?, &residual)?;
+            let code = chooser.choose(Draw::Depth(k), &depth_probs(&logits, c))? as u32;
             codes.push(code);
             if k + 1 < codebooks {
                 hidden = m.depth.step(device, &mut frame, k, code)?;
