@@ -188,6 +188,7 @@ extern "C" __global__ void attention_tiled_d64(const float* __restrict__ q, cons
 
 // Called by every block of a (batch, KV head) after it wrote its partials: the last one to arrive
 // merges the `splits` partials of query heads [h0, h0 + group) into `out` and resets the ticket.
+// A warp merges a head (lane l holds dims 4l..4l+3), so the merge costs a few L2 round trips.
 __device__ __forceinline__ void merge_if_last(const float* part_m, const float* part_l, const float* part_acc,
                                               unsigned* ticket, float* __restrict__ out, int b, int h0, int group,
                                               int splits, int heads, int head_dim) {
@@ -198,26 +199,40 @@ __device__ __forceinline__ void merge_if_last(const float* part_m, const float* 
     if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == (unsigned)(splits - 1);
     __syncthreads();
     if (!last) return;
-    int t = threadIdx.x;
-    for (int h = h0; h < h0 + group; h++) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, d = 4 * lane;
+    for (int h = h0 + warp; h < h0 + group; h += DEC_WARPS) {
         long base = ((long)b * heads + h) * splits;
+        // __ldcg reads from L2, where the other blocks' partials are.
         float big = -INFINITY;
-        // __ldcg reads from L2, where the other blocks' partials are; unrolled so several splits'
-        // loads are in flight at once.
-#pragma unroll 8
-        for (int s = 0; s < splits; s++) big = fmaxf(big, __ldcg(part_m + base + s));
-        float sum = 0.0f, acc = 0.0f;
-#pragma unroll 8
-        for (int s = 0; s < splits; s++) {
-            float ms = __ldcg(part_m + base + s);
+        for (int s = lane; s < splits; s += 32) big = fmaxf(big, __ldcg(part_m + base + s));
+        big = warp_max(big);
+        float sum = 0.0f;
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int s0 = 0; s0 < splits; s0 += 32) {
+            int s = s0 + lane;
+            float ms = s < splits ? __ldcg(part_m + base + s) : -INFINITY;
             // A split that saw no key has m = -inf and contributes nothing.
             float f = ms == -INFINITY ? 0.0f : expf(ms - big);
-            sum += f * __ldcg(part_l + base + s);
-            if (t < head_dim) acc += f * __ldcg(part_acc + (base + s) * head_dim + t);
+            if (s < splits) sum += f * __ldcg(part_l + base + s);
+            int n = min(32, splits - s0);
+#pragma unroll 8
+            for (int j = 0; j < n; j++) {
+                float fj = __shfl_sync(0xffffffffu, f, j);
+                if (d < head_dim) {
+                    float4 a = __ldcg((const float4*)(part_acc + (base + s0 + j) * head_dim + d));
+                    acc.x += fj * a.x;
+                    acc.y += fj * a.y;
+                    acc.z += fj * a.z;
+                    acc.w += fj * a.w;
+                }
+            }
         }
-        if (t < head_dim) out[((long)b * heads + h) * head_dim + t] = acc / sum;
+        sum = warp_sum(sum);
+        if (d < head_dim)
+            *(float4*)(out + ((long)b * heads + h) * head_dim + d) =
+                make_float4(acc.x / sum, acc.y / sum, acc.z / sum, acc.w / sum);
     }
-    if (t == 0) *ticket = 0u;
+    if (threadIdx.x == 0) *ticket = 0u;
 }
 
 template <int G>

@@ -114,6 +114,12 @@ pub trait Backend: Send + Sync {
     /// Converts a weight to the dtype it is kept in on this backend.
     fn cast(&self, t: &Tensor, dtype: DType) -> Result<Tensor>;
 
+    /// A matrix of the acoustic half (DiT, vocoder) in the form its products run in under this
+    /// backend's precision policy: as it is for exact f32 and TF32, bf16 for the bf16 policy.
+    fn product_weight(&self, w: Tensor) -> Result<Tensor> {
+        Ok(w)
+    }
+
     /// `x [m, k] @ w[n, k]^T (+ bias[n])` with f32 accumulation; `w` may be f32, bf16 or f16.
     fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor>;
     /// Rows of `table [vocab, dim]` picked by `ids`, as f32.

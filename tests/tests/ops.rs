@@ -31,6 +31,12 @@ fn assert_close(what: &str, got: &[f32], want: &[f32], tol: f32) {
     }
 }
 
+/// `w` with every value rounded to bf16, kept in f32.
+fn rounded_copy(w: &Tensor) -> Tensor {
+    let values = w.to_f32_vec().iter().map(|v| DType::BF16.round(*v)).collect();
+    Tensor::from_f32(w.shape(), values).unwrap()
+}
+
 fn naive_linear(x: &[f32], m: usize, k: usize, w: &[f32], n: usize) -> Vec<f32> {
     let mut y = vec![0.0; m * n];
     for i in 0..m {
@@ -98,6 +104,10 @@ fn conv_cases(device: &Device) {
         }
         assert_eq!(got.shape(), [c_out, t_out]);
         assert_close(&format!("conv1d k{k} d{dilation}"), &got.to_f32_vec(), &want, 1e-5);
+        let w16 = device.cast(&w, DType::BF16).unwrap();
+        let rounded = device.conv1d(&x, &device.upload(rounded_copy(&w)).unwrap(), Some(&b), padding, dilation);
+        let got16 = device.conv1d(&x, &w16, Some(&b), padding, dilation).unwrap();
+        assert_close(&format!("conv1d bf16 k{k}"), &got16.to_f32_vec(), &rounded.unwrap().to_f32_vec(), 2e-2);
     }
     for stride in [2usize, 3, 4, 8] {
         let (k, padding) = (2 * stride, stride.div_ceil(2));
@@ -119,6 +129,17 @@ fn conv_cases(device: &Device) {
             }
         }
         assert_close(&format!("conv_transpose1d s{stride}"), &got.to_f32_vec(), &want, 1e-5);
+        // bf16 weights (the bf16 precision policy): the rounded weights' result; a GPU rounds the
+        // activations to bf16 too, about 4e-3 relative per term.
+        let w16 = device.cast(&w, DType::BF16).unwrap();
+        let rounded = device.conv_transpose1d(&x, &device.upload(rounded_copy(&w)).unwrap(), Some(&b), stride, padding);
+        let got16 = device.conv_transpose1d(&x, &w16, Some(&b), stride, padding).unwrap();
+        assert_close(
+            &format!("conv_transpose1d bf16 s{stride}"),
+            &got16.to_f32_vec(),
+            &rounded.unwrap().to_f32_vec(),
+            2e-2,
+        );
     }
 }
 
@@ -126,8 +147,8 @@ fn attention_cases(device: &Device) {
     let t = |shape: &[usize], seed: u64| device.upload(t(shape, seed)).unwrap();
     // On a GPU: head dim 8 with several queries takes the one-warp-per-query kernel, head dim 64
     // with 64+ queries the tiled one, and a single query (a decode step) the split-key kernel,
-    // here over 1 to 4 splits of 32 keys, a partial last split, and 2, 4 and 8 query heads per
-    // KV head (the LM's GQA is 4).
+    // here over 1 to 35 splits of 32 keys (more than a warp's worth to merge), a partial last
+    // split, and 1, 2, 4 and 8 query heads per KV head (the LM's 32/8 among them).
     let cases = [
         (8, 5, 5, 5, false, 4, 2),
         (8, 5, 5, 9, true, 4, 2),
@@ -142,6 +163,8 @@ fn attention_cases(device: &Device) {
         (128, 1, 32, 40, true, 8, 1),
         (12, 1, 65, 70, true, 4, 2),
         (64, 1, 1, 4, true, 4, 4),
+        (16, 1, 40, 40, true, 2, 1),
+        (128, 1, 1100, 1200, true, 32, 8),
     ];
     for (d, q_len, kv_len, capacity, causal, heads, kv_heads) in cases {
         let batch = 2;

@@ -397,58 +397,31 @@ impl CudaBackend {
             }
             CudaStorage::BF16(w) => {
                 // Activations go to bf16 too (as the reference's bf16 products see them); f32 out.
-                let mut x16 = self.alloc_as::<u16>(lane, m * k)?;
-                let n64 = (m * k) as i64;
-                let mut b = lane.stream.launch_builder(self.kernels.get("f32_to_bf16_kernel"));
-                b.arg(x).arg(&mut x16).arg(&n64);
-                // SAFETY: m * k elements each side.
-                unsafe { b.launch(grid_1d(m * k)) }.map_err(gpu)?;
-                let (alpha, beta) = (1.0f32, 0.0f32);
+                let x16 = self.to_bf16(lane, x, m * k)?;
                 let (wp, _w_sync) = w.device_ptr(&lane.stream);
                 let (xp, _x_sync) = x16.device_ptr(&lane.stream);
                 let (yp, _y_sync) = y.device_ptr_mut(&lane.stream);
-                // SAFETY: column-major view of the row-major product: y^T[n, m] = w[n, k] . x^T[k, m].
-                unsafe {
-                    cudarc::cublas::result::gemm_ex(
-                        *lane.blas.handle(),
-                        blas_sys::cublasOperation_t::CUBLAS_OP_T,
-                        blas_sys::cublasOperation_t::CUBLAS_OP_N,
-                        ni,
-                        mi,
-                        ki,
-                        (&alpha) as *const f32 as *const _,
-                        wp as *const _,
-                        blas_sys::cudaDataType::CUDA_R_16BF,
-                        ki,
-                        xp as *const _,
-                        blas_sys::cudaDataType::CUDA_R_16BF,
-                        ki,
-                        (&beta) as *const f32 as *const _,
-                        yp as *mut _,
-                        blas_sys::cudaDataType::CUDA_R_32F,
-                        ni,
-                        blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-                        blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DFALT,
-                    )
-                }
-                .map_err(gpu)?;
+                // Column-major view of the row-major product: y^T[n, m] = w[n, k] . x^T[k, m].
+                let ops = (blas_sys::cublasOperation_t::CUBLAS_OP_T, blas_sys::cublasOperation_t::CUBLAS_OP_N);
+                self.gemm(lane, ops, (n, m, k), (wp, k), (xp, k), (yp, n), true)?;
             }
             CudaStorage::F32(w) => {
                 let (wp, _w_sync) = w.device_ptr(&lane.stream);
                 let (xp, _x_sync) = x.device_ptr(&lane.stream);
                 let (yp, _y_sync) = y.device_ptr_mut(&lane.stream);
-                // As above, in f32: y^T[n, m] = w[n, k] . x^T[k, m].
+                // As above, in f32.
                 let ops = (blas_sys::cublasOperation_t::CUBLAS_OP_T, blas_sys::cublasOperation_t::CUBLAS_OP_N);
-                self.f32_gemm(lane, ops, (n, m, k), (wp, k), (xp, k), (yp, n))?;
+                self.gemm(lane, ops, (n, m, k), (wp, k), (xp, k), (yp, n), false)?;
             }
         }
         Ok(y)
     }
 
-    /// An f32 product in cuBLAS's column-major terms, `c[m, n] = op(a) . op(b)` with `a` `m x k`
-    /// after `op`, run under this backend's [`F32Math`].
+    /// A product in cuBLAS's column-major terms, `c[m, n] = op(a) . op(b)` with `a` `m x k` after
+    /// `op`, f32 out and f32 accumulation. f32 inputs run under this backend's [`F32Math`]; bf16
+    /// inputs (`bf16_inputs`) on the bf16 tensor cores.
     #[allow(clippy::too_many_arguments)]
-    fn f32_gemm(
+    fn gemm(
         &self,
         lane: &Lane,
         (transa, transb): (blas_sys::cublasOperation_t, blas_sys::cublasOperation_t),
@@ -456,9 +429,14 @@ impl CudaBackend {
         (a, lda): (u64, usize),
         (b, ldb): (u64, usize),
         (c, ldc): (u64, usize),
+        bf16_inputs: bool,
     ) -> Result<()> {
         let (alpha, beta) = (1.0f32, 0.0f32);
-        let f32_type = blas_sys::cudaDataType::CUDA_R_32F;
+        let (input_type, compute) = if bf16_inputs {
+            (blas_sys::cudaDataType::CUDA_R_16BF, blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F)
+        } else {
+            (blas_sys::cudaDataType::CUDA_R_32F, self.math.compute_type())
+        };
         // SAFETY: the caller passes device pointers of matrices of the stated sizes and strides.
         unsafe {
             cudarc::cublas::result::gemm_ex(
@@ -470,20 +448,31 @@ impl CudaBackend {
                 k as i32,
                 (&alpha) as *const f32 as *const _,
                 a as *const _,
-                f32_type,
+                input_type,
                 lda as i32,
                 b as *const _,
-                f32_type,
+                input_type,
                 ldb as i32,
                 (&beta) as *const f32 as *const _,
                 c as *mut _,
-                f32_type,
+                blas_sys::cudaDataType::CUDA_R_32F,
                 ldc as i32,
-                self.math.compute_type(),
+                compute,
                 blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DFALT,
             )
         }
         .map_err(gpu)
+    }
+
+    /// `x` rounded to bf16 (as the reference's bf16 products see their activations).
+    fn to_bf16(&self, lane: &Lane, x: &CudaSlice<f32>, n: usize) -> Result<CudaSlice<u16>> {
+        let mut x16 = self.alloc_as::<u16>(lane, n)?;
+        let n64 = n as i64;
+        let mut b = lane.stream.launch_builder(self.kernels.get("f32_to_bf16_kernel"));
+        b.arg(x).arg(&mut x16).arg(&n64);
+        // SAFETY: n elements each side.
+        unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
+        Ok(x16)
     }
 
     fn add_bias(&self, lane: &Lane, y: &mut CudaSlice<f32>, rows: usize, bias: &CudaStorage) -> Result<()> {
@@ -521,7 +510,9 @@ impl CudaBackend {
         let slots = s.batch * s.heads * splits;
         let pairs = s.batch * s.kv_heads;
         let mut scratch = lane.decode.lock().map_err(|_| Error::Gpu("the decode scratch was poisoned".into()))?;
-        let need = slots * (2 + s.head_dim);
+        // The unnormalised outputs start 16-byte aligned: the merge reads them as float4.
+        let acc_at = (2 * slots).next_multiple_of(4);
+        let need = acc_at + slots * s.head_dim;
         if scratch.partials.as_ref().is_none_or(|p| p.len() < need) {
             // Grown by half again, so a growing cache reallocates a few times per song, not per step.
             scratch.partials = Some(self.alloc(lane, need + need / 2)?);
@@ -532,8 +523,8 @@ impl CudaBackend {
         let DecodeScratch { partials: Some(partials), tickets: Some(tickets) } = &mut *scratch else {
             unreachable!("both were just made");
         };
-        let (mut part_m, mut rest) = partials.split_at_mut(slots);
-        let (mut part_l, mut part_acc) = rest.split_at_mut(slots);
+        let (mut part_ml, mut part_acc) = partials.split_at_mut(acc_at);
+        let (mut part_m, mut part_l) = part_ml.split_at_mut(slots);
         let (kv_len, cap, heads, kv_heads, hd, split) =
             (s.kv_len as i32, s.kv_capacity as i32, s.heads as i32, s.kv_heads as i32, s.head_dim as i32, SPLIT as i32);
         let cfg = LaunchConfig {
@@ -655,6 +646,13 @@ impl Backend for CudaBackend {
                 Ok(v)
             }
             Storage::Cpu(c) => Ok(c.to_f32_vec()),
+        }
+    }
+
+    fn product_weight(&self, w: Tensor) -> Result<Tensor> {
+        match (self.math, w.dtype()) {
+            (F32Math::Bf16, DType::F32) => self.cast(&w, DType::BF16),
+            _ => Ok(w),
         }
     }
 
@@ -1195,21 +1193,29 @@ impl Backend for CudaBackend {
         padding: usize,
     ) -> Result<Tensor> {
         let shapes::Conv { c_in, t, c_out, k, t_out } = shapes::conv_transpose1d(x, w, stride, padding)?;
-        let CudaStorage::F32(wf) = self.storage(w, "conv_transpose1d")? else {
-            return Err(Error::Unsupported { op: "conv_transpose1d", dtype: "bf16".into(), backend: "cuda" });
-        };
         let lane = self.lane()?;
         let rows = c_out * k;
         let mut cols = self.alloc(&lane, rows * t)?;
         {
             let xs = self.f32s(x, "conv_transpose1d")?;
-            let (xp, _xs) = xs.device_ptr(&lane.stream);
-            let (wp, _ws) = wf.device_ptr(&lane.stream);
             let (cp, _cs) = cols.device_ptr_mut(&lane.stream);
             // cols[rows, t] = w[c_in, rows]^T . x[c_in, t], in column-major terms
             // cols^T[t, rows] = x^T[t, c_in] . w[c_in, rows].
             let ops = (blas_sys::cublasOperation_t::CUBLAS_OP_N, blas_sys::cublasOperation_t::CUBLAS_OP_T);
-            self.f32_gemm(&lane, ops, (t, rows, c_in), (xp, t), (wp, rows), (cp, t))?;
+            let dims = (t, rows, c_in);
+            match self.storage(w, "conv_transpose1d")? {
+                CudaStorage::F32(wf) => {
+                    let (xp, _xs) = xs.device_ptr(&lane.stream);
+                    let (wp, _ws) = wf.device_ptr(&lane.stream);
+                    self.gemm(&lane, ops, dims, (xp, t), (wp, rows), (cp, t), false)?;
+                }
+                CudaStorage::BF16(wb) => {
+                    let x16 = self.to_bf16(&lane, xs, c_in * t)?;
+                    let (xp, _xs) = x16.device_ptr(&lane.stream);
+                    let (wp, _ws) = wb.device_ptr(&lane.stream);
+                    self.gemm(&lane, ops, dims, (xp, t), (wp, rows), (cp, t), true)?;
+                }
+            }
         }
         let mut out = self.alloc(&lane, c_out * t_out)?;
         let zeros;

@@ -54,39 +54,40 @@ impl Dit {
                 cfg.rotary_dim, cfg.attention_head_dim
             )));
         }
+        let device = vb.device();
+        // The matrices in the form the precision policy multiplies them in.
+        let matrix = |vb: &VarBuilder, shape: &[usize], name: &str| device.product_weight(vb.get(shape, name)?);
         let blocks = (0..cfg.num_layers)
             .map(|l| {
                 let p = vb.pp(format!("transformer_blocks.{l}"));
                 Ok(Block {
                     norm1_w: p.get(&[inner], "norm1.weight")?,
                     norm1_b: p.get(&[inner], "norm1.bias")?,
-                    q: p.get(&[inner, inner], "attn.to_q.weight")?,
-                    k: p.get(&[inner, inner], "attn.to_k.weight")?,
-                    v: p.get(&[inner, inner], "attn.to_v.weight")?,
-                    out: p.get(&[inner, inner], "attn.to_out.0.weight")?,
+                    q: matrix(&p, &[inner, inner], "attn.to_q.weight")?,
+                    k: matrix(&p, &[inner, inner], "attn.to_k.weight")?,
+                    v: matrix(&p, &[inner, inner], "attn.to_v.weight")?,
+                    out: matrix(&p, &[inner, inner], "attn.to_out.0.weight")?,
                     norm2_w: p.get(&[inner], "norm2.weight")?,
                     norm2_b: p.get(&[inner], "norm2.bias")?,
-                    ff_in: p.get(&[2 * ff, inner], "ff_in.weight")?,
+                    ff_in: matrix(&p, &[2 * ff, inner], "ff_in.weight")?,
                     ff_in_b: p.get(&[2 * ff], "ff_in.bias")?,
-                    ff_out: p.get(&[inner, ff], "ff_out.weight")?,
+                    ff_out: matrix(&p, &[inner, ff], "ff_out.weight")?,
                     ff_out_b: p.get(&[inner], "ff_out.bias")?,
                 })
             })
             .collect::<Result<_>>()?;
-        let device = vb.device();
         Ok(Dit {
             cfg: cfg.clone(),
             fourier: device.to_host(&vb.get(&[fourier / 2, 1], "time_proj.weight")?)?,
-            time_1: vb.get(&[inner, fourier], "time_embed.linear_1.weight")?,
+            time_1: matrix(vb, &[inner, fourier], "time_embed.linear_1.weight")?,
             time_1_b: vb.get(&[inner], "time_embed.linear_1.bias")?,
-            time_2: vb.get(&[inner, inner], "time_embed.linear_2.weight")?,
+            time_2: matrix(vb, &[inner, inner], "time_embed.linear_2.weight")?,
             time_2_b: vb.get(&[inner], "time_embed.linear_2.bias")?,
-            preprocess: vb.get(&[concat, concat, 1], "preprocess_conv.weight")?.reshape(&[concat, concat])?,
-            proj_in: vb.get(&[inner, concat], "proj_in.weight")?,
+            preprocess: matrix(vb, &[concat, concat, 1], "preprocess_conv.weight")?.reshape(&[concat, concat])?,
+            proj_in: matrix(vb, &[inner, concat], "proj_in.weight")?,
             blocks,
-            proj_out: vb.get(&[cfg.in_channels, inner], "proj_out.weight")?,
-            postprocess: vb
-                .get(&[cfg.in_channels, cfg.in_channels, 1], "postprocess_conv.weight")?
+            proj_out: matrix(vb, &[cfg.in_channels, inner], "proj_out.weight")?,
+            postprocess: matrix(vb, &[cfg.in_channels, cfg.in_channels, 1], "postprocess_conv.weight")?
                 .reshape(&[cfg.in_channels, cfg.in_channels])?,
         })
     }
