@@ -245,6 +245,8 @@ __device__ __forceinline__ void attention_decode_split(const float* __restrict__
     __shared__ float sm[DEC_WARPS][G];
     __shared__ float sl[DEC_WARPS][G];
     __shared__ float sacc[DEC_WARPS][G][128];
+    pdl_wait();
+    pdl_trigger();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z, splits = gridDim.x;
     const int group = G;

@@ -58,3 +58,23 @@ __device__ float block_max(float v) {
     __syncthreads();
     return partial[0];
 }
+
+// Programmatic dependent launch (sm_90 and later; engine/src/cuda/launch.rs). A kernel launched
+// with it may start while the kernel before it on the stream is still running: it must wait
+// before it reads or writes anything but weights. Without such a launch, both are no-ops.
+__device__ __forceinline__ void pdl_wait() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Lets the next kernel, if launched overlapped, start its blocks once every block of this one has
+// started.
+__device__ __forceinline__ void pdl_trigger() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+
+// Asks for the 128-byte line at `p` to be brought into L2.
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }

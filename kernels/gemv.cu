@@ -113,6 +113,15 @@ __device__ __forceinline__ void gemv_rows(const bf16_t* __restrict__ w, const bf
         rows[0][r] = (const uint4*)(w + offset);
         if (EPI == EPI_SWIGLU) rows[W - 1][r] = (const uint4*)(w2 + offset);
     }
+    // Launched overlapped, the block fetches the weights of its first pass into L2 while the
+    // kernel before it drains; the input is that kernel's output, read only after the wait.
+    if (warp * 32 + lane < chunks)
+#pragma unroll
+        for (int h = 0; h < W; h++)
+#pragma unroll
+            for (int r = 0; r < GEMV_ROWS; r++) prefetch_l2(rows[h][r] + warp * 32 + lane);
+    pdl_wait();
+    pdl_trigger();
 #pragma unroll 2
     for (int c = warp * 32 + lane; c < chunks; c += GEMV_WARPS * 32) {
         uint4 p[W][GEMV_ROWS];

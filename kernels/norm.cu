@@ -25,6 +25,8 @@ __device__ __forceinline__ float4 load4(const bf16_t* w, int c) {
 #define RMS_NORM_VEC(NAME, T) \
 extern "C" __global__ void NAME(const float* __restrict__ x, const T* __restrict__ w, float* __restrict__ out, \
                                 int cols, float eps) { \
+    pdl_wait(); \
+    pdl_trigger(); \
     const float* row = x + (long)blockIdx.x * cols; \
     float* dst = out + (long)blockIdx.x * cols; \
     int chunks = cols >> 2; \
@@ -106,6 +108,8 @@ extern "C" __global__ void NAME(const float* __restrict__ q, const float* __rest
                                 const T* __restrict__ q_norm, const T* __restrict__ k_norm, float* __restrict__ q_out, \
                                 float* __restrict__ keys, float* __restrict__ values, int rows, int heads, int kv_heads, \
                                 float eps, float theta, int first_position, int n, int capacity, int row) { \
+    pdl_wait(); \
+    pdl_trigger(); \
     int unit = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31; \
     int per_row = heads + kv_heads; \
     if (unit >= rows * per_row) return; \

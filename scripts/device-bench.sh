@@ -2,8 +2,8 @@
 # Runs on the GPU machine over what scripts/device-pack.sh packed into .device/: the CUDA tests
 # (ops, parity, pipeline), the stage benchmarks of this binary and of songloom-prev when packed,
 # the stages again under each of PRECISIONS (e.g. "tf32 bf16"), ncu of one decode step and one depth
-# frame (PROFILE_STAGES), a 60 s song with SONG=1 (TF32) and SONG_FP32=1. Everything goes under
-# $OUT; the summary is printed last.
+# frame (PROFILE_STAGES), a 60 s song under each of SONGS (e.g. "tf32 bf16 reference"). Everything
+# goes under $OUT; the summary is printed last.
 export LD_LIBRARY_PATH=$PWD/.device/lib:$LD_LIBRARY_PATH
 export SONGLOOM_FIXTURES=$PWD/tests/fixtures
 mkdir -p /tmp/b
@@ -19,7 +19,6 @@ for p in $PRECISIONS; do /tmp/b/songloom bench --device cuda --what stages --pre
 for stage in ${PROFILE_STAGES:-decode depth}; do
   SONGLOOM_PROFILE=$stage timeout 200 ncu --clock-control none --profile-from-start off --metrics gpu__time_duration.sum --csv /tmp/b/songloom bench --device cuda --what stages > $OUT/ncu-$stage.csv 2> $OUT/ncu-$stage.err
 done
-[ -n "$SONG" ] && /tmp/b/songloom bench --device cuda --what song --duration 60 --precision tf32 > $OUT/song-tf32.txt 2>&1
-[ -n "$SONG_FP32" ] && /tmp/b/songloom bench --device cuda --what song --duration 60 > $OUT/song-fp32.txt 2>&1
+for p in $SONGS; do /tmp/b/songloom bench --device cuda --what song --duration 60 --precision $p > $OUT/song-$p.txt 2>&1; done
 grep -h "cuda tf32\|cuda bf16" $OUT/test-parity.log >> $OUT/summary.txt
 cat $OUT/summary.txt $OUT/gemm.txt $OUT/stages-*.txt $OUT/song-*.txt 2>/dev/null

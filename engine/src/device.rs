@@ -114,8 +114,8 @@ pub trait Backend: Send + Sync {
     /// Converts a weight to the dtype it is kept in on this backend.
     fn cast(&self, t: &Tensor, dtype: DType) -> Result<Tensor>;
 
-    /// A matrix of the acoustic half (DiT, vocoder) in the form its products run in under this
-    /// backend's precision policy: as it is for exact f32 and TF32, bf16 for the bf16 policy.
+    /// A DiT matrix in the form its products run in under this backend's precision policy: as it
+    /// is for exact f32 and TF32, bf16 for the bf16 policy.
     fn product_weight(&self, w: Tensor) -> Result<Tensor> {
         Ok(w)
     }

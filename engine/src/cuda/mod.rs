@@ -4,6 +4,7 @@
 //! acoustic windows overlap on the GPU; cudarc's events order the work on shared tensors.
 
 pub mod kernels;
+mod launch;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -14,6 +15,7 @@ use cudarc::cublas::sys as blas_sys;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use self::kernels::Kernels;
+use self::launch::Overlapped;
 use crate::device::{
     AttentionInputs, AttentionShape, Backend, Candidates, KvSlot, RmsNorm, Rotary, Shortlist, composed,
 };
@@ -147,7 +149,9 @@ pub enum F32Math {
     Exact,
     /// TF32 tensor cores: inputs rounded to a 10-bit mantissa, f32 accumulation.
     Tf32,
-    /// bf16 tensor cores: inputs rounded to an 8-bit mantissa, f32 accumulation.
+    /// bf16 tensor cores for the DiT (its matrices kept in bf16, activations rounded to bf16, f32
+    /// accumulation); TF32 for the vocoder, whose bf16 convolutions measured slower (69.0 against
+    /// 57.0 ms a window on the H200: every layer's im2col matrix would be converted).
     Bf16,
 }
 
@@ -166,7 +170,7 @@ impl F32Math {
         match self {
             F32Math::Exact => blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
             F32Math::Tf32 => blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
-            F32Math::Bf16 => blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_16BF,
+            F32Math::Bf16 => blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
         }
     }
 }
@@ -177,6 +181,8 @@ pub struct CudaBackend {
     lanes: Mutex<HashMap<ThreadId, Arc<Lane>>>,
     description: String,
     math: F32Math,
+    /// Whether the decode-step kernels launch overlapped (programmatic dependent launch, sm_90+).
+    overlap: bool,
 }
 
 const BLOCK: u32 = 256;
@@ -255,7 +261,8 @@ impl CudaBackend {
         let (free, total) = ctx.mem_get_info().map_err(gpu)?;
         let description =
             format!("{name}, {arch}, {:.1} of {:.1} GiB free", free as f64 / 1e9 * 0.931, total as f64 / 1e9 * 0.931);
-        Ok(CudaBackend { ctx, kernels, lanes: Mutex::new(HashMap::new()), description, math })
+        let overlap = major >= 9;
+        Ok(CudaBackend { ctx, kernels, lanes: Mutex::new(HashMap::new()), description, math, overlap })
     }
 
     pub fn description(&self) -> &str {
@@ -377,11 +384,11 @@ impl CudaBackend {
         let (mi, ni, ki) = (m as i32, n as i32, k as i32);
         match w {
             CudaStorage::BF16(w) if m <= GEMV_MAX_ROWS && k.is_multiple_of(8) => {
-                let mut b = lane.stream.launch_builder(self.kernels.get(&format!("gemv_bf16_k8_m{m}")));
-                b.arg(w).arg(x).arg(&mut y).arg(&ki).arg(&ni);
+                let mut b = Overlapped::new(&lane.stream, self.kernels.get(&format!("gemv_bf16_k8_m{m}")));
+                b.input(w).input(x).output(&mut y).int(ki).int(ni);
                 // SAFETY: w is [n, k] with k a multiple of 8 (16-byte rows), x [m, k], y [m, n]; a
-                // block per 4 weight rows.
-                unsafe { b.launch(gemv_config(n, GEMV_THREADS)) }.map_err(gpu)?;
+                // block per 4 weight rows; the kernel waits before it reads x or writes y.
+                unsafe { b.launch(gemv_config(n, GEMV_THREADS), self.overlap) }?;
             }
             CudaStorage::BF16(w) if m <= 8 => {
                 let warps_per_block = (BLOCK / 32) as usize;
@@ -533,15 +540,16 @@ impl CudaBackend {
             shared_mem_bytes: 0,
         };
         let group = s.heads / s.kv_heads;
-        let mut b = lane.stream.launch_builder(self.kernels.get(&format!("attention_decode_g{group}")));
-        b.arg(self.f32s(q, "attention")?).arg(self.f32s(k, "attention")?).arg(self.f32s(v, "attention")?);
-        b.arg(&mut part_m).arg(&mut part_l).arg(&mut part_acc).arg(&mut *tickets).arg(&mut *out);
-        b.arg(&kv_len).arg(&cap).arg(&heads).arg(&kv_heads).arg(&hd).arg(&split).arg(&scale);
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&format!("attention_decode_g{group}")));
+        b.input(self.f32s(q, "attention")?).input(self.f32s(k, "attention")?).input(self.f32s(v, "attention")?);
+        b.output(&mut part_m).output(&mut part_l).output(&mut part_acc).output(tickets).output(out);
+        b.int(kv_len).int(cap).int(heads).int(kv_heads).int(hd).int(split).float(scale);
         // SAFETY: shapes checked by the caller (head dim <= 128 and a multiple of 4, 1, 2, 4 or 8
         // query heads per KV head); every (head, split) slot is written once, then merged into
         // [batch, heads * head_dim] by one block per (batch, KV head). Launches on this stream run in
-        // order, so the scratch is never shared by two at once.
-        unsafe { b.launch(cfg) }.map_err(gpu)?;
+        // order (an overlapped one waits before it touches memory), so the scratch is never shared
+        // by two at once.
+        unsafe { b.launch(cfg, self.overlap) }?;
         Ok(())
     }
 
@@ -732,17 +740,17 @@ impl Backend for CudaBackend {
             (false, false) => "rms_norm_bf16",
         };
         let threads = if vectorized { (dim / 4).next_multiple_of(32).min(1024) as u32 } else { BLOCK };
-        let dim32 = dim as i32;
-        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
-        b.arg(self.f32s(x, "rms_norm")?);
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(kernel));
+        b.input(self.f32s(x, "rms_norm")?);
         match ws {
-            CudaStorage::F32(s) => b.arg(s),
-            CudaStorage::BF16(s) => b.arg(s),
+            CudaStorage::F32(s) => b.input(s),
+            CudaStorage::BF16(s) => b.input(s),
         };
-        b.arg(&mut out).arg(&dim32).arg(&eps);
+        b.output(&mut out).int(dim as i32).float(eps);
         let cfg = LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: one block per row of `dim` floats (16-byte aligned rows when vectorized).
-        unsafe { b.launch(cfg) }.map_err(gpu)?;
+        // SAFETY: one block per row of `dim` floats (16-byte aligned rows when vectorized); the
+        // vectorized kernels wait before they read x or write out.
+        unsafe { b.launch(cfg, self.overlap && vectorized) }?;
         self.wrap(x.shape(), out)
     }
 
@@ -885,11 +893,11 @@ impl Backend for CudaBackend {
         let lane = self.lane()?;
         let mut y = self.alloc(&lane, m * n)?;
         let (ki, ni) = (k as i32, n as i32);
-        let mut b = lane.stream.launch_builder(self.kernels.get(&format!("gemv_add_bf16_k8_m{m}")));
-        b.arg(bits).arg(self.f32s(x, "linear_add")?).arg(self.f32s(residual, "linear_add")?).arg(&mut y);
-        b.arg(&ki).arg(&ni);
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&format!("gemv_add_bf16_k8_m{m}")));
+        b.input(bits).input(self.f32s(x, "linear_add")?).input(self.f32s(residual, "linear_add")?).output(&mut y);
+        b.int(ki).int(ni);
         // SAFETY: as the decode product in `matmul_nt`; the residual is [m, n] like y.
-        unsafe { b.launch(gemv_config(n, GEMV_THREADS)) }.map_err(gpu)?;
+        unsafe { b.launch(gemv_config(n, GEMV_THREADS), self.overlap) }?;
         self.wrap(&[m, n], y)
     }
 
@@ -905,17 +913,12 @@ impl Backend for CudaBackend {
         let lane = self.lane()?;
         let mut y = self.alloc(&lane, m * n)?;
         let (ki, ni, eps) = (k as i32, n as i32, norm.map_or(0.0, |n| n.eps));
-        let mut b = lane.stream.launch_builder(self.kernels.get(&format!("gemv_swiglu_bf16_k8_m{m}")));
-        b.arg(g).arg(u).arg(self.f32s(x, "linear_swiglu")?);
-        let null = 0u64;
-        match norm_bits {
-            Some(bits) => b.arg(bits),
-            None => b.arg(&null),
-        };
-        b.arg(&eps).arg(&mut y).arg(&ki).arg(&ni);
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&format!("gemv_swiglu_bf16_k8_m{m}")));
+        b.input(g).input(u).input(self.f32s(x, "linear_swiglu")?).optional(norm_bits);
+        b.float(eps).output(&mut y).int(ki).int(ni);
         // SAFETY: as the decode product in `matmul_nt`, for two weights of the same shape; the norm
         // weight, when given, holds k bf16 values (a null pointer otherwise).
-        unsafe { b.launch(gemv_config(n, GEMV_SWIGLU_THREADS)) }.map_err(gpu)?;
+        unsafe { b.launch(gemv_config(n, GEMV_SWIGLU_THREADS), self.overlap) }?;
         self.wrap(&[m, n], y)
     }
 
@@ -929,20 +932,15 @@ impl Backend for CudaBackend {
         let (mut y0, mut y1, mut y2) =
             (self.alloc(&lane, m * n0)?, self.alloc(&lane, m * n1)?, self.alloc(&lane, m * n2)?);
         let (ki, n0i, n1i, n2i, eps) = (k as i32, n0 as i32, n1 as i32, n2 as i32, norm.map_or(0.0, |n| n.eps));
-        let mut b = lane.stream.launch_builder(self.kernels.get(&format!("gemv_group3_bf16_k8_m{m}")));
-        b.arg(w0).arg(w1).arg(w2).arg(&mut y0).arg(&mut y1).arg(&mut y2).arg(self.f32s(x, "linear3")?);
-        let null = 0u64;
-        match norm_bits {
-            Some(bits) => b.arg(bits),
-            None => b.arg(&null),
-        };
-        b.arg(&eps).arg(&ki).arg(&n0i).arg(&n1i).arg(&n2i);
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&format!("gemv_group3_bf16_k8_m{m}")));
+        b.input(w0).input(w1).input(w2).output(&mut y0).output(&mut y1).output(&mut y2);
+        b.input(self.f32s(x, "linear3")?).optional(norm_bits).float(eps).int(ki).int(n0i).int(n1i).int(n2i);
         let blocks = n0.div_ceil(4) + n1.div_ceil(4) + n2.div_ceil(4);
         let cfg =
             LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (GEMV_THREADS, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: three decode products of one input; the grid is their row groups back to back; the
         // norm weight, when given, holds k bf16 values (a null pointer otherwise).
-        unsafe { b.launch(cfg) }.map_err(gpu)?;
+        unsafe { b.launch(cfg, self.overlap) }?;
         Ok([self.wrap(&[m, n0], y0)?, self.wrap(&[m, n1], y1)?, self.wrap(&[m, n2], y2)?])
     }
 
@@ -1025,25 +1023,25 @@ impl Backend for CudaBackend {
         } else {
             "qk_norm_rope_append128_bf16"
         };
-        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
-        b.arg(q).arg(k).arg(v);
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(kernel));
+        b.input(q).input(k).input(v);
         for norm in [norms.0, norms.1] {
             match norm {
-                Storage::Cuda(CudaStorage::F32(s)) => b.arg(s),
-                Storage::Cuda(CudaStorage::BF16(s)) => b.arg(s),
+                Storage::Cuda(CudaStorage::F32(s)) => b.input(s),
+                Storage::Cuda(CudaStorage::BF16(s)) => b.input(s),
                 Storage::Cpu(_) => unreachable!("checked above"),
             };
         }
-        let ints = [q_rows, heads, kv_heads].map(|x| x as i32);
-        let (first, n32, cap32, row32) = (r.first_position as i32, n as i32, capacity as i32, slot.row as i32);
-        b.arg(&mut q_out).arg(keys).arg(values).arg(&ints[0]).arg(&ints[1]).arg(&ints[2]);
-        b.arg(&inputs.eps).arg(&r.theta).arg(&first).arg(&n32).arg(&cap32).arg(&row32);
+        b.output(&mut q_out).output(keys).output(values).int(q_rows as i32).int(heads as i32).int(kv_heads as i32);
+        b.float(inputs.eps).float(r.theta).int(r.first_position as i32).int(n as i32).int(capacity as i32);
+        b.int(slot.row as i32);
         let warps = q_rows * (heads + kv_heads);
         let cfg =
             LaunchConfig { grid_dim: (warps.div_ceil(8) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: one warp per (row, head) of 128 floats in q, k and v; the cache rows written lie
-        // inside both caches (checked above), and q_out holds as many floats as q.
-        unsafe { b.launch(cfg) }.map_err(gpu)?;
+        // inside both caches (checked above), and q_out holds as many floats as q; the kernel waits
+        // before it touches any of them.
+        unsafe { b.launch(cfg, self.overlap) }?;
         self.wrap(inputs.q.shape(), q_out)
     }
 

@@ -17,12 +17,9 @@ struct Conv {
 }
 
 impl Conv {
-    /// A weight-normed convolution, its folded weight in the form the precision policy
-    /// multiplies it in.
     fn weight_normed(vb: &VarBuilder, shape: &[usize], name: &str) -> Result<Self> {
         let p = vb.pp(name);
-        let weight = vb.device().product_weight(p.get_weight_norm(shape, "weight")?)?;
-        Ok(Conv { weight, bias: p.get(&[shape[0]], "bias")? })
+        Ok(Conv { weight: p.get_weight_norm(shape, "weight")?, bias: p.get(&[shape[0]], "bias")? })
     }
 }
 
@@ -82,7 +79,7 @@ impl Vocoder {
             let conv_t = {
                 let c = p.pp("conv_t1");
                 Conv {
-                    weight: vb.device().product_weight(c.get_weight_norm(&[c_in, c_out, 2 * stride], "weight")?)?,
+                    weight: c.get_weight_norm(&[c_in, c_out, 2 * stride], "weight")?,
                     bias: c.get(&[c_out], "bias")?,
                 }
             };
@@ -92,9 +89,7 @@ impl Vocoder {
         Ok(Vocoder {
             cfg: cfg.clone(),
             dec_in_proj: Conv {
-                weight: vb.device().product_weight(
-                    vb.get(&[cfg.decoder_input_dim, cfg.latent_channels / 2, 1], "dec_in_proj.weight")?,
-                )?,
+                weight: vb.get(&[cfg.decoder_input_dim, cfg.latent_channels / 2, 1], "dec_in_proj.weight")?,
                 bias: vb.get(&[cfg.decoder_input_dim], "dec_in_proj.bias")?,
             },
             conv_in: Conv::weight_normed(vb, &[hidden, cfg.decoder_input_dim, 7], "conv_in")?,
