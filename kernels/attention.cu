@@ -81,28 +81,39 @@ extern "C" __global__ void attention_f32(const float* q, const float* k, const f
 // Tiled flash attention for head dim 64 (the DiT's): a block holds 64 queries, streams the keys
 // and values in tiles of 32 through shared memory, and keeps each row's running max and sum in
 // registers. Thread (ty, tx) owns rows 4ty..4ty+3: scores of keys 4tx..4tx+3 of the tile and
-// output dims 8tx..8tx+7; the 8 threads of a row group reduce with shuffles.
+// output dims 4tx..4tx+3 and 32+4tx..32+4tx+3; the 8 threads of a row group reduce with shuffles.
+// Queries, keys and probabilities sit transposed in shared memory (dim-major, rows padded to keep
+// float4 alignment), so each step of the dot products reads a float4 of 4 queries and one of
+// 4 keys for 16 multiply-adds: the arithmetic, not shared memory, sets the pace.
 // grid (ceil(q_len / 64), heads, batch), block 128.
 
 #define TQ 64
 #define TK 32
 #define TD 64
+#define QPAD (TQ + 4)
+#define KPAD (TK + 4)
 
-extern "C" __global__ void attention_tiled_d64(const float* __restrict__ q, const float* __restrict__ k,
-                                               const float* __restrict__ v, float* __restrict__ out, int q_len,
-                                               int kv_len, int kv_cap, int heads, int kv_heads, int causal,
-                                               float scale) {
-    __shared__ float qs[TQ][TD + 1];
-    __shared__ float ks[TK][TD + 1];
-    __shared__ float vs[TK][TD];
-    __shared__ float ps[TQ][TK + 1];
+extern "C" __global__ void __launch_bounds__(128)
+    attention_tiled_d64(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+                        float* __restrict__ out, int q_len, int kv_len, int kv_cap, int heads, int kv_heads,
+                        int causal, float scale) {
+    __shared__ __align__(16) float qt[TD][QPAD];
+    __shared__ __align__(16) float kt[TD][KPAD];
+    __shared__ __align__(16) float vs[TK][TD];
+    __shared__ __align__(16) float pt[TK][QPAD];
     int tid = threadIdx.x, tx = tid & 7, ty = tid >> 3;
     int h = blockIdx.y, b = blockIdx.z, kvh = h / (heads / kv_heads);
     int q0 = blockIdx.x * TQ;
     long q_width = (long)heads * TD, kv_width = (long)kv_heads * TD;
-    for (int i = tid; i < TQ * TD; i += blockDim.x) {
-        int r = i / TD, d = i % TD, qi = q0 + r;
-        qs[r][d] = qi < q_len ? q[((long)b * q_len + qi) * q_width + h * TD + d] * scale : 0.0f;
+    // Thread i loads float4 chunks i, i + 128, ...: chunk c is row c / 16, dims 4 (c % 16)..+3.
+    for (int c = tid; c < TQ * TD / 4; c += blockDim.x) {
+        int r = c >> 4, d = 4 * (c & 15), qi = q0 + r;
+        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (qi < q_len) x = *(const float4*)(q + ((long)b * q_len + qi) * q_width + h * TD + d);
+        qt[d][r] = x.x * scale;
+        qt[d + 1][r] = x.y * scale;
+        qt[d + 2][r] = x.z * scale;
+        qt[d + 3][r] = x.w * scale;
     }
     float m[4], l[4], o[4][8];
     for (int i = 0; i < 4; i++) {
@@ -113,23 +124,32 @@ extern "C" __global__ void attention_tiled_d64(const float* __restrict__ q, cons
     int kv_end = causal ? min(kv_len, kv_len - q_len + q0 + TQ) : kv_len;
     for (int k0 = 0; k0 < kv_end; k0 += TK) {
         __syncthreads();
-        for (int i = tid; i < TK * TD; i += blockDim.x) {
-            int j = i / TD, d = i % TD, kj = k0 + j;
+        for (int c = tid; c < TK * TD / 4; c += blockDim.x) {
+            int j = c >> 4, d = 4 * (c & 15), kj = k0 + j;
             long src = ((long)b * kv_cap + kj) * kv_width + kvh * TD + d;
-            bool ok = kj < kv_len;
-            ks[j][d] = ok ? k[src] : 0.0f;
-            vs[j][d] = ok ? v[src] : 0.0f;
+            float4 kk = make_float4(0.f, 0.f, 0.f, 0.f), vv = kk;
+            if (kj < kv_len) {
+                kk = *(const float4*)(k + src);
+                vv = *(const float4*)(v + src);
+            }
+            kt[d][j] = kk.x;
+            kt[d + 1][j] = kk.y;
+            kt[d + 2][j] = kk.z;
+            kt[d + 3][j] = kk.w;
+            *(float4*)&vs[j][d] = vv;
         }
         __syncthreads();
         float s[4][4];
         for (int i = 0; i < 4; i++)
             for (int j = 0; j < 4; j++) s[i][j] = 0.0f;
+#pragma unroll 8
         for (int d = 0; d < TD; d++) {
-            float a[4], bk[4];
-            for (int i = 0; i < 4; i++) a[i] = qs[4 * ty + i][d];
-            for (int j = 0; j < 4; j++) bk[j] = ks[4 * tx + j][d];
+            float4 a = *(const float4*)&qt[d][4 * ty], bk = *(const float4*)&kt[d][4 * tx];
+            float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {bk.x, bk.y, bk.z, bk.w};
+#pragma unroll
             for (int i = 0; i < 4; i++)
-                for (int j = 0; j < 4; j++) s[i][j] += a[i] * bk[j];
+#pragma unroll
+                for (int j = 0; j < 4; j++) s[i][j] += av[i] * bv[j];
         }
         for (int i = 0; i < 4; i++) {
             int qi = q0 + 4 * ty + i;
@@ -146,7 +166,7 @@ extern "C" __global__ void attention_tiled_d64(const float* __restrict__ q, cons
             float row_sum = 0.0f;
             for (int j = 0; j < 4; j++) {
                 float p = m_new == -INFINITY ? 0.0f : expf(s[i][j] - m_new);
-                ps[4 * ty + i][4 * tx + j] = p;
+                pt[4 * tx + j][4 * ty + i] = p;
                 row_sum += p;
             }
             for (int off = 1; off < 8; off <<= 1) row_sum += __shfl_xor_sync(0xffffffffu, row_sum, off);
@@ -155,20 +175,24 @@ extern "C" __global__ void attention_tiled_d64(const float* __restrict__ q, cons
             m[i] = m_new;
         }
         __syncthreads();
+#pragma unroll 4
         for (int j = 0; j < TK; j++) {
-            float vv[8];
-            for (int c = 0; c < 8; c++) vv[c] = vs[j][8 * tx + c];
-            for (int i = 0; i < 4; i++) {
-                float p = ps[4 * ty + i][j];
-                for (int c = 0; c < 8; c++) o[i][c] += p * vv[c];
-            }
+            float4 lo = *(const float4*)&vs[j][4 * tx], hi = *(const float4*)&vs[j][32 + 4 * tx];
+            float4 p4 = *(const float4*)&pt[j][4 * ty];
+            float vv[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w}, p[4] = {p4.x, p4.y, p4.z, p4.w};
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int c = 0; c < 8; c++) o[i][c] += p[i] * vv[c];
         }
     }
     for (int i = 0; i < 4; i++) {
         int qi = q0 + 4 * ty + i;
         if (qi < q_len) {
             float inv = 1.0f / l[i];
-            for (int c = 0; c < 8; c++) out[((long)b * q_len + qi) * q_width + h * TD + 8 * tx + c] = o[i][c] * inv;
+            float* row = out + ((long)b * q_len + qi) * q_width + h * TD;
+            *(float4*)(row + 4 * tx) = make_float4(o[i][0] * inv, o[i][1] * inv, o[i][2] * inv, o[i][3] * inv);
+            *(float4*)(row + 32 + 4 * tx) = make_float4(o[i][4] * inv, o[i][5] * inv, o[i][6] * inv, o[i][7] * inv);
         }
     }
 }

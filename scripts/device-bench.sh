@@ -1,9 +1,9 @@
 #!/bin/bash
 # Runs on the GPU machine over what scripts/device-pack.sh packed into .device/: the CUDA tests
 # (ops, parity, pipeline), the stage benchmarks of this binary and of songloom-prev when packed,
-# the stages again under each of PRECISIONS (e.g. "tf32 bf16"), ncu of one decode step and one depth
-# frame (PROFILE_STAGES), a 60 s song under each of SONGS (e.g. "tf32 bf16 reference"). Everything
-# goes under $OUT; the summary is printed last.
+# the stages again under each of PRECISIONS (e.g. "tf32 bf16"), ncu of one decode step, depth frame
+# or DiT forward (PROFILE_STAGES="decode depth dit", under PROFILE_PRECISION), a 60 s song under
+# each of SONGS (e.g. "tf32 bf16 reference"). Everything goes under $OUT; the summary is printed last.
 export LD_LIBRARY_PATH=$PWD/.device/lib:$LD_LIBRARY_PATH
 export SONGLOOM_FIXTURES=$PWD/tests/fixtures
 mkdir -p /tmp/b
@@ -17,7 +17,7 @@ done
 /tmp/b/songloom bench --device cuda --what stages > $OUT/stages-new.txt 2>&1
 for p in $PRECISIONS; do /tmp/b/songloom bench --device cuda --what stages --precision $p > $OUT/stages-$p.txt 2>&1; done
 for stage in ${PROFILE_STAGES:-decode depth}; do
-  SONGLOOM_PROFILE=$stage timeout 200 ncu --clock-control none --profile-from-start off --metrics gpu__time_duration.sum --csv /tmp/b/songloom bench --device cuda --what stages > $OUT/ncu-$stage.csv 2> $OUT/ncu-$stage.err
+  SONGLOOM_PROFILE=$stage timeout 200 ncu --clock-control none --profile-from-start off --metrics gpu__time_duration.sum --csv /tmp/b/songloom bench --device cuda --what stages --precision ${PROFILE_PRECISION:-reference} > $OUT/ncu-$stage.csv 2> $OUT/ncu-$stage.err
 done
 for p in $SONGS; do /tmp/b/songloom bench --device cuda --what song --duration 60 --precision $p > $OUT/song-$p.txt 2>&1; done
 grep -h "cuda tf32\|cuda bf16" $OUT/test-parity.log >> $OUT/summary.txt

@@ -266,6 +266,10 @@ fn stages(device: Device, repeat: usize) -> Result<()> {
         dit.forward(device, &latents, 0.5, &zeros)?;
         Ok(())
     })?;
+    profiled(device, "dit", || {
+        dit.forward(device, &latents, 0.5, &condition)?;
+        Ok(())
+    })?;
     let flops = 2.0 * dit_flops(690.0);
     println!(
         "DiT forward pair at seq 690 (CFG): {:.2} ms, {:.1} TFLOP/s ({:.2} TFLOP)",

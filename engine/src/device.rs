@@ -159,6 +159,12 @@ pub trait Backend: Send + Sync {
     fn linear_swiglu(&self, x: &Tensor, norm: Option<RmsNorm>, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
         composed::linear_swiglu(self, x, norm, gate, up)
     }
+    /// The DiT's gated feed-forward input: `h = x @ w^T + bias` over `2f` columns, then
+    /// `silu(h[:, f..]) * h[:, ..f]` (the value half first, the gate second), `[rows, f]`.
+    /// Backends may fuse the bias and the gate into one pass.
+    fn linear_glu(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        composed::linear_glu(self, x, w, bias)
+    }
     /// `h @ w^T` for each of three weights of the same input width (attention's q, k and v), with
     /// `h` the input after `norm` (or the input itself). Backends may fuse it.
     fn linear3(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
@@ -311,6 +317,12 @@ pub mod composed {
 
     pub fn linear_add<B: Backend + ?Sized>(b: &B, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
         b.add(residual, &b.linear(x, w, None)?)
+    }
+
+    pub fn linear_glu<B: Backend + ?Sized>(b: &B, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        let both = b.linear(x, w, bias)?;
+        let f = both.shape().get(1).copied().unwrap_or(0) / 2;
+        b.silu_mul(&b.slice_cols(&both, f, 2 * f)?, &b.slice_cols(&both, 0, f)?)
     }
 
     /// `x` after `norm`, or `x` itself.

@@ -327,6 +327,24 @@ fn shape_errors_are_errors(device: &Device) {
 fn fused_cases(device: &Device) {
     let cpu = Device::Cpu(Default::default());
     let on = |d: &Device, x: &Tensor| d.upload(x.clone()).unwrap();
+    // The DiT's GLU: f32 weights, a bias, f a multiple of 4 (fused on a GPU) and not (composed);
+    // the fused kernel does the composition's arithmetic, so it matches it on the same device
+    // exactly.
+    for (m, k, two_f) in [(7, 24, 32), (3, 16, 10), (690, 64, 64)] {
+        let (x, w, bias) = (on(device, &t(&[m, k], 40)), on(device, &t(&[two_f, k], 41)), on(device, &t(&[two_f], 42)));
+        let got = device.linear_glu(&x, &w, Some(&bias)).unwrap();
+        let composed = songloom_engine::device::composed::linear_glu(&**device, &x, &w, Some(&bias)).unwrap();
+        assert_eq!(got.shape(), [m, two_f / 2]);
+        assert!(same_bits(&got.to_f32_vec(), &composed.to_f32_vec()), "linear_glu {m}x{k}x{two_f}");
+        let (xs, ws, bs) = (x.to_f32_vec(), w.to_f32_vec(), bias.to_f32_vec());
+        let h = |r: usize, c: usize| bs[c] + (0..k).map(|i| xs[r * k + i] * ws[c * k + i]).sum::<f32>();
+        let f = two_f / 2;
+        let want: Vec<f32> = (0..m * f)
+            .map(|i| (i / f, i % f))
+            .map(|(r, c)| h(r, f + c) / (1.0 + (-h(r, f + c)).exp()) * h(r, c))
+            .collect();
+        assert_close(&format!("linear_glu {m}x{k}x{two_f}"), &got.to_f32_vec(), &want, 1e-4);
+    }
     let bf16 = |shape: &[usize], seed: u64| cpu.cast(&t(shape, seed), DType::BF16).unwrap();
     for (m, k, n) in [(1, 64, 33), (2, 256, 130), (8, 128, 4), (10, 64, 9)] {
         let (x, residual) = (t(&[m, k], 20), t(&[m, n], 21));

@@ -43,6 +43,7 @@ pub const SOURCES: &[(&str, &str, &[&str])] = &[
             "f32_to_bf16_kernel",
             "bf16_to_f32_kernel",
             "add_bias_f32",
+            "bias_glu_f32",
             "add_bias_bf16",
             "embedding_f32",
             "embedding_bf16",

@@ -703,6 +703,29 @@ impl Backend for CudaBackend {
         self.wrap(&[m, n], y)
     }
 
+    fn linear_glu(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        let (m, k, n) = shapes::linear(x, w, bias)?;
+        let f = n / 2;
+        let bias = match bias.map(|b| b.storage()) {
+            Some(Storage::Cuda(CudaStorage::F32(b))) if n.is_multiple_of(8) && m <= 65535 => b,
+            _ => return composed::linear_glu(self, x, w, bias),
+        };
+        let lane = self.lane()?;
+        let y = self.matmul_nt(&lane, self.f32s(x, "linear_glu")?, m, k, self.storage(w, "linear_glu")?, n)?;
+        let mut out = self.alloc(&lane, m * f)?;
+        let cfg = LaunchConfig {
+            grid_dim: ((f / 4).div_ceil(BLOCK as usize) as u32, m as u32, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let half = f as i32;
+        let mut b = lane.stream.launch_builder(self.kernels.get("bias_glu_f32"));
+        b.arg(&y).arg(bias).arg(&mut out).arg(&half);
+        // SAFETY: y is [m, 2f] and bias [2f] with f a multiple of 4 (16-byte rows); out is [m, f].
+        unsafe { b.launch(cfg) }.map_err(gpu)?;
+        self.wrap(&[m, f], out)
+    }
+
     fn embedding(&self, table: &Tensor, ids: &[u32]) -> Result<Tensor> {
         let (vocab, dim) = table.dims2("embedding")?;
         if let Some(&bad) = ids.iter().find(|&&id| id as usize >= vocab) {

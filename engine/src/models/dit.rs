@@ -144,7 +144,6 @@ impl Dit {
             head_dim: cfg.attention_head_dim,
             causal: false,
         };
-        let ff = cfg.ff_inner_dim;
         for b in &self.blocks {
             let n = device.layer_norm(&x, &b.norm1_w, &b.norm1_b, LAYER_NORM_EPS)?;
             let q = device.rope(&device.linear(&n, &b.q, None)?, rotary)?;
@@ -153,9 +152,7 @@ impl Dit {
             let attn = device.attention(&q, &k, &v, shape)?;
             x = device.add(&x, &device.linear(&attn, &b.out, None)?)?;
             let n = device.layer_norm(&x, &b.norm2_w, &b.norm2_b, LAYER_NORM_EPS)?;
-            let both = device.linear(&n, &b.ff_in, Some(&b.ff_in_b))?;
-            let (value, gate) = (device.slice_cols(&both, 0, ff)?, device.slice_cols(&both, ff, 2 * ff)?);
-            let glu = device.silu_mul(&gate, &value)?;
+            let glu = device.linear_glu(&n, &b.ff_in, Some(&b.ff_in_b))?;
             x = device.add(&x, &device.linear(&glu, &b.ff_out, Some(&b.ff_out_b))?)?;
         }
         let y = device.linear(&device.slice_rows(&x, 1, seq)?, &self.proj_out, None)?;
