@@ -197,6 +197,146 @@ extern "C" __global__ void __launch_bounds__(128)
     }
 }
 
+// The same attention on the tensor cores, for the fast precision policies (TF32 and bf16 DiT): the
+// scores and the probability-weighted values are TF32 products (inputs rounded to a 10-bit
+// mantissa, f32 accumulation), the softmax stays f32. A warp owns 16 query rows; mma.m16n8k8
+// fragments (PTX ISA "Matrix Fragments for mma.m16n8k8" with .tf32): lane = 4g + t holds rows g
+// and g + 8, A columns t and t + 4, B row (k) t and t + 4 of column (n) g, and C columns 2t, 2t + 1.
+// The probabilities go through shared memory to change from the C layout to the A layout. Strides
+// pad the tiles so every fragment load hits 32 different banks.
+// grid (ceil(q_len / 64), heads, batch), block 128.
+
+#define MQ 64
+#define MK 32
+#define MKS 68
+#define MVS 72
+#define MPS 36
+
+__device__ __forceinline__ unsigned to_tf32(float x) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+
+// c += a . b for a 16x8 A, an 8x8 B and a 16x8 f32 C.
+__device__ __forceinline__ void mma_tf32(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+    attention_mma_d64(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+                      float* __restrict__ out, int q_len, int kv_len, int kv_cap, int heads, int kv_heads,
+                      int causal, float scale) {
+    __shared__ __align__(16) unsigned ks[MK][MKS];
+    __shared__ __align__(16) unsigned vs[MK][MVS];
+    __shared__ unsigned ps[4][16][MPS];
+    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    int h = blockIdx.y, b = blockIdx.z, kvh = h / (heads / kv_heads);
+    int q0 = blockIdx.x * MQ + 16 * warp;
+    long q_width = (long)heads * TD, kv_width = (long)kv_heads * TD;
+    // A fragments of this warp's 16 scaled queries: qa[kk] covers dims 8kk..8kk+7.
+    unsigned qa[8][4];
+#pragma unroll
+    for (int kk = 0; kk < 8; kk++)
+#pragma unroll
+        for (int f = 0; f < 4; f++) {
+            int qi = q0 + g + 8 * (f & 1), d = 8 * kk + t + 4 * (f >> 1);
+            float x = qi < q_len ? q[((long)b * q_len + qi) * q_width + h * TD + d] * scale : 0.0f;
+            qa[kk][f] = to_tf32(x);
+        }
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, o[8][4];
+#pragma unroll
+    for (int nd = 0; nd < 8; nd++)
+#pragma unroll
+        for (int f = 0; f < 4; f++) o[nd][f] = 0.0f;
+    int kv_end = causal ? min(kv_len, kv_len - q_len + blockIdx.x * MQ + MQ) : kv_len;
+    for (int k0 = 0; k0 < kv_end; k0 += MK) {
+        __syncthreads();
+        for (int c = tid; c < MK * TD / 4; c += blockDim.x) {
+            int j = c >> 4, d = 4 * (c & 15), kj = k0 + j;
+            long src = ((long)b * kv_cap + kj) * kv_width + kvh * TD + d;
+            float4 kk = make_float4(0.f, 0.f, 0.f, 0.f), vv = kk;
+            if (kj < kv_len) {
+                kk = *(const float4*)(k + src);
+                vv = *(const float4*)(v + src);
+            }
+            *(uint4*)&ks[j][d] = make_uint4(to_tf32(kk.x), to_tf32(kk.y), to_tf32(kk.z), to_tf32(kk.w));
+            *(uint4*)&vs[j][d] = make_uint4(to_tf32(vv.x), to_tf32(vv.y), to_tf32(vv.z), to_tf32(vv.w));
+        }
+        __syncthreads();
+        // Scores of keys 8nt..8nt+7 of the tile.
+        float s[4][4];
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++) {
+#pragma unroll
+            for (int f = 0; f < 4; f++) s[nt][f] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < 8; kk++) mma_tf32(s[nt], qa[kk], ks[8 * nt + g][8 * kk + t], ks[8 * nt + g][8 * kk + t + 4]);
+        }
+        // Rows g (r = 0: s[.][0..1]) and g + 8 (r = 1: s[.][2..3]); the 4 lanes of a row reduce.
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            int qi = q0 + g + 8 * r;
+            float row_max = -INFINITY;
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    int kj = k0 + 8 * nt + 2 * t + e;
+                    bool visible = kj < kv_len && (!causal || kj <= kv_len - q_len + qi);
+                    if (!visible) s[nt][2 * r + e] = -INFINITY;
+                    row_max = fmaxf(row_max, s[nt][2 * r + e]);
+                }
+            row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
+            row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 2));
+            float m_new = fmaxf(m[r], row_max);
+            float correction = m_new == -INFINITY ? 1.0f : expf(m[r] - m_new);
+            float row_sum = 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    float p = m_new == -INFINITY ? 0.0f : expf(s[nt][2 * r + e] - m_new);
+                    ps[warp][g + 8 * r][8 * nt + 2 * t + e] = to_tf32(p);
+                    row_sum += p;
+                }
+            row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
+            row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 2);
+            l[r] = l[r] * correction + row_sum;
+#pragma unroll
+            for (int nd = 0; nd < 8; nd++) {
+                o[nd][2 * r] *= correction;
+                o[nd][2 * r + 1] *= correction;
+            }
+            m[r] = m_new;
+        }
+        __syncwarp();
+#pragma unroll
+        for (int kt = 0; kt < MK / 8; kt++) {
+            unsigned pa[4] = {ps[warp][g][8 * kt + t], ps[warp][g + 8][8 * kt + t], ps[warp][g][8 * kt + t + 4],
+                              ps[warp][g + 8][8 * kt + t + 4]};
+#pragma unroll
+            for (int nd = 0; nd < 8; nd++) mma_tf32(o[nd], pa, vs[8 * kt + t][8 * nd + g], vs[8 * kt + t + 4][8 * nd + g]);
+        }
+        __syncwarp();
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int qi = q0 + g + 8 * r;
+        if (qi < q_len) {
+            float inv = 1.0f / l[r];
+            float* row = out + ((long)b * q_len + qi) * q_width + h * TD;
+#pragma unroll
+            for (int nd = 0; nd < 8; nd++)
+                *(float2*)(row + 8 * nd + 2 * t) = make_float2(o[nd][2 * r] * inv, o[nd][2 * r + 1] * inv);
+        }
+    }
+}
+
 // Single-query attention over a KV cache (the AR decode step), split over the keys so the whole
 // GPU works on it, and grouped so each key/value row is read once for the G query heads that share
 // it (GQA; G is a template argument, 1, 2, 4 or 8, so the per-head state stays in registers).

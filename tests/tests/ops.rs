@@ -144,6 +144,11 @@ fn conv_cases(device: &Device) {
 }
 
 fn attention_cases(device: &Device) {
+    attention_cases_within(device, 1e-5);
+}
+
+/// The cases of [`attention_cases`] against the naive softmax within `tol`.
+fn attention_cases_within(device: &Device, tol: f32) {
     let t = |shape: &[usize], seed: u64| device.upload(t(shape, seed)).unwrap();
     // On a GPU: head dim 8 with several queries takes the one-warp-per-query kernel, head dim 64
     // with 64+ queries the tiled one, and a single query (a decode step) the split-key kernel,
@@ -206,7 +211,7 @@ fn attention_cases(device: &Device) {
             &format!("attention d{d} q{q_len} kv{kv_len} causal={causal} heads {heads}/{kv_heads}"),
             &got,
             &want,
-            1e-5,
+            tol,
         );
     }
 }
@@ -568,4 +573,14 @@ fn fused_ops_match_their_compositions() {
 #[test]
 fn shortlists_keep_the_draws_exact() {
     backends().iter().for_each(shortlist_cases);
+}
+
+/// The fast policies' attention at head dim 64 (the DiT's) runs on the tensor cores in TF32: inputs
+/// rounded to a 10-bit mantissa, about 5e-4 relative, summed over 64 dims and the keys.
+#[test]
+fn fast_precision_attention_matches_naive_softmax() {
+    match Device::cuda(songloom_engine::device::F32Math::Tf32) {
+        Ok(device) => attention_cases_within(&device, 4e-3),
+        Err(e) => println!("tf32 attention skipped: {e}"),
+    }
 }

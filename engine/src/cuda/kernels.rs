@@ -83,6 +83,7 @@ pub const SOURCES: &[(&str, &str, &[&str])] = &[
         &[
             "attention_f32",
             "attention_tiled_d64",
+            "attention_mma_d64",
             "attention_decode_g1",
             "attention_decode_g2",
             "attention_decode_g4",

@@ -183,6 +183,8 @@ pub struct CudaBackend {
     math: F32Math,
     /// Whether the decode-step kernels launch overlapped (programmatic dependent launch, sm_90+).
     overlap: bool,
+    /// Whether the GPU has TF32 tensor cores (sm_80+), which the fast policies' attention uses.
+    tf32_mma: bool,
 }
 
 const BLOCK: u32 = 256;
@@ -261,8 +263,8 @@ impl CudaBackend {
         let (free, total) = ctx.mem_get_info().map_err(gpu)?;
         let description =
             format!("{name}, {arch}, {:.1} of {:.1} GiB free", free as f64 / 1e9 * 0.931, total as f64 / 1e9 * 0.931);
-        let overlap = major >= 9;
-        Ok(CudaBackend { ctx, kernels, lanes: Mutex::new(HashMap::new()), description, math, overlap })
+        let (overlap, tf32_mma) = (major >= 9, major >= 8);
+        Ok(CudaBackend { ctx, kernels, lanes: Mutex::new(HashMap::new()), description, math, overlap, tf32_mma })
     }
 
     pub fn description(&self) -> &str {
@@ -857,7 +859,10 @@ impl Backend for CudaBackend {
                 block_dim: (128, 1, 1),
                 shared_mem_bytes: 0,
             };
-            let mut b = lane.stream.launch_builder(self.kernels.get("attention_tiled_d64"));
+            // The fast policies take the scores and weighted values on the tensor cores (TF32).
+            let kernel =
+                if self.math != F32Math::Exact && self.tf32_mma { "attention_mma_d64" } else { "attention_tiled_d64" };
+            let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
             b.arg(self.f32s(q, "attention")?)
                 .arg(self.f32s(k, "attention")?)
                 .arg(self.f32s(v, "attention")?)
