@@ -93,6 +93,27 @@ extern "C" __global__ void attention_f32(const float* q, const float* k, const f
 #define QPAD (TQ + 4)
 #define KPAD (TK + 4)
 
+// One thread's share of a key/value tile of TILE_KEYS rows of head dim 64, in float4 chunks: chunk
+// c = threadIdx.x + 128 i is row c / 16, dims 4 (c % 16)..+3. Loaded into registers a tile ahead,
+// so the global reads of the next tile are in flight while the current one is multiplied.
+#define TILE_KEYS 32
+#define TILE_CHUNKS (TILE_KEYS * 16 / 128)
+
+__device__ __forceinline__ void load_kv_tile(const float* __restrict__ k, const float* __restrict__ v, float4* kk,
+                                             float4* vv, int b, int k0, int kv_len, int kv_cap, long kv_width,
+                                             int kvh) {
+#pragma unroll
+    for (int i = 0; i < TILE_CHUNKS; i++) {
+        int c = threadIdx.x + 128 * i, j = c >> 4, d = 4 * (c & 15), kj = k0 + j;
+        kk[i] = vv[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (kj < kv_len) {
+            long src = ((long)b * kv_cap + kj) * kv_width + kvh * 64 + d;
+            kk[i] = *(const float4*)(k + src);
+            vv[i] = *(const float4*)(v + src);
+        }
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(128)
     attention_tiled_d64(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
                         float* __restrict__ out, int q_len, int kv_len, int kv_cap, int heads, int kv_heads,
@@ -122,23 +143,21 @@ extern "C" __global__ void __launch_bounds__(128)
         for (int c = 0; c < 8; c++) o[i][c] = 0.0f;
     }
     int kv_end = causal ? min(kv_len, kv_len - q_len + q0 + TQ) : kv_len;
+    float4 next_k[TILE_CHUNKS], next_v[TILE_CHUNKS];
+    load_kv_tile(k, v, next_k, next_v, b, 0, kv_len, kv_cap, kv_width, kvh);
     for (int k0 = 0; k0 < kv_end; k0 += TK) {
         __syncthreads();
-        for (int c = tid; c < TK * TD / 4; c += blockDim.x) {
-            int j = c >> 4, d = 4 * (c & 15), kj = k0 + j;
-            long src = ((long)b * kv_cap + kj) * kv_width + kvh * TD + d;
-            float4 kk = make_float4(0.f, 0.f, 0.f, 0.f), vv = kk;
-            if (kj < kv_len) {
-                kk = *(const float4*)(k + src);
-                vv = *(const float4*)(v + src);
-            }
-            kt[d][j] = kk.x;
-            kt[d + 1][j] = kk.y;
-            kt[d + 2][j] = kk.z;
-            kt[d + 3][j] = kk.w;
-            *(float4*)&vs[j][d] = vv;
+#pragma unroll
+        for (int i = 0; i < TILE_CHUNKS; i++) {
+            int c = tid + 128 * i, j = c >> 4, d = 4 * (c & 15);
+            kt[d][j] = next_k[i].x;
+            kt[d + 1][j] = next_k[i].y;
+            kt[d + 2][j] = next_k[i].z;
+            kt[d + 3][j] = next_k[i].w;
+            *(float4*)&vs[j][d] = next_v[i];
         }
         __syncthreads();
+        if (k0 + TK < kv_end) load_kv_tile(k, v, next_k, next_v, b, k0 + TK, kv_len, kv_cap, kv_width, kvh);
         float s[4][4];
         for (int i = 0; i < 4; i++)
             for (int j = 0; j < 4; j++) s[i][j] = 0.0f;
@@ -254,20 +273,19 @@ extern "C" __global__ void __launch_bounds__(128)
 #pragma unroll
         for (int f = 0; f < 4; f++) o[nd][f] = 0.0f;
     int kv_end = causal ? min(kv_len, kv_len - q_len + blockIdx.x * MQ + MQ) : kv_len;
+    float4 next_k[TILE_CHUNKS], next_v[TILE_CHUNKS];
+    load_kv_tile(k, v, next_k, next_v, b, 0, kv_len, kv_cap, kv_width, kvh);
     for (int k0 = 0; k0 < kv_end; k0 += MK) {
         __syncthreads();
-        for (int c = tid; c < MK * TD / 4; c += blockDim.x) {
-            int j = c >> 4, d = 4 * (c & 15), kj = k0 + j;
-            long src = ((long)b * kv_cap + kj) * kv_width + kvh * TD + d;
-            float4 kk = make_float4(0.f, 0.f, 0.f, 0.f), vv = kk;
-            if (kj < kv_len) {
-                kk = *(const float4*)(k + src);
-                vv = *(const float4*)(v + src);
-            }
+#pragma unroll
+        for (int i = 0; i < TILE_CHUNKS; i++) {
+            int c = tid + 128 * i, j = c >> 4, d = 4 * (c & 15);
+            float4 kk = next_k[i], vv = next_v[i];
             *(uint4*)&ks[j][d] = make_uint4(to_tf32(kk.x), to_tf32(kk.y), to_tf32(kk.z), to_tf32(kk.w));
             *(uint4*)&vs[j][d] = make_uint4(to_tf32(vv.x), to_tf32(vv.y), to_tf32(vv.z), to_tf32(vv.w));
         }
         __syncthreads();
+        if (k0 + MK < kv_end) load_kv_tile(k, v, next_k, next_v, b, k0 + MK, kv_len, kv_cap, kv_width, kvh);
         // Scores of keys 8nt..8nt+7 of the tile.
         float s[4][4];
 #pragma unroll

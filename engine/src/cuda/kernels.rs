@@ -41,6 +41,7 @@ pub const SOURCES: &[(&str, &str, &[&str])] = &[
             "tanh_f32",
             "round_bf16_f32",
             "f32_to_bf16_kernel",
+            "f32_to_bf16_x4",
             "bf16_to_f32_kernel",
             "add_bias_f32",
             "bias_glu_f32",

@@ -236,6 +236,14 @@ fn fused_norm<'a>(norm: Option<RmsNorm<'a>>, x: &Tensor) -> Option<Option<&'a Cu
     }
 }
 
+/// The bits of a bf16 tensor on the GPU.
+fn bf16_bits(t: &Tensor) -> Option<&CudaSlice<u16>> {
+    match t.storage() {
+        Storage::Cuda(CudaStorage::BF16(bits)) => Some(bits),
+        _ => None,
+    }
+}
+
 fn rows_config(rows: usize) -> LaunchConfig {
     LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
 }
@@ -407,12 +415,7 @@ impl CudaBackend {
             CudaStorage::BF16(w) => {
                 // Activations go to bf16 too (as the reference's bf16 products see them); f32 out.
                 let x16 = self.to_bf16(lane, x, m * k)?;
-                let (wp, _w_sync) = w.device_ptr(&lane.stream);
-                let (xp, _x_sync) = x16.device_ptr(&lane.stream);
-                let (yp, _y_sync) = y.device_ptr_mut(&lane.stream);
-                // Column-major view of the row-major product: y^T[n, m] = w[n, k] . x^T[k, m].
-                let ops = (blas_sys::cublasOperation_t::CUBLAS_OP_T, blas_sys::cublasOperation_t::CUBLAS_OP_N);
-                self.gemm(lane, ops, (n, m, k), (wp, k), (xp, k), (yp, n), true)?;
+                self.gemm_bf16(lane, &x16, m, k, w, n, &mut y)?;
             }
             CudaStorage::F32(w) => {
                 let (wp, _w_sync) = w.device_ptr(&lane.stream);
@@ -424,6 +427,26 @@ impl CudaBackend {
             }
         }
         Ok(y)
+    }
+
+    /// `y [m, n] = x16 [m, k] . w [n, k]^T` with both in bf16, on the tensor cores.
+    #[allow(clippy::too_many_arguments)]
+    fn gemm_bf16(
+        &self,
+        lane: &Lane,
+        x16: &CudaSlice<u16>,
+        m: usize,
+        k: usize,
+        w: &CudaSlice<u16>,
+        n: usize,
+        y: &mut CudaSlice<f32>,
+    ) -> Result<()> {
+        let (wp, _w_sync) = w.device_ptr(&lane.stream);
+        let (xp, _x_sync) = x16.device_ptr(&lane.stream);
+        let (yp, _y_sync) = y.device_ptr_mut(&lane.stream);
+        // Column-major view of the row-major product: y^T[n, m] = w[n, k] . x^T[k, m].
+        let ops = (blas_sys::cublasOperation_t::CUBLAS_OP_T, blas_sys::cublasOperation_t::CUBLAS_OP_N);
+        self.gemm(lane, ops, (n, m, k), (wp, k), (xp, k), (yp, n), true)
     }
 
     /// A product in cuBLAS's column-major terms, `c[m, n] = op(a) . op(b)` with `a` `m x k` after
@@ -476,11 +499,14 @@ impl CudaBackend {
     /// `x` rounded to bf16 (as the reference's bf16 products see their activations).
     fn to_bf16(&self, lane: &Lane, x: &CudaSlice<f32>, n: usize) -> Result<CudaSlice<u16>> {
         let mut x16 = self.alloc_as::<u16>(lane, n)?;
-        let n64 = n as i64;
-        let mut b = lane.stream.launch_builder(self.kernels.get("f32_to_bf16_kernel"));
-        b.arg(x).arg(&mut x16).arg(&n64);
-        // SAFETY: n elements each side.
-        unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
+        // Four values a thread where they come in fours (every activation of the model).
+        let (kernel, count) = if n.is_multiple_of(4) { ("f32_to_bf16_x4", n / 4) } else { ("f32_to_bf16_kernel", n) };
+        let count64 = count as i64;
+        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
+        b.arg(x).arg(&mut x16).arg(&count64);
+        // SAFETY: n elements each side (n / 4 groups of four for the x4 kernel; fresh allocations
+        // are 16-byte aligned).
+        unsafe { b.launch(grid_1d(count)) }.map_err(gpu)?;
         Ok(x16)
     }
 
@@ -594,6 +620,24 @@ impl CudaBackend {
             cond: entries.iter().map(|e| e.1).collect(),
             uncond: entries.iter().map(|e| e.2).collect(),
         }))
+    }
+
+    /// `linear3` beyond the decode shapes: with three bf16 weights, the input is rounded to bf16
+    /// once for the three products rather than once each.
+    fn linear3_gemm(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
+        let (None, Some(w0), Some(w1), Some(w2)) = (norm, bf16_bits(w[0]), bf16_bits(w[1]), bf16_bits(w[2])) else {
+            return composed::linear3(self, x, norm, w);
+        };
+        let (m, k, _) = shapes::linear(x, w[0], None)?;
+        let lane = self.lane()?;
+        let x16 = self.to_bf16(&lane, self.f32s(x, "linear3")?, m * k)?;
+        let product = |weight: &Tensor, bits: &CudaSlice<u16>| -> Result<Tensor> {
+            let (_, _, n) = shapes::linear(x, weight, None)?;
+            let mut y = self.alloc(&lane, m * n)?;
+            self.gemm_bf16(&lane, &x16, m, k, bits, n, &mut y)?;
+            self.wrap(&[m, n], y)
+        };
+        Ok([product(w[0], w0)?, product(w[1], w1)?, product(w[2], w2)?])
     }
 
     fn copy_rows(
@@ -954,7 +998,7 @@ impl Backend for CudaBackend {
         let (Some((m, k, n0, w0)), Some((_, _, n1, w1)), Some((_, _, n2, w2)), Some(norm_bits)) =
             (decode_product(x, w[0]), decode_product(x, w[1]), decode_product(x, w[2]), fused_norm(norm, x))
         else {
-            return composed::linear3(self, x, norm, w);
+            return self.linear3_gemm(x, norm, w);
         };
         let lane = self.lane()?;
         let (mut y0, mut y1, mut y2) =

@@ -146,9 +146,8 @@ impl Dit {
         };
         for b in &self.blocks {
             let n = device.layer_norm(&x, &b.norm1_w, &b.norm1_b, LAYER_NORM_EPS)?;
-            let q = device.rope(&device.linear(&n, &b.q, None)?, rotary)?;
-            let k = device.rope(&device.linear(&n, &b.k, None)?, rotary)?;
-            let v = device.linear(&n, &b.v, None)?;
+            let [q, k, v] = device.linear3(&n, None, [&b.q, &b.k, &b.v])?;
+            let (q, k) = (device.rope(&q, rotary)?, device.rope(&k, rotary)?);
             let attn = device.attention(&q, &k, &v, shape)?;
             x = device.add(&x, &device.linear(&attn, &b.out, None)?)?;
             let n = device.layer_norm(&x, &b.norm2_w, &b.norm2_b, LAYER_NORM_EPS)?;
