@@ -6,9 +6,11 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use clap::Args;
-use songloom_engine::config::{DitConfig, PipelineConstants};
+use songloom_engine::config::{DitConfig, PipelineConstants, VocoderConfig};
 use songloom_engine::device::F32Math;
 use songloom_engine::models::dit::Dit;
+use songloom_engine::models::vocoder::Vocoder;
+use songloom_engine::pipeline::rng::Rng;
 use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, Request};
 use songloom_engine::prompt::PromptIds;
 use songloom_engine::weights::VarBuilder;
@@ -21,7 +23,8 @@ pub struct BenchArgs {
     synthetic: String,
     #[arg(long, default_value = "auto")]
     device: String,
-    /// gemm, dit-block, stages, song or all (all = gemm and dit-block, what a CPU can do).
+    /// gemm, dit-block, stages, song, precision (the fast policies' distance to exact f32 at full
+    /// size, GPU only) or all (all = gemm and dit-block, what a CPU can do).
     #[arg(long, default_value = "all")]
     what: String,
     /// Timed repetitions per measurement.
@@ -54,7 +57,14 @@ pub fn run(args: BenchArgs) -> Result<()> {
         "dit-block" => dit_block(&device, args.repeat),
         "stages" => stages(device, args.repeat),
         "song" => song(device, args.duration, args.steps),
-        other => bail!("unknown benchmark `{other}` (expected gemm, dit-block, stages, song or all)"),
+        "precision" => {
+            if device.name() != "cuda" {
+                bail!("`--what precision` compares the GPU's precision policies: give --device cuda");
+            }
+            drop(device);
+            precision_distances()
+        }
+        other => bail!("unknown benchmark `{other}` (expected gemm, dit-block, stages, song, precision or all)"),
     }
 }
 
@@ -284,6 +294,41 @@ fn stages(device: Device, repeat: usize) -> Result<()> {
     })?;
     println!("vocoder window (689 latents -> 352768 stereo samples): {:.2} ms", voc * 1e3);
     Ok(())
+}
+
+/// The fast precision policies against exact f32 at the real geometry, where the tiny model's
+/// parity tests cannot reach (its heads are 16 wide; the tensor-core attention takes 64): one DiT
+/// forward at sequence 690 and one vocoder window on noise inputs, with the same synthetic weights
+/// under each policy. The distance is the tests' (`songloom_tests::distance`): the largest
+/// difference over the largest reference magnitude.
+fn precision_distances() -> Result<()> {
+    let mut rng = Rng::derive(11, "precision-bench", 0);
+    let (latents, condition) = (rng.normals(128 * 689), rng.normals(689 * 2048));
+    let mut reference: Option<(Vec<f32>, Vec<f32>)> = None;
+    for (math, name) in [(F32Math::Exact, "reference"), (F32Math::Tf32, "tf32"), (F32Math::Bf16, "bf16")] {
+        let device = Device::cuda(math)?;
+        let vb = VarBuilder::synthetic(7, &device, DType::F32);
+        let latents = device.upload(Tensor::from_f32(&[128, 689], latents.clone())?)?;
+        let condition = device.upload(Tensor::from_f32(&[689, 2048], condition.clone())?)?;
+        let velocity =
+            device.to_host(&Dit::new(&DitConfig::default(), &vb)?.forward(&device, &latents, 0.5, &condition)?)?;
+        let waveform = device.to_host(&Vocoder::new(&VocoderConfig::default(), &vb)?.forward(&device, &latents)?)?;
+        match &reference {
+            None => reference = Some((velocity, waveform)),
+            Some((v, w)) => println!(
+                "{name} against exact f32, full size: DiT velocity rel {:.3e}, vocoder waveform rel {:.3e}",
+                relative_distance(&velocity, v),
+                relative_distance(&waveform, w)
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// The largest difference over the largest reference magnitude.
+fn relative_distance(ours: &[f32], reference: &[f32]) -> f32 {
+    let scale = reference.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(f32::MIN_POSITIVE);
+    ours.iter().zip(reference).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max) / scale
 }
 
 /// A whole song, streamed, with the end token disabled so it runs to its length.
