@@ -3,8 +3,10 @@
 //! thread that uses the backend gets its own stream (and cuBLAS handle), so the AR loop and the
 //! acoustic windows overlap on the GPU; cudarc's events order the work on shared tensors.
 
+mod decode;
 pub mod kernels;
 mod launch;
+mod products;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -14,8 +16,11 @@ use cudarc::cublas::CudaBlas;
 use cudarc::cublas::sys as blas_sys;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 
+use self::decode::DecodeScratch;
 use self::kernels::Kernels;
 use self::launch::Overlapped;
+pub use self::products::F32Math;
+use self::products::{GEMV_SWIGLU_THREADS, GEMV_THREADS, decode_product, fused_norm, gemv_config};
 use crate::device::{
     AttentionInputs, AttentionShape, Backend, Candidates, KvSlot, RmsNorm, Rotary, Shortlist, composed,
 };
@@ -134,47 +139,6 @@ struct Lane {
     decode: Mutex<DecodeScratch>,
 }
 
-/// What single-query attention reuses from launch to launch on one stream: the splits' partials
-/// and one ticket per (batch, KV head), which the kernel leaves at zero.
-#[derive(Default)]
-struct DecodeScratch {
-    partials: Option<CudaSlice<f32>>,
-    tickets: Option<CudaSlice<u32>>,
-}
-
-/// How the f32 GEMMs of the acoustic half (DiT, vocoder) run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum F32Math {
-    /// Exact f32, the reference policy.
-    Exact,
-    /// TF32 tensor cores: inputs rounded to a 10-bit mantissa, f32 accumulation.
-    Tf32,
-    /// bf16 tensor cores for the DiT (its matrices kept in bf16, activations rounded to bf16, f32
-    /// accumulation); TF32 for the vocoder, whose bf16 convolutions measured slower (69.0 against
-    /// 57.0 ms a window on the H200: every layer's im2col matrix would be converted).
-    Bf16,
-}
-
-impl F32Math {
-    /// The policy a `--precision` name picks: `reference`, `tf32` or `bf16`.
-    pub fn from_name(name: &str) -> Result<Self> {
-        match name {
-            "reference" => Ok(F32Math::Exact),
-            "tf32" => Ok(F32Math::Tf32),
-            "bf16" => Ok(F32Math::Bf16),
-            other => Err(Error::Invalid(format!("unknown precision `{other}` (expected reference, tf32 or bf16)"))),
-        }
-    }
-
-    fn compute_type(self) -> blas_sys::cublasComputeType_t {
-        match self {
-            F32Math::Exact => blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-            F32Math::Tf32 => blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
-            F32Math::Bf16 => blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
-        }
-    }
-}
-
 pub struct CudaBackend {
     ctx: Arc<CudaContext>,
     kernels: Kernels,
@@ -189,59 +153,12 @@ pub struct CudaBackend {
 
 const BLOCK: u32 = 256;
 
-/// The largest activation row count the decode-product (GEMV) kernels take.
-const GEMV_MAX_ROWS: usize = 8;
-
 /// Threads whose names start with this get a high-priority stream.
 pub const CRITICAL_THREAD_PREFIX: &str = "songloom-ar";
 
 fn grid_1d(n: usize) -> LaunchConfig {
     let blocks = n.div_ceil(BLOCK as usize).clamp(1, 65535 * 8) as u32;
     LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
-}
-
-/// Threads of a decode-product (GEMV) block, which owns 4 weight rows (kernels/gemv.cu); SwiGLU's
-/// blocks read two weights and run half as many.
-const GEMV_THREADS: u32 = 256;
-const GEMV_SWIGLU_THREADS: u32 = 128;
-
-/// The launch of a decode-product kernel over `rows` weight rows with `threads` a block.
-fn gemv_config(rows: usize, threads: u32) -> LaunchConfig {
-    LaunchConfig { grid_dim: (rows.div_ceil(4) as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
-}
-
-/// A decode product the fused GEMV kernels take: `x [m <= 8, k]` f32 against a bf16 weight
-/// `[n, k]` with `k` a multiple of 8. Returns `(m, k, n)` and the weight's bits.
-fn decode_product<'a>(x: &Tensor, w: &'a Tensor) -> Option<(usize, usize, usize, &'a CudaSlice<u16>)> {
-    let (m, k, n) = shapes::linear(x, w, None).ok()?;
-    match (x.storage(), w.storage()) {
-        (Storage::Cuda(CudaStorage::F32(_)), Storage::Cuda(CudaStorage::BF16(bits)))
-            if (1..=GEMV_MAX_ROWS).contains(&m) && k.is_multiple_of(8) =>
-        {
-            Some((m, k, n, bits))
-        }
-        _ => None,
-    }
-}
-
-/// Whether the fused GEMVs can apply `norm` to `x` themselves: `Some(None)` for no norm,
-/// `Some(Some(bits))` for a bf16 weight as long as a row of `x`, `None` when they cannot.
-fn fused_norm<'a>(norm: Option<RmsNorm<'a>>, x: &Tensor) -> Option<Option<&'a CudaSlice<u16>>> {
-    let Some(norm) = norm else { return Some(None) };
-    match norm.weight.storage() {
-        Storage::Cuda(CudaStorage::BF16(bits)) if Some(&norm.weight.elem_count()) == x.shape().last() => {
-            Some(Some(bits))
-        }
-        _ => None,
-    }
-}
-
-/// The bits of a bf16 tensor on the GPU.
-fn bf16_bits(t: &Tensor) -> Option<&CudaSlice<u16>> {
-    match t.storage() {
-        Storage::Cuda(CudaStorage::BF16(bits)) => Some(bits),
-        _ => None,
-    }
 }
 
 fn rows_config(rows: usize) -> LaunchConfig {
@@ -381,265 +298,6 @@ impl CudaBackend {
     }
 
     /// `y[m, n] = x[m, k] @ w[n, k]^T` for a weight in either dtype.
-    fn matmul_nt(
-        &self,
-        lane: &Lane,
-        x: &CudaSlice<f32>,
-        m: usize,
-        k: usize,
-        w: &CudaStorage,
-        n: usize,
-    ) -> Result<CudaSlice<f32>> {
-        let mut y = self.alloc(lane, m * n)?;
-        let (mi, ni, ki) = (m as i32, n as i32, k as i32);
-        match w {
-            CudaStorage::BF16(w) if m <= GEMV_MAX_ROWS && k.is_multiple_of(8) => {
-                let mut b = Overlapped::new(&lane.stream, self.kernels.get(&format!("gemv_bf16_k8_m{m}")));
-                b.input(w).input(x).output(&mut y).int(ki).int(ni);
-                // SAFETY: w is [n, k] with k a multiple of 8 (16-byte rows), x [m, k], y [m, n]; a
-                // block per 4 weight rows; the kernel waits before it reads x or writes y.
-                unsafe { b.launch(gemv_config(n, GEMV_THREADS), self.overlap) }?;
-            }
-            CudaStorage::BF16(w) if m <= 8 => {
-                let warps_per_block = (BLOCK / 32) as usize;
-                let cfg = LaunchConfig {
-                    grid_dim: (n.div_ceil(warps_per_block) as u32, 1, 1),
-                    block_dim: (BLOCK, 1, 1),
-                    shared_mem_bytes: 0,
-                };
-                let mut b = lane.stream.launch_builder(self.kernels.get("gemv_bf16"));
-                b.arg(w).arg(x).arg(&mut y).arg(&mi).arg(&ki).arg(&ni);
-                // SAFETY: w is [n, k], x [m, k], y [m, n]; one warp per weight row.
-                unsafe { b.launch(cfg) }.map_err(gpu)?;
-            }
-            CudaStorage::BF16(w) => {
-                // Activations go to bf16 too (as the reference's bf16 products see them); f32 out.
-                let x16 = self.to_bf16(lane, x, m * k)?;
-                self.gemm_bf16(lane, &x16, m, k, w, n, &mut y)?;
-            }
-            CudaStorage::F32(w) => {
-                let (wp, _w_sync) = w.device_ptr(&lane.stream);
-                let (xp, _x_sync) = x.device_ptr(&lane.stream);
-                let (yp, _y_sync) = y.device_ptr_mut(&lane.stream);
-                // As above, in f32.
-                let ops = (blas_sys::cublasOperation_t::CUBLAS_OP_T, blas_sys::cublasOperation_t::CUBLAS_OP_N);
-                self.gemm(lane, ops, (n, m, k), (wp, k), (xp, k), (yp, n), false)?;
-            }
-        }
-        Ok(y)
-    }
-
-    /// `y [m, n] = x16 [m, k] . w [n, k]^T` with both in bf16, on the tensor cores.
-    #[allow(clippy::too_many_arguments)]
-    fn gemm_bf16(
-        &self,
-        lane: &Lane,
-        x16: &CudaSlice<u16>,
-        m: usize,
-        k: usize,
-        w: &CudaSlice<u16>,
-        n: usize,
-        y: &mut CudaSlice<f32>,
-    ) -> Result<()> {
-        let (wp, _w_sync) = w.device_ptr(&lane.stream);
-        let (xp, _x_sync) = x16.device_ptr(&lane.stream);
-        let (yp, _y_sync) = y.device_ptr_mut(&lane.stream);
-        // Column-major view of the row-major product: y^T[n, m] = w[n, k] . x^T[k, m].
-        let ops = (blas_sys::cublasOperation_t::CUBLAS_OP_T, blas_sys::cublasOperation_t::CUBLAS_OP_N);
-        self.gemm(lane, ops, (n, m, k), (wp, k), (xp, k), (yp, n), true)
-    }
-
-    /// A product in cuBLAS's column-major terms, `c[m, n] = op(a) . op(b)` with `a` `m x k` after
-    /// `op`, f32 out and f32 accumulation. f32 inputs run under this backend's [`F32Math`]; bf16
-    /// inputs (`bf16_inputs`) on the bf16 tensor cores.
-    #[allow(clippy::too_many_arguments)]
-    fn gemm(
-        &self,
-        lane: &Lane,
-        (transa, transb): (blas_sys::cublasOperation_t, blas_sys::cublasOperation_t),
-        (m, n, k): (usize, usize, usize),
-        (a, lda): (u64, usize),
-        (b, ldb): (u64, usize),
-        (c, ldc): (u64, usize),
-        bf16_inputs: bool,
-    ) -> Result<()> {
-        let (alpha, beta) = (1.0f32, 0.0f32);
-        let (input_type, compute) = if bf16_inputs {
-            (blas_sys::cudaDataType::CUDA_R_16BF, blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F)
-        } else {
-            (blas_sys::cudaDataType::CUDA_R_32F, self.math.compute_type())
-        };
-        // SAFETY: the caller passes device pointers of matrices of the stated sizes and strides.
-        unsafe {
-            cudarc::cublas::result::gemm_ex(
-                *lane.blas.handle(),
-                transa,
-                transb,
-                m as i32,
-                n as i32,
-                k as i32,
-                (&alpha) as *const f32 as *const _,
-                a as *const _,
-                input_type,
-                lda as i32,
-                b as *const _,
-                input_type,
-                ldb as i32,
-                (&beta) as *const f32 as *const _,
-                c as *mut _,
-                blas_sys::cudaDataType::CUDA_R_32F,
-                ldc as i32,
-                compute,
-                blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DFALT,
-            )
-        }
-        .map_err(gpu)
-    }
-
-    /// `x` rounded to bf16 (as the reference's bf16 products see their activations).
-    fn to_bf16(&self, lane: &Lane, x: &CudaSlice<f32>, n: usize) -> Result<CudaSlice<u16>> {
-        let mut x16 = self.alloc_as::<u16>(lane, n)?;
-        // Four values a thread where they come in fours (every activation of the model).
-        let (kernel, count) = if n.is_multiple_of(4) { ("f32_to_bf16_x4", n / 4) } else { ("f32_to_bf16_kernel", n) };
-        let count64 = count as i64;
-        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
-        b.arg(x).arg(&mut x16).arg(&count64);
-        // SAFETY: n elements each side (n / 4 groups of four for the x4 kernel; fresh allocations
-        // are 16-byte aligned).
-        unsafe { b.launch(grid_1d(count)) }.map_err(gpu)?;
-        Ok(x16)
-    }
-
-    fn add_bias(&self, lane: &Lane, y: &mut CudaSlice<f32>, rows: usize, bias: &CudaStorage) -> Result<()> {
-        let cols = bias.len() as i32;
-        let rows64 = rows as i64;
-        let kernel = if bias.dtype() == DType::F32 { "add_bias_f32" } else { "add_bias_bf16" };
-        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
-        b.arg(&mut *y);
-        match bias {
-            CudaStorage::F32(s) => b.arg(s),
-            CudaStorage::BF16(s) => b.arg(s),
-        };
-        b.arg(&rows64).arg(&cols);
-        // SAFETY: y holds rows * cols floats, bias cols values.
-        unsafe { b.launch(grid_1d(rows * cols as usize)) }.map_err(gpu)?;
-        Ok(())
-    }
-
-    /// Single-query attention (a decode step): one launch over splits of the keys, whose last block
-    /// per (batch, KV head) merges the splits.
-    #[allow(clippy::too_many_arguments)]
-    fn attention_decode(
-        &self,
-        lane: &Lane,
-        q: &Tensor,
-        k: &Tensor,
-        v: &Tensor,
-        s: &AttentionShape,
-        scale: f32,
-        out: &mut CudaSlice<f32>,
-    ) -> Result<()> {
-        // Splits of 32 keys: a 2-batch, 8-KV-head step at 500 keys runs 256 blocks.
-        const SPLIT: usize = 32;
-        let splits = s.kv_len.div_ceil(SPLIT).max(1);
-        let slots = s.batch * s.heads * splits;
-        let pairs = s.batch * s.kv_heads;
-        let mut scratch = lane.decode.lock().map_err(|_| Error::Gpu("the decode scratch was poisoned".into()))?;
-        // The unnormalised outputs start 16-byte aligned: the merge reads them as float4.
-        let acc_at = (2 * slots).next_multiple_of(4);
-        let need = acc_at + slots * s.head_dim;
-        if scratch.partials.as_ref().is_none_or(|p| p.len() < need) {
-            // Grown by half again, so a growing cache reallocates a few times per song, not per step.
-            scratch.partials = Some(self.alloc(lane, need + need / 2)?);
-        }
-        if scratch.tickets.as_ref().is_none_or(|t| t.len() < pairs) {
-            scratch.tickets = Some(lane.stream.alloc_zeros::<u32>(pairs).map_err(gpu)?);
-        }
-        let DecodeScratch { partials: Some(partials), tickets: Some(tickets) } = &mut *scratch else {
-            unreachable!("both were just made");
-        };
-        let (mut part_ml, mut part_acc) = partials.split_at_mut(acc_at);
-        let (mut part_m, mut part_l) = part_ml.split_at_mut(slots);
-        let (kv_len, cap, heads, kv_heads, hd, split) =
-            (s.kv_len as i32, s.kv_capacity as i32, s.heads as i32, s.kv_heads as i32, s.head_dim as i32, SPLIT as i32);
-        let cfg = LaunchConfig {
-            grid_dim: (splits as u32, s.kv_heads as u32, s.batch as u32),
-            block_dim: (128, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let group = s.heads / s.kv_heads;
-        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&format!("attention_decode_g{group}")));
-        b.input(self.f32s(q, "attention")?).input(self.f32s(k, "attention")?).input(self.f32s(v, "attention")?);
-        b.output(&mut part_m).output(&mut part_l).output(&mut part_acc).output(tickets).output(out);
-        b.int(kv_len).int(cap).int(heads).int(kv_heads).int(hd).int(split).float(scale);
-        // SAFETY: shapes checked by the caller (head dim <= 128 and a multiple of 4, 1, 2, 4 or 8
-        // query heads per KV head); every (head, split) slot is written once, then merged into
-        // [batch, heads * head_dim] by one block per (batch, KV head). Launches on this stream run in
-        // order (an overlapped one waits before it touches memory), so the scratch is never shared
-        // by two at once.
-        unsafe { b.launch(cfg, self.overlap) }?;
-        Ok(())
-    }
-
-    /// The shortlist of `logits [2, width]` from one block on the device, or `None` when it cannot
-    /// stand for the rows (then every entry is read back).
-    fn shortlist(&self, logits: &Tensor, width: usize, shortlist: &Shortlist) -> Result<Option<Candidates>> {
-        let (mode, k, scale, lo, hi, extra) = match shortlist {
-            Shortlist::Conditional { k, sampleable, extra } => {
-                let clip = |i: usize| i.min(width) as i32;
-                (0i32, *k, 0.0f32, clip(sampleable.start), clip(sampleable.end), extra.map_or(-1, clip))
-            }
-            Shortlist::Guided { k, scale } => (1i32, *k, *scale, 0, 0, -1),
-        };
-        let k = k.clamp(1, width);
-        // Room for ties at the threshold; a list as long as the rows would save nothing.
-        let cap = (4 * k).max(256);
-        if cap >= width || width >= 1 << 24 {
-            return Ok(None);
-        }
-        let lane = self.lane()?;
-        let mut out = self.alloc(&lane, 1 + 3 * cap)?;
-        let (width32, k32, cap32) = (width as i32, k as i32, cap as i32);
-        let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
-        let mut b = lane.stream.launch_builder(self.kernels.get("shortlist_top_k"));
-        b.arg(self.f32s(logits, "candidates")?).arg(&width32).arg(&mode).arg(&scale).arg(&k32);
-        b.arg(&lo).arg(&hi).arg(&extra).arg(&cap32).arg(&mut out);
-        // SAFETY: logits hold 2 * width floats; the kernel writes at most 1 + 3 * cap floats of `out`.
-        unsafe { b.launch(cfg) }.map_err(gpu)?;
-        let packed = lane.stream.clone_dtoh(&out).map_err(gpu)?;
-        if packed[0] < 0.0 {
-            return Ok(None);
-        }
-        let count = packed[0] as usize;
-        let mut entries: Vec<(u32, f32, f32)> =
-            (0..count).map(|j| (packed[1 + j] as u32, packed[1 + cap + j], packed[1 + 2 * cap + j])).collect();
-        entries.sort_unstable_by_key(|e| e.0);
-        Ok(Some(Candidates {
-            width,
-            index: entries.iter().map(|e| e.0).collect(),
-            cond: entries.iter().map(|e| e.1).collect(),
-            uncond: entries.iter().map(|e| e.2).collect(),
-        }))
-    }
-
-    /// `linear3` beyond the decode shapes: with three bf16 weights, the input is rounded to bf16
-    /// once for the three products rather than once each.
-    fn linear3_gemm(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
-        let (None, Some(w0), Some(w1), Some(w2)) = (norm, bf16_bits(w[0]), bf16_bits(w[1]), bf16_bits(w[2])) else {
-            return composed::linear3(self, x, norm, w);
-        };
-        let (m, k, _) = shapes::linear(x, w[0], None)?;
-        let lane = self.lane()?;
-        let x16 = self.to_bf16(&lane, self.f32s(x, "linear3")?, m * k)?;
-        let product = |weight: &Tensor, bits: &CudaSlice<u16>| -> Result<Tensor> {
-            let (_, _, n) = shapes::linear(x, weight, None)?;
-            let mut y = self.alloc(&lane, m * n)?;
-            self.gemm_bf16(&lane, &x16, m, k, bits, n, &mut y)?;
-            self.wrap(&[m, n], y)
-        };
-        Ok([product(w[0], w0)?, product(w[1], w1)?, product(w[2], w2)?])
-    }
-
     fn copy_rows(
         &self,
         lane: &Lane,

@@ -1,0 +1,257 @@
+//! The CUDA backend's products: cuBLAS GEMMs under the acoustic half's precision policy, bf16
+//! GEMMs with their activations rounded once, and the decode-step GEMV kernels' shapes.
+
+use cudarc::cublas::sys as blas_sys;
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+
+use super::launch::Overlapped;
+use super::{BLOCK, CudaBackend, CudaStorage, Lane, gpu, grid_1d};
+use crate::device::{RmsNorm, composed};
+use crate::error::{Error, Result};
+use crate::shapes;
+use crate::tensor::{DType, Storage, Tensor};
+
+/// How the f32 GEMMs of the acoustic half (DiT, vocoder) run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum F32Math {
+    /// Exact f32, the reference policy.
+    Exact,
+    /// TF32 tensor cores: inputs rounded to a 10-bit mantissa, f32 accumulation.
+    Tf32,
+    /// bf16 tensor cores for the DiT (its matrices kept in bf16, activations rounded to bf16, f32
+    /// accumulation); TF32 for the vocoder, whose bf16 convolutions measured slower (69.0 against
+    /// 57.0 ms a window on the H200: every layer's im2col matrix would be converted).
+    Bf16,
+}
+
+impl F32Math {
+    /// The policy a `--precision` name picks: `reference`, `tf32` or `bf16`.
+    pub fn from_name(name: &str) -> Result<Self> {
+        match name {
+            "reference" => Ok(F32Math::Exact),
+            "tf32" => Ok(F32Math::Tf32),
+            "bf16" => Ok(F32Math::Bf16),
+            other => Err(Error::Invalid(format!("unknown precision `{other}` (expected reference, tf32 or bf16)"))),
+        }
+    }
+
+    pub(super) fn compute_type(self) -> blas_sys::cublasComputeType_t {
+        match self {
+            F32Math::Exact => blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            F32Math::Tf32 => blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+            F32Math::Bf16 => blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+        }
+    }
+}
+
+/// The largest activation row count the decode-product (GEMV) kernels take.
+pub(super) const GEMV_MAX_ROWS: usize = 8;
+
+/// Threads of a decode-product (GEMV) block, which owns 4 weight rows (kernels/gemv.cu); SwiGLU's
+/// blocks read two weights and run half as many.
+pub(super) const GEMV_THREADS: u32 = 256;
+pub(super) const GEMV_SWIGLU_THREADS: u32 = 128;
+
+/// The launch of a decode-product kernel over `rows` weight rows with `threads` a block.
+pub(super) fn gemv_config(rows: usize, threads: u32) -> LaunchConfig {
+    LaunchConfig { grid_dim: (rows.div_ceil(4) as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// A decode product the fused GEMV kernels take: `x [m <= 8, k]` f32 against a bf16 weight
+/// `[n, k]` with `k` a multiple of 8. Returns `(m, k, n)` and the weight's bits.
+pub(super) fn decode_product<'a>(x: &Tensor, w: &'a Tensor) -> Option<(usize, usize, usize, &'a CudaSlice<u16>)> {
+    let (m, k, n) = shapes::linear(x, w, None).ok()?;
+    match (x.storage(), w.storage()) {
+        (Storage::Cuda(CudaStorage::F32(_)), Storage::Cuda(CudaStorage::BF16(bits)))
+            if (1..=GEMV_MAX_ROWS).contains(&m) && k.is_multiple_of(8) =>
+        {
+            Some((m, k, n, bits))
+        }
+        _ => None,
+    }
+}
+
+/// Whether the fused GEMVs can apply `norm` to `x` themselves: `Some(None)` for no norm,
+/// `Some(Some(bits))` for a bf16 weight as long as a row of `x`, `None` when they cannot.
+pub(super) fn fused_norm<'a>(norm: Option<RmsNorm<'a>>, x: &Tensor) -> Option<Option<&'a CudaSlice<u16>>> {
+    let Some(norm) = norm else { return Some(None) };
+    match norm.weight.storage() {
+        Storage::Cuda(CudaStorage::BF16(bits)) if Some(&norm.weight.elem_count()) == x.shape().last() => {
+            Some(Some(bits))
+        }
+        _ => None,
+    }
+}
+
+/// The bits of a bf16 tensor on the GPU.
+fn bf16_bits(t: &Tensor) -> Option<&CudaSlice<u16>> {
+    match t.storage() {
+        Storage::Cuda(CudaStorage::BF16(bits)) => Some(bits),
+        _ => None,
+    }
+}
+
+impl CudaBackend {
+    pub(super) fn matmul_nt(
+        &self,
+        lane: &Lane,
+        x: &CudaSlice<f32>,
+        m: usize,
+        k: usize,
+        w: &CudaStorage,
+        n: usize,
+    ) -> Result<CudaSlice<f32>> {
+        let mut y = self.alloc(lane, m * n)?;
+        let (mi, ni, ki) = (m as i32, n as i32, k as i32);
+        match w {
+            CudaStorage::BF16(w) if m <= GEMV_MAX_ROWS && k.is_multiple_of(8) => {
+                let mut b = Overlapped::new(&lane.stream, self.kernels.get(&format!("gemv_bf16_k8_m{m}")));
+                b.input(w).input(x).output(&mut y).int(ki).int(ni);
+                // SAFETY: w is [n, k] with k a multiple of 8 (16-byte rows), x [m, k], y [m, n]; a
+                // block per 4 weight rows; the kernel waits before it reads x or writes y.
+                unsafe { b.launch(gemv_config(n, GEMV_THREADS), self.overlap) }?;
+            }
+            CudaStorage::BF16(w) if m <= 8 => {
+                let warps_per_block = (BLOCK / 32) as usize;
+                let cfg = LaunchConfig {
+                    grid_dim: (n.div_ceil(warps_per_block) as u32, 1, 1),
+                    block_dim: (BLOCK, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                let mut b = lane.stream.launch_builder(self.kernels.get("gemv_bf16"));
+                b.arg(w).arg(x).arg(&mut y).arg(&mi).arg(&ki).arg(&ni);
+                // SAFETY: w is [n, k], x [m, k], y [m, n]; one warp per weight row.
+                unsafe { b.launch(cfg) }.map_err(gpu)?;
+            }
+            CudaStorage::BF16(w) => {
+                // Activations go to bf16 too (as the reference's bf16 products see them); f32 out.
+                let x16 = self.to_bf16(lane, x, m * k)?;
+                self.gemm_bf16(lane, &x16, m, k, w, n, &mut y)?;
+            }
+            CudaStorage::F32(w) => {
+                let (wp, _w_sync) = w.device_ptr(&lane.stream);
+                let (xp, _x_sync) = x.device_ptr(&lane.stream);
+                let (yp, _y_sync) = y.device_ptr_mut(&lane.stream);
+                // As above, in f32.
+                let ops = (blas_sys::cublasOperation_t::CUBLAS_OP_T, blas_sys::cublasOperation_t::CUBLAS_OP_N);
+                self.gemm(lane, ops, (n, m, k), (wp, k), (xp, k), (yp, n), false)?;
+            }
+        }
+        Ok(y)
+    }
+
+    /// `y [m, n] = x16 [m, k] . w [n, k]^T` with both in bf16, on the tensor cores.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn gemm_bf16(
+        &self,
+        lane: &Lane,
+        x16: &CudaSlice<u16>,
+        m: usize,
+        k: usize,
+        w: &CudaSlice<u16>,
+        n: usize,
+        y: &mut CudaSlice<f32>,
+    ) -> Result<()> {
+        let (wp, _w_sync) = w.device_ptr(&lane.stream);
+        let (xp, _x_sync) = x16.device_ptr(&lane.stream);
+        let (yp, _y_sync) = y.device_ptr_mut(&lane.stream);
+        // Column-major view of the row-major product: y^T[n, m] = w[n, k] . x^T[k, m].
+        let ops = (blas_sys::cublasOperation_t::CUBLAS_OP_T, blas_sys::cublasOperation_t::CUBLAS_OP_N);
+        self.gemm(lane, ops, (n, m, k), (wp, k), (xp, k), (yp, n), true)
+    }
+
+    /// A product in cuBLAS's column-major terms, `c[m, n] = op(a) . op(b)` with `a` `m x k` after
+    /// `op`, f32 out and f32 accumulation. f32 inputs run under this backend's [`F32Math`]; bf16
+    /// inputs (`bf16_inputs`) on the bf16 tensor cores.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn gemm(
+        &self,
+        lane: &Lane,
+        (transa, transb): (blas_sys::cublasOperation_t, blas_sys::cublasOperation_t),
+        (m, n, k): (usize, usize, usize),
+        (a, lda): (u64, usize),
+        (b, ldb): (u64, usize),
+        (c, ldc): (u64, usize),
+        bf16_inputs: bool,
+    ) -> Result<()> {
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let (input_type, compute) = if bf16_inputs {
+            (blas_sys::cudaDataType::CUDA_R_16BF, blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F)
+        } else {
+            (blas_sys::cudaDataType::CUDA_R_32F, self.math.compute_type())
+        };
+        // SAFETY: the caller passes device pointers of matrices of the stated sizes and strides.
+        unsafe {
+            cudarc::cublas::result::gemm_ex(
+                *lane.blas.handle(),
+                transa,
+                transb,
+                m as i32,
+                n as i32,
+                k as i32,
+                (&alpha) as *const f32 as *const _,
+                a as *const _,
+                input_type,
+                lda as i32,
+                b as *const _,
+                input_type,
+                ldb as i32,
+                (&beta) as *const f32 as *const _,
+                c as *mut _,
+                blas_sys::cudaDataType::CUDA_R_32F,
+                ldc as i32,
+                compute,
+                blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DFALT,
+            )
+        }
+        .map_err(gpu)
+    }
+
+    /// `x` rounded to bf16 (as the reference's bf16 products see their activations).
+    pub(super) fn to_bf16(&self, lane: &Lane, x: &CudaSlice<f32>, n: usize) -> Result<CudaSlice<u16>> {
+        let mut x16 = self.alloc_as::<u16>(lane, n)?;
+        // Four values a thread where they come in fours (every activation of the model).
+        let (kernel, count) = if n.is_multiple_of(4) { ("f32_to_bf16_x4", n / 4) } else { ("f32_to_bf16_kernel", n) };
+        let count64 = count as i64;
+        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
+        b.arg(x).arg(&mut x16).arg(&count64);
+        // SAFETY: n elements each side (n / 4 groups of four for the x4 kernel; fresh allocations
+        // are 16-byte aligned).
+        unsafe { b.launch(grid_1d(count)) }.map_err(gpu)?;
+        Ok(x16)
+    }
+
+    pub(super) fn add_bias(&self, lane: &Lane, y: &mut CudaSlice<f32>, rows: usize, bias: &CudaStorage) -> Result<()> {
+        let cols = bias.len() as i32;
+        let rows64 = rows as i64;
+        let kernel = if bias.dtype() == DType::F32 { "add_bias_f32" } else { "add_bias_bf16" };
+        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
+        b.arg(&mut *y);
+        match bias {
+            CudaStorage::F32(s) => b.arg(s),
+            CudaStorage::BF16(s) => b.arg(s),
+        };
+        b.arg(&rows64).arg(&cols);
+        // SAFETY: y holds rows * cols floats, bias cols values.
+        unsafe { b.launch(grid_1d(rows * cols as usize)) }.map_err(gpu)?;
+        Ok(())
+    }
+
+    /// `linear3` beyond the decode shapes: with three bf16 weights, the input is rounded to bf16
+    /// once for the three products rather than once each.
+    pub(super) fn linear3_gemm(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
+        let (None, Some(w0), Some(w1), Some(w2)) = (norm, bf16_bits(w[0]), bf16_bits(w[1]), bf16_bits(w[2])) else {
+            return composed::linear3(self, x, norm, w);
+        };
+        let (m, k, _) = shapes::linear(x, w[0], None)?;
+        let lane = self.lane()?;
+        let x16 = self.to_bf16(&lane, self.f32s(x, "linear3")?, m * k)?;
+        let product = |weight: &Tensor, bits: &CudaSlice<u16>| -> Result<Tensor> {
+            let (_, _, n) = shapes::linear(x, weight, None)?;
+            let mut y = self.alloc(&lane, m * n)?;
+            self.gemm_bf16(&lane, &x16, m, k, bits, n, &mut y)?;
+            self.wrap(&[m, n], y)
+        };
+        Ok([product(w[0], w0)?, product(w[1], w1)?, product(w[2], w2)?])
+    }
+}
