@@ -1,7 +1,7 @@
 // The shortlist of a guided top-k draw (engine/src/pipeline/sampling.rs `shortlist` is the same rule
 // on the host): one block finds the k-th largest value of a logit pair by radix selection over
-// order-preserving keys and writes back only the entries at or above it, so a frame's draws move a
-// few hundred bytes to the host instead of the whole vocabulary.
+// order-preserving keys and writes back only the entries at or above it, so a draw moves a list of
+// a few kilobytes to the host instead of the whole vocabulary's logits.
 
 #define SHORTLIST_THREADS 1024
 #define FLOOR_VALUE -1e9f
