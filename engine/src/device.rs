@@ -170,12 +170,6 @@ pub trait Backend: Send + Sync {
     fn linear3(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
         composed::linear3(self, x, norm, w)
     }
-    /// Per-head RMSNorm of `x [rows, heads * head_dim]` with `w [head_dim]`, then the rotary
-    /// embedding (Qwen3's query and key path); backends fuse it in
-    /// [`attention_inputs`](Self::attention_inputs).
-    fn head_norm_rope(&self, x: Tensor, w: &Tensor, eps: f32, rotary: Rotary) -> Result<Tensor> {
-        composed::head_norm_rope(self, x, w, eps, rotary)
-    }
 
     /// The queries of one layer after their norm and rotary; the keys (normed and rotated) and the
     /// values appended to the cache. Backends may do it in one pass.
@@ -185,8 +179,7 @@ pub trait Backend: Send + Sync {
 
     /// The entries of `logits [2, width]` (conditional, unconditional) that `shortlist` keeps, or
     /// every entry; the default reads back every entry.
-    fn candidates(&self, logits: &Tensor, shortlist: &Shortlist) -> Result<Candidates> {
-        let _ = shortlist;
+    fn candidates(&self, logits: &Tensor, _shortlist: &Shortlist) -> Result<Candidates> {
         Ok(Candidates::of_rows(self.to_host(logits)?))
     }
 
@@ -357,12 +350,15 @@ pub mod composed {
         let AttentionInputs { q, k, v, q_norm, k_norm, eps, rotary } = inputs;
         let heads = |t: &Tensor| t.shape().get(1).copied().unwrap_or(0) / rotary.head_dim.max(1);
         let (q_heads, k_heads) = (heads(&q), heads(&k));
-        let q = b.head_norm_rope(q, q_norm, eps, Rotary { heads: q_heads, ..rotary })?;
-        let k = b.head_norm_rope(k, k_norm, eps, Rotary { heads: k_heads, ..rotary })?;
+        let q = head_norm_rope(b, q, q_norm, eps, Rotary { heads: q_heads, ..rotary })?;
+        let k = head_norm_rope(b, k, k_norm, eps, Rotary { heads: k_heads, ..rotary })?;
         b.write_kv(slot.keys, &k, slot.values, v, slot.batch, slot.row)?;
         Ok(q)
     }
 
+    /// Per-head RMSNorm of `x [rows, heads * head_dim]` with `w [head_dim]`, then the rotary
+    /// embedding (Qwen3's query and key path); backends fuse it in
+    /// [`attention_inputs`](super::Backend::attention_inputs).
     pub fn head_norm_rope<B: Backend + ?Sized>(
         b: &B,
         x: Tensor,

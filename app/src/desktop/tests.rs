@@ -58,6 +58,14 @@ fn wait_until(h: &mut Harness<'static, App>, what: &str, done: impl Fn(&App) -> 
     h.step();
 }
 
+/// Focuses the field labelled `label` and types `text` into it.
+fn type_into(h: &mut Harness<'static, App>, label: &str, text: &str) {
+    h.get_by_label(label).focus();
+    h.step();
+    h.get_by_label(label).type_text(text);
+    h.step();
+}
+
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
     entries.flatten().flat_map(|e| if e.path().is_dir() { files_under(&e.path()) } else { vec![e.path()] }).collect()
@@ -67,16 +75,10 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 fn compose_generate_pause_play_export_and_find_it_in_the_library() {
     let setup = Setup::new();
     let mut h = setup.harness();
-    h.get_by_label("Description").focus();
-    h.step();
-    h.get_by_label("Description").type_text("kittest piano");
-    h.step();
+    type_into(&mut h, "Description", "kittest piano");
     h.get_by_label("[verse]").click();
     h.step();
-    h.get_by_label("Lyrics editor").focus();
-    h.step();
-    h.get_by_label("Lyrics editor").type_text("la la la");
-    h.step();
+    type_into(&mut h, "Lyrics editor", "la la la");
     let deadline = Instant::now() + Duration::from_secs(60);
     while h.query_by_label_contains("embedded test model:").is_none() {
         assert!(Instant::now() < deadline, "the model field never said what the model holds");
@@ -180,9 +182,7 @@ fn the_library_panel_lists_searches_plays_renames_and_deletes() {
     wait_until(&mut h, "the library list", |app| app.library.songs.len() == 1);
     assert!(h.query_by_label("Library piano").is_some());
 
-    h.get_by_label("Search library").focus();
-    h.step();
-    h.get_by_label("Search library").type_text("techno");
+    type_into(&mut h, "Search library", "techno");
     wait_until(&mut h, "the search", |app| app.library.songs.is_empty());
     assert!(h.query_by_label("No song matches.").is_some());
     h.state_mut().library.search.clear();
@@ -197,10 +197,7 @@ fn the_library_panel_lists_searches_plays_renames_and_deletes() {
 
     h.get_by_label("Rename").click();
     h.run_steps(2);
-    h.get_by_label("New title").focus();
-    h.step();
-    h.get_by_label("New title").type_text(" (keeper)");
-    h.step();
+    type_into(&mut h, "New title", " (keeper)");
     h.get_by_label("Save title").click();
     h.step();
     wait_until(&mut h, "the rename", |app| app.library.songs.first().is_some_and(|s| s.title.ends_with("(keeper)")));
