@@ -44,21 +44,6 @@ __device__ float block_sum(float v) {
     return partial[0];
 }
 
-__device__ float block_max(float v) {
-    __shared__ float partial[32];
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0) partial[warp] = v;
-    __syncthreads();
-    int warps = (blockDim.x + 31) >> 5;
-    v = (threadIdx.x < warps) ? partial[threadIdx.x] : -INFINITY;
-    if (warp == 0) v = warp_max(v);
-    if (threadIdx.x == 0) partial[0] = v;
-    __syncthreads();
-    return partial[0];
-}
-
 // Programmatic dependent launch (sm_90 and later; engine/src/cuda/launch.rs). A kernel launched
 // with it may start while the kernel before it on the stream is still running: it must wait
 // before it reads or writes anything but weights. Without such a launch, both are no-ops.

@@ -6,10 +6,6 @@ extern "C" __global__ void add_f32(const float* a, const float* b, float* out, l
     GRID_STRIDE(i, n) out[i] = a[i] + b[i];
 }
 
-extern "C" __global__ void mul_f32(const float* a, const float* b, float* out, long n) {
-    GRID_STRIDE(i, n) out[i] = a[i] * b[i];
-}
-
 extern "C" __global__ void scale_f32(const float* a, float s, float* out, long n) {
     GRID_STRIDE(i, n) out[i] = a[i] * s;
 }
@@ -24,10 +20,6 @@ extern "C" __global__ void silu_mul_f32(const float* a, const float* b, float* o
 
 extern "C" __global__ void tanh_f32(const float* a, float* out, long n) {
     GRID_STRIDE(i, n) out[i] = tanhf(a[i]);
-}
-
-extern "C" __global__ void round_bf16_f32(const float* a, float* out, long n) {
-    GRID_STRIDE(i, n) out[i] = bf16_to_f32(f32_to_bf16(a[i]));
 }
 
 extern "C" __global__ void f32_to_bf16_kernel(const float* a, bf16_t* out, long n) {

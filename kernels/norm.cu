@@ -65,18 +65,6 @@ extern "C" __global__ void NAME(const float* x, const T* w, const T* b, float* o
 LAYER_NORM(layer_norm_f32, float)
 LAYER_NORM(layer_norm_bf16, bf16_t)
 
-extern "C" __global__ void softmax_rows_f32(const float* x, float* out, int cols) {
-    const float* row = x + (long)blockIdx.x * cols;
-    float* dst = out + (long)blockIdx.x * cols;
-    float m = -INFINITY;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, row[c]);
-    m = block_max(m);
-    float s = 0.0f;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) s += expf(row[c] - m);
-    float inv = 1.0f / block_sum(s);
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) dst[c] = expf(row[c] - m) * inv;
-}
-
 // Rotate-half RoPE on the leading rotary_dim dims of each head; angles in f32 as the reference.
 // One thread per (row, head, pair).
 extern "C" __global__ void rope_f32(const float* x, float* out, long rows, int heads, int head_dim, int rotary_dim,

@@ -7,22 +7,22 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use clap::Args;
 use songloom_engine::config::{DitConfig, PipelineConstants, VocoderConfig};
-use songloom_engine::device::F32Math;
 use songloom_engine::models::dit::Dit;
 use songloom_engine::models::vocoder::Vocoder;
 use songloom_engine::pipeline::rng::Rng;
 use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, Request};
 use songloom_engine::prompt::PromptIds;
 use songloom_engine::weights::VarBuilder;
-use songloom_engine::{DType, Device, Tensor};
+use songloom_engine::{DType, Device, DeviceChoice, DeviceKind, DeviceOptions, Precision, Tensor};
 
 #[derive(Args)]
 pub struct BenchArgs {
     /// Synthetic weights: `full` is the real checkpoint's geometry.
     #[arg(long, default_value = "full")]
     synthetic: String,
+    /// auto, cpu, cuda or wgpu.
     #[arg(long, default_value = "auto")]
-    device: String,
+    device: DeviceChoice,
     /// gemm, dit-block, stages, song, precision (the fast policies' distance to exact f32 at full
     /// size, GPU only) or all (all = gemm and dit-block, what a CPU can do).
     #[arg(long, default_value = "all")]
@@ -32,7 +32,7 @@ pub struct BenchArgs {
     repeat: usize,
     /// The DiT and vocoder products on a GPU: `reference` (exact f32), `tf32` or `bf16`.
     #[arg(long, default_value = "reference")]
-    precision: String,
+    precision: Precision,
     /// Length of the song for `--what song`, in seconds.
     #[arg(long, default_value_t = 60.0)]
     duration: f64,
@@ -45,9 +45,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
     if args.synthetic != "full" {
         bail!("unknown synthetic geometry `{}` (expected full)", args.synthetic);
     }
-    let math = F32Math::from_name(&args.precision)?;
-    let device = Device::from_name_with(&args.device, math)?;
-    println!("device: {} (precision {})", device.name(), args.precision);
+    let device = Device::open(args.device, DeviceOptions { precision: args.precision, ..DeviceOptions::default() })?;
+    println!("device: {} ({}; precision {})", device.kind(), device.description(), args.precision);
     match args.what.as_str() {
         "all" => {
             gemm(&device, args.repeat)?;
@@ -58,7 +57,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         "stages" => stages(device, args.repeat),
         "song" => song(device, args.duration, args.steps),
         "precision" => {
-            if device.name() != "cuda" {
+            if device.kind() != DeviceKind::Cuda {
                 bail!("`--what precision` compares the GPU's precision policies: give --device cuda");
             }
             drop(device);
@@ -305,8 +304,12 @@ fn precision_distances() -> Result<()> {
     let mut rng = Rng::derive(11, "precision-bench", 0);
     let (latents, condition) = (rng.normals(128 * 689), rng.normals(689 * 2048));
     let mut reference: Option<(Vec<f32>, Vec<f32>)> = None;
-    for (math, name) in [(F32Math::Exact, "reference"), (F32Math::Tf32, "tf32"), (F32Math::Bf16, "bf16")] {
-        let device = Device::cuda(math)?;
+    for precision in Precision::ALL {
+        let name = precision.name();
+        let device = Device::open(
+            DeviceChoice::Kind(DeviceKind::Cuda),
+            DeviceOptions { precision, ..DeviceOptions::default() },
+        )?;
         let vb = VarBuilder::synthetic(7, &device, DType::F32);
         let latents = device.upload(Tensor::from_f32(&[128, 689], latents.clone())?)?;
         let condition = device.upload(Tensor::from_f32(&[689, 2048], condition.clone())?)?;

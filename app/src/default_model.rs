@@ -12,21 +12,13 @@ mod files {
 
 /// A name that changes whenever the embedded files do.
 fn fingerprint() -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for (path, bytes) in files::FILES {
-        for b in path.bytes().chain(bytes.iter().copied()) {
-            h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    format!("{h:016x}")
+    let bytes = files::FILES.iter().flat_map(|(path, bytes)| path.bytes().chain(bytes.iter().copied()));
+    format!("{:016x}", songloom_engine::hash::fnv1a(bytes))
 }
 
+/// The user's cache directory's `songloom` folder (`~/.cache/songloom` on Linux).
 fn cache_root() -> PathBuf {
-    std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir)
-        .join("songloom")
+    dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("songloom")
 }
 
 /// The embedded model as a directory, unpacked once into the user's cache (a temporary directory
@@ -41,19 +33,23 @@ pub fn path() -> Result<PathBuf> {
         return Ok(dir);
     }
     std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
-    let staging = root.join(format!(".unpacking-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&staging);
+    // Removed on every path but the successful rename.
+    let staging = tempfile::Builder::new()
+        .prefix(".unpacking-")
+        .tempdir_in(&root)
+        .with_context(|| format!("creating a folder in {}", root.display()))?;
     for (rel, bytes) in files::FILES {
-        let target = staging.join(rel);
-        std::fs::create_dir_all(target.parent().expect("files sit in folders"))?;
+        let target = staging.path().join(rel);
+        let parent = target.parent().expect("files sit in folders");
+        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
         std::fs::write(&target, bytes).with_context(|| format!("writing {}", target.display()))?;
     }
-    if let Err(e) = std::fs::rename(&staging, &dir) {
-        let _ = std::fs::remove_dir_all(&staging);
+    match std::fs::rename(staging.path(), &dir) {
+        // The folder lives on under its new name.
+        Ok(()) => drop(staging.keep()),
         // Another process may have unpacked it meanwhile.
-        if !dir.is_dir() {
-            return Err(e).with_context(|| format!("unpacking the default model into {}", dir.display()));
-        }
+        Err(_) if dir.is_dir() => {}
+        Err(e) => return Err(e).with_context(|| format!("unpacking the default model into {}", dir.display())),
     }
     Ok(dir)
 }

@@ -3,28 +3,19 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde_json::json;
-use songloom_engine::Device;
-use songloom_engine::device::F32Math;
-use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, Request, StageName, Stats};
-
+use songloom_engine::pipeline::{Cancel, Event, Pipeline, Request, StageName, Stats};
+use songloom_engine::{Device, DeviceChoice, DeviceOptions, Precision};
 use songloom_ui::contract::Recipe;
 
 use crate::player::Player;
-use crate::wav::{WavFile, WavFormat};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Precision {
-    Reference,
-    Tf32,
-    Bf16,
-}
+use crate::song_job::{self, SongJob, SongSink};
+use crate::wav::WavFormat;
 
 #[derive(Args)]
 pub struct GenerateArgs {
@@ -48,13 +39,13 @@ pub struct GenerateArgs {
     /// The DiT's classifier-free guidance scale (default: the model's, 1.7).
     #[arg(long)]
     guidance: Option<f32>,
-    /// auto, cpu, cuda or wgpu.
+    /// auto, cpu, cuda or wgpu (auto: CUDA where it works, else the CPU).
     #[arg(long, default_value = "auto")]
     device: String,
     /// The DiT and vocoder products on a GPU: `reference` (exact f32, as diffusers), `tf32` or
     /// `bf16` (tensor cores, faster; distances to the reference in docs/BENCHMARKS.md).
-    #[arg(long, value_enum, default_value_t = Precision::Reference)]
-    precision: Precision,
+    #[arg(long, default_value = "reference")]
+    precision: String,
     /// A MiniMax-Music3 model directory in the diffusers layout; the embedded test model without it.
     #[arg(long)]
     model: Option<PathBuf>,
@@ -87,12 +78,9 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
         (None, None) => bail!("give --lyrics or --lyrics-file"),
     };
-    let math = match args.precision {
-        Precision::Reference => F32Math::Exact,
-        Precision::Tf32 => F32Math::Tf32,
-        Precision::Bf16 => F32Math::Bf16,
-    };
-    let device = Device::from_name_with(&args.device, math)?;
+    // Parsed here rather than by clap, so a bad name is one line that says what is expected.
+    let (choice, precision) = (DeviceChoice::parse(&args.device)?, Precision::parse(&args.precision)?);
+    let device = Device::open(choice, DeviceOptions { precision, ..DeviceOptions::default() })?;
     let model = match &args.model {
         Some(dir) => dir.clone(),
         None => crate::default_model::path()?,
@@ -110,7 +98,25 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     // Check the request before touching the output file or the sound device.
     let max_frames = pipeline.max_frames(request.duration_s)?;
     pipeline.encode_prompt(&request.prompt, &request.lyrics)?;
-    let wav = Mutex::new(Some(WavFile::create(&args.out, pipeline.sample_rate(), args.format)?));
+    let recipe = Recipe {
+        description: args.prompt.clone(),
+        lyrics: request.lyrics.clone(),
+        duration_s: args.duration,
+        seed: args.seed,
+        steps: args.steps,
+        guidance: args.guidance.unwrap_or(songloom_ui::contract::DEFAULT_GUIDANCE),
+        device: choice.name().to_string(),
+        precision: precision.name().to_string(),
+        model: args.model.as_ref().map(|m| m.display().to_string()).unwrap_or_default(),
+    };
+    let job = SongJob {
+        request,
+        recipe,
+        out: Some(args.out.clone()),
+        format: args.format,
+        library: args.save.then(|| args.library.clone().unwrap_or_else(crate::library::default_dir)),
+    };
+    let prepared = song_job::prepare(&pipeline, &job)?;
     let player = if args.no_play {
         None
     } else {
@@ -122,52 +128,23 @@ pub fn run(args: GenerateArgs) -> Result<()> {
             }
         }
     };
+    let device = pipeline.device.kind();
     if args.json {
-        println!("{}", json!({"event": "start", "device": pipeline.device.name(), "max_frames": max_frames}));
+        println!("{}", json!({"event": "start", "device": device.name(), "max_frames": max_frames}));
     } else {
-        eprintln!("generating up to {:.1} s on {} ({max_frames} frames)", args.duration, pipeline.device.name());
+        eprintln!("generating up to {:.1} s on {device} ({max_frames} frames)", args.duration);
     }
-    let progress = Progress::new(args.json, max_frames, pipeline.constants.chunk_frames, pipeline.constants.chunk_hop);
-    let write_error = Mutex::new(None);
-    let events = |event: Event| {
-        if let Event::Audio { samples, .. } = &event {
-            if let Some(p) = &player {
-                p.push(samples);
-            }
-            if let Some(w) = wav.lock().expect("not poisoned").as_mut()
-                && let Err(e) = w.write(samples)
-            {
-                *write_error.lock().expect("not poisoned") = Some(e);
-                cancel.cancel();
-            }
-        }
-        progress.show(&event);
+    let terminal = Terminal {
+        progress: Progress::new(args.json, max_frames, pipeline.constants.chunk_frames, pipeline.constants.chunk_hop),
+        player,
     };
-    let result = pipeline.generate(&request, Observer { events: &events, cancel: &cancel });
-    progress.clear();
-    if let Some(e) = write_error.lock().expect("not poisoned").take() {
-        return Err(e);
-    }
-    let stats = result?;
-    let recipe = Recipe {
-        description: args.prompt.clone(),
-        lyrics: request.lyrics.clone(),
-        duration_s: args.duration,
-        seed: args.seed,
-        steps: args.steps,
-        guidance: args.guidance.unwrap_or(songloom_ui::contract::DEFAULT_GUIDANCE),
-        device: args.device.clone(),
-        precision: format!("{:?}", args.precision).to_lowercase(),
-        model: args.model.as_ref().map(|m| m.display().to_string()).unwrap_or_default(),
-    };
-    let path =
-        wav.lock().expect("not poisoned").take().expect("written once").finish(&serde_json::to_string(&recipe)?)?;
-    summary(&stats, &path, args.json);
-    if args.save {
-        save_to_library(args.library.clone(), &recipe, &stats, &path)?;
-    }
-    if let Some(p) = player {
-        let seconds = stats.samples as f64 / stats.sample_rate as f64;
+    let result = prepared.run(&terminal, &cancel);
+    terminal.progress.clear();
+    let finished = result?;
+    let path = finished.out.as_deref().expect("the job names an output file");
+    summary(&finished.stats, path, args.json);
+    if let Some(p) = terminal.player {
+        let seconds = finished.stats.samples as f64 / finished.stats.sample_rate as f64;
         let underruns = p.finish(Duration::from_secs_f64(seconds + 2.0));
         if underruns > 0 && !args.json {
             eprintln!("playback ran ahead of generation {underruns} times (the rest played after a pause)");
@@ -176,18 +153,19 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     Ok(())
 }
 
-/// Copies the written song into the library with its recipe and timings.
-fn save_to_library(dir: Option<PathBuf>, recipe: &Recipe, stats: &Stats, wav: &std::path::Path) -> Result<()> {
-    let dir = dir.unwrap_or_else(crate::library::default_dir);
-    let mut lib = crate::library::Library::open(&dir)?;
-    let staged = dir.join(format!(".adding-{}.wav", std::process::id()));
-    std::fs::copy(wav, &staged).with_context(|| format!("copying the song into {}", dir.display()))?;
-    let timings = crate::library::timings_of(stats);
-    let title: String = recipe.description.chars().take(60).collect();
-    let seconds = stats.samples as f64 / stats.sample_rate.max(1) as f64;
-    let result = lib.add(&title, recipe, seconds, &timings, &staged);
-    let _ = std::fs::remove_file(&staged);
-    result.map(|_| ())
+/// The terminal's side of a song: progress bars (or JSON lines) and the player.
+struct Terminal {
+    progress: Progress,
+    player: Option<Player>,
+}
+
+impl SongSink for Terminal {
+    fn event(&self, event: &Event) {
+        if let (Event::Audio { samples, .. }, Some(player)) = (event, &self.player) {
+            player.push(samples);
+        }
+        self.progress.show(event);
+    }
 }
 
 fn summary(stats: &Stats, path: &std::path::Path, json: bool) {
@@ -270,8 +248,8 @@ fn event_json(event: &Event) -> serde_json::Value {
         Event::Stage { stage, done, total } => {
             json!({"event": "stage", "stage": stage_json(stage), "done": done, "total": total})
         }
-        Event::Audio { first_sample, samples } => {
-            json!({"event": "audio", "first_sample": first_sample, "frames": samples.len() / 2})
+        Event::Audio { first_sample, samples, sample_rate } => {
+            json!({"event": "audio", "first_sample": first_sample, "frames": samples.len() / 2, "sample_rate": sample_rate})
         }
         Event::Finished { stats } => json!({
             "event": "finished",

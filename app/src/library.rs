@@ -8,6 +8,8 @@ use anyhow::{Context, Result, bail};
 use rusqlite::{Connection, OptionalExtension, params};
 use songloom_ui::contract::{Recipe, Timings};
 
+use crate::wav::CompleteWav;
+
 /// The schema version this code writes (`PRAGMA user_version`).
 const SCHEMA_VERSION: i64 = 1;
 
@@ -28,13 +30,9 @@ pub struct Song {
     pub wav: PathBuf,
 }
 
-/// `$XDG_DATA_HOME/songloom`, or `~/.local/share/songloom`.
+/// The user's data directory's `songloom` folder (`~/.local/share/songloom` on Linux).
 pub fn default_dir() -> PathBuf {
-    std::env::var_os("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
-        .unwrap_or_else(std::env::temp_dir)
-        .join("songloom")
+    dirs::data_dir().unwrap_or_else(std::env::temp_dir).join("songloom")
 }
 
 impl Library {
@@ -66,9 +64,34 @@ impl Library {
         self.songs_dir.join(format!("{id}.wav"))
     }
 
+    /// The folder the song files live in.
+    pub fn songs_dir(&self) -> &Path {
+        &self.songs_dir
+    }
+
+    /// Adds a copy of the finished WAV at `source`.
+    pub fn add_copy(
+        &mut self,
+        title: &str,
+        recipe: &Recipe,
+        seconds: f64,
+        timings: &Timings,
+        source: &Path,
+    ) -> Result<Song> {
+        let copy = CompleteWav::copy_of(source, &self.songs_dir)?;
+        self.add(title, recipe, seconds, timings, copy)
+    }
+
     /// Adds a finished song: records it and moves its WAV into the library. If the move fails the
     /// record is rolled back, so the library never lists a song without its file.
-    pub fn add(&mut self, title: &str, recipe: &Recipe, seconds: f64, timings: &Timings, wav: &Path) -> Result<Song> {
+    pub fn add(
+        &mut self,
+        title: &str,
+        recipe: &Recipe,
+        seconds: f64,
+        timings: &Timings,
+        wav: CompleteWav,
+    ) -> Result<Song> {
         let created_unix =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
         let tx = self.conn.transaction()?;
@@ -84,10 +107,7 @@ impl Library {
             ],
         )?;
         let id = tx.last_insert_rowid();
-        let target = self.songs_dir.join(format!("{id}.wav"));
-        std::fs::rename(wav, &target)
-            .or_else(|_| std::fs::copy(wav, &target).and_then(|_| std::fs::remove_file(wav)))
-            .with_context(|| format!("moving {} into the library", wav.display()))?;
+        wav.persist_new(&self.songs_dir.join(format!("{id}.wav")))?;
         tx.commit()?;
         self.get(id)?.context("the song just added is missing")
     }
@@ -192,14 +212,15 @@ mod tests {
         let wav = dir.path().join("take.wav");
         std::fs::write(&wav, b"RIFF").unwrap();
         let timings = Timings { total_s: 3.0, time_to_first_audio_s: Some(1.0), frames: 25, ..Timings::default() };
-        let song = lib.add("First take", &recipe("warm lo-fi piano"), 1.0, &timings, &wav).unwrap();
-        assert!(!wav.exists() && song.wav.exists());
+        let song = lib.add_copy("First take", &recipe("warm lo-fi piano"), 1.0, &timings, &wav).unwrap();
+        assert!(wav.exists() && song.wav.exists(), "a copy is added, the source stays");
+        assert_eq!(std::fs::read(&song.wav).unwrap(), b"RIFF");
         assert_eq!(song.recipe, recipe("warm lo-fi piano"));
         assert_eq!(song.timings, timings);
 
         let other = dir.path().join("other.wav");
         std::fs::write(&other, b"RIFF").unwrap();
-        lib.add("Second", &recipe("dark techno 50%"), 2.0, &Timings::default(), &other).unwrap();
+        lib.add_copy("Second", &recipe("dark techno 50%"), 2.0, &Timings::default(), &other).unwrap();
         assert_eq!(lib.list("").unwrap().len(), 2);
         assert_eq!(lib.list("piano").unwrap()[0].id, song.id);
         assert_eq!(lib.list("50%").unwrap().len(), 1);
@@ -221,7 +242,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut lib = Library::open(dir.path()).unwrap();
         let missing = dir.path().join("never-written.wav");
-        assert!(lib.add("ghost", &recipe("x"), 1.0, &Timings::default(), &missing).is_err());
+        assert!(lib.add_copy("ghost", &recipe("x"), 1.0, &Timings::default(), &missing).is_err());
         assert!(lib.list("").unwrap().is_empty());
+        // A file already where the next song's would go is never overwritten: the song is refused.
+        std::fs::write(lib.songs_dir().join("1.wav"), b"older").unwrap();
+        let wav = dir.path().join("take.wav");
+        std::fs::write(&wav, b"RIFF").unwrap();
+        assert!(lib.add_copy("clash", &recipe("x"), 1.0, &Timings::default(), &wav).is_err());
+        assert_eq!(std::fs::read(lib.songs_dir().join("1.wav")).unwrap(), b"older");
+        assert!(lib.list("").unwrap().is_empty());
+        let leftovers: Vec<_> = std::fs::read_dir(lib.songs_dir()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(leftovers.len(), 1, "only the older file: {leftovers:?}");
     }
 }

@@ -7,6 +7,7 @@ mod generate;
 mod library;
 mod model_info;
 mod player;
+mod song_job;
 #[cfg(test)]
 mod test_home;
 mod wav;
@@ -18,7 +19,7 @@ use clap::{Parser, Subcommand};
 use songloom_engine::model_dir::ModelDir;
 use songloom_engine::stage::{Stage, StageInputs, run_stage};
 use songloom_engine::weights::save_f32;
-use songloom_engine::{Device, Tensor};
+use songloom_engine::{Device, DeviceChoice, Tensor};
 
 #[derive(Parser)]
 #[command(
@@ -82,8 +83,9 @@ enum Command {
         /// Where to write the outputs (safetensors, f32).
         #[arg(long)]
         out: PathBuf,
+        /// auto, cpu, cuda or wgpu.
         #[arg(long, default_value = "auto")]
-        device: String,
+        device: DeviceChoice,
     },
     /// Lists each compute backend and whether it can run here.
     Devices,
@@ -172,7 +174,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Stage { stage, model, inputs, out, device } => {
             let stage = Stage::parse(&stage)?;
-            let device = Device::from_name(&device)?;
+            let device = Device::from_choice(device)?;
             let model = ModelDir::open(&model)?;
             let inputs = StageInputs::open(&inputs)?;
             let outputs = run_stage(stage, &model, &device, &inputs)?;
@@ -187,8 +189,9 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Devices => {
-            for (name, status) in Device::probe_all() {
-                match status {
+            for probe in Device::probe_all() {
+                let name = probe.kind.name();
+                match probe.status {
                     Ok(info) => println!("{name:5} available ({info})"),
                     Err(why) => println!("{name:5} unavailable: {why}"),
                 }

@@ -1,11 +1,12 @@
-//! WAV export: written to a temporary file beside the target as audio arrives, renamed into place
+//! WAV export: written to a temporary file beside the target as audio arrives, moved into place
 //! only when the song is complete, and removed on any failure, so the target is never half-written.
 
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
+use tempfile::NamedTempFile;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum WavFormat {
@@ -15,59 +16,112 @@ pub enum WavFormat {
     Pcm16,
 }
 
+/// A WAV being written: a temporary file that [`finish`](WavFile::finish) completes. Dropped
+/// unfinished (an error, a cancel), the temporary is removed.
 pub struct WavFile {
     writer: Option<hound::WavWriter<BufWriter<File>>>,
-    temp: PathBuf,
-    target: PathBuf,
+    temp: NamedTempFile,
     format: WavFormat,
 }
 
+/// A complete WAV in its temporary file, to be moved where it belongs; dropped, it is removed.
+pub struct CompleteWav(NamedTempFile);
+
 impl WavFile {
-    /// Creates the temporary file now, so an unwritable target fails before any work is done.
+    /// Starts the WAV that will become `target`, in a temporary file beside it, so a target that
+    /// cannot be written fails before any work is done.
     pub fn create(target: &Path, sample_rate: u32, format: WavFormat) -> Result<Self> {
+        if target.is_dir() {
+            bail!("{} is a directory; give the path of a file to write", target.display());
+        }
         let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let name = target.file_name().with_context(|| format!("{} is not a file path", target.display()))?;
-        let temp = dir.join(format!(".{}.{}.partial", name.to_string_lossy(), std::process::id()));
+        if !dir.is_dir() {
+            bail!("cannot write {}: the folder {} does not exist", target.display(), dir.display());
+        }
+        Self::open(dir, &name.to_string_lossy(), sample_rate, format)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {}", target.display(), plain(&e)))
+    }
+
+    /// Starts a WAV in a temporary file in `dir` whose name begins with `.{name}.`.
+    pub fn create_in(dir: &Path, name: &str, sample_rate: u32, format: WavFormat) -> Result<Self> {
+        Self::open(dir, name, sample_rate, format)
+            .map_err(|e| anyhow::anyhow!("cannot write a file in {}: {}", dir.display(), plain(&e)))
+    }
+
+    fn open(dir: &Path, name: &str, sample_rate: u32, format: WavFormat) -> std::io::Result<Self> {
+        let temp = tempfile::Builder::new()
+            .prefix(&format!(".{name}."))
+            .suffix(&format!(".{}.partial", std::process::id()))
+            .tempfile_in(dir)?;
         let spec = hound::WavSpec {
             channels: 2,
             sample_rate,
             bits_per_sample: if format == WavFormat::F32 { 32 } else { 16 },
             sample_format: if format == WavFormat::F32 { hound::SampleFormat::Float } else { hound::SampleFormat::Int },
         };
-        let writer =
-            hound::WavWriter::create(&temp, spec).with_context(|| format!("cannot write {}", target.display()))?;
-        Ok(WavFile { writer: Some(writer), temp, target: target.to_path_buf(), format })
+        let file = temp.reopen()?;
+        let writer = hound::WavWriter::new(BufWriter::new(file), spec).map_err(std::io::Error::other)?;
+        Ok(WavFile { writer: Some(writer), temp, format })
     }
 
     /// Appends interleaved stereo samples.
     pub fn write(&mut self, samples: &[f32]) -> Result<()> {
         let writer = self.writer.as_mut().expect("open until finished");
-        for &s in samples {
-            match self.format {
-                WavFormat::F32 => writer.write_sample(s)?,
-                WavFormat::Pcm16 => writer.write_sample((s.clamp(-1.0, 1.0) * 32767.0).round() as i16)?,
-            }
-        }
-        Ok(())
+        let written = samples.iter().try_for_each(|&s| match self.format {
+            WavFormat::F32 => writer.write_sample(s),
+            WavFormat::Pcm16 => writer.write_sample((s.clamp(-1.0, 1.0) * 32767.0).round() as i16),
+        });
+        written.with_context(|| format!("writing {}", self.temp.path().display()))
     }
 
-    /// Completes the file, with `recipe` (JSON) as its comment, and moves it to the target path.
-    pub fn finish(mut self, recipe: &str) -> Result<PathBuf> {
+    /// Completes the file, with `recipe` (JSON) as its comment.
+    pub fn finish(mut self, recipe: &str) -> Result<CompleteWav> {
+        let path = self.temp.path().to_path_buf();
         let writer = self.writer.take().expect("open until finished");
-        writer.finalize().with_context(|| format!("writing {}", self.temp.display()))?;
-        append_info(&self.temp, recipe).with_context(|| format!("writing {}", self.temp.display()))?;
-        std::fs::rename(&self.temp, &self.target)
-            .with_context(|| format!("moving the song to {}", self.target.display()))?;
-        Ok(self.target.clone())
+        writer.finalize().with_context(|| format!("writing {}", path.display()))?;
+        append_info(&path, recipe).with_context(|| format!("writing {}", path.display()))?;
+        Ok(CompleteWav(self.temp))
     }
 }
 
-impl Drop for WavFile {
-    fn drop(&mut self) {
-        // Not finished: an error or a cancel. Leave nothing behind.
-        if self.writer.take().is_some() {
-            let _ = std::fs::remove_file(&self.temp);
-        }
+impl CompleteWav {
+    /// A copy of the finished WAV at `source`, in a temporary file in `dir`.
+    pub fn copy_of(source: &Path, dir: &Path) -> Result<Self> {
+        let temp = tempfile::Builder::new()
+            .prefix(".copy.")
+            .suffix(&format!(".{}.partial", std::process::id()))
+            .tempfile_in(dir)
+            .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+        std::fs::copy(source, temp.path())
+            .with_context(|| format!("copying {} to {}", source.display(), temp.path().display()))?;
+        Ok(CompleteWav(temp))
+    }
+
+    /// Moves the file to `target`, replacing what is there.
+    pub fn persist(self, target: &Path) -> Result<PathBuf> {
+        self.0
+            .persist(target)
+            .map_err(|e| e.error)
+            .with_context(|| format!("moving the song to {}", target.display()))?;
+        Ok(target.to_path_buf())
+    }
+
+    /// Moves the file to `target`, which must not exist yet.
+    pub fn persist_new(self, target: &Path) -> Result<PathBuf> {
+        self.0
+            .persist_noclobber(target)
+            .map_err(|e| e.error)
+            .with_context(|| format!("moving the song to {}", target.display()))?;
+        Ok(target.to_path_buf())
+    }
+}
+
+/// An I/O error's cause alone, without the temporary path `tempfile` adds to it.
+fn plain(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::Other => e.to_string(),
+        kind => std::io::Error::from(kind).to_string(),
     }
 }
 
@@ -95,7 +149,7 @@ pub fn export(source: &Path, target: &Path, format: WavFormat, recipe: &str) -> 
     let (samples, sample_rate) = read_song(source)?;
     let mut wav = WavFile::create(target, sample_rate, format)?;
     wav.write(&samples)?;
-    wav.finish(recipe)
+    wav.finish(recipe)?.persist(target)
 }
 
 /// Appends a RIFF `LIST`/`INFO` chunk (software name, and the recipe as the comment `ICMT`) and
@@ -147,7 +201,7 @@ mod tests {
         let mut wav = WavFile::create(&target, 44100, WavFormat::Pcm16).unwrap();
         wav.write(&[0.5, -0.5, 0.25, -0.25]).unwrap();
         let recipe = r#"{"description":"warm lo-fi piano","seed":3}"#;
-        wav.finish(recipe).unwrap();
+        wav.finish(recipe).unwrap().persist(&target).unwrap();
         let bytes = std::fs::read(&target).unwrap();
         assert_eq!(read_comment(&bytes).as_deref(), Some(recipe));
         assert_eq!(u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize, bytes.len() - 8);
@@ -162,7 +216,7 @@ mod tests {
         let source = dir.path().join("stored.wav");
         let mut wav = WavFile::create(&source, 44100, WavFormat::F32).unwrap();
         wav.write(&[0.5, -0.5, 0.25, -1.5]).unwrap();
-        wav.finish("{}").unwrap();
+        wav.finish("{}").unwrap().persist(&source).unwrap();
         let target = dir.path().join("out.wav");
         export(&source, &target, WavFormat::Pcm16, r#"{"seed":5}"#).unwrap();
         assert_eq!(read_comment(&std::fs::read(&target).unwrap()).as_deref(), Some(r#"{"seed":5}"#));
@@ -174,11 +228,22 @@ mod tests {
     }
 
     #[test]
-    fn an_unfinished_file_leaves_nothing() {
+    fn an_unfinished_or_unmoved_file_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let mut wav = WavFile::create(&dir.path().join("song.wav"), 44100, WavFormat::F32).unwrap();
         wav.write(&[0.1, 0.2]).unwrap();
         drop(wav);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        let complete = WavFile::create(&dir.path().join("song.wav"), 44100, WavFormat::F32).unwrap().finish("{}");
+        drop(complete);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_directory_is_refused_as_a_target_before_anything_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = WavFile::create(dir.path(), 44100, WavFormat::F32).err().unwrap().to_string();
+        assert!(err.contains("is a directory"), "{err}");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

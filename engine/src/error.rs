@@ -3,6 +3,9 @@
 
 use std::path::PathBuf;
 
+use crate::device::{DeviceKind, Op};
+use crate::tensor::DType;
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{path}: {source}")]
@@ -22,7 +25,11 @@ pub enum Error {
     #[error("{op}: {detail}")]
     Shape { op: &'static str, detail: String },
     #[error("{op} is not supported for {dtype} on the {backend} backend")]
-    Unsupported { op: &'static str, dtype: String, backend: &'static str },
+    Unsupported { op: Op, dtype: DType, backend: DeviceKind },
+    #[error("{op} on the {backend} backend: {detail}")]
+    BackendLimit { op: Op, backend: DeviceKind, detail: String },
+    #[error("{op}: a tensor on the {found} backend was given to the {backend} backend")]
+    WrongDevice { op: Op, backend: DeviceKind, found: DeviceKind },
     #[error("{0}")]
     Invalid(String),
     #[error("{0}")]
@@ -36,6 +43,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     pub(crate) fn shape(op: &'static str, detail: impl Into<String>) -> Self {
         Error::Shape { op, detail: detail.into() }
+    }
+
+    pub(crate) fn unsupported(op: Op, dtype: DType, backend: DeviceKind) -> Self {
+        Error::Unsupported { op, dtype, backend }
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {

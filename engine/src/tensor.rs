@@ -3,6 +3,7 @@
 
 use half::{bf16, f16};
 
+use crate::device::DeviceKind;
 use crate::error::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,10 +108,26 @@ impl Storage {
         }
     }
 
+    /// The backend whose memory holds the data.
+    pub fn kind(&self) -> DeviceKind {
+        match self {
+            Storage::Cpu(_) => DeviceKind::Cpu,
+            Storage::Cuda(_) => DeviceKind::Cuda,
+        }
+    }
+
     fn len(&self) -> usize {
         match self {
             Storage::Cpu(s) => s.len(),
             Storage::Cuda(s) => s.len(),
+        }
+    }
+
+    /// A copy of the values as f32 in host memory (device buffers may hold padding at the end).
+    fn to_host(&self) -> Result<Vec<f32>> {
+        match self {
+            Storage::Cpu(s) => Ok(s.to_f32_vec()),
+            Storage::Cuda(s) => s.to_host(),
         }
     }
 }
@@ -191,16 +208,16 @@ impl Tensor {
         }
     }
 
-    /// A copy of the values as f32 in host memory. Engine code reads device tensors through
-    /// `Backend::to_host`, which reports a failed copy; this is for host tensors and tests.
+    /// A copy of the values as f32 in host memory, wherever they live.
+    pub fn to_host(&self) -> Result<Vec<f32>> {
+        let mut values = self.storage.to_host()?;
+        values.truncate(self.elem_count());
+        Ok(values)
+    }
+
+    /// [`to_host`](Self::to_host) for host tensors and tests, where a failed copy back from a
+    /// device is a bug: engine code reads device tensors through `Backend::to_host`.
     pub fn to_f32_vec(&self) -> Vec<f32> {
-        match &self.storage {
-            Storage::Cpu(s) => s.to_f32_vec(),
-            Storage::Cuda(s) => {
-                let mut v = s.to_host().expect("reading a tensor back from the GPU");
-                v.truncate(self.elem_count());
-                v
-            }
-        }
+        self.to_host().expect("reading a tensor back to the host")
     }
 }

@@ -284,7 +284,7 @@ impl<'a> VarBuilder<'a> {
     /// Scaled uniform noise seeded by the tensor's name, made on the device: `1 / sqrt(fan_in)`
     /// wide for matrices, around 1 for vectors (norm weights, alphas).
     fn synthetic_tensor(&self, seed: u64, name: &str, shape: &[usize]) -> Result<Tensor> {
-        let seed = name.bytes().fold(seed ^ 0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+        let seed = crate::hash::fnv1a_continue(seed ^ crate::hash::FNV_OFFSET, name.bytes());
         let fan_in: usize = shape.iter().skip(1).product();
         let (center, half_width) =
             if shape.len() <= 1 { (1.0, 0.1) } else { (0.0, 1.0 / (fan_in.max(1) as f32).sqrt()) };
@@ -384,18 +384,13 @@ pub fn save_f32(path: &Path, tensors: &[(String, Vec<usize>, Vec<f32>)]) -> Resu
     write_atomically(path, &bytes)
 }
 
-/// Writes `bytes` to a temporary file in `path`'s directory and renames it over `path`.
+/// Writes `bytes` to a temporary file in `path`'s directory and renames it over `path`; the
+/// temporary is removed on every failure.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = File::create(&tmp)
-        .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()))
-        .and_then(|_| std::fs::rename(&tmp, path));
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::io(path, e));
-    }
+    let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(dir, e))?;
+    temp.write_all(bytes).and_then(|_| temp.as_file().sync_all()).map_err(|e| Error::io(path, e))?;
+    temp.persist(path).map_err(|e| Error::io(path, e.error))?;
     Ok(())
 }

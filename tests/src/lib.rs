@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use songloom_engine::weights::Checkpoint;
-use songloom_engine::{Device, Tensor};
+use songloom_engine::{Device, DeviceChoice, DeviceKind, DeviceOptions, Precision, Tensor};
+
+pub mod conformance;
 
 /// `tests/fixtures`, or `$SONGLOOM_FIXTURES` when the test binary runs away from its source tree
 /// (on the GPU machine).
@@ -107,25 +109,39 @@ pub fn cpu() -> Device {
     Device::cpu()
 }
 
-/// Every backend this machine can run: the CPU, and CUDA where a GPU works (else a printed reason).
+/// Every backend that can run here, each opened with `options`: the CPU always, the others where
+/// they work (else the reason is printed and the backend skipped).
+pub fn devices_with(options: DeviceOptions) -> Vec<Device> {
+    DeviceKind::ALL
+        .into_iter()
+        .filter_map(|kind| match Device::open(DeviceChoice::Kind(kind), options) {
+            Ok(device) => Some(device),
+            Err(e) => {
+                println!("{kind} skipped: {e}");
+                None
+            }
+        })
+        .collect()
+}
+
+/// [`devices_with`] the default options (the reference precision).
 pub fn devices() -> Vec<Device> {
-    device_names().into_iter().map(device_named).collect()
+    devices_with(DeviceOptions::default())
 }
 
-/// The names of [`devices`], for tests that hand a fresh `Device` to each run.
-pub fn device_names() -> Vec<&'static str> {
-    match Device::cuda(songloom_engine::device::F32Math::Exact) {
-        Ok(_) => vec!["cpu", "cuda"],
-        Err(e) => {
-            println!("cuda skipped: {e}");
-            vec!["cpu"]
-        }
-    }
+/// The kinds of [`devices`], for tests that hand a fresh `Device` to each run.
+pub fn device_kinds() -> Vec<DeviceKind> {
+    devices().iter().map(|d| d.kind()).collect()
 }
 
-/// A device by name; the name comes from [`device_names`], so it is available.
-pub fn device_named(name: &str) -> Device {
-    Device::from_name(name).unwrap_or_else(|e| panic!("{name}: {e}"))
+/// A device of an available kind (from [`device_kinds`]).
+pub fn device_of(kind: DeviceKind) -> Device {
+    Device::from_choice(DeviceChoice::Kind(kind)).unwrap_or_else(|e| panic!("{kind}: {e}"))
+}
+
+/// The CUDA device under `precision`, or why there is none.
+pub fn cuda_with(precision: Precision) -> songloom_engine::Result<Device> {
+    Device::open(DeviceChoice::Kind(DeviceKind::Cuda), DeviceOptions { precision, ..DeviceOptions::default() })
 }
 
 /// Copies the tiny model into a temporary directory so a test can break one file of it.

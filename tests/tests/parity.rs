@@ -6,12 +6,11 @@
 
 use std::path::Path;
 
-use songloom_engine::device::F32Math;
 use songloom_engine::model_dir::ModelDir;
 use songloom_engine::models::scheduler::{FlowMatchEuler, cfg_combine, overlap_blend};
 use songloom_engine::stage::depth_teacher_forced;
 use songloom_engine::weights::{Checkpoint, save_f32};
-use songloom_engine::{Device, Tensor};
+use songloom_engine::{Device, DeviceKind, Precision, Tensor};
 use songloom_tests::{Bound, Golden, copy_tiny_model, cpu, devices, distance, fixtures, tiny_model_dir};
 
 /// bf16 stages: our f32 arithmetic over bf16 weights may sit anywhere the bf16 reference's rounding
@@ -91,9 +90,9 @@ fn lm_prefill_and_decode_steps_match_reference() {
     let on_cpu = lm_run(&model(), &cpu(), &g);
     for device in devices() {
         let ours = lm_run(&model(), &device, &g);
-        let name = device.name();
+        let name = device.kind();
         bound.check(&format!("{name}: lm hidden vs bf16 reference"), &ours, &g.values("reference"));
-        if name == "cpu" {
+        if name == DeviceKind::Cpu {
             Bound { rel: BF16_VS_CONTROL }.check("cpu: lm hidden vs f32 control", &ours, &g.values("control"));
         } else {
             bound.check(&format!("{name}: lm hidden vs cpu"), &ours, &on_cpu);
@@ -146,11 +145,11 @@ fn depth_decoder_frame_matches_reference() {
     let logit_bound = bf16_bound(&g, "reference_logits", "control_logits");
     let (cpu_hiddens, _) = depth_run(&model(), &cpu(), &codes, &g);
     for device in devices() {
-        let name = device.name();
+        let name = device.kind();
         let (hiddens, logits) = depth_run(&model(), &device, &codes, &g);
         bound.check(&format!("{name}: depth hiddens vs bf16 reference"), &hiddens, &g.values("reference"));
         logit_bound.check(&format!("{name}: depth logits vs bf16 reference"), &logits, &g.values("reference_logits"));
-        if name == "cpu" {
+        if name == DeviceKind::Cpu {
             Bound { rel: BF16_VS_CONTROL }.check("cpu: depth hiddens vs f32 control", &hiddens, &g.values("control"));
             Bound { rel: BF16_VS_CONTROL }.check(
                 "cpu: depth logits vs f32 control",
@@ -177,12 +176,12 @@ fn condition_case(golden: &str, model_dir: &Path) {
     let bound = bf16_bound(&g, "reference", "control");
     let input = g.tensor("frame_hiddens");
     for device in devices() {
-        let name = device.name();
+        let name = device.kind();
         let encoder = model.condition_encoder(&device).unwrap();
         let ours = encoder.forward(&device, &device.upload(input.clone()).unwrap()).unwrap().to_f32_vec();
         assert_eq!(ours.len(), g.values("reference").len());
         bound.check(&format!("{name}: {golden} vs bf16 reference"), &ours, &g.values("reference"));
-        if name == "cpu" {
+        if name == DeviceKind::Cpu {
             Bound { rel: BF16_VS_CONTROL }.check(&format!("cpu: {golden} vs f32 control"), &ours, &g.values("control"));
         }
     }
@@ -251,7 +250,7 @@ fn dit_matches_reference_at_several_flow_times() {
         for (i, t) in g.values("timesteps").iter().enumerate() {
             let reference = &g.values("reference")[i * per_t..(i + 1) * per_t];
             bound.check(
-                &format!("{}: dit velocity at t={t}", device.name()),
+                &format!("{}: dit velocity at t={t}", device.kind()),
                 &ours[i * per_t..(i + 1) * per_t],
                 reference,
             );
@@ -296,7 +295,7 @@ fn scheduler_timesteps_and_euler_steps_match_reference() {
                 sample.to_f32_vec(),
                 expected[i * n..(i + 1) * n],
                 "{}: Euler step {i} of {steps}",
-                device.name()
+                device.kind()
             );
         }
     }
@@ -338,7 +337,7 @@ fn vocoder_matches_reference_with_stereo_fold() {
     let bound = f32_bound(&g);
     for device in devices() {
         let ours = vocoder_run(&model(), &device, &g);
-        bound.check(&format!("{}: vocoder waveform", device.name()), &ours, &g.values("reference"));
+        bound.check(&format!("{}: vocoder waveform", device.kind()), &ours, &g.values("reference"));
     }
 
     // Negative control: weight norm not folded (each weight_g set to ||weight_v||, so w = v).
@@ -375,13 +374,13 @@ fn vocoder_matches_reference_with_stereo_fold() {
 /// and 6.0e-4 for the vocoder; bf16 5.4e-3 for the DiT) and bounded at about 2.5 to 3 times that
 /// (the f32 bound stays for the reference precision); the swapped-GLU DiT shows each bound still
 /// catches a wrong model.
-const FAST_PRECISIONS: [(F32Math, &str, Bound); 2] =
-    [(F32Math::Tf32, "tf32", Bound { rel: 2e-3 }), (F32Math::Bf16, "bf16", Bound { rel: 1.6e-2 })];
+const FAST_PRECISIONS: [(Precision, &str, Bound); 2] =
+    [(Precision::Tf32, "tf32", Bound { rel: 2e-3 }), (Precision::Bf16, "bf16", Bound { rel: 1.6e-2 })];
 
 #[test]
 fn fast_precision_distances_to_the_reference_are_measured_and_bounded() {
-    for (math, name, bound) in FAST_PRECISIONS {
-        let device = match Device::cuda(math) {
+    for (precision, name, bound) in FAST_PRECISIONS {
+        let device = match songloom_tests::cuda_with(precision) {
             Ok(d) => d,
             Err(e) => {
                 println!("{name} skipped: {e}");

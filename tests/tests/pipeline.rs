@@ -22,7 +22,7 @@ use songloom_engine::pipeline::windows::NoiseSource;
 use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, Request};
 use songloom_engine::prompt::PromptIds;
 use songloom_tests::{
-    Bound, Golden, copy_tiny_model, cpu, device_named, device_names, devices, distance, fixtures, tiny_model_dir,
+    Bound, Golden, copy_tiny_model, cpu, device_kinds, device_of, devices, distance, fixtures, tiny_model_dir,
 };
 
 const BF16_FACTOR: f32 = 2.0;
@@ -95,7 +95,7 @@ fn slice_rows(full: &[f32], vocab: usize, rows: std::ops::Range<u32>) -> Vec<f32
 fn ar_case(name: &str, model_dir: &Path, device: Device) -> (Vec<f32>, Golden) {
     let g = Golden::open(name);
     let pipeline = Pipeline::load(model_dir, device).unwrap();
-    let dev = pipeline.device.name();
+    let dev = pipeline.device.kind();
     let req = request(name);
     let prompt = pipeline.encode_prompt(&req.prompt, &req.lyrics).unwrap();
     assert_eq!(prompt.pair(), g.ids("text_ids"), "{name}: prompt ids");
@@ -124,9 +124,9 @@ fn frames_bound(g: &Golden) -> Bound {
 
 #[test]
 fn ar_loop_matches_reference_draw_for_draw() {
-    for dev in device_names() {
+    for dev in device_kinds() {
         for name in ["pipeline_short", "pipeline_long"] {
-            let (frames, g) = ar_case(name, &tiny_model_dir(), device_named(dev));
+            let (frames, g) = ar_case(name, &tiny_model_dir(), device_of(dev));
             frames_bound(&g).check(&format!("{dev}: {name} frame hiddens"), &frames, &g.values("frame_hiddens"));
         }
     }
@@ -181,9 +181,9 @@ fn waveform_bound(g: &Golden) -> Bound {
 
 #[test]
 fn windows_match_reference_waveform() {
-    for dev in device_names() {
+    for dev in device_kinds() {
         for name in ["pipeline_short", "pipeline_long"] {
-            let (ours, g) = render(&tiny_model_dir(), name, device_named(dev));
+            let (ours, g) = render(&tiny_model_dir(), name, device_of(dev));
             assert_eq!(ours.len(), g.values("waveform").len(), "{name}: length");
             waveform_bound(&g).check(&format!("{dev}: {name} waveform"), &ours, &g.values("waveform"));
         }
@@ -206,7 +206,7 @@ fn windows_with_a_wrong_overlap_are_caught() {
 fn song(pipeline: &Pipeline, req: &Request, streamed: bool) -> (Vec<f32>, songloom_engine::pipeline::Stats) {
     let audio = Mutex::new(Vec::new());
     let events = |e: Event| {
-        if let Event::Audio { first_sample, samples } = e {
+        if let Event::Audio { first_sample, samples, .. } = e {
             let mut audio = audio.lock().unwrap();
             assert_eq!(first_sample * 2, audio.len(), "audio arrives in order, without gaps");
             audio.extend(samples);
@@ -240,7 +240,7 @@ fn streamed_equals_sequential_and_seed_decides() {
 
 fn streamed_equals_sequential_on(device: Device) {
     let pipeline = Pipeline::load(&tiny_model_dir(), device).unwrap();
-    println!("streaming on {}", pipeline.device.name());
+    println!("streaming on {}", pipeline.device.kind());
     let req = song_request(5);
     let (streamed, stats) = song(&pipeline, &req, true);
     let (sequential, _) = song(&pipeline, &req, false);

@@ -6,7 +6,9 @@
 use egui::Color32;
 use serde::{Deserialize, Serialize};
 
-use crate::contract::{Engine, EngineEvent, ExportFormat, JobId, Recipe, Request, SongEntry, SongId};
+use crate::contract::{
+    DeviceStatus, Engine, EngineEvent, ExportFormat, JobId, PRECISIONS, Recipe, Request, SongEntry, SongId,
+};
 use crate::library_view::LibraryView;
 use crate::lyrics::{TAGS, dropped_text, insert_tag};
 use crate::player_view;
@@ -58,6 +60,8 @@ pub struct SongloomApp<E: Engine> {
     pub notice: Option<(String, bool)>,
     /// The model the last model information was asked for, and the answer once it came.
     model_info: Option<(String, Option<Result<String, String>>)>,
+    /// The device choices the engine offers, once it has said.
+    devices: Vec<DeviceStatus>,
     next_job: JobId,
     lyrics_cursor: usize,
     library_requested: bool,
@@ -74,6 +78,7 @@ impl<E: Engine> SongloomApp<E> {
             library: LibraryView::default(),
             notice: None,
             model_info: None,
+            devices: Vec::new(),
             next_job: 1,
             lyrics_cursor: 0,
             library_requested: false,
@@ -96,12 +101,7 @@ impl<E: Engine> SongloomApp<E> {
         let id = self.next_job;
         self.next_job += 1;
         self.job = Some(Job { id, progress: Progress::new(now_s) });
-        self.track = Some(Track {
-            title: self.draft.description.clone(),
-            job: Some(id),
-            sample_rate: 44100,
-            ..Track::default()
-        });
+        self.track = Some(Track { title: self.draft.description.clone(), job: Some(id), ..Track::default() });
         self.engine.send(Request::Generate { job: id, recipe: self.draft.clone() });
     }
 
@@ -129,6 +129,7 @@ impl<E: Engine> SongloomApp<E> {
                         *answer = Some(summary);
                     }
                 }
+                EngineEvent::Devices { devices } => self.devices = devices,
                 EngineEvent::Notice { message } => self.notice = Some((message, false)),
                 EngineEvent::Problem { message } => self.notice = Some((message, true)),
                 event => self.job_event(event, now_s),
@@ -139,9 +140,6 @@ impl<E: Engine> SongloomApp<E> {
     fn job_event(&mut self, event: EngineEvent, now_s: f64) {
         let Some(job) = self.job.as_mut().filter(|j| Some(j.id) == event.job()) else { return };
         job.progress.apply(&event, now_s);
-        if matches!(event, EngineEvent::Saved { .. }) {
-            self.engine.send(Request::ListSongs { search: self.library.search.clone() });
-        }
         let Some(track) = self.track.as_mut().filter(|t| t.job == Some(job.id)) else { return };
         match event {
             EngineEvent::Audio { samples, sample_rate, .. } => {
@@ -287,10 +285,10 @@ impl<E: Engine> SongloomApp<E> {
                 .on_hover_text("How closely the music follows the description (the model's own: 1.7)");
             ui.end_row();
             let label = ui.label("Device");
-            text_choice_ui(ui, label.id, "device", &mut self.draft.device, &["auto", "cpu", "cuda"]);
+            device_choice_ui(ui, label.id, &mut self.draft.device, &self.devices);
             ui.end_row();
             let label = ui.label("Precision");
-            text_choice_ui(ui, label.id, "precision", &mut self.draft.precision, &["reference", "tf32", "bf16"]);
+            text_choice_ui(ui, label.id, "precision", &mut self.draft.precision, &PRECISIONS);
             ui.end_row();
             let label = ui.label("Model");
             ui.add(egui::TextEdit::singleline(&mut self.draft.model).hint_text("embedded test model"))
@@ -341,7 +339,7 @@ impl<E: Engine> SongloomApp<E> {
         if let Some(error) = &p.error {
             ui.colored_label(Color32::LIGHT_RED, error);
         } else if p.finished.is_some() {
-            ui.label(format!("Finished: {:.1} s of audio", p.samples as f64 / 44100.0));
+            ui.label(format!("Finished: {:.1} s of audio", p.audio_s()));
         }
     }
 }
@@ -360,6 +358,33 @@ pub(crate) fn choice_ui<T: PartialEq + Clone>(
         .show_ui(ui, |ui| {
             for (option, name) in options {
                 ui.selectable_value(value, option.clone(), *name);
+            }
+        })
+        .response
+        .labelled_by(label)
+}
+
+/// The device drop-down: each choice the engine offers, those that cannot run here disabled with
+/// their reason; until the engine has said, the draft's choice alone.
+fn device_choice_ui(
+    ui: &mut egui::Ui,
+    label: egui::Id,
+    value: &mut String,
+    devices: &[DeviceStatus],
+) -> egui::Response {
+    egui::ComboBox::from_id_salt("device")
+        .selected_text(value.as_str())
+        .show_ui(ui, |ui| {
+            for device in devices {
+                let enabled = device.available.is_ok();
+                let response = ui.add_enabled(enabled, egui::Button::selectable(*value == device.name, &device.name));
+                let response = match &device.available {
+                    Ok(what) => response.on_hover_text(what),
+                    Err(why) => response.on_disabled_hover_text(format!("not available: {why}")),
+                };
+                if response.clicked() {
+                    *value = device.name.clone();
+                }
             }
         })
         .response

@@ -15,9 +15,9 @@ pub struct Recipe {
     pub steps: usize,
     /// The DiT's classifier-free guidance scale.
     pub guidance: f32,
-    /// `auto`, `cpu`, `cuda` or `wgpu`.
+    /// `auto`, `cpu`, `cuda` or `wgpu` (the engine's device names).
     pub device: String,
-    /// `reference` or `tf32`.
+    /// `reference`, `tf32` or `bf16` (the engine's precision policies, [`PRECISIONS`]).
     pub precision: String,
     /// The model directory; empty for the embedded test model.
     pub model: String,
@@ -25,6 +25,16 @@ pub struct Recipe {
 
 /// MiniMax-Music3's own DiT guidance scale.
 pub const DEFAULT_GUIDANCE: f32 = 1.7;
+
+/// The precision policies of the acoustic half, by the engine's names (the app ties the two).
+pub const PRECISIONS: [&str; 3] = ["reference", "tf32", "bf16"];
+
+/// A device choice and whether it can run here: what it is, or why not.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceStatus {
+    pub name: String,
+    pub available: Result<String, String>,
+}
 
 impl Default for Recipe {
     fn default() -> Self {
@@ -189,6 +199,10 @@ pub enum EngineEvent {
     ModelInfo {
         model: String,
         summary: Result<String, String>,
+    },
+    /// Each device choice (`auto` first) and whether it can run here; sent once at the start.
+    Devices {
+        devices: Vec<DeviceStatus>,
     },
     /// Something the user asked for happened ("Exported to ...").
     Notice {

@@ -13,7 +13,9 @@ pub struct Progress {
     /// (window, windows, step, steps) of the denoiser.
     pub denoise: Option<(usize, usize, usize, usize)>,
     pub windows_vocoded: usize,
+    /// Stereo frames of audio so far, at `sample_rate`.
     pub samples: usize,
+    pub sample_rate: u32,
     pub first_audio_s: Option<f64>,
     pub finished: Option<Timings>,
     pub error: Option<String>,
@@ -33,8 +35,9 @@ impl Progress {
             }
             EngineEvent::Stage { stage: Stage::Vocoder { window, .. }, .. } => self.windows_vocoded = window + 1,
             EngineEvent::Stage { stage: Stage::Tokenize, .. } => self.tokenized = true,
-            EngineEvent::Audio { first_sample, samples, .. } => {
+            EngineEvent::Audio { first_sample, samples, sample_rate, .. } => {
                 self.samples = first_sample + samples.len() / 2;
+                self.sample_rate = *sample_rate;
                 self.first_audio_s.get_or_insert(now_s - self.started_s);
             }
             EngineEvent::Finished { timings, .. } => {
@@ -50,6 +53,7 @@ impl Progress {
             | EngineEvent::Library { .. }
             | EngineEvent::Loaded { .. }
             | EngineEvent::ModelInfo { .. }
+            | EngineEvent::Devices { .. }
             | EngineEvent::Notice { .. }
             | EngineEvent::Problem { .. } => {}
         }
@@ -74,6 +78,11 @@ impl Progress {
     pub fn frames_per_s(&self, now_s: f64) -> Option<f64> {
         let elapsed = self.finished.as_ref().map_or(now_s - self.started_s, |t| t.ar_s);
         (self.frames.0 > 0 && elapsed > 0.0).then(|| self.frames.0 as f64 / elapsed)
+    }
+
+    /// Seconds of audio made so far.
+    pub fn audio_s(&self) -> f64 {
+        self.samples as f64 / self.sample_rate.max(1) as f64
     }
 
     /// Seconds left at the rate so far, once there is a rate to go by.

@@ -8,21 +8,18 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use songloom_engine::Device;
-use songloom_engine::device::F32Math;
-use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, Request as SongRequest, StageName};
+use songloom_engine::pipeline::{Cancel, Event, Pipeline, Request as SongRequest, StageName};
+use songloom_engine::{Device, DeviceChoice, DeviceOptions, Precision};
 use songloom_ui::contract::{
-    Engine, EngineEvent, ExportFormat, JobId, PlaybackState, Recipe, Request, SongEntry, SongId, Stage, Timings,
+    DeviceStatus, Engine, EngineEvent, ExportFormat, JobId, PlaybackState, Recipe, Request, SongEntry, SongId, Stage,
+    Timings,
 };
 
 use crate::library::{Library, Song, default_dir, timings_of};
 use crate::player::Player;
-use crate::wav::{self, WavFile, WavFormat};
+use crate::song_job::{self, SongJob, SongSink};
+use crate::wav::{self, WavFormat};
 
-const SAMPLE_RATE: u32 = 44100;
-
-/// The one player, opened on first use; `Err` says why nothing can play.
-type PlayerSlot = Arc<Mutex<Option<Result<Player, String>>>>;
 type Running = Arc<Mutex<Option<(JobId, Cancel)>>>;
 
 /// Sends an event and wakes the window.
@@ -39,12 +36,69 @@ impl Outbox {
     }
 }
 
+/// The one player. Opening a sound device can take a while, so it is opened on the engine's
+/// threads ([`ensure`](Self::ensure)), never on the window's, which only reaches a player that is
+/// already open and never waits for one to open.
+#[derive(Default)]
+struct Players {
+    /// The open player and its sample rate, or why nothing can play at that rate.
+    current: Mutex<Option<(u32, Result<Player, String>)>>,
+    /// Held while a player opens, so two engine threads do not open two.
+    opening: Mutex<()>,
+}
+
+impl Players {
+    /// Makes sure a player is open at `sample_rate` (or that it is known why none can be).
+    fn ensure(&self, sample_rate: u32) {
+        let _one_at_a_time = self.opening.lock().expect("not poisoned");
+        if self.current.lock().expect("not poisoned").as_ref().is_some_and(|(rate, _)| *rate == sample_rate) {
+            return;
+        }
+        let opened = Player::open(sample_rate);
+        *self.current.lock().expect("not poisoned") = Some((sample_rate, opened));
+    }
+
+    /// Runs `f` on the open player, if there is one.
+    fn with_open(&self, f: impl FnOnce(&Player)) {
+        if let Some((_, Ok(player))) = self.current.lock().expect("not poisoned").as_ref() {
+            f(player);
+        }
+    }
+
+    fn state(&self) -> PlaybackState {
+        match self.current.lock().expect("not poisoned").as_ref() {
+            None => PlaybackState::default(),
+            Some((sample_rate, Err(why))) => {
+                PlaybackState { sample_rate: *sample_rate, unavailable: Some(why.clone()), ..PlaybackState::default() }
+            }
+            Some((sample_rate, Ok(p))) => {
+                let s = p.status();
+                PlaybackState {
+                    position: s.position,
+                    frames: s.frames,
+                    sample_rate: *sample_rate,
+                    playing: s.playing,
+                    level: s.level,
+                    unavailable: None,
+                }
+            }
+        }
+    }
+}
+
+/// What the librarian thread is asked: the window's requests, and the engine's own call to send
+/// the list again after a song was kept.
+enum ToLibrarian {
+    Request(Request),
+    RefreshList,
+}
+
 pub struct InProcessEngine {
     jobs: mpsc::Sender<(JobId, Recipe)>,
-    library_requests: mpsc::Sender<Request>,
+    librarian: mpsc::Sender<ToLibrarian>,
     events: mpsc::Receiver<EngineEvent>,
     running: Running,
-    player: PlayerSlot,
+    players: Arc<Players>,
 }
 
 impl InProcessEngine {
@@ -54,11 +108,17 @@ impl InProcessEngine {
         let (event_tx, events) = mpsc::channel();
         let outbox = Outbox { events: event_tx, repaint: Arc::new(repaint) };
         let running: Running = Arc::default();
-        let player: PlayerSlot = Arc::default();
+        let players: Arc<Players> = Arc::default();
+        let (librarian, librarian_rx) = mpsc::channel::<ToLibrarian>();
 
         let (jobs, job_rx) = mpsc::channel::<(JobId, Recipe)>();
-        let mut worker =
-            Worker { library_dir: library_dir.clone(), pipeline: None, player: player.clone(), outbox: outbox.clone() };
+        let mut worker = Worker {
+            library_dir: library_dir.clone(),
+            pipeline: None,
+            players: players.clone(),
+            outbox: outbox.clone(),
+            librarian: librarian.clone(),
+        };
         let worker_running = running.clone();
         std::thread::spawn(move || {
             for (job, recipe) in job_rx {
@@ -71,29 +131,33 @@ impl InProcessEngine {
                 };
                 if !matches!(last, EngineEvent::Finished { .. }) {
                     // A cancelled or failed song is not kept, so it stops playing too.
-                    with_player(&worker.player, Player::stop);
+                    worker.players.with_open(Player::stop);
                 }
                 *worker_running.lock().expect("not poisoned") = None;
                 worker.outbox.send(last);
             }
         });
 
-        let (library_requests, library_rx) = mpsc::channel::<Request>();
-        let mut librarian = Librarian {
+        let mut librarian_state = Librarian {
             dir: library_dir,
             search: String::new(),
-            player: player.clone(),
+            players: players.clone(),
             running: running.clone(),
             outbox,
         };
         std::thread::spawn(move || {
-            for request in library_rx {
-                if let Err(e) = librarian.handle(request) {
-                    librarian.outbox.send(EngineEvent::Problem { message: format!("{e:#}") });
+            librarian_state.send_devices();
+            for message in librarian_rx {
+                let result = match message {
+                    ToLibrarian::Request(request) => librarian_state.handle(request),
+                    ToLibrarian::RefreshList => librarian_state.send_list(),
+                };
+                if let Err(e) = result {
+                    librarian_state.outbox.send(EngineEvent::Problem { message: format!("{e:#}") });
                 }
             }
         });
-        InProcessEngine { jobs, library_requests, events, running, player }
+        InProcessEngine { jobs, librarian, events, running, players }
     }
 }
 
@@ -110,10 +174,10 @@ impl Engine for InProcessEngine {
                     cancel.cancel();
                 }
             }
-            Request::TogglePlayback => with_player(&self.player, Player::toggle),
-            Request::Seek { frame } => with_player(&self.player, |p| p.seek(frame)),
+            Request::TogglePlayback => self.players.with_open(Player::toggle),
+            Request::Seek { frame } => self.players.with_open(|p| p.seek(frame)),
             other => {
-                let _ = self.library_requests.send(other);
+                let _ = self.librarian.send(ToLibrarian::Request(other));
             }
         }
     }
@@ -123,40 +187,44 @@ impl Engine for InProcessEngine {
     }
 
     fn playback(&self) -> PlaybackState {
-        match self.player.lock().expect("not poisoned").as_ref() {
-            None => PlaybackState { sample_rate: SAMPLE_RATE, ..PlaybackState::default() },
-            Some(Err(why)) => {
-                PlaybackState { sample_rate: SAMPLE_RATE, unavailable: Some(why.clone()), ..PlaybackState::default() }
-            }
-            Some(Ok(p)) => {
-                let s = p.status();
-                PlaybackState {
-                    position: s.position,
-                    frames: s.frames,
-                    sample_rate: SAMPLE_RATE,
-                    playing: s.playing,
-                    level: s.level,
-                    unavailable: None,
-                }
-            }
-        }
+        self.players.state()
     }
 }
 
-/// Runs `f` on the player, opening it the first time.
-fn with_player(slot: &PlayerSlot, f: impl FnOnce(&Player)) {
-    let mut slot = slot.lock().expect("not poisoned");
-    if let Ok(p) = slot.get_or_insert_with(|| Player::open(SAMPLE_RATE)) {
-        f(p);
-    }
-}
+/// The pipeline a recipe needs: its model directory, device and precision.
+type PipelineKey = (String, String, String);
 
 struct Worker {
     library_dir: PathBuf,
     /// The last pipeline, kept while the model, device and precision stay the same.
-    pipeline: Option<((String, String, String), Pipeline)>,
-    player: PlayerSlot,
+    pipeline: Option<(PipelineKey, Pipeline)>,
+    players: Arc<Players>,
     outbox: Outbox,
+    librarian: mpsc::Sender<ToLibrarian>,
+}
+
+/// The window's side of a song: stage and audio events to the window, audio to the player.
+struct WindowSink<'a> {
+    job: JobId,
+    outbox: &'a Outbox,
+    players: &'a Players,
+}
+
+impl SongSink for WindowSink<'_> {
+    fn event(&self, event: &Event) {
+        let job = self.job;
+        match event {
+            Event::Stage { stage, done, total } => {
+                self.outbox.send(EngineEvent::Stage { job, stage: stage_of(*stage), done: *done, total: *total })
+            }
+            Event::Audio { first_sample, samples, sample_rate } => {
+                self.players.with_open(|p| p.push(samples));
+                let (first_sample, samples, sample_rate) = (*first_sample, samples.clone(), *sample_rate);
+                self.outbox.send(EngineEvent::Audio { job, first_sample, samples, sample_rate });
+            }
+            Event::Finished { .. } => {}
+        }
+    }
 }
 
 impl Worker {
@@ -164,75 +232,71 @@ impl Worker {
         let key = (recipe.model.clone(), recipe.device.clone(), recipe.precision.clone());
         if self.pipeline.as_ref().is_none_or(|(k, _)| *k != key) {
             self.pipeline = None;
-            let math = F32Math::from_name(&recipe.precision)?;
-            let device = Device::from_name_with(&recipe.device, math)?;
+            let options = DeviceOptions { precision: Precision::parse(&recipe.precision)?, ..DeviceOptions::default() };
+            let device = Device::open(DeviceChoice::parse(&recipe.device)?, options)?;
             self.pipeline = Some((key, Pipeline::load(&model_dir(&recipe.model)?, device)?));
         }
         Ok(&self.pipeline.as_ref().expect("just loaded").1)
     }
 
     fn run(&mut self, job: JobId, recipe: &Recipe, cancel: &Cancel) -> anyhow::Result<Timings> {
-        let library_dir = self.library_dir.clone();
-        let (player, outbox) = (self.player.clone(), self.outbox.clone());
+        let (players, outbox, library_dir) = (self.players.clone(), self.outbox.clone(), self.library_dir.clone());
         let pipeline = self.pipeline(recipe)?;
-        let sample_rate = pipeline.sample_rate();
-        std::fs::create_dir_all(&library_dir)?;
-        let staged = library_dir.join(format!(".job-{job}-{}.wav", std::process::id()));
-        let wav = Mutex::new(Some(WavFile::create(&staged, sample_rate, WavFormat::F32)?));
-        with_player(&player, Player::new_song);
-        let write_error = Mutex::new(None);
-        let events = |event: Event| match event {
-            Event::Stage { stage, done, total } => {
-                outbox.send(EngineEvent::Stage { job, stage: stage_of(stage), done, total })
-            }
-            Event::Audio { first_sample, samples } => {
-                with_player(&player, |p| p.push(&samples));
-                if let Some(w) = wav.lock().expect("not poisoned").as_mut()
-                    && let Err(e) = w.write(&samples)
-                {
-                    *write_error.lock().expect("not poisoned") = Some(e);
-                    cancel.cancel();
-                }
-                outbox.send(EngineEvent::Audio { job, first_sample, samples, sample_rate });
-            }
-            Event::Finished { .. } => {}
+        players.ensure(pipeline.sample_rate());
+        players.with_open(Player::new_song);
+        let song = SongJob {
+            request: SongRequest {
+                prompt: recipe.description.clone(),
+                lyrics: recipe.lyrics.clone(),
+                duration_s: recipe.duration_s,
+                seed: recipe.seed,
+                steps: recipe.steps,
+                guidance: Some(recipe.guidance),
+            },
+            recipe: recipe.clone(),
+            out: None,
+            format: WavFormat::F32,
+            library: Some(library_dir),
         };
-        let request = SongRequest {
-            prompt: recipe.description.clone(),
-            lyrics: recipe.lyrics.clone(),
-            duration_s: recipe.duration_s,
-            seed: recipe.seed,
-            steps: recipe.steps,
-            guidance: Some(recipe.guidance),
-        };
-        let result = pipeline.generate(&request, Observer { events: &events, cancel });
-        if let Some(e) = write_error.lock().expect("not poisoned").take() {
-            return Err(e);
-        }
-        let stats = result?;
-        with_player(&player, Player::complete);
-        let timings = timings_of(&stats);
-        let path =
-            wav.lock().expect("not poisoned").take().expect("written once").finish(&serde_json::to_string(recipe)?)?;
-        let seconds = stats.samples as f64 / sample_rate as f64;
-        let title: String = recipe.description.chars().take(60).collect();
-        let song = Library::open(&library_dir)?.add(&title, recipe, seconds, &timings, &path)?;
-        outbox.send(EngineEvent::Saved { job, song: entry(&song) });
-        Ok(timings)
+        let finished = song_job::run(pipeline, &song, &WindowSink { job, outbox: &outbox, players: &players }, cancel)?;
+        players.with_open(Player::complete);
+        let saved = finished.saved.expect("the job names the library");
+        outbox.send(EngineEvent::Saved { job, song: entry(&saved) });
+        let _ = self.librarian.send(ToLibrarian::RefreshList);
+        Ok(timings_of(&finished.stats))
     }
 }
 
-/// Answers the library's requests.
+/// Answers the library's requests, and says which devices can run.
 struct Librarian {
     dir: PathBuf,
     /// The window's last search, so a change can be answered with the same list.
     search: String,
-    player: PlayerSlot,
+    players: Arc<Players>,
     running: Running,
     outbox: Outbox,
 }
 
 impl Librarian {
+    /// Each device choice and whether it can run here.
+    fn send_devices(&self) {
+        let probes = Device::probe_all();
+        let auto = match probes.iter().find(|p| p.status.is_ok() && p.kind != songloom_engine::DeviceKind::Cpu) {
+            Some(gpu) => Ok(format!("{} here", gpu.kind)),
+            None => Ok("the CPU here".to_string()),
+        };
+        let mut devices = vec![DeviceStatus { name: DeviceChoice::Auto.name().into(), available: auto }];
+        devices.extend(probes.into_iter().map(|p| DeviceStatus { name: p.kind.name().into(), available: p.status }));
+        self.outbox.send(EngineEvent::Devices { devices });
+    }
+
+    /// The songs of the last search.
+    fn send_list(&self) -> anyhow::Result<()> {
+        let library = Library::open(&self.dir)?;
+        self.outbox.send(EngineEvent::Library { songs: library.list(&self.search)?.iter().map(entry).collect() });
+        Ok(())
+    }
+
     fn handle(&mut self, request: Request) -> anyhow::Result<()> {
         if let Request::ModelInfo { model } = request {
             let summary = model_dir(&model)
@@ -266,7 +330,8 @@ impl Librarian {
                 }
                 let song = song(&library, id)?;
                 let (samples, sample_rate) = wav::read_song(&song.wav)?;
-                with_player(&self.player, |p| {
+                self.players.ensure(sample_rate);
+                self.players.with_open(|p| {
                     p.new_song();
                     p.push(&samples);
                     p.complete();
@@ -282,8 +347,8 @@ impl Librarian {
                 return Ok(());
             }
         }
-        self.outbox.send(EngineEvent::Library { songs: library.list(&self.search)?.iter().map(entry).collect() });
-        Ok(())
+        drop(library);
+        self.send_list()
     }
 }
 
@@ -296,12 +361,9 @@ fn song(library: &Library, id: SongId) -> anyhow::Result<Song> {
     library.get(id)?.with_context(|| format!("song {id} is no longer in the library"))
 }
 
-/// `$XDG_MUSIC_DIR`, else `~/Music`.
+/// The user's music folder (`XDG_MUSIC_DIR` of `user-dirs.dirs` on Linux), else `~/Music`.
 fn music_dir() -> PathBuf {
-    std::env::var_os("XDG_MUSIC_DIR")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join("Music")))
-        .unwrap_or_else(|| PathBuf::from("."))
+    dirs::audio_dir().or_else(|| dirs::home_dir().map(|h| h.join("Music"))).unwrap_or_else(|| PathBuf::from("."))
 }
 
 /// `<folder>/<title>.wav`, with ` (2)`, ` (3)` ... where that exists; the title is made safe for a

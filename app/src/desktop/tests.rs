@@ -11,6 +11,8 @@ use egui_kittest::kittest::Queryable;
 use songloom_ui::app::SongloomApp;
 use songloom_ui::contract::{Engine, Recipe};
 
+use songloom_engine::{DeviceChoice, DeviceKind};
+
 use super::InProcessEngine;
 use crate::library::Library;
 
@@ -168,15 +170,14 @@ fn cancel_mid_way_leaves_no_entry_and_no_file() {
 fn the_library_panel_lists_searches_plays_renames_and_deletes() {
     let setup = Setup::new();
     // One song in the library, written as the engine writes them.
-    let wav_path = setup.home.path().join("take.wav");
-    let mut wav = crate::wav::WavFile::create(&wav_path, 44100, crate::wav::WavFormat::F32).unwrap();
+    let mut library = Library::open(&setup.library_dir()).unwrap();
+    let mut wav =
+        crate::wav::WavFile::create_in(library.songs_dir(), "take.wav", 44100, crate::wav::WavFormat::F32).unwrap();
     wav.write(&vec![0.25; 2 * 4410]).unwrap();
     let recipe = Recipe { description: "library piano".into(), lyrics: "[verse]\nla".into(), ..Recipe::default() };
-    wav.finish(&serde_json::to_string(&recipe).unwrap()).unwrap();
-    Library::open(&setup.library_dir())
-        .unwrap()
-        .add("Library piano", &recipe, 0.1, &Default::default(), &wav_path)
-        .unwrap();
+    let complete = wav.finish(&serde_json::to_string(&recipe).unwrap()).unwrap();
+    library.add("Library piano", &recipe, 0.1, &Default::default(), complete).unwrap();
+    drop(library);
 
     let mut h = setup.harness();
     wait_until(&mut h, "the library list", |app| app.library.songs.len() == 1);
@@ -233,9 +234,10 @@ fn a_missing_model_or_gpu_is_an_error_in_the_window_and_the_next_song_still_runs
     assert!(error.contains("no-such-model"), "{error}");
     assert!(h.query_by_label(error.as_str()).is_some(), "shown in the window");
 
-    if songloom_engine::Device::cuda(songloom_engine::device::F32Math::Exact).is_err() {
+    let cuda = DeviceChoice::Kind(DeviceKind::Cuda);
+    if songloom_engine::Device::from_choice(cuda).is_err() {
         h.state_mut().draft.model.clear();
-        h.state_mut().draft.device = "cuda".into();
+        h.state_mut().draft.device = cuda.name().into();
         h.get_by_label("Generate").click();
         h.step();
         wait_until(&mut h, "the GPU error", |app| app.job.as_ref().is_some_and(|j| j.progress.is_done()));
@@ -251,6 +253,66 @@ fn a_missing_model_or_gpu_is_an_error_in_the_window_and_the_next_song_still_runs
     let progress = &h.state().job.as_ref().unwrap().progress;
     assert!(progress.finished.is_some(), "the window is still usable: {:?}", progress.error);
     assert!(Library::open(&setup.library_dir()).unwrap().list("").unwrap().len() == 1, "only the good song is kept");
+}
+
+/// The CLI and the window run one song job: the same request and seed give the same samples.
+#[test]
+fn a_cli_song_and_a_window_song_of_one_request_are_the_same_audio() {
+    use clap::Parser;
+    let setup = Setup::new();
+    let (description, lyrics, seed) = ("same song twice", "[verse]\nla la", 11u64);
+    let cli_wav = setup.home.path().join("cli.wav");
+    let cli = crate::Cli::try_parse_from(
+        [
+            "songloom",
+            "generate",
+            "--prompt",
+            description,
+            "--lyrics",
+            lyrics,
+            "--duration",
+            "2",
+            "--seed",
+            "11",
+            "--steps",
+            "2",
+            "--guidance",
+            "1.7",
+            "--device",
+            "cpu",
+            "--no-play",
+            "--out",
+        ]
+        .into_iter()
+        .map(String::from)
+        .chain([cli_wav.display().to_string()]),
+    )
+    .unwrap();
+    crate::run(cli).unwrap();
+
+    let mut h = setup.harness();
+    let app = h.state_mut();
+    app.draft = Recipe {
+        description: description.into(),
+        lyrics: "[verse]\nla la".into(),
+        duration_s: 2.0,
+        seed,
+        steps: 2,
+        guidance: 1.7,
+        device: "cpu".into(),
+        ..Recipe::default()
+    };
+    h.get_by_label("Generate").click();
+    h.step();
+    wait_until(&mut h, "the window's song", |app| app.job.as_ref().is_some_and(|j| j.progress.is_done()));
+    let songs = Library::open(&setup.library_dir()).unwrap().list("").unwrap();
+    assert_eq!(songs.len(), 1, "{:?}", h.state().job.as_ref().unwrap().progress.error);
+    let (window, window_rate) = crate::wav::read_song(&songs[0].wav).unwrap();
+    let (cli, cli_rate) = crate::wav::read_song(&cli_wav).unwrap();
+    assert_eq!(cli_rate, window_rate);
+    assert!(cli.len() > 2 * cli_rate as usize, "about 2 s of audio, got {} samples", cli.len());
+    let same = cli.len() == window.len() && cli.iter().zip(&window).all(|(a, b)| a.to_bits() == b.to_bits());
+    assert!(same, "the CLI's {} samples and the window's {} differ", cli.len(), window.len());
 }
 
 /// eframe's storage, in memory.

@@ -10,13 +10,15 @@ const QUERY_BLOCK: usize = 16;
 /// From this many queries on, scores and outputs are computed as two GEMMs per head.
 const GEMM_MIN_QUERIES: usize = 32;
 
-pub fn attention(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape) -> Vec<f32> {
-    if s.q_len >= GEMM_MIN_QUERIES { attention_gemm(q, k, v, s) } else { attention_rows(q, k, v, s) }
+/// The attention output `[batch * q_len, heads * head_dim]`, in a buffer that starts out holding
+/// `fill` (every element is then overwritten).
+pub fn attention(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape, fill: f32) -> Vec<f32> {
+    if s.q_len >= GEMM_MIN_QUERIES { attention_gemm(q, k, v, s, fill) } else { attention_rows(q, k, v, s, fill) }
 }
 
 /// Long sequences (DiT windows, prefill): `softmax(Q K^T * scale) V` per (batch, head) with the
 /// score matrix in memory, `q_len x kv_len` floats per task.
-fn attention_gemm(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape) -> Vec<f32> {
+fn attention_gemm(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape, fill: f32) -> Vec<f32> {
     let AttentionShape { batch, q_len, kv_len, kv_capacity, heads, kv_heads, head_dim: d, causal } = s;
     let (q_width, kv_width) = (heads * d, kv_heads * d);
     let group = heads / kv_heads;
@@ -50,7 +52,7 @@ fn attention_gemm(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape) -> Vec<f32
             (b, h, out)
         })
         .collect();
-    let mut out = vec![0.0f32; batch * q_len * q_width];
+    let mut out = vec![fill; batch * q_len * q_width];
     for (b, h, block) in results {
         for (i, row) in block.chunks(d).enumerate() {
             let at = (b * q_len + i) * q_width + h * d;
@@ -61,7 +63,7 @@ fn attention_gemm(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape) -> Vec<f32
 }
 
 /// Few queries (decode steps): one dot product per key, no score matrix.
-fn attention_rows(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape) -> Vec<f32> {
+fn attention_rows(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape, fill: f32) -> Vec<f32> {
     let AttentionShape { batch, q_len, kv_len, kv_capacity, heads, kv_heads, head_dim: d, causal } = s;
     let q_width = heads * d;
     let kv_width = kv_heads * d;
@@ -104,7 +106,7 @@ fn attention_rows(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape) -> Vec<f32
             (b, h, q0, out)
         })
         .collect();
-    let mut out = vec![0.0f32; batch * q_len * q_width];
+    let mut out = vec![fill; batch * q_len * q_width];
     for (b, h, q0, block) in results {
         for (i, row) in block.chunks(d).enumerate() {
             let at = (b * q_len + q0 + i) * q_width + h * d;

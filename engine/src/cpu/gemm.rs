@@ -60,9 +60,10 @@ const WEIGHT_TILE_ROWS: usize = 64;
 /// Up to this many activation rows a product is a memory-bound matrix-vector product.
 const GEMV_MAX_ROWS: usize = 8;
 
-/// `x [m, k] @ w[n, k]^T` into a fresh `[m, n]` buffer.
-pub fn linear(x: &[f32], m: usize, k: usize, w: &CpuStorage, n: usize) -> Vec<f32> {
-    let mut out = vec![0.0f32; m * n];
+/// `x [m, k] @ w[n, k]^T` into a fresh `[m, n]` buffer, which starts out holding `fill` (every
+/// element is then overwritten).
+pub fn linear(x: &[f32], m: usize, k: usize, w: &CpuStorage, n: usize, fill: f32) -> Vec<f32> {
+    let mut out = vec![fill; m * n];
     match w {
         CpuStorage::F32(w) if m > GEMV_MAX_ROWS => {
             let a = MatRef { data: x, row_stride: k, col_stride: 1 };

@@ -6,60 +6,64 @@ pub mod gemm;
 
 use rayon::prelude::*;
 
-use crate::device::{AttentionShape, Backend, Rotary};
+use crate::device::{AttentionShape, Backend, DeviceKind, DeviceOptions, Op, Rotary, SENTINEL_BITS};
 use crate::error::{Error, Result};
+use crate::hash;
 use crate::shapes;
 use crate::tensor::{CpuStorage, DType, Storage, Tensor};
 
 #[derive(Debug, Default)]
-pub struct CpuBackend;
+pub struct CpuBackend {
+    /// What a fresh result buffer holds before an op writes it: 0, or the NaN sentinel.
+    fresh: f32,
+}
 
 impl CpuBackend {
-    pub fn new() -> Self {
-        CpuBackend
+    pub fn new(options: DeviceOptions) -> Self {
+        CpuBackend { fresh: if options.sentinel_fill { f32::from_bits(SENTINEL_BITS[0]) } else { 0.0 } }
     }
 }
 
-fn storage(t: &Tensor) -> Result<&CpuStorage> {
+fn storage(t: &Tensor, op: Op) -> Result<&CpuStorage> {
     match t.storage() {
         Storage::Cpu(s) => Ok(s),
-        Storage::Cuda(_) => Err(Error::Invalid("a GPU tensor was given to the CPU backend".into())),
+        other => Err(Error::WrongDevice { op, backend: DeviceKind::Cpu, found: other.kind() }),
     }
 }
 
 /// The f32 values of an activation, or an error naming the op.
-fn f32s<'a>(t: &'a Tensor, op: &'static str) -> Result<&'a [f32]> {
-    match storage(t)? {
+fn f32s(t: &Tensor, op: Op) -> Result<&[f32]> {
+    match storage(t, op)? {
         CpuStorage::F32(v) => Ok(v),
-        other => Err(Error::Unsupported { op, dtype: other.dtype().to_string(), backend: "cpu" }),
+        other => Err(Error::unsupported(op, other.dtype(), DeviceKind::Cpu)),
     }
 }
 
-/// A small parameter (norm weight, bias, alpha) widened to f32.
-fn param(t: &Tensor) -> std::borrow::Cow<'_, [f32]> {
-    match t.storage() {
-        Storage::Cpu(CpuStorage::F32(v)) => std::borrow::Cow::Borrowed(v.as_slice()),
-        _ => std::borrow::Cow::Owned(t.to_f32_vec()),
-    }
+/// A small parameter (norm weight, bias, alpha) or a weight widened to f32.
+fn param(t: &Tensor, op: Op) -> Result<std::borrow::Cow<'_, [f32]>> {
+    Ok(match storage(t, op)? {
+        CpuStorage::F32(v) => std::borrow::Cow::Borrowed(v.as_slice()),
+        other => std::borrow::Cow::Owned(other.to_f32_vec()),
+    })
 }
 
 fn out(shape: &[usize], data: Vec<f32>) -> Result<Tensor> {
     Tensor::from_f32(shape, data)
 }
 
-fn same_shape(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
+fn same_shape(op: Op, a: &Tensor, b: &Tensor) -> Result<()> {
     if a.shape() != b.shape() {
-        return Err(Error::shape(op, format!("{:?} vs {:?}", a.shape(), b.shape())));
+        return Err(Error::shape(op.name(), format!("{:?} vs {:?}", a.shape(), b.shape())));
     }
     Ok(())
 }
 
-fn map(x: &Tensor, op: &'static str, f: impl Fn(f32) -> f32 + Sync) -> Result<Tensor> {
+fn map(x: &Tensor, op: Op, f: impl Fn(f32) -> f32 + Sync) -> Result<Tensor> {
     let v = f32s(x, op)?;
     out(x.shape(), v.par_iter().with_min_len(4096).map(|&a| f(a)).collect())
 }
 
-fn zip(a: &Tensor, b: &Tensor, op: &'static str, f: impl Fn(f32, f32) -> f32 + Sync) -> Result<Tensor> {
+fn zip(a: &Tensor, b: &Tensor, op: Op, f: impl Fn(f32, f32) -> f32 + Sync) -> Result<Tensor> {
     same_shape(op, a, b)?;
     let (x, y) = (f32s(a, op)?, f32s(b, op)?);
     out(a.shape(), x.par_iter().zip(y).with_min_len(4096).map(|(&p, &q)| f(p, q)).collect())
@@ -70,30 +74,73 @@ fn silu(x: f32) -> f32 {
 }
 
 impl Backend for CpuBackend {
-    fn name(&self) -> &'static str {
-        "cpu"
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Cpu
+    }
+
+    fn description(&self) -> String {
+        format!("{} threads", rayon::current_num_threads())
+    }
+
+    /// Weights, tables and parameters in any dtype (widened to f32 as they are read); activations
+    /// in f32.
+    fn supports(&self, op: Op, dtype: DType) -> bool {
+        match op {
+            Op::Upload
+            | Op::ToHost
+            | Op::Cast
+            | Op::ProductWeight
+            | Op::FillUniform
+            | Op::Candidates
+            | Op::Linear
+            | Op::LinearAdd
+            | Op::LinearSwiglu
+            | Op::LinearGlu
+            | Op::Linear3
+            | Op::Conv1d
+            | Op::ConvTranspose1d
+            | Op::Embedding
+            | Op::RmsNorm
+            | Op::LayerNorm
+            | Op::AttentionInputs
+            | Op::Snake => true,
+            Op::Rope
+            | Op::Attention
+            | Op::WriteRows
+            | Op::WriteKv
+            | Op::SiluMul
+            | Op::Silu
+            | Op::Tanh
+            | Op::Add
+            | Op::Scale
+            | Op::Transpose
+            | Op::SliceCols
+            | Op::SliceRows
+            | Op::CatRows
+            | Op::ResampleNearest => dtype == DType::F32,
+        }
     }
 
     fn upload(&self, t: Tensor) -> Result<Tensor> {
         match t.storage() {
             Storage::Cpu(_) => Ok(t),
-            Storage::Cuda(_) => Tensor::from_f32(t.shape(), t.to_f32_vec()),
+            _ => Tensor::from_f32(t.shape(), t.to_host()?),
         }
     }
 
     fn to_host(&self, t: &Tensor) -> Result<Vec<f32>> {
-        Ok(t.to_f32_vec())
+        Ok(storage(t, Op::ToHost)?.to_f32_vec())
     }
 
     fn cast(&self, t: &Tensor, dtype: DType) -> Result<Tensor> {
-        Tensor::new(t.shape(), Storage::Cpu(storage(t)?.to_dtype(dtype)))
+        Tensor::new(t.shape(), Storage::Cpu(storage(t, Op::Cast)?.to_dtype(dtype)))
     }
 
     fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         let (m, k, n) = shapes::linear(x, w, bias)?;
-        let mut y = gemm::linear(f32s(x, "linear")?, m, k, storage(w)?, n);
+        let mut y = gemm::linear(f32s(x, Op::Linear)?, m, k, storage(w, Op::Linear)?, n, self.fresh);
         if let Some(b) = bias {
-            let b = param(b);
+            let b = param(b, Op::Linear)?;
             y.par_chunks_mut(n).for_each(|row| row.iter_mut().zip(b.iter()).for_each(|(v, b)| *v += b));
         }
         out(&[m, n], y)
@@ -101,13 +148,14 @@ impl Backend for CpuBackend {
 
     fn embedding(&self, table: &Tensor, ids: &[u32]) -> Result<Tensor> {
         let (vocab, dim) = table.dims2("embedding")?;
-        let mut y = vec![0.0f32; ids.len() * dim];
+        let table_values = storage(table, Op::Embedding)?;
+        let mut y = vec![self.fresh; ids.len() * dim];
         for (row, &id) in y.chunks_mut(dim).zip(ids) {
             let id = id as usize;
             if id >= vocab {
                 return Err(Error::Invalid(format!("token id {id} is outside the embedding table of {vocab} rows")));
             }
-            match storage(table)? {
+            match table_values {
                 CpuStorage::F32(v) => row.copy_from_slice(&v[id * dim..(id + 1) * dim]),
                 CpuStorage::BF16(v) => {
                     row.iter_mut().zip(&v[id * dim..(id + 1) * dim]).for_each(|(d, s)| *d = s.to_f32())
@@ -122,7 +170,7 @@ impl Backend for CpuBackend {
 
     fn rms_norm(&self, x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
         let (_, dim) = shapes::rows_with_params("rms_norm", x, &[w])?;
-        let (v, w) = (f32s(x, "rms_norm")?, param(w));
+        let (v, w) = (f32s(x, Op::RmsNorm)?, param(w, Op::RmsNorm)?);
         let mut y = v.to_vec();
         y.par_chunks_mut(dim).for_each(|row| {
             let mean_sq = row.iter().map(|a| a * a).sum::<f32>() / dim as f32;
@@ -134,7 +182,7 @@ impl Backend for CpuBackend {
 
     fn layer_norm(&self, x: &Tensor, w: &Tensor, b: &Tensor, eps: f32) -> Result<Tensor> {
         let (_, dim) = shapes::rows_with_params("layer_norm", x, &[w, b])?;
-        let (v, w, b) = (f32s(x, "layer_norm")?, param(w), param(b));
+        let (v, w, b) = (f32s(x, Op::LayerNorm)?, param(w, Op::LayerNorm)?, param(b, Op::LayerNorm)?);
         let mut y = v.to_vec();
         y.par_chunks_mut(dim).for_each(|row| {
             let mean = row.iter().sum::<f32>() / dim as f32;
@@ -152,7 +200,7 @@ impl Backend for CpuBackend {
         let half = r.rotary_dim / 2;
         // inv_freq and the angles in f32, as the reference computes them.
         let inv_freq: Vec<f32> = (0..half).map(|i| 1.0 / r.theta.powf((2 * i) as f32 / r.rotary_dim as f32)).collect();
-        let mut y = f32s(x, "rope")?.to_vec();
+        let mut y = f32s(x, Op::Rope)?.to_vec();
         y.par_chunks_mut(width).enumerate().for_each(|(row, data)| {
             let pos = (r.first_position + row % r.seq_len) as f32;
             for head in data.chunks_mut(r.head_dim) {
@@ -170,15 +218,17 @@ impl Backend for CpuBackend {
 
     fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, s: AttentionShape) -> Result<Tensor> {
         shapes::attention(q, k, v, &s)?;
-        let y = attention::attention(f32s(q, "attention")?, f32s(k, "attention")?, f32s(v, "attention")?, s);
+        let (q, k, v) = (f32s(q, Op::Attention)?, f32s(k, Op::Attention)?, f32s(v, Op::Attention)?);
+        let y = attention::attention(q, k, v, s, self.fresh);
         out(&[s.batch * s.q_len, s.heads * s.head_dim], y)
     }
 
     fn write_rows(&self, dst: &mut Tensor, src: &Tensor, batch: usize, row: usize) -> Result<()> {
         let (capacity, n, cols) = shapes::write_rows(dst, src, batch, row)?;
-        let src = f32s(src, "write_rows")?.to_vec();
+        let src = f32s(src, Op::WriteRows)?.to_vec();
+        let dtype = dst.dtype();
         let Storage::Cpu(CpuStorage::F32(d)) = dst.storage_mut() else {
-            return Err(Error::Unsupported { op: "write_rows", dtype: "non-f32".into(), backend: "cpu" });
+            return Err(Error::unsupported(Op::WriteRows, dtype, DeviceKind::Cpu));
         };
         for b in 0..batch {
             let at = (b * capacity + row) * cols;
@@ -188,58 +238,33 @@ impl Backend for CpuBackend {
     }
 
     fn silu_mul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        zip(a, b, "silu_mul", |p, q| silu(p) * q)
+        zip(a, b, Op::SiluMul, |p, q| silu(p) * q)
     }
 
     fn silu(&self, x: &Tensor) -> Result<Tensor> {
-        map(x, "silu", silu)
+        map(x, Op::Silu, silu)
     }
 
     fn tanh(&self, x: &Tensor) -> Result<Tensor> {
-        map(x, "tanh", f32::tanh)
+        map(x, Op::Tanh, f32::tanh)
     }
 
     fn add(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        zip(a, b, "add", |p, q| p + q)
-    }
-
-    fn mul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        zip(a, b, "mul", |p, q| p * q)
+        zip(a, b, Op::Add, |p, q| p + q)
     }
 
     fn scale(&self, x: &Tensor, factor: f32) -> Result<Tensor> {
-        map(x, "scale", |a| a * factor)
-    }
-
-    fn softmax_rows(&self, x: &Tensor) -> Result<Tensor> {
-        let (_, cols) = x.dims2("softmax_rows")?;
-        if cols == 0 {
-            return Err(Error::shape("softmax_rows", "rows of zero columns"));
-        }
-        let mut y = f32s(x, "softmax_rows")?.to_vec();
-        y.par_chunks_mut(cols).for_each(|row| {
-            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0.0;
-            row.iter_mut().for_each(|a| {
-                *a = (*a - max).exp();
-                sum += *a;
-            });
-            row.iter_mut().for_each(|a| *a /= sum);
-        });
-        out(x.shape(), y)
-    }
-
-    fn round_to(&self, x: &Tensor, dtype: DType) -> Result<Tensor> {
-        map(x, "round_to", move |a| dtype.round(a))
+        map(x, Op::Scale, |a| a * factor)
     }
 
     fn transpose(&self, x: &Tensor) -> Result<Tensor> {
         let (r, c) = x.dims2("transpose")?;
+        f32s(x, Op::Transpose)?;
         if r == 0 || c == 0 {
             return out(&[c, r], Vec::new());
         }
-        let v = f32s(x, "transpose")?;
-        let mut y = vec![0.0f32; r * c];
+        let v = f32s(x, Op::Transpose)?;
+        let mut y = vec![self.fresh; r * c];
         y.par_chunks_mut(r).enumerate().for_each(|(j, col)| {
             for (i, d) in col.iter_mut().enumerate() {
                 *d = v[i * c + j];
@@ -251,7 +276,7 @@ impl Backend for CpuBackend {
     fn slice_cols(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
         let (r, c) = x.dims2("slice_cols")?;
         shapes::range("slice_cols", start, end, c)?;
-        let v = f32s(x, "slice_cols")?;
+        let v = f32s(x, Op::SliceCols)?;
         let y = v.chunks(c.max(1)).take(r).flat_map(|row| row[start..end].iter().copied()).collect();
         out(&[r, end - start], y)
     }
@@ -259,23 +284,23 @@ impl Backend for CpuBackend {
     fn slice_rows(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
         let (r, c) = x.dims2("slice_rows")?;
         shapes::range("slice_rows", start, end, r)?;
-        out(&[end - start, c], f32s(x, "slice_rows")?[start * c..end * c].to_vec())
+        out(&[end - start, c], f32s(x, Op::SliceRows)?[start * c..end * c].to_vec())
     }
 
     fn cat_rows(&self, parts: &[&Tensor]) -> Result<Tensor> {
         let (rows, cols) = shapes::cat_rows(parts)?;
         let mut y = Vec::with_capacity(rows * cols);
         for p in parts {
-            y.extend_from_slice(f32s(p, "cat_rows")?);
+            y.extend_from_slice(f32s(p, Op::CatRows)?);
         }
         out(&[rows, cols], y)
     }
 
     fn conv1d(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, padding: usize, dilation: usize) -> Result<Tensor> {
         let shapes::Conv { c_in, t, c_out, k, .. } = shapes::conv1d(x, w, padding, dilation)?;
-        let bias = bias.map(param);
-        let (y, t_out) =
-            conv::conv1d(f32s(x, "conv1d")?, c_in, t, &param(w), c_out, k, bias.as_deref(), padding, dilation);
+        let bias = bias.map(|b| param(b, Op::Conv1d)).transpose()?;
+        let (x, w) = (f32s(x, Op::Conv1d)?, param(w, Op::Conv1d)?);
+        let (y, t_out) = conv::conv1d(x, c_in, t, &w, c_out, k, bias.as_deref(), padding, dilation);
         out(&[c_out, t_out], y)
     }
 
@@ -288,25 +313,16 @@ impl Backend for CpuBackend {
         padding: usize,
     ) -> Result<Tensor> {
         let shapes::Conv { c_in, t, c_out, k, .. } = shapes::conv_transpose1d(x, w, stride, padding)?;
-        let bias = bias.map(param);
-        let (y, t_out) = conv::conv_transpose1d(
-            f32s(x, "conv_transpose1d")?,
-            c_in,
-            t,
-            &param(w),
-            c_out,
-            k,
-            bias.as_deref(),
-            stride,
-            padding,
-        );
+        let bias = bias.map(|b| param(b, Op::ConvTranspose1d)).transpose()?;
+        let (x, w) = (f32s(x, Op::ConvTranspose1d)?, param(w, Op::ConvTranspose1d)?);
+        let (y, t_out) = conv::conv_transpose1d(x, c_in, t, &w, c_out, k, bias.as_deref(), stride, padding);
         out(&[c_out, t_out], y)
     }
 
     fn snake(&self, x: &Tensor, alpha: &Tensor) -> Result<Tensor> {
         let (_, t) = shapes::snake(x, alpha)?;
-        let alpha = param(alpha);
-        let mut y = f32s(x, "snake")?.to_vec();
+        let alpha = param(alpha, Op::Snake)?;
+        let mut y = f32s(x, Op::Snake)?.to_vec();
         y.par_chunks_mut(t.max(1)).zip(alpha.par_iter()).for_each(|(row, &a)| {
             let inv = 1.0 / (a + 1e-9);
             for v in row {
@@ -320,13 +336,13 @@ impl Backend for CpuBackend {
     fn fill_uniform(&self, shape: &[usize], dtype: DType, seed: u64, center: f32, half_width: f32) -> Result<Tensor> {
         let n: usize = shape.iter().product();
         let values: Vec<f32> =
-            (0..n).into_par_iter().map(|i| center + half_width * hash_uniform(seed, i as u64)).collect();
+            (0..n).into_par_iter().map(|i| center + half_width * hash::uniform(seed, i as u64)).collect();
         self.cast(&Tensor::from_f32(shape, values)?, dtype)
     }
 
     fn resample_nearest(&self, x: &Tensor, out_len: usize) -> Result<Tensor> {
         let (c, t) = x.dims2("resample_nearest")?;
-        let v = f32s(x, "resample_nearest")?;
+        let v = f32s(x, Op::ResampleNearest)?;
         let index = |i: usize| -> usize {
             if out_len == t {
                 i
@@ -338,7 +354,7 @@ impl Backend for CpuBackend {
                 (((i as f32) * scale).floor() as usize).min(t - 1)
             }
         };
-        let mut y = vec![0.0f32; c * out_len];
+        let mut y = vec![self.fresh; c * out_len];
         for ch in 0..c {
             for i in 0..out_len {
                 y[ch * out_len + i] = v[ch * t + index(i)];
@@ -346,13 +362,4 @@ impl Backend for CpuBackend {
         }
         out(&[c, out_len], y)
     }
-}
-
-/// The same hash as the GPU's `fill_uniform` kernels: uniform in [-1, 1).
-fn hash_uniform(seed: u64, i: u64) -> f32 {
-    let mut z = seed.wrapping_add(i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
-    (z >> 40) as f32 * (1.0 / 16_777_216.0) * 2.0 - 1.0
 }

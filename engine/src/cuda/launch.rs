@@ -1,5 +1,5 @@
-//! Kernel launches that may begin while the previous kernel on their stream finishes
-//! (programmatic dependent launch, sm_90 and later). A decode step is a chain of short kernels each
+//! Launch geometry, and kernel launches that may begin while the previous kernel on their stream
+//! finishes (programmatic dependent launch, sm_90 and later). A decode step is a chain of short kernels each
 //! reading the one before; overlapped, a product's blocks start and fetch their weights while the
 //! kernel before it drains, instead of after. The kernels launched this way call `pdl_wait()`
 //! (kernels/common.cuh) before they read or write anything an earlier kernel touches, and read only
@@ -10,8 +10,22 @@ use std::ffi::c_void;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaFunction, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
-use super::gpu;
+use super::context::gpu;
 use crate::error::Result;
+
+/// Threads of a block for the element-wise and row kernels.
+pub(super) const BLOCK: u32 = 256;
+
+/// One thread per element, in blocks of [`BLOCK`] (at most 65535 * 8 blocks: the kernels loop).
+pub(super) fn grid_1d(n: usize) -> LaunchConfig {
+    let blocks = n.div_ceil(BLOCK as usize).clamp(1, 65535 * 8) as u32;
+    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// One block of [`BLOCK`] threads per row.
+pub(super) fn rows_config(rows: usize) -> LaunchConfig {
+    LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
+}
 
 /// The arguments of one launch, each in an 8-byte slot (the driver reads as many bytes as the
 /// kernel's parameter has, from the slot's start: little-endian hosts only, as every CUDA host is).

@@ -1,46 +1,25 @@
-//! The CUDA backend's products: cuBLAS GEMMs under the acoustic half's precision policy, bf16
-//! GEMMs with their activations rounded once, and the decode-step GEMV kernels' shapes.
+//! The CUDA backend's products: `linear` and its fused forms. cuBLAS GEMMs under the acoustic
+//! half's precision policy, bf16 GEMMs with their activations rounded once, and the decode step's
+//! GEMV kernels (kernels/gemv.cu) for up to 8 rows against bf16 weights.
 
 use cudarc::cublas::sys as blas_sys;
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 
-use super::launch::Overlapped;
-use super::{BLOCK, CudaBackend, CudaStorage, Lane, gpu, grid_1d};
-use crate::device::{RmsNorm, composed};
+use super::context::{Lane, gpu};
+use super::launch::{BLOCK, Overlapped, grid_1d};
+use super::{CudaBackend, CudaStorage};
+use crate::device::{Op, RmsNorm, composed};
 use crate::error::{Error, Result};
+use crate::precision::Precision;
 use crate::shapes;
 use crate::tensor::{DType, Storage, Tensor};
 
-/// How the f32 GEMMs of the acoustic half (DiT, vocoder) run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum F32Math {
-    /// Exact f32, the reference policy.
-    Exact,
-    /// TF32 tensor cores: inputs rounded to a 10-bit mantissa, f32 accumulation.
-    Tf32,
-    /// bf16 tensor cores for the DiT (its matrices kept in bf16, activations rounded to bf16, f32
-    /// accumulation); TF32 for the vocoder, whose bf16 convolutions measured slower (69.0 against
-    /// 57.0 ms a window on the H200: every layer's im2col matrix would be converted).
-    Bf16,
-}
-
-impl F32Math {
-    /// The policy a `--precision` name picks: `reference`, `tf32` or `bf16`.
-    pub fn from_name(name: &str) -> Result<Self> {
-        match name {
-            "reference" => Ok(F32Math::Exact),
-            "tf32" => Ok(F32Math::Tf32),
-            "bf16" => Ok(F32Math::Bf16),
-            other => Err(Error::Invalid(format!("unknown precision `{other}` (expected reference, tf32 or bf16)"))),
-        }
-    }
-
-    pub(super) fn compute_type(self) -> blas_sys::cublasComputeType_t {
-        match self {
-            F32Math::Exact => blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-            F32Math::Tf32 => blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
-            F32Math::Bf16 => blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
-        }
+/// The cuBLAS compute type of f32 products under `precision` (the bf16 policy's DiT matrices
+/// are bf16 and take the bf16 path; what stays f32 under it, the vocoder, runs in TF32).
+fn compute_type(precision: Precision) -> blas_sys::cublasComputeType_t {
+    match precision {
+        Precision::Reference => blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+        Precision::Tf32 | Precision::Bf16 => blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
     }
 }
 
@@ -161,7 +140,7 @@ impl CudaBackend {
     }
 
     /// A product in cuBLAS's column-major terms, `c[m, n] = op(a) . op(b)` with `a` `m x k` after
-    /// `op`, f32 out and f32 accumulation. f32 inputs run under this backend's [`F32Math`]; bf16
+    /// `op`, f32 out and f32 accumulation. f32 inputs run under this backend's [`Precision`]; bf16
     /// inputs (`bf16_inputs`) on the bf16 tensor cores.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn gemm(
@@ -178,7 +157,7 @@ impl CudaBackend {
         let (input_type, compute) = if bf16_inputs {
             (blas_sys::cudaDataType::CUDA_R_16BF, blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F)
         } else {
-            (blas_sys::cudaDataType::CUDA_R_32F, self.math.compute_type())
+            (blas_sys::cudaDataType::CUDA_R_32F, compute_type(self.precision))
         };
         // SAFETY: the caller passes device pointers of matrices of the stated sizes and strides.
         unsafe {
@@ -245,7 +224,7 @@ impl CudaBackend {
         };
         let (m, k, _) = shapes::linear(x, w[0], None)?;
         let lane = self.lane()?;
-        let x16 = self.to_bf16(&lane, self.f32s(x, "linear3")?, m * k)?;
+        let x16 = self.to_bf16(&lane, self.f32s(x, Op::Linear3)?, m * k)?;
         let product = |weight: &Tensor, bits: &CudaSlice<u16>| -> Result<Tensor> {
             let (_, _, n) = shapes::linear(x, weight, None)?;
             let mut y = self.alloc(&lane, m * n)?;
@@ -253,5 +232,112 @@ impl CudaBackend {
             self.wrap(&[m, n], y)
         };
         Ok([product(w[0], w0)?, product(w[1], w1)?, product(w[2], w2)?])
+    }
+
+    pub(super) fn product_weight(&self, w: Tensor) -> Result<Tensor> {
+        match (self.precision, w.dtype()) {
+            (Precision::Bf16, DType::F32) => self.cast(&w, DType::BF16),
+            _ => Ok(w),
+        }
+    }
+
+    pub(super) fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        let (m, k, n) = shapes::linear(x, w, bias)?;
+        let lane = self.lane()?;
+        let mut y = self.matmul_nt(&lane, self.f32s(x, Op::Linear)?, m, k, self.storage(w, Op::Linear)?, n)?;
+        if let Some(b) = bias {
+            self.add_bias(&lane, &mut y, m, self.storage(b, Op::Linear)?)?;
+        }
+        self.wrap(&[m, n], y)
+    }
+
+    pub(super) fn linear_glu(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        let (m, k, n) = shapes::linear(x, w, bias)?;
+        let f = n / 2;
+        let bias = match bias.map(|b| b.storage()) {
+            Some(Storage::Cuda(CudaStorage::F32(b))) if n.is_multiple_of(8) && m <= 65535 => b,
+            _ => return composed::linear_glu(self, x, w, bias),
+        };
+        let lane = self.lane()?;
+        let y = self.matmul_nt(&lane, self.f32s(x, Op::LinearGlu)?, m, k, self.storage(w, Op::LinearGlu)?, n)?;
+        let mut out = self.alloc(&lane, m * f)?;
+        let cfg = LaunchConfig {
+            grid_dim: ((f / 4).div_ceil(BLOCK as usize) as u32, m as u32, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let half = f as i32;
+        let mut b = lane.stream.launch_builder(self.kernels.get("bias_glu_f32"));
+        b.arg(&y).arg(bias).arg(&mut out).arg(&half);
+        // SAFETY: y is [m, 2f] and bias [2f] with f a multiple of 4 (16-byte rows); out is [m, f].
+        unsafe { b.launch(cfg) }.map_err(gpu)?;
+        self.wrap(&[m, f], out)
+    }
+
+    pub(super) fn linear_add(&self, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
+        let Some((m, k, n, bits)) = decode_product(x, w) else {
+            return composed::linear_add(self, x, w, residual);
+        };
+        if residual.shape() != [m, n] {
+            return Err(Error::shape("linear_add", format!("residual {:?} for {m}x{n}", residual.shape())));
+        }
+        let lane = self.lane()?;
+        let mut y = self.alloc(&lane, m * n)?;
+        let (ki, ni) = (k as i32, n as i32);
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&format!("gemv_add_bf16_k8_m{m}")));
+        b.input(bits).input(self.f32s(x, Op::LinearAdd)?).input(self.f32s(residual, Op::LinearAdd)?).output(&mut y);
+        b.int(ki).int(ni);
+        // SAFETY: as the decode product in `matmul_nt`; the residual is [m, n] like y.
+        unsafe { b.launch(gemv_config(n, GEMV_THREADS), self.overlap) }?;
+        self.wrap(&[m, n], y)
+    }
+
+    pub(super) fn linear_swiglu(
+        &self,
+        x: &Tensor,
+        norm: Option<RmsNorm>,
+        gate: &Tensor,
+        up: &Tensor,
+    ) -> Result<Tensor> {
+        let (Some((m, k, n, g)), Some((_, _, up_n, u)), Some(norm_bits)) =
+            (decode_product(x, gate), decode_product(x, up), fused_norm(norm, x))
+        else {
+            return composed::linear_swiglu(self, x, norm, gate, up);
+        };
+        if up_n != n {
+            return Err(Error::shape("linear_swiglu", format!("gate {:?} against up {:?}", gate.shape(), up.shape())));
+        }
+        let lane = self.lane()?;
+        let mut y = self.alloc(&lane, m * n)?;
+        let (ki, ni, eps) = (k as i32, n as i32, norm.map_or(0.0, |n| n.eps));
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&format!("gemv_swiglu_bf16_k8_m{m}")));
+        b.input(g).input(u).input(self.f32s(x, Op::LinearSwiglu)?).optional(norm_bits);
+        b.float(eps).output(&mut y).int(ki).int(ni);
+        // SAFETY: as the decode product in `matmul_nt`, for two weights of the same shape; the norm
+        // weight, when given, holds k bf16 values (a null pointer otherwise).
+        unsafe { b.launch(gemv_config(n, GEMV_SWIGLU_THREADS), self.overlap) }?;
+        self.wrap(&[m, n], y)
+    }
+
+    pub(super) fn linear3(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
+        let (Some((m, k, n0, w0)), Some((_, _, n1, w1)), Some((_, _, n2, w2)), Some(norm_bits)) =
+            (decode_product(x, w[0]), decode_product(x, w[1]), decode_product(x, w[2]), fused_norm(norm, x))
+        else {
+            return self.linear3_gemm(x, norm, w);
+        };
+        let lane = self.lane()?;
+        let (mut y0, mut y1, mut y2) =
+            (self.alloc(&lane, m * n0)?, self.alloc(&lane, m * n1)?, self.alloc(&lane, m * n2)?);
+        let (ki, n0i, n1i, n2i, eps) = (k as i32, n0 as i32, n1 as i32, n2 as i32, norm.map_or(0.0, |n| n.eps));
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&format!("gemv_group3_bf16_k8_m{m}")));
+        b.input(w0).input(w1).input(w2).output(&mut y0).output(&mut y1).output(&mut y2);
+        b.input(self.f32s(x, Op::Linear3)?).optional(norm_bits).float(eps).int(ki).int(n0i).int(n1i).int(n2i);
+        let blocks = n0.div_ceil(4) + n1.div_ceil(4) + n2.div_ceil(4);
+        let cfg =
+            LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (GEMV_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: three decode products of one input; the grid is their row groups back to back; the
+        // norm weight, when given, holds k bf16 values (a null pointer otherwise).
+        unsafe { b.launch(cfg, self.overlap) }?;
+        Ok([self.wrap(&[m, n0], y0)?, self.wrap(&[m, n1], y1)?, self.wrap(&[m, n2], y2)?])
     }
 }

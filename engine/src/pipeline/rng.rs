@@ -1,17 +1,11 @@
 //! Songloom's own seeded random numbers (xoshiro256** seeded through splitmix64): the same seed
 //! gives the same song on the same backend, whatever the platform.
 
+use crate::hash::{GOLDEN, fnv1a, splitmix64};
+
 #[derive(Debug, Clone)]
 pub struct Rng {
     s: [u64; 4],
-}
-
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 impl Rng {
@@ -22,8 +16,8 @@ impl Rng {
 
     /// An independent stream for a named purpose and index (the noise of window `k`, say).
     pub fn derive(seed: u64, purpose: &str, index: u64) -> Self {
-        let tag = purpose.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
-        let mut state = seed ^ tag ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let tag = fnv1a(purpose.bytes());
+        let mut state = seed ^ tag ^ index.wrapping_mul(GOLDEN);
         Rng::new(splitmix64(&mut state))
     }
 

@@ -1,0 +1,142 @@
+//! The CUDA backend's attention (kernels/attention.cu): a tiled kernel for the DiT's long
+//! sequences at head dim 64 (on the tensor cores under the fast precision policies), a single-query
+//! kernel over splits of the KV cache for a decode step, and a general one-warp-per-query kernel.
+
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+
+use super::CudaBackend;
+use super::context::{Lane, gpu};
+use super::launch::Overlapped;
+use crate::device::{AttentionShape, DeviceKind, Op};
+use crate::error::{Error, Result};
+use crate::shapes;
+use crate::tensor::Tensor;
+
+/// What single-query attention reuses from launch to launch on one stream: the splits' partials
+/// and one ticket per (batch, KV head), which the kernel leaves at zero.
+#[derive(Default)]
+pub struct DecodeScratch {
+    partials: Option<CudaSlice<f32>>,
+    tickets: Option<CudaSlice<u32>>,
+}
+
+impl CudaBackend {
+    /// Single-query attention (a decode step): one launch over splits of the keys, whose last block
+    /// per (batch, KV head) merges the splits.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn attention_decode(
+        &self,
+        lane: &Lane,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        s: &AttentionShape,
+        scale: f32,
+        out: &mut CudaSlice<f32>,
+    ) -> Result<()> {
+        // Splits of 32 keys: a 2-batch, 8-KV-head step at 500 keys runs 256 blocks.
+        const SPLIT: usize = 32;
+        let splits = s.kv_len.div_ceil(SPLIT).max(1);
+        let slots = s.batch * s.heads * splits;
+        let pairs = s.batch * s.kv_heads;
+        let mut scratch = lane.decode.lock().map_err(|_| Error::Gpu("the decode scratch was poisoned".into()))?;
+        // The unnormalised outputs start 16-byte aligned: the merge reads them as float4.
+        let acc_at = (2 * slots).next_multiple_of(4);
+        let need = acc_at + slots * s.head_dim;
+        if scratch.partials.as_ref().is_none_or(|p| p.len() < need) {
+            // Grown by half again, so a growing cache reallocates a few times per song, not per step.
+            scratch.partials = Some(self.alloc(lane, need + need / 2)?);
+        }
+        if scratch.tickets.as_ref().is_none_or(|t| t.len() < pairs) {
+            scratch.tickets = Some(lane.stream.alloc_zeros::<u32>(pairs).map_err(gpu)?);
+        }
+        let DecodeScratch { partials: Some(partials), tickets: Some(tickets) } = &mut *scratch else {
+            unreachable!("both were just made");
+        };
+        let (mut part_ml, mut part_acc) = partials.split_at_mut(acc_at);
+        let (mut part_m, mut part_l) = part_ml.split_at_mut(slots);
+        let (kv_len, cap, heads, kv_heads, hd, split) =
+            (s.kv_len as i32, s.kv_capacity as i32, s.heads as i32, s.kv_heads as i32, s.head_dim as i32, SPLIT as i32);
+        let cfg = LaunchConfig {
+            grid_dim: (splits as u32, s.kv_heads as u32, s.batch as u32),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let group = s.heads / s.kv_heads;
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&format!("attention_decode_g{group}")));
+        b.input(self.f32s(q, Op::Attention)?).input(self.f32s(k, Op::Attention)?).input(self.f32s(v, Op::Attention)?);
+        b.output(&mut part_m).output(&mut part_l).output(&mut part_acc).output(tickets).output(out);
+        b.int(kv_len).int(cap).int(heads).int(kv_heads).int(hd).int(split).float(scale);
+        // SAFETY: shapes checked by the caller (head dim <= 128 and a multiple of 4, 1, 2, 4 or 8
+        // query heads per KV head); every (head, split) slot is written once, then merged into
+        // [batch, heads * head_dim] by one block per (batch, KV head). Launches on this stream run in
+        // order (an overlapped one waits before it touches memory), so the scratch is never shared
+        // by two at once.
+        unsafe { b.launch(cfg, self.overlap) }?;
+        Ok(())
+    }
+
+    pub(super) fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, s: AttentionShape) -> Result<Tensor> {
+        shapes::attention(q, k, v, &s)?;
+        if s.head_dim > 256 {
+            return Err(Error::BackendLimit {
+                op: Op::Attention,
+                backend: DeviceKind::Cuda,
+                detail: format!("head dim {} is over the 256 its kernels take", s.head_dim),
+            });
+        }
+        let lane = self.lane()?;
+        let mut out = self.alloc(&lane, s.batch * s.q_len * s.heads * s.head_dim)?;
+        let scale = (s.head_dim as f32).powf(-0.5);
+        let (q_len, kv_len, cap, heads, kv_heads, hd, causal) = (
+            s.q_len as i32,
+            s.kv_len as i32,
+            s.kv_capacity as i32,
+            s.heads as i32,
+            s.kv_heads as i32,
+            s.head_dim as i32,
+            s.causal as i32,
+        );
+        if s.head_dim == 64 && s.q_len >= 64 {
+            // Long sequences at head dim 64 (the DiT): the tiled kernel.
+            let cfg = LaunchConfig {
+                grid_dim: (s.q_len.div_ceil(64) as u32, s.heads as u32, s.batch as u32),
+                block_dim: (128, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // The fast policies take the scores and weighted values on the tensor cores (TF32).
+            let kernel =
+                if self.precision.is_fast() && self.tf32_mma { "attention_mma_d64" } else { "attention_tiled_d64" };
+            let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
+            b.arg(self.f32s(q, Op::Attention)?)
+                .arg(self.f32s(k, Op::Attention)?)
+                .arg(self.f32s(v, Op::Attention)?)
+                .arg(&mut out);
+            b.arg(&q_len).arg(&kv_len).arg(&cap).arg(&heads).arg(&kv_heads).arg(&causal).arg(&scale);
+            // SAFETY: shapes checked above; every query row of the grid is written once.
+            unsafe { b.launch(cfg) }.map_err(gpu)?;
+            return self.wrap(&[s.batch * s.q_len, s.heads * s.head_dim], out);
+        }
+        let group = s.heads / s.kv_heads;
+        if s.q_len == 1 && s.head_dim <= 128 && s.head_dim.is_multiple_of(4) && [1, 2, 4, 8].contains(&group) {
+            self.attention_decode(&lane, q, k, v, &s, scale, &mut out)?;
+            return self.wrap(&[s.batch, s.heads * s.head_dim], out);
+        }
+        let tile: i32 = if s.head_dim <= 128 { 32 } else { 16 };
+        let warps = 4u32;
+        let cfg = LaunchConfig {
+            grid_dim: (s.q_len.div_ceil(warps as usize) as u32, s.heads as u32, s.batch as u32),
+            block_dim: (32 * warps, 1, 1),
+            shared_mem_bytes: (2 * tile as usize * s.head_dim * 4) as u32,
+        };
+        let mut b = lane.stream.launch_builder(self.kernels.get("attention_f32"));
+        b.arg(self.f32s(q, Op::Attention)?)
+            .arg(self.f32s(k, Op::Attention)?)
+            .arg(self.f32s(v, Op::Attention)?)
+            .arg(&mut out);
+        b.arg(&q_len).arg(&kv_len).arg(&cap).arg(&heads).arg(&kv_heads).arg(&hd).arg(&causal).arg(&scale).arg(&tile);
+        // SAFETY: shapes checked above; shared memory sized for two tiles of keys and values.
+        unsafe { b.launch(cfg) }.map_err(gpu)?;
+        self.wrap(&[s.batch * s.q_len, s.heads * s.head_dim], out)
+    }
+}

@@ -1,0 +1,178 @@
+//! What the CUDA backend stands on: the libraries probed before the first call, the driver's
+//! errors in words, the stream-ordered memory pool, and one stream (with its cuBLAS handle) per
+//! thread, so the AR loop and the acoustic windows overlap on the GPU.
+
+use std::sync::{Arc, Mutex};
+
+use cudarc::cublas::CudaBlas;
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtrMut};
+
+use super::CudaBackend;
+use super::attention::DecodeScratch;
+use crate::device::ThreadPriority;
+use crate::error::{Error, Result};
+
+/// A driver, compiler or cuBLAS error in words; out-of-memory says what to do about it.
+pub(super) fn gpu(e: impl std::fmt::Display) -> Error {
+    let text = e.to_string();
+    if text.contains("OUT_OF_MEMORY") || text.contains("ALLOC_FAILED") {
+        Error::Gpu(format!("the GPU is out of memory ({text}); try a shorter song or a smaller model"))
+    } else {
+        Error::Gpu(format!("CUDA: {text}"))
+    }
+}
+
+/// Whether the CUDA libraries can be loaded, without touching them otherwise (cudarc's first call
+/// panics when a library is absent).
+pub fn libraries_present() -> std::result::Result<(), String> {
+    // SAFETY: these only try to dlopen the libraries by name.
+    let (driver, nvrtc, blas) = unsafe {
+        (
+            cudarc::driver::sys::is_culib_present(),
+            cudarc::nvrtc::sys::is_culib_present(),
+            cudarc::cublas::sys::is_culib_present(),
+        )
+    };
+    match (driver, nvrtc, blas) {
+        (false, _, _) => Err("no NVIDIA driver (libcuda) found".into()),
+        (_, false, _) => Err("the CUDA runtime compiler (libnvrtc) is not installed".into()),
+        (_, _, false) => Err("cuBLAS (libcublas) is not installed".into()),
+        _ => Ok(()),
+    }
+}
+
+/// Whether NVRTC alone can be loaded (enough to compile the kernels, no GPU needed).
+pub fn nvrtc_present() -> bool {
+    // SAFETY: only tries to dlopen the library by name.
+    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}
+
+/// The stream-ordered allocator gives freed memory back to the driver at every synchronization
+/// unless its release threshold says to keep it. The AR loop synchronizes several times a frame
+/// to sample, so with the default (keep nothing) every frame would map its working memory anew.
+pub(super) fn keep_freed_memory(ctx: &CudaContext) -> Result<()> {
+    if !ctx.has_async_alloc() {
+        return Ok(());
+    }
+    let mut threshold = u64::MAX;
+    // SAFETY: the device comes from a live context; the attribute takes a u64.
+    unsafe {
+        let pool = cudarc::driver::result::device::get_default_mem_pool(ctx.cu_device()).map_err(gpu)?;
+        cudarc::driver::result::mem_pool::set_attribute(
+            pool,
+            cudarc::driver::sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            (&mut threshold) as *mut u64 as *mut std::ffi::c_void,
+        )
+    }
+    .map_err(gpu)
+}
+
+/// Returns the memory the pool keeps for reuse to the driver (after an out-of-memory error).
+fn release_freed_memory(ctx: &CudaContext) -> Result<()> {
+    if !ctx.has_async_alloc() {
+        return Ok(());
+    }
+    // SAFETY: as above; called after a synchronization, so no freed block is still in use.
+    unsafe {
+        let pool = cudarc::driver::result::device::get_default_mem_pool(ctx.cu_device()).map_err(gpu)?;
+        cudarc::driver::result::mem_pool::trim_to(pool, 0)
+    }
+    .map_err(gpu)
+}
+
+/// One thread's stream, its cuBLAS handle and its single-query attention scratch.
+pub(super) struct Lane {
+    pub stream: Arc<CudaStream>,
+    pub blas: CudaBlas,
+    pub decode: Mutex<DecodeScratch>,
+    priority: ThreadPriority,
+}
+
+impl CudaBackend {
+    /// This thread's stream and cuBLAS handle, made on the thread's first op.
+    pub(super) fn lane(&self) -> Result<Arc<Lane>> {
+        let id = std::thread::current().id();
+        let mut lanes = self.lanes.lock().map_err(|_| Error::Gpu("the stream table was poisoned".into()))?;
+        if let Some(lane) = lanes.get(&id) {
+            return Ok(lane.clone());
+        }
+        let lane = self.new_lane(ThreadPriority::Normal)?;
+        lanes.insert(id, lane.clone());
+        Ok(lane)
+    }
+
+    fn new_lane(&self, priority: ThreadPriority) -> Result<Arc<Lane>> {
+        // A critical thread's stream gets the highest priority (CUDA's numerically lowest; -5
+        // covers every GPU since Volta), so its short kernels run between the DiT's long ones
+        // instead of queueing behind them.
+        let stream = match priority {
+            ThreadPriority::Critical => self.ctx.new_stream_with_priority(-5),
+            ThreadPriority::Normal => self.ctx.new_stream(),
+        }
+        .map_err(gpu)?;
+        let blas = CudaBlas::new(stream.clone()).map_err(gpu)?;
+        Ok(Arc::new(Lane { stream, blas, decode: Mutex::new(DecodeScratch::default()), priority }))
+    }
+
+    /// Gives the calling thread a stream of `priority`. A thread that already has a stream of
+    /// another priority gets a new one once its queued work is done (its tensors were made on the
+    /// old stream, and nothing else orders the two).
+    pub(super) fn set_thread_priority(&self, priority: ThreadPriority) -> Result<()> {
+        let id = std::thread::current().id();
+        let mut lanes = self.lanes.lock().map_err(|_| Error::Gpu("the stream table was poisoned".into()))?;
+        if let Some(old) = lanes.get(&id) {
+            if old.priority == priority {
+                return Ok(());
+            }
+            old.stream.synchronize().map_err(gpu)?;
+        }
+        let lane = self.new_lane(priority)?;
+        lanes.insert(id, lane);
+        Ok(())
+    }
+
+    /// Waits for every stream this backend made.
+    pub(super) fn synchronize(&self) -> Result<()> {
+        self.ctx.synchronize().map_err(gpu)
+    }
+
+    /// Starts or stops what an external profiler records (`ncu --profile-from-start off`).
+    pub(super) fn profiler(&self, on: bool) -> Result<()> {
+        self.ctx.bind_to_thread().map_err(gpu)?;
+        // SAFETY: plain driver calls on the bound context.
+        unsafe { if on { cudarc::driver::sys::cuProfilerStart() } else { cudarc::driver::sys::cuProfilerStop() } }
+            .result()
+            .map_err(gpu)
+    }
+
+    pub(super) fn alloc(&self, lane: &Lane, n: usize) -> Result<CudaSlice<f32>> {
+        self.alloc_as::<f32>(lane, n)
+    }
+
+    /// Device memory for `n` values (at least one), filled with the sentinel when the backend was
+    /// opened with one. When the pool is out of memory, the memory it keeps for reuse is given back
+    /// to the driver once and the allocation tried again.
+    pub(super) fn alloc_as<T: cudarc::driver::DeviceRepr>(&self, lane: &Lane, n: usize) -> Result<CudaSlice<T>> {
+        // SAFETY: every kernel and copy that produces an output writes all of it (the conformance
+        // suite checks this with the sentinel fill).
+        let mut slice = match unsafe { lane.stream.alloc::<T>(n.max(1)) } {
+            Ok(s) => s,
+            Err(e) if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                self.synchronize()?;
+                release_freed_memory(&self.ctx)?;
+                // SAFETY: as above.
+                unsafe { lane.stream.alloc::<T>(n.max(1)) }.map_err(gpu)?
+            }
+            Err(e) => return Err(gpu(e)),
+        };
+        if self.sentinel_fill {
+            let bytes = slice.num_bytes();
+            let (ptr, _sync) = slice.device_ptr_mut(&lane.stream);
+            // SAFETY: the buffer was just allocated on this stream and is `bytes` long; all-ones
+            // bytes are a NaN in f32 and in bf16, and any bit pattern is a valid u32.
+            unsafe { cudarc::driver::result::memset_d8_async(ptr, 0xff, bytes, lane.stream.cu_stream()) }
+                .map_err(gpu)?;
+        }
+        Ok(slice)
+    }
+}

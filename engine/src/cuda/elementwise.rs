@@ -1,0 +1,130 @@
+//! The CUDA backend's element-wise arithmetic (kernels/elementwise.cu): activations, sums,
+//! scaling, dtype conversion and synthetic weights made where they live.
+
+use cudarc::driver::PushKernelArg;
+
+use super::context::gpu;
+use super::launch::grid_1d;
+use super::{CudaBackend, CudaStorage};
+use crate::device::{DeviceKind, Op};
+use crate::error::{Error, Result};
+use crate::tensor::{DType, Storage, Tensor};
+
+impl CudaBackend {
+    fn unary(&self, x: &Tensor, kernel: &str, op: Op) -> Result<Tensor> {
+        let lane = self.lane()?;
+        let src = self.f32s(x, op)?;
+        let n = x.elem_count();
+        let mut out = self.alloc(&lane, n)?;
+        let n64 = n as i64;
+        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
+        b.arg(src).arg(&mut out).arg(&n64);
+        // SAFETY: the kernel reads n floats of `src` and writes n floats of `out`, both that long.
+        unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
+        self.wrap(x.shape(), out)
+    }
+
+    fn binary(&self, a: &Tensor, b: &Tensor, kernel: &str, op: Op) -> Result<Tensor> {
+        if a.shape() != b.shape() {
+            return Err(Error::shape(op.name(), format!("{:?} vs {:?}", a.shape(), b.shape())));
+        }
+        let lane = self.lane()?;
+        let (x, y) = (self.f32s(a, op)?, self.f32s(b, op)?);
+        let n = a.elem_count();
+        let mut out = self.alloc(&lane, n)?;
+        let n64 = n as i64;
+        let mut l = lane.stream.launch_builder(self.kernels.get(kernel));
+        l.arg(x).arg(y).arg(&mut out).arg(&n64);
+        // SAFETY: both inputs and the output hold n floats.
+        unsafe { l.launch(grid_1d(n)) }.map_err(gpu)?;
+        self.wrap(a.shape(), out)
+    }
+
+    pub(super) fn silu_mul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        self.binary(a, b, "silu_mul_f32", Op::SiluMul)
+    }
+
+    pub(super) fn silu(&self, x: &Tensor) -> Result<Tensor> {
+        self.unary(x, "silu_f32", Op::Silu)
+    }
+
+    pub(super) fn tanh(&self, x: &Tensor) -> Result<Tensor> {
+        self.unary(x, "tanh_f32", Op::Tanh)
+    }
+
+    pub(super) fn add(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        self.binary(a, b, "add_f32", Op::Add)
+    }
+
+    pub(super) fn scale(&self, x: &Tensor, factor: f32) -> Result<Tensor> {
+        let lane = self.lane()?;
+        let n = x.elem_count();
+        let mut out = self.alloc(&lane, n)?;
+        let n64 = n as i64;
+        let mut b = lane.stream.launch_builder(self.kernels.get("scale_f32"));
+        b.arg(self.f32s(x, Op::Scale)?).arg(&factor).arg(&mut out).arg(&n64);
+        // SAFETY: n floats each side.
+        unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
+        self.wrap(x.shape(), out)
+    }
+
+    pub(super) fn cast(&self, t: &Tensor, dtype: DType) -> Result<Tensor> {
+        let lane = self.lane()?;
+        let n = t.elem_count();
+        let n64 = n as i64;
+        let storage = match (self.storage(t, Op::Cast)?, dtype) {
+            (s, d) if s.dtype() == d => s.clone(),
+            (CudaStorage::F32(src), DType::BF16) => {
+                let mut out = self.alloc_as::<u16>(&lane, n)?;
+                let mut b = lane.stream.launch_builder(self.kernels.get("f32_to_bf16_kernel"));
+                b.arg(src).arg(&mut out).arg(&n64);
+                // SAFETY: n elements each side.
+                unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
+                CudaStorage::BF16(out)
+            }
+            (CudaStorage::BF16(src), DType::F32) => {
+                let mut out = self.alloc(&lane, n)?;
+                let mut b = lane.stream.launch_builder(self.kernels.get("bf16_to_f32_kernel"));
+                b.arg(src).arg(&mut out).arg(&n64);
+                // SAFETY: n elements each side.
+                unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
+                CudaStorage::F32(out)
+            }
+            (_, d) => return Err(Error::unsupported(Op::Cast, d, DeviceKind::Cuda)),
+        };
+        Ok(Tensor::new_unchecked(t.shape(), Storage::Cuda(storage)))
+    }
+
+    pub(super) fn fill_uniform(
+        &self,
+        shape: &[usize],
+        dtype: DType,
+        seed: u64,
+        center: f32,
+        half_width: f32,
+    ) -> Result<Tensor> {
+        let lane = self.lane()?;
+        let n: usize = shape.iter().product();
+        let n64 = n as i64;
+        let storage = match dtype {
+            DType::F32 => {
+                let mut out = self.alloc(&lane, n)?;
+                let mut b = lane.stream.launch_builder(self.kernels.get("fill_uniform_f32"));
+                b.arg(&mut out).arg(&n64).arg(&seed).arg(&center).arg(&half_width);
+                // SAFETY: writes n floats.
+                unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
+                CudaStorage::F32(out)
+            }
+            DType::BF16 => {
+                let mut out = self.alloc_as::<u16>(&lane, n)?;
+                let mut b = lane.stream.launch_builder(self.kernels.get("fill_uniform_bf16"));
+                b.arg(&mut out).arg(&n64).arg(&seed).arg(&center).arg(&half_width);
+                // SAFETY: writes n values.
+                unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
+                CudaStorage::BF16(out)
+            }
+            DType::F16 => return Err(Error::unsupported(Op::FillUniform, dtype, DeviceKind::Cuda)),
+        };
+        Ok(Tensor::new_unchecked(shape, Storage::Cuda(storage)))
+    }
+}

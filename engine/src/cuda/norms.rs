@@ -1,0 +1,169 @@
+//! The CUDA backend's row-wise normalisations and rotary embedding (kernels/norm.cu), and a
+//! decoder layer's attention inputs in one launch: per-head norm and rotary of the queries and
+//! keys, keys and values appended to the cache.
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+
+use super::context::gpu;
+use super::launch::{BLOCK, Overlapped, grid_1d, rows_config};
+use super::{CudaBackend, CudaStorage};
+use crate::device::{AttentionInputs, DeviceKind, KvSlot, Op, Rotary, composed};
+use crate::error::{Error, Result};
+use crate::shapes;
+use crate::tensor::{DType, Storage, Tensor};
+
+impl CudaBackend {
+    pub(super) fn rms_norm(&self, x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
+        let (rows, dim) = shapes::rows_with_params("rms_norm", x, &[w])?;
+        let lane = self.lane()?;
+        let mut out = self.alloc(&lane, rows * dim)?;
+        let ws = self.storage(w, Op::RmsNorm)?;
+        // Rows a multiple of 4 long (all of the model's) take the register-resident kernel with a
+        // block sized to the row: at most 4 float4 chunks a thread.
+        let vectorized = dim.is_multiple_of(4) && dim <= 4 * 4 * 1024;
+        let kernel = match (vectorized, ws.dtype() == DType::F32) {
+            (true, true) => "rms_norm_vec_f32",
+            (true, false) => "rms_norm_vec_bf16",
+            (false, true) => "rms_norm_f32",
+            (false, false) => "rms_norm_bf16",
+        };
+        let threads = if vectorized { (dim / 4).next_multiple_of(32).min(1024) as u32 } else { BLOCK };
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(kernel));
+        b.input(self.f32s(x, Op::RmsNorm)?);
+        match ws {
+            CudaStorage::F32(s) => b.input(s),
+            CudaStorage::BF16(s) => b.input(s),
+        };
+        b.output(&mut out).int(dim as i32).float(eps);
+        let cfg = LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: one block per row of `dim` floats (16-byte aligned rows when vectorized); the
+        // vectorized kernels wait before they read x or write out.
+        unsafe { b.launch(cfg, self.overlap && vectorized) }?;
+        self.wrap(x.shape(), out)
+    }
+
+    pub(super) fn layer_norm(&self, x: &Tensor, w: &Tensor, bias: &Tensor, eps: f32) -> Result<Tensor> {
+        let (rows, dim) = shapes::rows_with_params("layer_norm", x, &[w, bias])?;
+        let lane = self.lane()?;
+        let mut out = self.alloc(&lane, rows * dim)?;
+        let (ws, bs) = (self.storage(w, Op::LayerNorm)?, self.storage(bias, Op::LayerNorm)?);
+        let dim32 = dim as i32;
+        let mut b = match (ws, bs) {
+            (CudaStorage::F32(w), CudaStorage::F32(bb)) => {
+                let mut l = lane.stream.launch_builder(self.kernels.get("layer_norm_f32"));
+                l.arg(self.f32s(x, Op::LayerNorm)?).arg(w).arg(bb);
+                l
+            }
+            (CudaStorage::BF16(w), CudaStorage::BF16(bb)) => {
+                let mut l = lane.stream.launch_builder(self.kernels.get("layer_norm_bf16"));
+                l.arg(self.f32s(x, Op::LayerNorm)?).arg(w).arg(bb);
+                l
+            }
+            (w, bb) => {
+                return Err(Error::Invalid(format!(
+                    "layer_norm: the weight is {} and the bias {}; they must share a dtype",
+                    w.dtype(),
+                    bb.dtype()
+                )));
+            }
+        };
+        b.arg(&mut out).arg(&dim32).arg(&eps);
+        // SAFETY: one block per row.
+        unsafe { b.launch(rows_config(rows)) }.map_err(gpu)?;
+        self.wrap(x.shape(), out)
+    }
+
+    pub(super) fn rope(&self, x: &Tensor, r: Rotary) -> Result<Tensor> {
+        let (rows, width) = shapes::rope(x, &r)?;
+        let lane = self.lane()?;
+        let mut out = self.alloc(&lane, rows * width)?;
+        let (rows64, heads, hd, rd, first, seq) = (
+            rows as i64,
+            r.heads as i32,
+            r.head_dim as i32,
+            r.rotary_dim as i32,
+            r.first_position as i32,
+            r.seq_len as i32,
+        );
+        let mut b = lane.stream.launch_builder(self.kernels.get("rope_f32"));
+        b.arg(self.f32s(x, Op::Rope)?)
+            .arg(&mut out)
+            .arg(&rows64)
+            .arg(&heads)
+            .arg(&hd)
+            .arg(&rd)
+            .arg(&r.theta)
+            .arg(&first)
+            .arg(&seq);
+        // SAFETY: rows * width floats each side.
+        unsafe { b.launch(grid_1d(rows * width)) }.map_err(gpu)?;
+        self.wrap(x.shape(), out)
+    }
+
+    pub(super) fn attention_inputs(&self, inputs: AttentionInputs, slot: KvSlot) -> Result<Tensor> {
+        let r = inputs.rotary;
+        let (q_rows, q_width) = inputs.q.dims2("attention_inputs")?;
+        let (k_rows, k_width) = inputs.k.dims2("attention_inputs")?;
+        let n = k_rows.checked_div(slot.batch).unwrap_or(0);
+        let norms = (inputs.q_norm.storage(), inputs.k_norm.storage());
+        let same_norm_dtype = matches!(
+            norms,
+            (Storage::Cuda(CudaStorage::F32(_)), Storage::Cuda(CudaStorage::F32(_)))
+                | (Storage::Cuda(CudaStorage::BF16(_)), Storage::Cuda(CudaStorage::BF16(_)))
+        );
+        let fused = r.head_dim == 128
+            && r.rotary_dim == 128
+            && q_rows == k_rows
+            && q_width.is_multiple_of(128)
+            && k_width.is_multiple_of(128)
+            && inputs.v.shape() == inputs.k.shape()
+            && inputs.q_norm.elem_count() == 128
+            && inputs.k_norm.elem_count() == 128
+            && same_norm_dtype
+            && r.seq_len == n
+            && slot.keys.shape() == slot.values.shape();
+        let placement = shapes::write_rows(slot.keys, &inputs.k, slot.batch, slot.row).ok();
+        let Some((capacity, _, _)) = placement.filter(|_| fused) else {
+            return composed::attention_inputs(self, inputs, slot);
+        };
+        let lane = self.lane()?;
+        let mut q_out = self.alloc(&lane, inputs.q.elem_count())?;
+        let (q, k, v) = (
+            self.f32s(&inputs.q, Op::AttentionInputs)?,
+            self.f32s(&inputs.k, Op::AttentionInputs)?,
+            self.f32s(inputs.v, Op::AttentionInputs)?,
+        );
+        let cache_dtype = slot.keys.dtype();
+        let (Storage::Cuda(CudaStorage::F32(keys)), Storage::Cuda(CudaStorage::F32(values))) =
+            (slot.keys.storage_mut(), slot.values.storage_mut())
+        else {
+            return Err(Error::unsupported(Op::AttentionInputs, cache_dtype, DeviceKind::Cuda));
+        };
+        let (heads, kv_heads) = (q_width / 128, k_width / 128);
+        let kernel = if matches!(norms.0, Storage::Cuda(CudaStorage::F32(_))) {
+            "qk_norm_rope_append128_f32"
+        } else {
+            "qk_norm_rope_append128_bf16"
+        };
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(kernel));
+        b.input(q).input(k).input(v);
+        for norm in [norms.0, norms.1] {
+            match norm {
+                Storage::Cuda(CudaStorage::F32(s)) => b.input(s),
+                Storage::Cuda(CudaStorage::BF16(s)) => b.input(s),
+                Storage::Cpu(_) => unreachable!("checked above"),
+            };
+        }
+        b.output(&mut q_out).output(keys).output(values).int(q_rows as i32).int(heads as i32).int(kv_heads as i32);
+        b.float(inputs.eps).float(r.theta).int(r.first_position as i32).int(n as i32).int(capacity as i32);
+        b.int(slot.row as i32);
+        let warps = q_rows * (heads + kv_heads);
+        let cfg =
+            LaunchConfig { grid_dim: (warps.div_ceil(8) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: one warp per (row, head) of 128 floats in q, k and v; the cache rows written lie
+        // inside both caches (checked above), and q_out holds as many floats as q; the kernel waits
+        // before it touches any of them.
+        unsafe { b.launch(cfg, self.overlap) }?;
+        self.wrap(inputs.q.shape(), q_out)
+    }
+}

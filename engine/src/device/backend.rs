@@ -1,0 +1,149 @@
+//! The trait every compute backend implements. Activations are f32 tensors laid out row-major;
+//! matrices are `[rows, cols]` and 1-D signals are `[channels, time]`. Weights keep their stored
+//! dtype. The fused ops have defaults composed of the basic ones ([`composed`]).
+
+use super::composed;
+use super::{
+    AttentionInputs, AttentionShape, Candidates, DeviceKind, KvSlot, Op, RmsNorm, Rotary, Shortlist, ThreadPriority,
+};
+use crate::error::Result;
+use crate::tensor::{DType, Tensor};
+
+/// One compute backend. Every op returns a new tensor on the same backend.
+pub trait Backend: Send + Sync {
+    fn kind(&self) -> DeviceKind;
+
+    /// What runs here, in words ("NVIDIA H200, sm_90, 139.1 of 139.8 GiB free").
+    fn description(&self) -> String;
+
+    /// Waits until the device has finished all queued work (before timing, and after loading
+    /// weights that other threads will read).
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Starts (`true`) or stops what an external GPU profiler records; nothing where there is none.
+    fn profiler(&self, _on: bool) -> Result<()> {
+        Ok(())
+    }
+
+    /// Says how urgent the calling thread's work is, before the thread's first op: a GPU backend
+    /// may queue a critical thread's work ahead of the rest.
+    fn set_thread_priority(&self, _priority: ThreadPriority) -> Result<()> {
+        Ok(())
+    }
+
+    /// Whether this backend runs `op` with `dtype` (the dtype of [`Op::dtype_of`]); an op it does
+    /// not run returns [`Error::Unsupported`](crate::Error::Unsupported).
+    fn supports(&self, op: Op, dtype: DType) -> bool;
+
+    /// Moves a host tensor onto this backend (a no-op for the CPU).
+    fn upload(&self, t: Tensor) -> Result<Tensor>;
+    /// Reads a tensor back as host f32 values.
+    fn to_host(&self, t: &Tensor) -> Result<Vec<f32>>;
+    /// Converts a weight to the dtype it is kept in on this backend.
+    fn cast(&self, t: &Tensor, dtype: DType) -> Result<Tensor>;
+
+    /// A DiT matrix in the form its products run in under this backend's precision policy: as it
+    /// is for exact f32 and TF32, bf16 for the bf16 policy.
+    fn product_weight(&self, w: Tensor) -> Result<Tensor> {
+        Ok(w)
+    }
+
+    /// `x [m, k] @ w[n, k]^T (+ bias[n])` with f32 accumulation; `w` may be f32, bf16 or f16.
+    fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor>;
+    /// Rows of `table [vocab, dim]` picked by `ids`, as f32.
+    fn embedding(&self, table: &Tensor, ids: &[u32]) -> Result<Tensor>;
+    /// RMSNorm over the last dim: `x / sqrt(mean(x^2) + eps) * w`.
+    fn rms_norm(&self, x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor>;
+    /// LayerNorm over the last dim with affine weight and bias.
+    fn layer_norm(&self, x: &Tensor, w: &Tensor, b: &Tensor, eps: f32) -> Result<Tensor>;
+    /// Rotary embedding on `x [rows, heads * head_dim]`.
+    fn rope(&self, x: &Tensor, rotary: Rotary) -> Result<Tensor>;
+    /// Scaled dot-product attention with grouped KV heads; output `[batch * q_len, heads * head_dim]`.
+    fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, shape: AttentionShape) -> Result<Tensor>;
+    /// Writes `src [batch * n, cols]` into rows `[row, row + n)` of each batch entry of
+    /// `dst [batch * capacity, cols]` (a KV cache append).
+    fn write_rows(&self, dst: &mut Tensor, src: &Tensor, batch: usize, row: usize) -> Result<()>;
+    /// [`write_rows`](Self::write_rows) of the keys and of the values of one cache layer; backends
+    /// may do both at once.
+    fn write_kv(
+        &self,
+        keys: &mut Tensor,
+        k: &Tensor,
+        values: &mut Tensor,
+        v: &Tensor,
+        batch: usize,
+        row: usize,
+    ) -> Result<()> {
+        self.write_rows(keys, k, batch, row)?;
+        self.write_rows(values, v, batch, row)
+    }
+
+    /// `residual + x @ w^T`: a projection back into the residual stream. Backends may fuse it.
+    fn linear_add(&self, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
+        composed::linear_add(self, x, w, residual)
+    }
+    /// `silu(h @ gate^T) * (h @ up^T)` with `h` the input after `norm` (or the input itself), the
+    /// first half of a SwiGLU feed-forward. Backends may fuse it.
+    fn linear_swiglu(&self, x: &Tensor, norm: Option<RmsNorm>, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+        composed::linear_swiglu(self, x, norm, gate, up)
+    }
+    /// The DiT's gated feed-forward input: `h = x @ w^T + bias` over `2f` columns, then
+    /// `silu(h[:, f..]) * h[:, ..f]` (the value half first, the gate second), `[rows, f]`.
+    /// Backends may fuse the bias and the gate into one pass.
+    fn linear_glu(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        composed::linear_glu(self, x, w, bias)
+    }
+    /// `h @ w^T` for each of three weights of the same input width (attention's q, k and v), with
+    /// `h` the input after `norm` (or the input itself). Backends may fuse it.
+    fn linear3(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
+        composed::linear3(self, x, norm, w)
+    }
+
+    /// The queries of one layer after their norm and rotary; the keys (normed and rotated) and the
+    /// values appended to the cache. Backends may do it in one pass.
+    fn attention_inputs(&self, inputs: AttentionInputs, slot: KvSlot) -> Result<Tensor> {
+        composed::attention_inputs(self, inputs, slot)
+    }
+
+    /// The entries of `logits [2, width]` (conditional, unconditional) that `shortlist` keeps, or
+    /// every entry; the default reads back every entry.
+    fn candidates(&self, logits: &Tensor, _shortlist: &Shortlist) -> Result<Candidates> {
+        Ok(Candidates::of_rows(self.to_host(logits)?))
+    }
+
+    /// `silu(a) * b`.
+    fn silu_mul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor>;
+    fn silu(&self, x: &Tensor) -> Result<Tensor>;
+    fn tanh(&self, x: &Tensor) -> Result<Tensor>;
+    fn add(&self, a: &Tensor, b: &Tensor) -> Result<Tensor>;
+    fn scale(&self, x: &Tensor, factor: f32) -> Result<Tensor>;
+
+    fn transpose(&self, x: &Tensor) -> Result<Tensor>;
+    /// Columns `[start, end)` of a matrix.
+    fn slice_cols(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor>;
+    /// Rows `[start, end)` of a matrix.
+    fn slice_rows(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor>;
+    /// Matrices with equal column counts stacked by rows.
+    fn cat_rows(&self, parts: &[&Tensor]) -> Result<Tensor>;
+
+    /// `x [c_in, t]` convolved with `w [c_out, c_in, k]` (stride 1), `+ bias`.
+    fn conv1d(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, padding: usize, dilation: usize) -> Result<Tensor>;
+    /// `x [c_in, t]` through a transposed convolution with `w [c_in, c_out, k]`.
+    fn conv_transpose1d(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        bias: Option<&Tensor>,
+        stride: usize,
+        padding: usize,
+    ) -> Result<Tensor>;
+    /// `x + sin(alpha * x)^2 / (alpha + 1e-9)` with one alpha per channel of `x [c, t]`.
+    fn snake(&self, x: &Tensor, alpha: &Tensor) -> Result<Tensor>;
+    /// A tensor of `center + half_width * u`, `u` uniform in [-1, 1) from a hash of `seed` and the
+    /// index, made where it lives (synthetic weights for benchmarks).
+    fn fill_uniform(&self, shape: &[usize], dtype: DType, seed: u64, center: f32, half_width: f32) -> Result<Tensor>;
+    /// Nearest-neighbour resampling of `x [c, t]` to `[c, out_len]` (torch's `mode="nearest"`).
+    fn resample_nearest(&self, x: &Tensor, out_len: usize) -> Result<Tensor>;
+}

@@ -1,0 +1,192 @@
+//! `Device` is the enum the rest of the program sees; each backend implements [`Backend`]
+//! (traits inside, an enum at the boundary). Which backend runs is chosen at run time: every
+//! backend is compiled in, and one that cannot run here says why.
+
+mod backend;
+pub mod composed;
+mod op;
+mod params;
+
+pub use backend::Backend;
+pub use op::Op;
+pub use params::{AttentionInputs, AttentionShape, Candidates, KvSlot, RmsNorm, Rotary, Shortlist, ThreadPriority};
+
+use crate::cpu::CpuBackend;
+use crate::cuda::CudaBackend;
+use crate::error::{Error, Result};
+use crate::precision::{Precision, names};
+
+/// The compute backends, by the name the CLI, the window and the recipe use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeviceKind {
+    Cpu,
+    Cuda,
+    Wgpu,
+}
+
+impl DeviceKind {
+    pub const ALL: [DeviceKind; 3] = [DeviceKind::Cpu, DeviceKind::Cuda, DeviceKind::Wgpu];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceKind::Cpu => "cpu",
+            DeviceKind::Cuda => "cuda",
+            DeviceKind::Wgpu => "wgpu",
+        }
+    }
+
+    pub fn parse(name: &str) -> Result<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name).ok_or_else(|| unknown_device(name))
+    }
+}
+
+impl std::fmt::Display for DeviceKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+fn unknown_device(name: &str) -> Error {
+    let mut all = vec!["auto"];
+    all.extend(DeviceKind::ALL.map(DeviceKind::name));
+    Error::Invalid(format!("unknown device `{name}` (expected {})", names(&all)))
+}
+
+/// What `--device` asks for: a backend by name, or `auto` (CUDA where it works, else the CPU).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeviceChoice {
+    #[default]
+    Auto,
+    Kind(DeviceKind),
+}
+
+impl DeviceChoice {
+    /// `auto` first, then every backend.
+    pub const ALL: [DeviceChoice; 4] = [
+        DeviceChoice::Auto,
+        DeviceChoice::Kind(DeviceKind::Cpu),
+        DeviceChoice::Kind(DeviceKind::Cuda),
+        DeviceChoice::Kind(DeviceKind::Wgpu),
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceChoice::Auto => "auto",
+            DeviceChoice::Kind(kind) => kind.name(),
+        }
+    }
+
+    pub fn parse(name: &str) -> Result<Self> {
+        if name == "auto" { Ok(DeviceChoice::Auto) } else { DeviceKind::parse(name).map(DeviceChoice::Kind) }
+    }
+}
+
+impl std::str::FromStr for DeviceChoice {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        Self::parse(s)
+    }
+}
+
+impl std::fmt::Display for DeviceChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How a device is opened.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeviceOptions {
+    pub precision: Precision,
+    /// Fill every fresh result buffer with a NaN sentinel before an op writes it, so an element an
+    /// op forgets to write shows in a test (the conformance suite) instead of holding stale data.
+    pub sentinel_fill: bool,
+}
+
+/// The bit patterns a [`DeviceOptions::sentinel_fill`] buffer holds before it is written: all ones
+/// in f32, and all ones in bf16 as read back to f32 (the top half).
+pub const SENTINEL_BITS: [u32; 2] = [u32::MAX, 0xffff_0000];
+
+/// A backend and whether it can run here: its description, or why not.
+#[derive(Debug, Clone)]
+pub struct Probe {
+    pub kind: DeviceKind,
+    pub status: std::result::Result<String, String>,
+}
+
+/// The device a model runs on, picked at run time.
+pub enum Device {
+    Cpu(CpuBackend),
+    Cuda(Box<CudaBackend>),
+}
+
+impl Device {
+    pub fn cpu() -> Self {
+        Device::Cpu(CpuBackend::new(DeviceOptions::default()))
+    }
+
+    /// The backend `choice` names, under the reference precision.
+    pub fn from_choice(choice: DeviceChoice) -> Result<Self> {
+        Self::open(choice, DeviceOptions::default())
+    }
+
+    /// Opens the backend `choice` names. A named backend that cannot run here is an error that says
+    /// why; `auto` takes CUDA where it works, else the CPU.
+    pub fn open(choice: DeviceChoice, options: DeviceOptions) -> Result<Self> {
+        match choice {
+            DeviceChoice::Auto => {
+                Ok(Self::open_kind(DeviceKind::Cuda, options).unwrap_or_else(|_| Device::Cpu(CpuBackend::new(options))))
+            }
+            DeviceChoice::Kind(kind) => Self::open_kind(kind, options)
+                .map_err(|e| Error::Invalid(format!("device `{kind}` is not available: {e}"))),
+        }
+    }
+
+    fn open_kind(kind: DeviceKind, options: DeviceOptions) -> Result<Self> {
+        match kind {
+            DeviceKind::Cpu => Ok(Device::Cpu(CpuBackend::new(options))),
+            DeviceKind::Cuda => Ok(Device::Cuda(Box::new(CudaBackend::new(0, options)?))),
+            DeviceKind::Wgpu => Err(Error::Invalid("this build has no wgpu backend yet".into())),
+        }
+    }
+
+    /// Each backend and whether it can run here.
+    pub fn probe_all() -> Vec<Probe> {
+        DeviceKind::ALL
+            .into_iter()
+            .map(|kind| Probe {
+                kind,
+                status: Self::open_kind(kind, DeviceOptions::default())
+                    .map(|d| d.description())
+                    .map_err(|e| e.to_string()),
+            })
+            .collect()
+    }
+}
+
+impl std::ops::Deref for Device {
+    type Target = dyn Backend;
+
+    fn deref(&self) -> &Self::Target {
+        match self {
+            Device::Cpu(b) => b,
+            Device::Cuda(b) => b.as_ref(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_names_parse_to_their_choice_and_others_are_refused() {
+        for choice in DeviceChoice::ALL {
+            assert_eq!(DeviceChoice::parse(choice.name()).unwrap(), choice);
+        }
+        let err = DeviceChoice::parse("tpu").unwrap_err().to_string();
+        assert!(err.contains("`tpu`") && err.contains("auto, cpu, cuda or wgpu"), "{err}");
+        assert!(Device::open(DeviceChoice::Kind(DeviceKind::Wgpu), DeviceOptions::default()).is_err());
+    }
+}

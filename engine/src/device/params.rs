@@ -1,0 +1,110 @@
+//! The parameter types of the backend ops: attention shapes, rotary embeddings, fused norms, one
+//! layer's attention inputs and cache slot, and the sampling shortlist with its candidates.
+
+use std::ops::Range;
+
+use crate::tensor::Tensor;
+
+/// The shape of one attention call. Queries are `[batch * q_len, heads * head_dim]`; keys and
+/// values are `[batch * kv_capacity, kv_heads * head_dim]`, of which the first `kv_len` rows of
+/// each batch entry are valid. With `causal`, query `i` sits at position `kv_len - q_len + i`.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionShape {
+    pub batch: usize,
+    pub q_len: usize,
+    pub kv_len: usize,
+    pub kv_capacity: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub causal: bool,
+}
+
+/// Rotary position embedding applied with the rotate-half convention to the leading `rotary_dim`
+/// dims of each head. `positions` are the token positions of the rows (one per row and batch).
+#[derive(Debug, Clone, Copy)]
+pub struct Rotary {
+    pub heads: usize,
+    pub head_dim: usize,
+    pub rotary_dim: usize,
+    pub theta: f32,
+    /// Position of the first row; rows are consecutive positions, repeating every `seq_len` rows.
+    pub first_position: usize,
+    pub seq_len: usize,
+}
+
+/// An RMSNorm a fused product applies to its input first: `x / sqrt(mean(x^2) + eps) * weight`.
+#[derive(Clone, Copy)]
+pub struct RmsNorm<'a> {
+    pub weight: &'a Tensor,
+    pub eps: f32,
+}
+
+/// One decoder layer's attention inputs, Qwen3 style: the query and key projections are
+/// RMS-normalised per head (`q_norm`, `k_norm`, `[head_dim]`) and rotated by `rotary` (whose
+/// `heads` is not used: each projection's width gives its own).
+pub struct AttentionInputs<'a> {
+    pub q: Tensor,
+    pub k: Tensor,
+    pub v: &'a Tensor,
+    pub q_norm: &'a Tensor,
+    pub k_norm: &'a Tensor,
+    pub eps: f32,
+    pub rotary: Rotary,
+}
+
+/// Where a layer's new keys and values go: rows `[row, row + n)` of each of `batch` entries of
+/// the cache tensors (see [`Backend::write_rows`]).
+pub struct KvSlot<'a> {
+    pub keys: &'a mut Tensor,
+    pub values: &'a mut Tensor,
+    pub batch: usize,
+    pub row: usize,
+}
+
+/// Which entries of a pair of logit rows (conditional, unconditional) a guided top-k draw can give
+/// a probability, so that a backend needs to send back only those (`pipeline::sampling` says why
+/// each rule loses nothing).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Shortlist {
+    /// Entries whose conditional value, masked to `-inf` outside `sampleable` and `extra`, is at
+    /// or above the `k`-th largest such value (the semantic draw's CFG top-k).
+    Conditional { k: usize, sampleable: Range<usize>, extra: Option<usize> },
+    /// Entries whose guided value `u + (c - u) * scale`, non-finite values taken as ±1e9, is at
+    /// or above the `k`-th largest (a residual codebook's draw).
+    Guided { k: usize, scale: f32 },
+}
+
+/// Entries of a pair of logit rows `width` wide: ascending indices with their conditional and
+/// unconditional values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidates {
+    pub width: usize,
+    pub index: Vec<u32>,
+    pub cond: Vec<f32>,
+    pub uncond: Vec<f32>,
+}
+
+impl Candidates {
+    /// Every entry of the two rows.
+    pub fn every(cond: Vec<f32>, uncond: Vec<f32>) -> Self {
+        Candidates { width: cond.len(), index: (0..cond.len() as u32).collect(), cond, uncond }
+    }
+
+    /// Every entry of a `[2, width]` pair of rows read back from the device.
+    pub fn of_rows(rows: Vec<f32>) -> Self {
+        let mut cond = rows;
+        let uncond = cond.split_off(cond.len() / 2);
+        Self::every(cond, uncond)
+    }
+}
+
+/// How urgent a thread's work is ([`Backend::set_thread_priority`](super::Backend::set_thread_priority)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ThreadPriority {
+    #[default]
+    Normal,
+    /// The song's critical path (the AR loop): its short kernels should not queue behind the
+    /// acoustic half's long ones.
+    Critical,
+}

@@ -1,0 +1,88 @@
+//! What a song run takes and reports: the request, its stage events and statistics, the
+//! cancellation token and the observer a run reports to.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::error::{Error, Result};
+
+/// The longest song the model makes (its 9000-frame limit at 25 frames/s).
+pub const MAX_DURATION_S: f64 = 360.0;
+
+/// A request for one song.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub prompt: String,
+    pub lyrics: String,
+    /// An upper bound: the model may end the song earlier.
+    pub duration_s: f64,
+    pub seed: u64,
+    pub steps: usize,
+    /// The DiT's classifier-free guidance scale; `None` for the model's own (1.7).
+    pub guidance: Option<f32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StageName {
+    Tokenize,
+    ArFrames,
+    Denoise { window: usize, windows: usize },
+    Vocoder { window: usize, windows: usize },
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    pub frames: usize,
+    pub windows: usize,
+    /// Stereo sample frames at `sample_rate`.
+    pub samples: usize,
+    pub sample_rate: u32,
+    pub tokenize_s: f64,
+    pub ar_s: f64,
+    pub acoustic_s: f64,
+    pub total_s: f64,
+    pub time_to_first_audio_s: Option<f64>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Event {
+    Stage {
+        stage: StageName,
+        done: usize,
+        total: usize,
+    },
+    /// Interleaved stereo samples, starting at stereo frame `first_sample`; in order, never revised.
+    Audio {
+        first_sample: usize,
+        samples: Vec<f32>,
+        sample_rate: u32,
+    },
+    Finished {
+        stats: Stats,
+    },
+}
+
+/// A cancellation token, checked between frames and steps.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    pub fn check(&self) -> Result<()> {
+        if self.is_cancelled() { Err(Error::Cancelled) } else { Ok(()) }
+    }
+}
+
+/// Where a run reports its events and learns that it is cancelled.
+#[derive(Clone, Copy)]
+pub struct Observer<'a> {
+    pub events: &'a (dyn Fn(Event) + Sync),
+    pub cancel: &'a Cancel,
+}

@@ -1,0 +1,196 @@
+//! The streamed run: the AR loop on a thread of its own hands frames to the acoustic thread
+//! through a bounded channel; a window starts as soon as its frames exist, and its audio leaves
+//! the engine, in order, as soon as it is final (the window after it decides where it is cut).
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use super::ar::{self, Frame};
+use super::rng::Rng;
+use super::windows::{Carry, crop, run_window, window_starts};
+use super::{Event, Observer, Pipeline, Request, RngChooser, Stats, interleave, stereo_span};
+use crate::device::ThreadPriority;
+use crate::error::{Error, Result};
+use crate::models::scheduler::FlowMatchEuler;
+use crate::prompt::PromptIds;
+use crate::tensor::Tensor;
+
+impl Pipeline {
+    /// [`generate`](Self::generate) from token ids already made (`req.prompt` and `req.lyrics`
+    /// are not read); `started` is when the request arrived.
+    pub fn generate_ids(
+        &self,
+        prompt: &PromptIds,
+        req: &Request,
+        started: Instant,
+        observer: Observer,
+    ) -> Result<Stats> {
+        let max_frames = self.validate(req)?;
+        let tokenize_s = started.elapsed().as_secs_f64();
+        let schedule = self.schedule(req.steps)?;
+        let (tx, rx) = mpsc::sync_channel::<Frame>(2 * self.constants.chunk_frames);
+        let expected_windows = window_starts(max_frames, &self.constants).len();
+        let (ar_result, acoustic_result) = std::thread::scope(|scope| {
+            let ar_thread = std::thread::Builder::new().name("songloom-ar".into()).spawn_scoped(scope, || {
+                let mut chooser = RngChooser(Rng::new(req.seed));
+                // The AR loop is the song's critical path.
+                let result = self.device.set_thread_priority(ThreadPriority::Critical).and_then(|()| {
+                    ar::run(
+                        &self.ar_models(),
+                        prompt,
+                        max_frames,
+                        &mut chooser,
+                        &mut |frame| tx.send(frame).map_err(|_| Error::Cancelled),
+                        observer,
+                    )
+                });
+                drop(tx);
+                (result, started.elapsed().as_secs_f64())
+            });
+            // When this returns (an error included) the receiver is dropped, and the AR thread stops at
+            // its next frame.
+            let acoustic = self.stream_windows(&schedule, rx, expected_windows, req, started, observer);
+            let ar = match ar_thread {
+                Ok(handle) => {
+                    handle.join().unwrap_or_else(|_| (Err(Error::Invalid("the AR thread failed".into())), 0.0))
+                }
+                Err(e) => (Err(Error::Invalid(format!("cannot start the AR thread: {e}"))), 0.0),
+            };
+            (ar, acoustic)
+        });
+        let (frames, ar_s, acoustic) = match (ar_result, acoustic_result) {
+            ((Ok(frames), ar_end), Ok(acoustic)) => (frames, ar_end - tokenize_s, acoustic),
+            // The acoustic thread's error is the cause when the AR thread only saw it stop listening.
+            (_, Err(e)) => return Err(e),
+            ((Err(e), _), _) => return Err(e),
+        };
+        if frames == 0 {
+            return Err(Error::Invalid("the model ended the song before its first frame".into()));
+        }
+        let stats = Stats {
+            frames,
+            windows: acoustic.windows,
+            samples: acoustic.samples,
+            sample_rate: self.sample_rate(),
+            tokenize_s,
+            ar_s,
+            acoustic_s: acoustic.busy.as_secs_f64(),
+            total_s: started.elapsed().as_secs_f64(),
+            time_to_first_audio_s: acoustic.first_audio_s,
+        };
+        (observer.events)(Event::Finished { stats: stats.clone() });
+        Ok(stats)
+    }
+
+    /// The acoustic thread: collects frames, runs each window as soon as it can, emits audio.
+    #[allow(clippy::too_many_arguments)]
+    fn stream_windows(
+        &self,
+        schedule: &FlowMatchEuler,
+        frames_rx: mpsc::Receiver<Frame>,
+        expected_windows: usize,
+        req: &Request,
+        started: Instant,
+        observer: Observer,
+    ) -> Result<StreamedAudio> {
+        let c = &self.constants;
+        let acoustic = self.acoustic(schedule, req.guidance);
+        let hop = self.vocoder.config().hop_length();
+        let sample_rate = self.sample_rate();
+        let mut noise = self.noise(req.seed);
+        let mut carry = Carry::default();
+        // Frames from `base` on; earlier ones are no longer needed by any window.
+        let mut hidden: Vec<f32> = Vec::new();
+        let mut base = 0;
+        let mut width = 0;
+        let mut count = 0;
+        let mut ended = false;
+        let mut out = StreamedAudio::default();
+        // The tail of the last window run, held until we know whether that window was the last.
+        let mut held_tail: Option<[Vec<f32>; 2]> = None;
+        let emit = |song: &[Vec<f32>; 2], out: &mut StreamedAudio| {
+            if song[0].is_empty() {
+                return;
+            }
+            if out.first_audio_s.is_none() {
+                out.first_audio_s = Some(started.elapsed().as_secs_f64());
+            }
+            let samples = interleave(song);
+            (observer.events)(Event::Audio { first_sample: out.samples, samples, sample_rate });
+            out.samples += song[0].len();
+        };
+        let mut k = 0;
+        loop {
+            let start = k * c.chunk_hop;
+            let full = start + c.chunk_frames;
+            // Wait for this window's frames, or for the end of the loop.
+            while !ended && count < full + 1 {
+                match frames_rx.recv() {
+                    Ok(frame) => {
+                        width = frame.hidden.len();
+                        hidden.extend(frame.hidden);
+                        count += 1;
+                    }
+                    Err(_) => ended = true,
+                }
+                // A window that has all its frames need not wait for the next one to start.
+                if count == full && !ended {
+                    break;
+                }
+            }
+            observer.cancel.check()?;
+            // Window k (k >= 1) exists iff the song has more than start + hop frames.
+            let exists = k == 0 || count > start + c.chunk_hop;
+            if held_tail.is_some() && (exists || ended) {
+                let tail = held_tail.take().expect("checked");
+                if !exists {
+                    emit(&tail, &mut out); // the previous window was the last one
+                }
+            }
+            if !exists {
+                break;
+            }
+            if !ended && count < full {
+                continue;
+            }
+            let end = full.min(count);
+            let frames =
+                Tensor::from_f32(&[end - start, width], hidden[(start - base) * width..(end - base) * width].to_vec())?;
+            let busy = Instant::now();
+            let window = run_window(
+                &acoustic,
+                k,
+                expected_windows.max(k + 1),
+                &self.device.upload(frames)?,
+                &mut carry,
+                &mut noise,
+                observer,
+            )?;
+            let wave = self.device.to_host(&window.waveform)?;
+            out.busy += busy.elapsed();
+            let n = wave.len() / 2;
+            // Known last: the loop ended and no later window exists.
+            let known_last = ended && count <= start + c.chunk_frames;
+            let (left, right) = crop(k, known_last, n, hop, c);
+            let part = |from: usize, to: usize| stereo_span(&wave, from, to);
+            emit(&part(left, right), &mut out);
+            if !known_last {
+                held_tail = Some(part(right, n));
+            }
+            out.windows += 1;
+            k += 1;
+            let next_start = (k * c.chunk_hop).min(count);
+            hidden.drain(..(next_start - base) * width);
+            base = next_start;
+        }
+        Ok(out)
+    }
+}
+
+#[derive(Default)]
+struct StreamedAudio {
+    samples: usize,
+    windows: usize,
+    first_audio_s: Option<f64>,
+    busy: Duration,
+}

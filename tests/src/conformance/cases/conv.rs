@@ -1,0 +1,95 @@
+//! The convolutions (weights in every dtype) of the vocoder and the condition encoder.
+
+use songloom_engine::{DType, Op};
+
+use crate::conformance::{Case, WEIGHT_DTYPES};
+
+const C_IN: usize = 5;
+const C_OUT: usize = 4;
+const LEN: usize = 23;
+
+pub fn cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    for dtype in WEIGHT_DTYPES {
+        for (k, dilation, padding) in [(1, 1, 0), (3, 1, 1), (7, 3, 9), (7, 9, 27)] {
+            cases.push(conv1d(k, dilation, padding, dtype, false));
+        }
+        for stride in [2usize, 3, 4, 8] {
+            cases.push(conv_transpose1d(stride, dtype));
+        }
+    }
+    cases.push(conv1d(3, 1, 1, DType::F32, true));
+    cases
+}
+
+fn conv1d(k: usize, dilation: usize, padding: usize, dtype: DType, poison: bool) -> Case {
+    let t_out = LEN + 2 * padding - dilation * (k - 1);
+    Case::new(
+        Op::Conv1d,
+        dtype,
+        format!(
+            "{C_IN}x{LEN} by {C_OUT}x{C_IN}x{k}, dilation {dilation}, padding {padding}{}",
+            if poison { ", a NaN" } else { "" }
+        ),
+        |s| {
+            let x = s.random(&[C_IN, LEN], DType::F32);
+            vec![
+                if poison { x.with(f32::NAN, &[LEN + 11]) } else { x },
+                s.random(&[C_OUT, C_IN, k], dtype),
+                s.random(&[C_OUT], DType::F32),
+            ]
+        },
+        move |d, t| Ok(vec![d.conv1d(&t[0], &t[1], Some(&t[2]), padding, dilation)?]),
+        move |i| {
+            let (x, w, b) = (&i[0].values, &i[1].values, &i[2].values);
+            let mut y = vec![0.0f32; C_OUT * t_out];
+            for co in 0..C_OUT {
+                for to in 0..t_out {
+                    let mut acc = b[co];
+                    for ci in 0..C_IN {
+                        for j in 0..k {
+                            let src = to as isize + (j * dilation) as isize - padding as isize;
+                            if src >= 0 && (src as usize) < LEN {
+                                acc += w[(co * C_IN + ci) * k + j] * x[ci * LEN + src as usize];
+                            }
+                        }
+                    }
+                    y[co * t_out + to] = acc;
+                }
+            }
+            vec![y]
+        },
+    )
+}
+
+/// The vocoder's upsampling convolutions: kernel `2 * stride`, padding `ceil(stride / 2)`.
+fn conv_transpose1d(stride: usize, dtype: DType) -> Case {
+    let (k, padding) = (2 * stride, stride.div_ceil(2));
+    let t_out = (LEN - 1) * stride + k - 2 * padding;
+    Case::new(
+        Op::ConvTranspose1d,
+        dtype,
+        format!("{C_IN}x{LEN} by {C_IN}x{C_OUT}x{k}, stride {stride}, padding {padding}"),
+        |s| {
+            vec![s.random(&[C_IN, LEN], DType::F32), s.random(&[C_IN, C_OUT, k], dtype), s.random(&[C_OUT], DType::F32)]
+        },
+        move |d, t| Ok(vec![d.conv_transpose1d(&t[0], &t[1], Some(&t[2]), stride, padding)?]),
+        move |i| {
+            let (x, w, b) = (&i[0].values, &i[1].values, &i[2].values);
+            let mut y: Vec<f32> = (0..C_OUT * t_out).map(|at| b[at / t_out]).collect();
+            for ci in 0..C_IN {
+                for ti in 0..LEN {
+                    for co in 0..C_OUT {
+                        for j in 0..k {
+                            let pos = (ti * stride + j) as isize - padding as isize;
+                            if pos >= 0 && (pos as usize) < t_out {
+                                y[co * t_out + pos as usize] += w[(ci * C_OUT + co) * k + j] * x[ci * LEN + ti];
+                            }
+                        }
+                    }
+                }
+            }
+            vec![y]
+        },
+    )
+}

@@ -1,0 +1,203 @@
+//! `linear` and its fused forms, for every weight dtype. The shapes reach each kernel a GPU
+//! dispatches to: up to 8 rows against weights whose rows are a multiple of 8 long take the decode
+//! GEMVs (row counts not a multiple of 4 included), more rows the general product.
+
+use songloom_engine::device::RmsNorm;
+use songloom_engine::{DType, Op};
+
+use super::{naive_linear, naive_rms_norm, silu};
+use crate::conformance::{Case, Input, Seeds, WEIGHT_DTYPES};
+
+const LINEAR_SHAPES: [(usize, usize, usize); 9] = [
+    (1, 7, 5),
+    (2, 64, 33),
+    (1, 128, 7),
+    (3, 264, 130),
+    (5, 40, 9),
+    (8, 256, 257),
+    (2, 64, 4100),
+    (9, 40, 70),
+    (100, 130, 129),
+];
+
+/// The decode shapes of the fused products, and one beyond them (10 rows).
+const FUSED_SHAPES: [(usize, usize, usize); 4] = [(1, 64, 33), (2, 256, 130), (8, 128, 4), (10, 64, 9)];
+
+pub fn cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    for dtype in WEIGHT_DTYPES {
+        for (m, k, n) in LINEAR_SHAPES {
+            cases.push(linear(m, k, n, dtype, false, Poison::None));
+        }
+        cases.push(linear(3, 264, 130, dtype, true, Poison::None));
+        cases.push(linear(100, 130, 129, dtype, true, Poison::None));
+        cases.push(linear(2, 64, 33, dtype, false, Poison::NanAndInf));
+        cases.push(linear(12, 64, 33, dtype, true, Poison::NanAndInf));
+        for (m, k, n) in FUSED_SHAPES {
+            cases.push(linear_add(m, k, n, dtype, Poison::None));
+            let f32_norm = (dtype != DType::F32).then_some(DType::F32);
+            for norm in [None, Some(dtype)].into_iter().chain([f32_norm]) {
+                cases.push(linear_swiglu(m, k, n, dtype, norm));
+                cases.push(linear3(m, k, n, dtype, norm));
+            }
+        }
+        cases.push(linear_add(2, 64, 33, dtype, Poison::Nan));
+        for (m, k, two_f) in [(7, 24, 32), (3, 16, 10), (690, 64, 64)] {
+            cases.push(linear_glu(m, k, two_f, dtype));
+        }
+        cases.push(product_weight(dtype));
+    }
+    cases
+}
+
+/// Non-finite values put into the activations.
+#[derive(Clone, Copy, PartialEq)]
+enum Poison {
+    None,
+    /// A NaN in the first row.
+    Nan,
+    /// A NaN in the first row and an infinity in the second.
+    NanAndInf,
+}
+
+impl Poison {
+    fn label(self) -> &'static str {
+        if self == Poison::None { "" } else { ", non-finite" }
+    }
+}
+
+fn activations(s: &mut Seeds, m: usize, k: usize, poison: Poison) -> Input {
+    let x = s.random(&[m, k], DType::F32);
+    match poison {
+        Poison::None => x,
+        Poison::Nan => x.with(f32::NAN, &[k / 2]),
+        Poison::NanAndInf => x.with(f32::NAN, &[k / 2]).with(f32::INFINITY, &[k + 3]),
+    }
+}
+
+fn label(m: usize, k: usize, n: usize, extra: &str) -> String {
+    format!("{m}x{k} by {n}x{k}{extra}")
+}
+
+fn linear(m: usize, k: usize, n: usize, dtype: DType, bias: bool, poison: Poison) -> Case {
+    let extra = format!("{}{}", if bias { " + bias" } else { "" }, poison.label());
+    Case::new(
+        Op::Linear,
+        dtype,
+        label(m, k, n, &extra),
+        |s| {
+            let mut inputs = vec![activations(s, m, k, poison), s.random(&[n, k], dtype)];
+            inputs.extend(bias.then(|| s.random(&[n], DType::F32)));
+            inputs
+        },
+        |d, t| Ok(vec![d.linear(&t[0], &t[1], t.get(2))?]),
+        move |i| {
+            let mut y = naive_linear(&i[0].values, m, k, &i[1].values, n);
+            if let Some(b) = i.get(2) {
+                y.iter_mut().enumerate().for_each(|(at, v)| *v += b.values[at % n]);
+            }
+            vec![y]
+        },
+    )
+}
+
+fn linear_add(m: usize, k: usize, n: usize, dtype: DType, poison: Poison) -> Case {
+    Case::new(
+        Op::LinearAdd,
+        dtype,
+        label(m, k, n, poison.label()),
+        |s| vec![activations(s, m, k, poison), s.random(&[n, k], dtype), s.random(&[m, n], DType::F32)],
+        |d, t| Ok(vec![d.linear_add(&t[0], &t[1], &t[2])?]),
+        move |i| {
+            let y = naive_linear(&i[0].values, m, k, &i[1].values, n);
+            vec![y.iter().zip(&i[2].values).map(|(p, r)| r + p).collect()]
+        },
+    )
+}
+
+/// The input at `x` after the optional norm.
+fn normed(i: &[Input], x: usize, norm: Option<&Input>, k: usize) -> Vec<f32> {
+    match norm {
+        Some(w) => naive_rms_norm(&i[x].values, &w.values, k, 1e-6),
+        None => i[x].values.clone(),
+    }
+}
+
+fn norm_label(norm: Option<DType>) -> String {
+    norm.map_or(", no norm".into(), |d| format!(", {d} norm"))
+}
+
+fn linear_swiglu(m: usize, k: usize, n: usize, dtype: DType, norm: Option<DType>) -> Case {
+    Case::new(
+        Op::LinearSwiglu,
+        dtype,
+        label(m, k, n, &norm_label(norm)),
+        |s| {
+            let mut inputs = vec![s.random(&[m, k], DType::F32), s.random(&[n, k], dtype), s.random(&[n, k], dtype)];
+            inputs.extend(norm.map(|d| s.random(&[k], d)));
+            inputs
+        },
+        |d, t| {
+            let norm = t.get(3).map(|weight| RmsNorm { weight, eps: 1e-6 });
+            Ok(vec![d.linear_swiglu(&t[0], norm, &t[1], &t[2])?])
+        },
+        move |i| {
+            let h = normed(i, 0, i.get(3), k);
+            let (g, u) = (naive_linear(&h, m, k, &i[1].values, n), naive_linear(&h, m, k, &i[2].values, n));
+            vec![g.iter().zip(&u).map(|(g, u)| silu(*g) * u).collect()]
+        },
+    )
+}
+
+fn linear3(m: usize, k: usize, n: usize, dtype: DType, norm: Option<DType>) -> Case {
+    // Three outputs of different widths, as attention's q, k and v.
+    let widths = [n, n + 3, 2 * n];
+    Case::new(
+        Op::Linear3,
+        dtype,
+        label(m, k, n, &format!(" (+3, x2){}", norm_label(norm))),
+        |s| {
+            let mut inputs = vec![s.random(&[m, k], DType::F32)];
+            inputs.extend(widths.iter().map(|&w| s.random(&[w, k], dtype)));
+            inputs.extend(norm.map(|d| s.random(&[k], d)));
+            inputs
+        },
+        |d, t| {
+            let norm = t.get(4).map(|weight| RmsNorm { weight, eps: 1e-6 });
+            Ok(d.linear3(&t[0], norm, [&t[1], &t[2], &t[3]])?.into())
+        },
+        move |i| {
+            let h = normed(i, 0, i.get(4), k);
+            widths.iter().enumerate().map(|(j, &w)| naive_linear(&h, m, k, &i[1 + j].values, w)).collect()
+        },
+    )
+}
+
+fn linear_glu(m: usize, k: usize, two_f: usize, dtype: DType) -> Case {
+    Case::new(
+        Op::LinearGlu,
+        dtype,
+        label(m, k, two_f, " + bias"),
+        |s| vec![s.random(&[m, k], DType::F32), s.random(&[two_f, k], dtype), s.random(&[two_f], DType::F32)],
+        |d, t| Ok(vec![d.linear_glu(&t[0], &t[1], Some(&t[2]))?]),
+        move |i| {
+            let mut h = naive_linear(&i[0].values, m, k, &i[1].values, two_f);
+            h.iter_mut().enumerate().for_each(|(at, v)| *v += i[2].values[at % two_f]);
+            let f = two_f / 2;
+            let glu = |r: usize, c: usize| silu(h[r * two_f + f + c]) * h[r * two_f + c];
+            vec![(0..m * f).map(|at| glu(at / f, at % f)).collect()]
+        },
+    )
+}
+
+/// At the reference precision a matrix keeps its form.
+fn product_weight(dtype: DType) -> Case {
+    Case::new(
+        Op::ProductWeight,
+        dtype,
+        "64x48",
+        |s| vec![s.random(&[64, 48], dtype)],
+        |d, mut t| Ok(vec![d.product_weight(t.remove(0))?]),
+        |i| vec![i[0].values.clone()],
+    )
+}

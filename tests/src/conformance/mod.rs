@@ -1,0 +1,298 @@
+//! The conformance suite, in the shape of ggml's `test-backend-ops`: every method of the engine's
+//! `Backend` trait, on every backend this machine has, written once.
+//!
+//! A [`Case`] names its op, the dtype under test, its shapes and its seed, and holds fresh random
+//! inputs. The CPU is judged against naive loops; every other backend against the CPU on the same
+//! inputs, within the tolerance of [`tolerance::tolerance`] for the (op, dtype). Backends are
+//! opened with a sentinel fill, so an element an op never writes fails; non-finite inputs check
+//! that NaN and infinity propagate as the formula says. A (op, dtype) a backend says it does not
+//! support must be refused with a typed error naming the op, the dtype and the backend, and is
+//! printed as a skip. A new backend joins by being listed in `DeviceKind::ALL`; a new dtype (a
+//! quantized weight format) by being added to [`WEIGHT_DTYPES`] and the tolerance table.
+
+mod cases;
+pub mod judge;
+pub mod tolerance;
+
+use std::collections::BTreeSet;
+
+use songloom_engine::device::ThreadPriority;
+use songloom_engine::{CpuStorage, DType, Device, DeviceKind, Error, Op, Storage, Tensor};
+
+use self::judge::compare;
+use self::tolerance::{Judge, tolerance};
+
+pub use self::cases::{all_cases, logit_rows};
+
+/// Every dtype a case can put under test: the weight formats for the ops that take weights, the
+/// activation dtype for the rest (where any other is to be refused).
+pub const WEIGHT_DTYPES: [DType; 3] = [DType::F32, DType::BF16, DType::F16];
+
+/// A host tensor a case starts from, its values exactly representable in its dtype.
+#[derive(Debug, Clone)]
+pub struct Input {
+    pub shape: Vec<usize>,
+    pub dtype: DType,
+    pub values: Vec<f32>,
+}
+
+impl Input {
+    /// Uniform values in [-1, 1) from `seed`, rounded to `dtype`.
+    pub fn random(shape: &[usize], dtype: DType, seed: u64) -> Self {
+        let n = shape.iter().product::<usize>() as u64;
+        Self::new(shape, dtype, (0..n).map(|i| songloom_engine::hash::uniform(seed, i)).collect())
+    }
+
+    /// `values` rounded to `dtype`.
+    pub fn new(shape: &[usize], dtype: DType, values: Vec<f32>) -> Self {
+        assert_eq!(values.len(), shape.iter().product::<usize>(), "values for {shape:?}");
+        Input { shape: shape.to_vec(), dtype, values: values.into_iter().map(|v| dtype.round(v)).collect() }
+    }
+
+    /// The same input with `value` at the given positions (NaN, an infinity, a sentinel).
+    pub fn with(mut self, value: f32, at: &[usize]) -> Self {
+        for &i in at {
+            self.values[i] = self.dtype.round(value);
+        }
+        self
+    }
+
+    /// The input as a host tensor in its dtype.
+    pub fn tensor(&self) -> Tensor {
+        let storage = CpuStorage::F32(self.values.clone()).to_dtype(self.dtype);
+        Tensor::new(&self.shape, Storage::Cpu(storage)).expect("shape and values agree")
+    }
+}
+
+/// The random inputs of one case, each from its own stream of the case's seed.
+pub struct Seeds {
+    seed: u64,
+    next: u64,
+}
+
+impl Seeds {
+    pub fn new(seed: u64) -> Self {
+        Seeds { seed, next: 0 }
+    }
+
+    /// Uniform values in [-1, 1) rounded to `dtype`, from the next stream.
+    pub fn random(&mut self, shape: &[usize], dtype: DType) -> Input {
+        self.next += 1;
+        Input::random(shape, dtype, self.seed ^ songloom_engine::hash::mix64(self.next))
+    }
+}
+
+/// What a case gives back: each output's values, read back as f32.
+pub type Outputs = Vec<Vec<f32>>;
+
+type Run = Box<dyn Fn(&Device, Vec<Tensor>) -> songloom_engine::Result<Vec<Tensor>> + Send + Sync>;
+type Naive = Box<dyn Fn(&[Input]) -> Outputs + Send + Sync>;
+
+/// One call of a backend method on fixed inputs, with the naive loops that say what it must give.
+pub struct Case {
+    pub op: Op,
+    /// The dtype under test ([`Op::dtype_of`] says of which operand).
+    pub dtype: DType,
+    /// The shapes and options, for the failure message.
+    pub label: String,
+    pub seed: u64,
+    pub inputs: Vec<Input>,
+    /// Runs the op on a device, given the inputs there (or on the host, for [`Op::Upload`]).
+    pub run: Run,
+    pub naive: Naive,
+}
+
+impl Case {
+    /// A case whose inputs `inputs` makes from the case's seed (a hash of its op, dtype and label).
+    pub fn new(
+        op: Op,
+        dtype: DType,
+        label: impl Into<String>,
+        inputs: impl FnOnce(&mut Seeds) -> Vec<Input>,
+        run: impl Fn(&Device, Vec<Tensor>) -> songloom_engine::Result<Vec<Tensor>> + Send + Sync + 'static,
+        naive: impl Fn(&[Input]) -> Outputs + Send + Sync + 'static,
+    ) -> Self {
+        let label = label.into();
+        let seed = songloom_engine::hash::fnv1a(format!("{op} {dtype} {label}").into_bytes());
+        let inputs = inputs(&mut Seeds::new(seed));
+        Case { op, dtype, label, seed, inputs, run: Box::new(run), naive: Box::new(naive) }
+    }
+
+    fn describe(&self, device: DeviceKind) -> String {
+        format!("{device} {} {} [{}] (seed {:#x})", self.op, self.dtype, self.label, self.seed)
+    }
+
+    /// The case's inputs on `device` (kept on the host for an upload case), and its outputs read back.
+    pub fn execute(&self, device: &Device) -> songloom_engine::Result<Outputs> {
+        let tensors = self
+            .inputs
+            .iter()
+            .map(|input| if self.op == Op::Upload { Ok(input.tensor()) } else { device.upload(input.tensor()) })
+            .collect::<songloom_engine::Result<Vec<_>>>()?;
+        let outputs = (self.run)(device, tensors)?;
+        outputs.iter().map(|t| device.to_host(t)).collect()
+    }
+}
+
+/// What one device made of the suite.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub passed: usize,
+    /// Cases the device refused as it says it would (op and dtype not supported).
+    pub refused: Vec<String>,
+    /// Cases whose inputs the device cannot hold in their dtype.
+    pub skipped: Vec<String>,
+    pub failures: Vec<String>,
+    /// The `Backend` methods the cases called.
+    pub covered: BTreeSet<&'static str>,
+    /// The worst `|got - want| / (1 + |want|)` of each (op, dtype) that ran, against its tolerance.
+    pub worst: std::collections::BTreeMap<(&'static str, String), (f32, judge::Tolerance)>,
+}
+
+/// How a device answered a case it may or may not support.
+#[derive(Debug, PartialEq)]
+pub enum Verdict {
+    /// It ran, as it said it would: compare the outputs.
+    Ran,
+    /// It refused with the typed error, as it said it would.
+    Refused,
+    /// It could not hold an input's dtype.
+    CannotHold,
+    Wrong(String),
+}
+
+/// Whether `result` is what a backend that `supported` the case should answer.
+pub fn verdict<T>(
+    case_op: Op,
+    case_dtype: DType,
+    device: DeviceKind,
+    supported: bool,
+    result: &Result<T, Error>,
+) -> Verdict {
+    match (supported, result) {
+        (_, Err(Error::Unsupported { op: Op::Upload, backend, .. })) if case_op != Op::Upload && *backend == device => {
+            Verdict::CannotHold
+        }
+        (true, Ok(_)) => Verdict::Ran,
+        (true, Err(e)) => Verdict::Wrong(format!("failed: {e}")),
+        // A fused op composed of basic ones may be refused by the basic op it is made of.
+        (false, Err(Error::Unsupported { dtype, backend, .. })) if *dtype == case_dtype && *backend == device => {
+            Verdict::Refused
+        }
+        (false, Err(e)) => {
+            Verdict::Wrong(format!("says it does not support this, but refused with another error: {e}"))
+        }
+        (false, Ok(_)) => Verdict::Wrong("says it does not support this, yet ran it".into()),
+    }
+}
+
+/// Runs every case on `device`; the CPU judges every other backend.
+pub fn run_suite(device: &Device, cases: &[Case]) -> Report {
+    let cpu = Device::open(
+        songloom_engine::DeviceChoice::Kind(DeviceKind::Cpu),
+        songloom_engine::DeviceOptions { sentinel_fill: true, ..Default::default() },
+    )
+    .expect("the CPU is always there");
+    let mut report = Report::default();
+    for case in cases {
+        report.covered.insert(case.op.name());
+        let what = case.describe(device.kind());
+        let result = case.execute(device);
+        let outputs = match verdict(case.op, case.dtype, device.kind(), device.supports(case.op, case.dtype), &result) {
+            Verdict::Ran => result.expect("ran"),
+            Verdict::Refused => {
+                report.refused.push(format!("{what}: not supported"));
+                continue;
+            }
+            Verdict::CannotHold => {
+                report.skipped.push(format!("{what}: the inputs' dtype cannot be held"));
+                continue;
+            }
+            Verdict::Wrong(why) => {
+                report.failures.push(format!("{what}: {why}"));
+                continue;
+            }
+        };
+        // The CPU judges the other backends where it runs the case; the naive loops judge the rest.
+        let judged_by_cpu = device.kind() != DeviceKind::Cpu && cpu.supports(case.op, case.dtype);
+        let (judge, want) = if judged_by_cpu {
+            match case.execute(&cpu) {
+                Ok(want) => (Judge::Cpu, want),
+                Err(e) => {
+                    report.failures.push(format!("{what}: the CPU, judging, failed: {e}"));
+                    continue;
+                }
+            }
+        } else {
+            (Judge::Naive, (case.naive)(&case.inputs))
+        };
+        let tol = tolerance(case.op, case.dtype, judge);
+        match check_outputs(&outputs, &want, tol) {
+            Ok(worst) => {
+                report.passed += 1;
+                let entry = report.worst.entry((case.op.name(), case.dtype.to_string())).or_insert((0.0, tol));
+                entry.0 = entry.0.max(worst);
+            }
+            Err(why) => report.failures.push(format!("{what}, against {judge:?}: {why}")),
+        }
+    }
+    report
+}
+
+/// Every output against its expected values; the worst error of them all.
+pub fn check_outputs(got: &Outputs, want: &Outputs, tol: judge::Tolerance) -> Result<f32, String> {
+    if got.len() != want.len() {
+        return Err(format!("{} outputs, expected {}", got.len(), want.len()));
+    }
+    let mut worst = 0.0f32;
+    for (k, (g, w)) in got.iter().zip(want).enumerate() {
+        worst = worst.max(compare(g, w, tol).map_err(|m| format!("output {k}: {m}"))?);
+    }
+    Ok(worst)
+}
+
+/// The `Backend` methods no case calls by itself, checked on `device`: what it is and says of
+/// itself, waiting for it, the profiler's switch, the thread-priority hint (a case run on a
+/// thread marked critical, then normal), and what it supports (consulted by every case). Returns
+/// the methods checked and what failed.
+pub fn check_lifecycle(device: &Device, kind: DeviceKind, probe: &Case) -> (BTreeSet<&'static str>, Vec<String>) {
+    let mut failures = Vec::new();
+    let mut check = |what: &str, ok: Result<(), String>| {
+        if let Err(why) = ok {
+            failures.push(format!("{kind} {what}: {why}"));
+        }
+    };
+    check("kind", if device.kind() == kind { Ok(()) } else { Err(format!("says it is {}", device.kind())) });
+    check("description", if device.description().trim().is_empty() { Err("empty".into()) } else { Ok(()) });
+    check("synchronize", device.synchronize().map_err(|e| e.to_string()));
+    check("profiler", device.profiler(true).and_then(|()| device.profiler(false)).map_err(|e| e.to_string()));
+    let on_a_thread = std::thread::scope(|scope| {
+        scope
+            .spawn(|| -> Result<(), String> {
+                let want = (probe.naive)(&probe.inputs);
+                for priority in [ThreadPriority::Critical, ThreadPriority::Normal] {
+                    device.set_thread_priority(priority).map_err(|e| e.to_string())?;
+                    let got = probe.execute(device).map_err(|e| e.to_string())?;
+                    check_outputs(&got, &want, tolerance(probe.op, probe.dtype, Judge::Naive))
+                        .map_err(|why| format!("after {priority:?}: {why}"))?;
+                }
+                Ok(())
+            })
+            .join()
+            .unwrap_or_else(|_| Err("the thread panicked".into()))
+    });
+    check("set_thread_priority", on_a_thread);
+    let methods = ["kind", "description", "synchronize", "profiler", "set_thread_priority", "supports"];
+    (methods.into_iter().collect(), failures)
+}
+
+/// The names of the `Backend` trait's methods, read from its source, so that a method added to
+/// the trait without a case shows as uncovered.
+pub fn backend_methods() -> BTreeSet<String> {
+    let source = include_str!("../../../engine/src/device/backend.rs");
+    let body = &source[source.find("pub trait Backend").expect("the trait is declared there")..];
+    body.lines()
+        .filter_map(|line| line.trim_start().strip_prefix("fn "))
+        .map(|rest| rest.split(['(', '<']).next().unwrap_or_default().to_string())
+        .collect()
+}

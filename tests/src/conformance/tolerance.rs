@@ -1,0 +1,62 @@
+//! The one table of how close each (op, dtype) must come, against the naive loops (the CPU) or
+//! against the CPU (every other backend, at the reference precision).
+
+use songloom_engine::{DType, Op};
+
+use super::judge::Tolerance;
+
+/// Who says what an output must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Judge {
+    /// The naive loops of the case (they judge the CPU).
+    Naive,
+    /// The CPU backend on the same inputs (it judges every other backend).
+    Cpu,
+}
+
+/// The tolerance of `op` with `dtype` under `judge`. Data movement and the sampling shortlist are
+/// exact everywhere; arithmetic is within f32 rounding (orders of summation differ, and a GPU's
+/// `expf`, `sinf` and `tanhf` are within 2 ulp) except where a backend rounds on purpose: a GPU's
+/// products against bf16 weights with more than 8 rows round the activations to bf16 too (as
+/// the reference's bf16 products see them), about 4e-3 relative a term.
+pub fn tolerance(op: Op, dtype: DType, judge: Judge) -> Tolerance {
+    use Tolerance::{Close, Exact};
+    match (op, dtype, judge) {
+        (
+            Op::Upload
+            | Op::ToHost
+            | Op::Cast
+            | Op::ProductWeight
+            | Op::Transpose
+            | Op::SliceCols
+            | Op::SliceRows
+            | Op::CatRows
+            | Op::WriteRows
+            | Op::WriteKv
+            | Op::Embedding
+            | Op::ResampleNearest
+            | Op::Candidates,
+            _,
+            _,
+        ) => Exact,
+        // The CPU computes what its naive loops compute, in the same order.
+        (Op::Add | Op::Scale | Op::FillUniform, _, Judge::Naive) => Exact,
+        (Op::Add | Op::Scale, _, Judge::Cpu) => Exact,
+        // A GPU may fuse `center + half_width * u` into one rounding: an f32 ulp, or a bf16 ulp
+        // where that ulp straddles a bf16 rounding boundary.
+        (Op::FillUniform, DType::BF16, Judge::Cpu) => Close(8e-3),
+        (Op::FillUniform, _, Judge::Cpu) => Close(1e-6),
+        (Op::Silu | Op::SiluMul | Op::Tanh, _, _) => Close(1e-6),
+        (Op::Linear | Op::LinearAdd | Op::LinearSwiglu | Op::Linear3 | Op::LinearGlu, DType::BF16, Judge::Cpu) => {
+            Close(3e-2)
+        }
+        (Op::Conv1d | Op::ConvTranspose1d, DType::BF16, Judge::Cpu) => Close(2e-2),
+        // The product of two products: each factor's rounding scales with the other (measured
+        // worst on the CPU 1.4e-5 against its loops).
+        (Op::LinearSwiglu, _, _) => Close(5e-5),
+        (Op::Linear | Op::LinearAdd | Op::Linear3 | Op::LinearGlu | Op::Conv1d | Op::ConvTranspose1d, _, _) => {
+            Close(1e-5)
+        }
+        (Op::RmsNorm | Op::LayerNorm | Op::Rope | Op::AttentionInputs | Op::Attention | Op::Snake, _, _) => Close(1e-5),
+    }
+}
