@@ -187,3 +187,11 @@ extern "C" __global__ void write_kv_f32(const float* k_src, float* k_dst, const 
         v_dst[at] = v_src[i];
     }
 }
+
+// Adds the number of NaN and infinite values of x[0, n) to *count (one atomic per warp).
+extern "C" __global__ void count_non_finite_f32(const float* x, long n, unsigned int* count) {
+    unsigned int mine = 0;
+    GRID_STRIDE(i, n) mine += (__float_as_uint(x[i]) & 0x7f800000u) == 0x7f800000u;
+    for (int o = 16; o > 0; o >>= 1) mine += __shfl_xor_sync(0xffffffffu, mine, o);
+    if ((threadIdx.x & 31) == 0 && mine) atomicAdd(count, mine);
+}

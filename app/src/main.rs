@@ -6,6 +6,8 @@ mod desktop;
 mod generate;
 mod library;
 mod model_info;
+#[cfg(test)]
+mod names_and_rules;
 mod player;
 mod song_job;
 #[cfg(test)]

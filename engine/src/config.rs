@@ -273,22 +273,162 @@ impl Default for PipelineConstants {
     }
 }
 
-/// Reads a component's `dir/file` into `T`; the file must exist.
-pub fn read_config<T: serde::de::DeserializeOwned>(dir: &Path, file: &str) -> Result<T> {
-    if !dir.is_dir() {
-        return Err(Error::MissingComponent(dir.to_path_buf()));
-    }
-    let path = dir.join(file);
-    if !path.is_file() {
-        return Err(Error::io(
-            &path,
-            std::io::Error::new(std::io::ErrorKind::NotFound, "the component's config file is missing"),
-        ));
-    }
-    read_json(&path)
+/// A config whose values are checked when it is read, so a value out of range is refused at load
+/// (naming the field) instead of surfacing later as a crash or a broken file.
+pub trait Checked {
+    /// The first field out of its range: its name and what is wrong.
+    fn check(&self) -> std::result::Result<(), (&'static str, String)>;
 }
 
-/// Reads an optional `path` into `T`, or the defaults where it does not exist.
-pub fn read_optional<T: serde::de::DeserializeOwned + Default>(path: &Path) -> Result<T> {
-    if path.is_file() { read_json(path) } else { Ok(T::default()) }
+/// `Err((field, ..))` unless `value` lies in `range`.
+fn within<T: PartialOrd + std::fmt::Display>(
+    field: &'static str,
+    value: T,
+    range: std::ops::RangeInclusive<T>,
+) -> std::result::Result<(), (&'static str, String)> {
+    if range.contains(&value) {
+        Ok(())
+    } else {
+        Err((field, format!("is {value}, outside {}..={}", range.start(), range.end())))
+    }
+}
+
+/// `Err((field, ..))` unless `value` divides by `by`.
+fn multiple(field: &'static str, value: usize, by: usize, of: &str) -> std::result::Result<(), (&'static str, String)> {
+    if by > 0 && value.is_multiple_of(by) {
+        Ok(())
+    } else {
+        Err((field, format!("is {value}, not a multiple of {of} ({by})")))
+    }
+}
+
+/// A size no component of this model comes near (the largest, the LM's vocabulary, is 200000).
+const MAX_SIZE: usize = 1 << 24;
+
+impl Checked for LmConfig {
+    fn check(&self) -> std::result::Result<(), (&'static str, String)> {
+        within("vocab_size", self.vocab_size, 1..=MAX_SIZE)?;
+        within("hidden_size", self.hidden_size, 1..=MAX_SIZE)?;
+        within("intermediate_size", self.intermediate_size, 1..=MAX_SIZE)?;
+        within("num_hidden_layers", self.num_hidden_layers, 1..=1024)?;
+        within("num_key_value_heads", self.num_key_value_heads, 1..=1024)?;
+        within("num_attention_heads", self.num_attention_heads, 1..=1024)?;
+        multiple("num_attention_heads", self.num_attention_heads, self.num_key_value_heads, "num_key_value_heads")?;
+        within("head_dim", self.head_dim, 2..=1024)?;
+        multiple("head_dim", self.head_dim, 2, "two")?;
+        within("max_position_embeddings", self.max_position_embeddings, 1..=MAX_SIZE)?;
+        within("rms_norm_eps", self.rms_norm_eps, f64::MIN_POSITIVE..=1.0)?;
+        within("rope_theta", self.rope_theta(), 1.0..=1e12)
+    }
+}
+
+impl Checked for DepthConfig {
+    fn check(&self) -> std::result::Result<(), (&'static str, String)> {
+        within("hidden_size", self.hidden_size, 1..=MAX_SIZE)?;
+        within("num_layers", self.num_layers, 1..=1024)?;
+        within("num_attention_heads", self.num_attention_heads, 1..=1024)?;
+        multiple("hidden_size", self.hidden_size, self.num_attention_heads, "num_attention_heads")?;
+        within("intermediate_size", self.intermediate_size, 1..=MAX_SIZE)?;
+        within("audio_vocab_size", self.audio_vocab_size, 1..=MAX_SIZE)?;
+        within("num_codebooks", self.num_codebooks, 2..=64)?;
+        within("max_position_embeddings", self.max_position_embeddings, self.num_codebooks..=MAX_SIZE)
+    }
+}
+
+impl Checked for ConditionConfig {
+    fn check(&self) -> std::result::Result<(), (&'static str, String)> {
+        within("condition_hidden_dim", self.condition_hidden_dim, 1..=MAX_SIZE)?;
+        within("num_condition_layers", self.num_condition_layers, 1..=64)?;
+        within("out_dim", self.out_dim, 1..=MAX_SIZE)?;
+        within("input_sampling_rate", self.input_sampling_rate, 1..=1_000_000)?;
+        within("input_hop_length", self.input_hop_length, 1..=1_000_000)?;
+        within("output_sampling_rate", self.output_sampling_rate, 1..=1_000_000)?;
+        within("output_hop_length", self.output_hop_length, 1..=1_000_000)
+    }
+}
+
+impl Checked for DitConfig {
+    fn check(&self) -> std::result::Result<(), (&'static str, String)> {
+        within("in_channels", self.in_channels, 1..=MAX_SIZE)?;
+        within("condition_dim", self.condition_dim, 1..=MAX_SIZE)?;
+        within("num_layers", self.num_layers, 1..=1024)?;
+        within("num_attention_heads", self.num_attention_heads, 1..=1024)?;
+        within("attention_head_dim", self.attention_head_dim, 1..=1024)?;
+        within("ff_inner_dim", self.ff_inner_dim, 1..=MAX_SIZE)?;
+        within("rotary_dim", self.rotary_dim, 0..=self.attention_head_dim)?;
+        multiple("rotary_dim", self.rotary_dim, 2, "two")?;
+        within("fourier_embedding_dim", self.fourier_embedding_dim, 2..=MAX_SIZE)?;
+        multiple("fourier_embedding_dim", self.fourier_embedding_dim, 2, "two")
+    }
+}
+
+impl Checked for VocoderConfig {
+    fn check(&self) -> std::result::Result<(), (&'static str, String)> {
+        within("latent_channels", self.latent_channels, 1..=MAX_SIZE)?;
+        within("decoder_input_dim", self.decoder_input_dim, 1..=MAX_SIZE)?;
+        within("decoder_hidden_dim", self.decoder_hidden_dim, 1..=MAX_SIZE)?;
+        // What a WAV file and a sound card take.
+        within("sampling_rate", self.sampling_rate, 8_000..=384_000)?;
+        if self.upsampling_ratios.is_empty() || self.upsampling_ratios.iter().any(|&r| r == 0 || r > 64) {
+            return Err((
+                "upsampling_ratios",
+                format!("is {:?}: each must be 1..=64, and one at least", self.upsampling_ratios),
+            ));
+        }
+        within("upsampling_ratios", self.hop_length(), 1..=8192)
+    }
+}
+
+impl Checked for SchedulerConfig {
+    fn check(&self) -> std::result::Result<(), (&'static str, String)> {
+        within("num_train_timesteps", self.num_train_timesteps, 1..=1_000_000)?;
+        within("shift", self.shift, f64::MIN_POSITIVE..=1e6)
+    }
+}
+
+impl Checked for PipelineConstants {
+    fn check(&self) -> std::result::Result<(), (&'static str, String)> {
+        within("max_prompt_tokens", self.max_prompt_tokens, 3..=MAX_SIZE)?;
+        within("max_frames", self.max_frames, 1..=MAX_SIZE)?;
+        within("chunk_frames", self.chunk_frames, 2..=MAX_SIZE)?;
+        within("chunk_hop", self.chunk_hop, 1..=self.chunk_frames - 1)?;
+        within("semantic_vocab_size", self.semantic_vocab_size, 1..=u32::MAX / 2)?;
+        within("ar_sampling_top_k", self.ar_sampling_top_k, 1..=MAX_SIZE)?;
+        within("ar_cfg_top_k", self.ar_cfg_top_k, 1..=MAX_SIZE)?;
+        within("ar_cfg_scale", self.ar_cfg_scale, 0.0..=100.0)?;
+        within("dit_cfg_scale", self.dit_cfg_scale, 0.0..=100.0)
+    }
+}
+
+/// Reads a component's `dir/file` into `T` and checks its values; the file must exist.
+pub fn read_config<T: serde::de::DeserializeOwned + Checked>(dir: &Path, file: &str) -> Result<T> {
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => return Err(Error::io(dir, std::io::Error::other("not a folder: a model component is a folder"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Error::MissingComponent(dir.to_path_buf())),
+        Err(e) => return Err(Error::io(dir, e)),
+    }
+    if let Err(e) = std::fs::read_dir(dir) {
+        return Err(Error::io(dir, std::io::Error::new(e.kind(), "the component folder cannot be read")));
+    }
+    let path = dir.join(file);
+    match std::fs::metadata(&path) {
+        Ok(meta) if meta.is_file() => {}
+        Ok(_) => return Err(Error::io(&path, std::io::Error::other("not a file"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::io(&path, std::io::Error::new(e.kind(), "the component's config file is missing")));
+        }
+        Err(e) => return Err(Error::io(&path, e)),
+    }
+    checked(read_json(&path)?, &path)
+}
+
+/// Reads an optional `path` into `T` and checks it, or the defaults where it does not exist.
+pub fn read_optional<T: serde::de::DeserializeOwned + Default + Checked>(path: &Path) -> Result<T> {
+    if path.is_file() { checked(read_json(path)?, path) } else { Ok(T::default()) }
+}
+
+fn checked<T: Checked>(config: T, path: &Path) -> Result<T> {
+    config.check().map_err(|(field, detail)| Error::BadConfig { path: path.to_path_buf(), field, detail })?;
+    Ok(config)
 }

@@ -8,14 +8,18 @@ use crate::tensor::DType;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    /// The cause is part of the message, not a `source`: an error chain printed in full would
+    /// otherwise say it twice.
+    #[error("{path}: {cause}")]
+    Io { path: PathBuf, cause: std::io::Error },
     #[error("model component directory {0} is missing")]
     MissingComponent(PathBuf),
     #[error("{path}: not a valid safetensors file ({reason})")]
     CorruptFile { path: PathBuf, reason: String },
     #[error("{path}: invalid JSON ({reason})")]
     BadJson { path: PathBuf, reason: String },
+    #[error("{path}: `{field}` {detail}")]
+    BadConfig { path: PathBuf, field: &'static str, detail: String },
     #[error("tensor `{name}` not found in {location}")]
     MissingTensor { name: String, location: String },
     #[error("tensor `{name}` in {location}: expected shape {expected:?}, found {found:?}")]
@@ -34,6 +38,11 @@ pub enum Error {
     Invalid(String),
     #[error("{0}")]
     Gpu(String),
+    #[error(
+        "the {stage} made {count} NaN or infinite values (of {total}) in window {window}: the model's weights \
+         hold such values or the precision overflowed; nothing was written"
+    )]
+    NonFinite { stage: &'static str, window: usize, count: usize, total: usize },
     #[error("cancelled")]
     Cancelled,
 }
@@ -49,7 +58,7 @@ impl Error {
         Error::Unsupported { op, dtype, backend }
     }
 
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+    pub(crate) fn io(path: impl Into<PathBuf>, cause: std::io::Error) -> Self {
+        Error::Io { path: path.into(), cause }
     }
 }

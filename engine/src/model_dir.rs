@@ -45,7 +45,7 @@ impl ModelDir {
         self.root.join(name)
     }
 
-    fn open_component<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<(T, Checkpoint)> {
+    fn open_component<T: serde::de::DeserializeOwned + config::Checked>(&self, name: &str) -> Result<(T, Checkpoint)> {
         let dir = self.component(name);
         let cfg = config::read_config(&dir, "config.json")?;
         Ok((cfg, Checkpoint::open(&dir)?))

@@ -81,7 +81,7 @@ impl Checkpoint {
                 if singles.len() != 1 {
                     return Err(Error::Io {
                         path: dir.to_path_buf(),
-                        source: std::io::Error::new(
+                        cause: std::io::Error::new(
                             std::io::ErrorKind::NotFound,
                             format!("expected one .safetensors file or an index.json, found {}", singles.len()),
                         ),

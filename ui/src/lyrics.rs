@@ -24,10 +24,8 @@ fn leading_tags(line: &str) -> Option<usize> {
     }
     let mut end = None;
     while i < bytes.len() && bytes[i] == b'[' {
-        let close = line[i + 1..].find(']')?;
-        if close == 0 {
-            break; // `[]` is not a tag
-        }
+        // An unclosed `[` or `[]` is no tag: the tags (if any) end before it.
+        let Some(close) = line[i + 1..].find(']').filter(|&close| close > 0) else { break };
         i += close + 2;
         while i < bytes.len() && (bytes[i] == b' ' || bytes[i] == b'\t') {
             i += 1;
@@ -84,6 +82,8 @@ mod tests {
             ]
         );
         assert!(dropped_text("[verse]\n[chorus]  \nla").is_empty());
+        // Text after the tags that is not a tag itself is dropped, an unclosed bracket included.
+        assert_eq!(dropped_text("[verse][")[0].dropped, "[");
     }
 
     #[test]

@@ -242,7 +242,7 @@ fn a_missing_model_or_gpu_is_an_error_in_the_window_and_the_next_song_still_runs
         h.step();
         wait_until(&mut h, "the GPU error", |app| app.job.as_ref().is_some_and(|j| j.progress.is_done()));
         let error = h.state().job.as_ref().unwrap().progress.error.clone().expect("an error");
-        assert!(error.to_lowercase().contains("cuda") || error.contains("NVIDIA"), "{error}");
+        assert!(error.to_lowercase().contains(cuda.name()) || error.contains("NVIDIA"), "{error}");
     }
 
     h.state_mut().draft.model.clear();

@@ -117,7 +117,8 @@ impl Backend for CpuBackend {
             | Op::SliceCols
             | Op::SliceRows
             | Op::CatRows
-            | Op::ResampleNearest => dtype == DType::F32,
+            | Op::ResampleNearest
+            | Op::CountNonFinite => dtype == DType::F32,
         }
     }
 
@@ -361,5 +362,9 @@ impl Backend for CpuBackend {
             }
         }
         out(&[c, out_len], y)
+    }
+
+    fn count_non_finite(&self, x: &Tensor) -> Result<usize> {
+        Ok(f32s(x, Op::CountNonFinite)?.par_iter().with_min_len(4096).filter(|v| !v.is_finite()).count())
     }
 }

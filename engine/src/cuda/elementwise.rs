@@ -127,4 +127,21 @@ impl CudaBackend {
         };
         Ok(Tensor::new_unchecked(shape, Storage::Cuda(storage)))
     }
+
+    /// Counted on the device; only the count comes back.
+    pub(super) fn count_non_finite(&self, x: &Tensor) -> Result<usize> {
+        let n = x.elem_count();
+        let src = self.f32s(x, Op::CountNonFinite)?;
+        if n == 0 {
+            return Ok(0);
+        }
+        let lane = self.lane()?;
+        let mut count = lane.stream.alloc_zeros::<u32>(1).map_err(gpu)?;
+        let n64 = n as i64;
+        let mut b = lane.stream.launch_builder(self.kernels.get("count_non_finite_f32"));
+        b.arg(src).arg(&n64).arg(&mut count);
+        // SAFETY: the kernel reads n floats of `src` and adds into the one counter.
+        unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
+        Ok(lane.stream.clone_dtoh(&count).map_err(gpu)?[0] as usize)
+    }
 }

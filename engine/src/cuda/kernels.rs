@@ -58,6 +58,7 @@ pub const SOURCES: &[(&str, &str, &[&str])] = &[
             "col2im_bf16",
             "fill_uniform_f32",
             "fill_uniform_bf16",
+            "count_non_finite_f32",
         ],
     ),
     (

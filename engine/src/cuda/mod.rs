@@ -143,7 +143,8 @@ impl Backend for CudaBackend {
             | Op::SliceCols
             | Op::SliceRows
             | Op::CatRows
-            | Op::ResampleNearest => dtype == DType::F32,
+            | Op::ResampleNearest
+            | Op::CountNonFinite => dtype == DType::F32,
         }
     }
 
@@ -288,5 +289,9 @@ impl Backend for CudaBackend {
 
     fn resample_nearest(&self, x: &Tensor, out_len: usize) -> Result<Tensor> {
         CudaBackend::resample_nearest(self, x, out_len)
+    }
+
+    fn count_non_finite(&self, x: &Tensor) -> Result<usize> {
+        CudaBackend::count_non_finite(self, x)
     }
 }

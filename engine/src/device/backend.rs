@@ -146,4 +146,6 @@ pub trait Backend: Send + Sync {
     fn fill_uniform(&self, shape: &[usize], dtype: DType, seed: u64, center: f32, half_width: f32) -> Result<Tensor>;
     /// Nearest-neighbour resampling of `x [c, t]` to `[c, out_len]` (torch's `mode="nearest"`).
     fn resample_nearest(&self, x: &Tensor, out_len: usize) -> Result<Tensor>;
+    /// How many values of `x` are NaN or infinite (a stage's output, checked where it lives).
+    fn count_non_finite(&self, x: &Tensor) -> Result<usize>;
 }

@@ -37,10 +37,11 @@ pub enum Op {
     Snake,
     FillUniform,
     ResampleNearest,
+    CountNonFinite,
 }
 
 impl Op {
-    pub const ALL: [Op; 32] = [
+    pub const ALL: [Op; 33] = [
         Op::Upload,
         Op::ToHost,
         Op::Cast,
@@ -73,6 +74,7 @@ impl Op {
         Op::Snake,
         Op::FillUniform,
         Op::ResampleNearest,
+        Op::CountNonFinite,
     ];
 
     /// The name of the [`Backend`](super::Backend) method.
@@ -110,6 +112,7 @@ impl Op {
             Op::Snake => "snake",
             Op::FillUniform => "fill_uniform",
             Op::ResampleNearest => "resample_nearest",
+            Op::CountNonFinite => "count_non_finite",
         }
     }
 

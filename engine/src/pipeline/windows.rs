@@ -6,7 +6,7 @@
 use super::{Event, Observer, StageName};
 use crate::config::PipelineConstants;
 use crate::device::Device;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::models::condition::ConditionEncoder;
 use crate::models::dit::Dit;
 use crate::models::scheduler::{FlowMatchEuler, cfg_combine, overlap_blend, replace_prefix};
@@ -92,6 +92,7 @@ pub fn run_window(
     if let Some(prev) = &previous {
         latents = replace_prefix(device, &latents, prev)?;
     }
+    finite(device, &latents, "DiT", index)?;
     let start = length.saturating_sub(2 * c.overlap_latents);
     let end = start.max(length.saturating_sub(c.overlap_latents));
     let latents_t = device.transpose(&latents)?;
@@ -99,12 +100,22 @@ pub fn run_window(
     carry.condition = Some(device.slice_rows(&condition, start, end)?);
     observer.cancel.check()?;
     let waveform = m.vocoder.forward(device, &latents)?;
+    finite(device, &waveform, "vocoder", index)?;
     (observer.events)(Event::Stage {
         stage: StageName::Vocoder { window: index, windows: windows_expected },
         done: 1,
         total: 1,
     });
     Ok(WindowOut { latents, waveform })
+}
+
+/// An error unless every value of a stage's output is finite (a NaN in a weight would otherwise
+/// reach the file as NaN audio, or as silence once converted to 16-bit).
+fn finite(device: &Device, output: &Tensor, stage: &'static str, index: usize) -> Result<()> {
+    match device.count_non_finite(output)? {
+        0 => Ok(()),
+        count => Err(Error::NonFinite { stage, window: index + 1, count, total: output.elem_count() }),
+    }
 }
 
 /// The sample range `[left, right)` of a window's waveform that belongs to the song: the first

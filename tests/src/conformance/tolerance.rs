@@ -35,7 +35,8 @@ pub fn tolerance(op: Op, dtype: DType, judge: Judge) -> Tolerance {
             | Op::WriteKv
             | Op::Embedding
             | Op::ResampleNearest
-            | Op::Candidates,
+            | Op::Candidates
+            | Op::CountNonFinite,
             _,
             _,
         ) => Exact,

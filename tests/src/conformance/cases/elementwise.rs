@@ -2,7 +2,7 @@
 //! is to be refused), Snake (alpha in every dtype), dtype conversion from and to every dtype, and
 //! synthetic weights made on the device. Each has a case with NaN and the infinities in its inputs.
 
-use songloom_engine::{DType, Op};
+use songloom_engine::{DType, Op, Tensor};
 
 use super::silu;
 use crate::conformance::{Case, Input, Seeds, WEIGHT_DTYPES};
@@ -20,6 +20,7 @@ pub fn cases() -> Vec<Case> {
                 cases.push(binary(Op::Add, shape, dtype, poison));
                 cases.push(binary(Op::SiluMul, shape, dtype, poison));
                 cases.push(snake(shape, dtype, poison));
+                cases.push(count_non_finite(shape, dtype, poison));
             }
         }
         cases.push(fill_uniform(dtype));
@@ -101,6 +102,18 @@ fn snake(shape: [usize; 2], dtype: DType, poison: bool) -> Case {
                 .collect();
             vec![y]
         },
+    )
+}
+
+/// The count of NaN and infinite values, read back as one number.
+fn count_non_finite(shape: [usize; 2], dtype: DType, poison: bool) -> Case {
+    Case::new(
+        Op::CountNonFinite,
+        dtype,
+        label(shape, poison),
+        |s| vec![values(s, shape, dtype, poison)],
+        |d, t| Ok(vec![Tensor::from_f32(&[1], vec![d.count_non_finite(&t[0])? as f32])?]),
+        |i| vec![vec![i[0].values.iter().filter(|v| !v.is_finite()).count() as f32]],
     )
 }
 
