@@ -17,7 +17,10 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny-music3").canonicalize().unwrap();
+    // Read when the script runs, not when it is compiled: a build script compiled for one checkout
+    // may be reused by another (a shared target folder).
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let root = Path::new(&manifest).join("../tests/fixtures/tiny-music3").canonicalize().unwrap();
     println!("cargo:rerun-if-changed={}", root.display());
     let mut list = Vec::new();
     files(&root, &mut list);

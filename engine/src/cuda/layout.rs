@@ -61,6 +61,8 @@ impl CudaBackend {
 
     pub(super) fn transpose(&self, x: &Tensor) -> Result<Tensor> {
         let (r, c) = x.dims2("transpose")?;
+        // The dtype is checked even when there is nothing to move.
+        let src = self.f32s(x, Op::Transpose)?;
         let lane = self.lane()?;
         let mut out = self.alloc(&lane, r * c)?;
         if r > 0 && c > 0 {
@@ -71,7 +73,7 @@ impl CudaBackend {
             };
             let (r32, c32) = (r as i32, c as i32);
             let mut b = lane.stream.launch_builder(self.kernels.get("transpose_f32"));
-            b.arg(self.f32s(x, Op::Transpose)?).arg(&mut out).arg(&r32).arg(&c32);
+            b.arg(src).arg(&mut out).arg(&r32).arg(&c32);
             // SAFETY: r * c floats each side; the tile guards the edges.
             unsafe { b.launch(cfg) }.map_err(gpu)?;
         }
@@ -81,13 +83,14 @@ impl CudaBackend {
     pub(super) fn slice_cols(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
         let (r, c) = x.dims2("slice_cols")?;
         shapes::range("slice_cols", start, end, c)?;
+        let src = self.f32s(x, Op::SliceCols)?;
         let lane = self.lane()?;
         let width = end - start;
         let mut out = self.alloc(&lane, r * width)?;
         if r * width > 0 {
             let (rows64, c32, s32, w32) = (r as i64, c as i32, start as i32, width as i32);
             let mut b = lane.stream.launch_builder(self.kernels.get("slice_cols_f32"));
-            b.arg(self.f32s(x, Op::SliceCols)?).arg(&mut out).arg(&rows64).arg(&c32).arg(&s32).arg(&w32);
+            b.arg(src).arg(&mut out).arg(&rows64).arg(&c32).arg(&s32).arg(&w32);
             // SAFETY: bounds checked above.
             unsafe { b.launch(grid_1d(r * width)) }.map_err(gpu)?;
         }
@@ -167,12 +170,12 @@ impl CudaBackend {
             return self.write_rows(values, v, batch, row);
         }
         let (capacity, n, cols) = key_shape;
+        let (k_src, v_src) = (self.f32s(k, Op::WriteKv)?, self.f32s(v, Op::WriteKv)?);
         let total = (batch * n * cols) as i64;
         if total == 0 {
             return Ok(());
         }
         let lane = self.lane()?;
-        let (k_src, v_src) = (self.f32s(k, Op::WriteKv)?, self.f32s(v, Op::WriteKv)?);
         let dtype = keys.dtype();
         let (Storage::Cuda(CudaStorage::F32(k_dst)), Storage::Cuda(CudaStorage::F32(v_dst))) =
             (keys.storage_mut(), values.storage_mut())

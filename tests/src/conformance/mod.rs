@@ -118,6 +118,11 @@ impl Case {
         Case { op, dtype, label, seed, inputs, run: Box::new(run), naive: Box::new(naive) }
     }
 
+    /// Whether the case is on f32 alone (its dtype and every input's), which every backend runs.
+    pub fn f32_only(&self) -> bool {
+        self.dtype == DType::F32 && self.inputs.iter().all(|i| i.dtype == DType::F32)
+    }
+
     fn describe(&self, device: DeviceKind) -> String {
         format!("{device} {} {} [{}] (seed {:#x})", self.op, self.dtype, self.label, self.seed)
     }
@@ -145,6 +150,8 @@ pub struct Report {
     pub failures: Vec<String>,
     /// The `Backend` methods the cases called.
     pub covered: BTreeSet<&'static str>,
+    /// How many cases on f32 alone passed (every backend must run all of them).
+    pub f32_passed: usize,
     /// The worst `|got - want| / (1 + |want|)` of each (op, dtype) that ran, against its tolerance.
     pub worst: std::collections::BTreeMap<(&'static str, String), (f32, judge::Tolerance)>,
 }
@@ -230,6 +237,7 @@ pub fn run_suite(device: &Device, cases: &[Case]) -> Report {
         match check_outputs(&outputs, &want, tol) {
             Ok(worst) => {
                 report.passed += 1;
+                report.f32_passed += case.f32_only() as usize;
                 let entry = report.worst.entry((case.op.name(), case.dtype.to_string())).or_insert((0.0, tol));
                 entry.0 = entry.0.max(worst);
             }
