@@ -6,7 +6,7 @@ pub mod gemm;
 
 use rayon::prelude::*;
 
-use crate::device::{AttentionShape, Backend, DeviceKind, DeviceOptions, Op, Rotary, SENTINEL_BITS};
+use crate::device::{AttentionShape, Backend, DeviceKind, DeviceOptions, Op, Operand, Rotary, SENTINEL_BITS};
 use crate::error::{Error, Result};
 use crate::hash;
 use crate::shapes;
@@ -85,41 +85,7 @@ impl Backend for CpuBackend {
     /// Weights, tables and parameters in any dtype (widened to f32 as they are read); activations
     /// in f32.
     fn supports(&self, op: Op, dtype: DType) -> bool {
-        match op {
-            Op::Upload
-            | Op::ToHost
-            | Op::Cast
-            | Op::ProductWeight
-            | Op::FillUniform
-            | Op::Candidates
-            | Op::Linear
-            | Op::LinearAdd
-            | Op::LinearSwiglu
-            | Op::LinearGlu
-            | Op::Linear3
-            | Op::Conv1d
-            | Op::ConvTranspose1d
-            | Op::Embedding
-            | Op::RmsNorm
-            | Op::LayerNorm
-            | Op::AttentionInputs
-            | Op::Snake => true,
-            Op::Rope
-            | Op::Attention
-            | Op::WriteRows
-            | Op::WriteKv
-            | Op::SiluMul
-            | Op::Silu
-            | Op::Tanh
-            | Op::Add
-            | Op::Scale
-            | Op::Transpose
-            | Op::SliceCols
-            | Op::SliceRows
-            | Op::CatRows
-            | Op::ResampleNearest
-            | Op::CountNonFinite => dtype == DType::F32,
-        }
+        op.operand() != Operand::Activation || dtype == DType::F32
     }
 
     fn upload(&self, t: Tensor) -> Result<Tensor> {

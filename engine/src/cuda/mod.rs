@@ -31,8 +31,8 @@ pub use self::context::{libraries_present, nvrtc_present};
 use self::kernels::Kernels;
 pub use self::storage::CudaStorage;
 use crate::device::{
-    AttentionInputs, AttentionShape, Backend, Candidates, DeviceKind, DeviceOptions, KvSlot, Op, RmsNorm, Rotary,
-    Shortlist, ThreadPriority,
+    AttentionInputs, AttentionShape, Backend, Candidates, DeviceKind, DeviceOptions, KvSlot, Op, Operand, RmsNorm,
+    Rotary, Shortlist, ThreadPriority,
 };
 use crate::error::{Error, Result};
 use crate::precision::Precision;
@@ -110,41 +110,12 @@ impl Backend for CudaBackend {
     }
 
     /// f32 and bf16 weights, tables and parameters; f32 activations; no f16 anywhere (a checkpoint's
-    /// f16 weights are converted before they come up).
+    /// f16 weights are converted before they come up); anything on the device can be read back.
     fn supports(&self, op: Op, dtype: DType) -> bool {
-        match op {
-            Op::ToHost | Op::Candidates => true,
-            Op::Upload
-            | Op::Cast
-            | Op::ProductWeight
-            | Op::FillUniform
-            | Op::Linear
-            | Op::LinearAdd
-            | Op::LinearSwiglu
-            | Op::LinearGlu
-            | Op::Linear3
-            | Op::Conv1d
-            | Op::ConvTranspose1d
-            | Op::Embedding
-            | Op::RmsNorm
-            | Op::LayerNorm
-            | Op::AttentionInputs
-            | Op::Snake => dtype != DType::F16,
-            Op::Rope
-            | Op::Attention
-            | Op::WriteRows
-            | Op::WriteKv
-            | Op::SiluMul
-            | Op::Silu
-            | Op::Tanh
-            | Op::Add
-            | Op::Scale
-            | Op::Transpose
-            | Op::SliceCols
-            | Op::SliceRows
-            | Op::CatRows
-            | Op::ResampleNearest
-            | Op::CountNonFinite => dtype == DType::F32,
+        match op.operand() {
+            Operand::ReadBack => true,
+            Operand::Activation => dtype == DType::F32,
+            Operand::HostTensor | Operand::Result | Operand::Parameter => dtype != DType::F16,
         }
     }
 

@@ -33,8 +33,8 @@ pub trait Backend: Send + Sync {
         Ok(())
     }
 
-    /// Whether this backend runs `op` with `dtype` (the dtype of [`Op::dtype_of`]); an op it does
-    /// not run returns [`Error::Unsupported`](crate::Error::Unsupported).
+    /// Whether this backend runs `op` with `dtype` (the dtype of [`Op::operand`]); an op it does not
+    /// run returns [`Error::Unsupported`](crate::Error::Unsupported).
     fn supports(&self, op: Op, dtype: DType) -> bool;
 
     /// Moves a host tensor onto this backend (a no-op for the CPU).

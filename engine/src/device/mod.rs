@@ -8,7 +8,7 @@ mod op;
 mod params;
 
 pub use backend::Backend;
-pub use op::Op;
+pub use op::{Op, Operand};
 pub use params::{AttentionInputs, AttentionShape, Candidates, KvSlot, RmsNorm, Rotary, Shortlist, ThreadPriority};
 
 use crate::cpu::CpuBackend;

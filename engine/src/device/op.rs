@@ -116,12 +116,12 @@ impl Op {
         }
     }
 
-    /// What the dtype of [`Backend::supports`](super::Backend::supports) is the dtype of.
-    pub fn dtype_of(self) -> &'static str {
+    /// Which operand's dtype [`Backend::supports`](super::Backend::supports) is asked about.
+    pub fn operand(self) -> Operand {
         match self {
-            Op::Upload => "the host tensor",
-            Op::ToHost => "the device tensor",
-            Op::Cast | Op::FillUniform => "the result",
+            Op::Upload => Operand::HostTensor,
+            Op::ToHost | Op::Candidates => Operand::ReadBack,
+            Op::Cast | Op::FillUniform => Operand::Result,
             Op::ProductWeight
             | Op::Linear
             | Op::LinearAdd
@@ -129,13 +129,44 @@ impl Op {
             | Op::LinearGlu
             | Op::Linear3
             | Op::Conv1d
-            | Op::ConvTranspose1d => "the weight",
-            Op::Embedding => "the table",
-            Op::RmsNorm | Op::LayerNorm | Op::AttentionInputs => "the norm weight",
-            Op::Snake => "alpha",
-            _ => "the input",
+            | Op::ConvTranspose1d
+            | Op::Embedding
+            | Op::RmsNorm
+            | Op::LayerNorm
+            | Op::AttentionInputs
+            | Op::Snake => Operand::Parameter,
+            Op::Rope
+            | Op::Attention
+            | Op::WriteRows
+            | Op::WriteKv
+            | Op::SiluMul
+            | Op::Silu
+            | Op::Tanh
+            | Op::Add
+            | Op::Scale
+            | Op::Transpose
+            | Op::SliceCols
+            | Op::SliceRows
+            | Op::CatRows
+            | Op::ResampleNearest
+            | Op::CountNonFinite => Operand::Activation,
         }
     }
+}
+
+/// The operand of an op whose dtype decides whether a backend runs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operand {
+    /// The host tensor moved to the device.
+    HostTensor,
+    /// A device tensor read back to the host (directly, or as sampling candidates).
+    ReadBack,
+    /// The tensor the op makes.
+    Result,
+    /// A weight, embedding table, norm weight or Snake alpha: stored in the checkpoint's form.
+    Parameter,
+    /// The activations, which every backend keeps in f32.
+    Activation,
 }
 
 impl std::fmt::Display for Op {

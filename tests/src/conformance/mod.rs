@@ -91,7 +91,7 @@ type Naive = Box<dyn Fn(&[Input]) -> Outputs + Send + Sync>;
 /// One call of a backend method on fixed inputs, with the naive loops that say what it must give.
 pub struct Case {
     pub op: Op,
-    /// The dtype under test ([`Op::dtype_of`] says of which operand).
+    /// The dtype under test ([`Op::operand`] says of which operand).
     pub dtype: DType,
     /// The shapes and options, for the failure message.
     pub label: String,
