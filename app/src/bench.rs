@@ -15,6 +15,8 @@ use songloom_engine::prompt::PromptIds;
 use songloom_engine::weights::VarBuilder;
 use songloom_engine::{DType, Device, DeviceChoice, DeviceKind, DeviceOptions, Precision, Tensor};
 
+use crate::output::say;
+
 #[derive(Args)]
 pub struct BenchArgs {
     /// Synthetic weights: `full` is the real checkpoint's geometry.
@@ -46,7 +48,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         bail!("unknown synthetic geometry `{}` (expected full)", args.synthetic);
     }
     let device = Device::open(args.device, DeviceOptions { precision: args.precision, ..DeviceOptions::default() })?;
-    println!("device: {} ({}; precision {})", device.kind(), device.description(), args.precision);
+    say!("device: {} ({}; precision {})", device.kind(), device.description(), args.precision);
     match args.what.as_str() {
         "all" => {
             gemm(&device, args.repeat)?;
@@ -112,7 +114,7 @@ fn launch_cost(device: &Device) -> Result<()> {
         issued = start.elapsed().as_secs_f64();
         Ok(())
     })?;
-    println!(
+    say!(
         "small op (add of [2, 4096]): issued in {:.2} us, done in {:.2} us each over {count}",
         issued / count as f64 * 1e6,
         total / count as f64 * 1e6
@@ -137,7 +139,7 @@ fn gemm(device: &Device, repeat: usize) -> Result<()> {
         ("LM prefill gate_proj 448x4096 -> 12288 (bf16)", 448, 4096, 12288, DType::BF16),
     ];
     launch_cost(device)?;
-    println!("{:<48} {:>10} {:>12} {:>10}", "GEMM", "ms", "GFLOP/s", "GB/s (w)");
+    say!("{:<48} {:>10} {:>12} {:>10}", "GEMM", "ms", "GFLOP/s", "GB/s (w)");
     for (label, m, k, n, dtype) in shapes {
         let x = filled(device, &[m, k], 1e-3)?;
         let w = device.cast(&filled(device, &[n, k], 1e-3)?, dtype)?;
@@ -151,7 +153,7 @@ fn gemm(device: &Device, repeat: usize) -> Result<()> {
         })? / calls as f64;
         let flops = 2.0 * (m * k * n) as f64;
         let weight_bytes = (n * k * dtype.size_in_bytes()) as f64;
-        println!("{label:<48} {:>10.3} {:>12.1} {:>10.1}", secs * 1e3, flops / secs / 1e9, weight_bytes / secs / 1e9);
+        say!("{label:<48} {:>10.3} {:>12.1} {:>10.1}", secs * 1e3, flops / secs / 1e9, weight_bytes / secs / 1e9);
     }
     Ok(())
 }
@@ -181,7 +183,7 @@ fn dit_block(device: &Device, repeat: usize) -> Result<()> {
     let (one, two) = (time(1)?, time(2)?);
     let block = two - one;
     let flops = dit_flops(690.0) / 36.0;
-    println!(
+    say!(
         "DiT block at seq 690: {:.2} ms ({:.1} GFLOP/s over {:.1} GFLOP); 36 blocks ~ {:.3} s per forward",
         block * 1e3,
         flops / block / 1e9,
@@ -201,7 +203,7 @@ fn stages(device: Device, repeat: usize) -> Result<()> {
     let pipeline = Pipeline::synthetic(device, 7, bench_constants())?;
     let device = &pipeline.device;
     device.synchronize()?;
-    println!("synthetic full-size weights made on the device in {:.1} s", start.elapsed().as_secs_f64());
+    say!("synthetic full-size weights made on the device in {:.1} s", start.elapsed().as_secs_f64());
     let (lm, depth, _condition, dit, vocoder) = pipeline.stages();
     let cfg = lm.config();
 
@@ -239,7 +241,7 @@ fn stages(device: Device, repeat: usize) -> Result<()> {
     let layer_params = h * q * 2 + h * kv * 2 + 3 * h * i;
     let head_rows = lm.head_rows().len();
     let weight_bytes = 2.0 * (cfg.num_hidden_layers * layer_params + head_rows * h) as f64;
-    println!(
+    say!(
         "LM prefill 2x{prompt_len}: {:.1} ms; decode step (batch 2, lm_head over {head_rows} rows): {:.3} ms, {:.0} GB/s of bf16 weights ({:.2} GB; floor at 4.3 TB/s {:.3} ms)",
         prefill_s * 1e3,
         per_step * 1e3,
@@ -247,7 +249,7 @@ fn stages(device: Device, repeat: usize) -> Result<()> {
         weight_bytes / 1e9,
         weight_bytes / 4.3e12 * 1e3
     );
-    println!("  the host issued a decode step's work in {:.3} ms", issued * 1e3);
+    say!("  the host issued a decode step's work in {:.3} ms", issued * 1e3);
 
     // Depth decoder, one frame: start + 6 steps + 7 heads.
     let lm_hidden = hidden.clone();
@@ -263,7 +265,7 @@ fn stages(device: Device, repeat: usize) -> Result<()> {
         Ok(())
     };
     let frame = median_of(device, repeat.max(5), &mut depth_frame)?;
-    println!("depth frame (7 codebooks, batch 2): {:.3} ms", frame * 1e3);
+    say!("depth frame (7 codebooks, batch 2): {:.3} ms", frame * 1e3);
     profiled(device, "depth", depth_frame)?;
 
     // DiT, CFG pair at a full window.
@@ -280,7 +282,7 @@ fn stages(device: Device, repeat: usize) -> Result<()> {
         Ok(())
     })?;
     let flops = 2.0 * dit_flops(690.0);
-    println!(
+    say!(
         "DiT forward pair at seq 690 (CFG): {:.2} ms, {:.1} TFLOP/s ({:.2} TFLOP)",
         pair * 1e3,
         flops / pair / 1e12,
@@ -291,7 +293,7 @@ fn stages(device: Device, repeat: usize) -> Result<()> {
         vocoder.forward(device, &latents)?;
         Ok(())
     })?;
-    println!("vocoder window (689 latents -> 352768 stereo samples): {:.2} ms", voc * 1e3);
+    say!("vocoder window (689 latents -> 352768 stereo samples): {:.2} ms", voc * 1e3);
     Ok(())
 }
 
@@ -318,7 +320,7 @@ fn precision_distances() -> Result<()> {
         let waveform = device.to_host(&Vocoder::new(&VocoderConfig::default(), &vb)?.forward(&device, &latents)?)?;
         match &reference {
             None => reference = Some((velocity, waveform)),
-            Some((v, w)) => println!(
+            Some((v, w)) => say!(
                 "{name} against exact f32, full size: DiT velocity rel {:.3e}, vocoder waveform rel {:.3e}",
                 relative_distance(&velocity, v),
                 relative_distance(&waveform, w)
@@ -353,7 +355,7 @@ fn song(device: Device, duration: f64, steps: usize) -> Result<()> {
         Observer { events: &events, cancel: &Cancel::default() },
     )?;
     let seconds = stats.samples as f64 / stats.sample_rate as f64;
-    println!(
+    say!(
         "song: {seconds:.2} s of audio ({} frames, {} windows, {steps} steps) in {:.2} s = {:.2}x real time; first audio after {:.2} s; AR loop {:.2} s ({:.1} frames/s), acoustic busy {:.2} s",
         stats.frames,
         stats.windows,

@@ -34,8 +34,11 @@ pub fn path() -> Result<PathBuf> {
     }
     std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
     // Removed on every path but the successful rename.
+    crate::stale::sweep(&root);
+    let (prefix, suffix) = songloom_engine::partial::affixes("unpacking");
     let staging = tempfile::Builder::new()
-        .prefix(".unpacking-")
+        .prefix(&prefix)
+        .suffix(&suffix)
         .tempdir_in(&root)
         .with_context(|| format!("creating a folder in {}", root.display()))?;
     for (rel, bytes) in files::FILES {

@@ -13,24 +13,27 @@ use songloom_engine::pipeline::{Cancel, Event, Pipeline, Request, StageName, Sta
 use songloom_engine::{Device, DeviceChoice, DeviceOptions, Precision};
 use songloom_ui::contract::Recipe;
 
+use crate::output::say;
 use crate::player::Player;
 use crate::song_job::{self, SongJob, SongSink};
 use crate::wav::WavFormat;
 
 #[derive(Args)]
 pub struct GenerateArgs {
-    /// The music description: genre, mood, instruments, vocals, tempo.
-    #[arg(long)]
+    /// The music description: genre, mood, instruments, vocals, tempo (it may start with `-`, as a
+    /// Markdown list does).
+    #[arg(long, allow_hyphen_values = true)]
     prompt: String,
     /// Lyrics with structure tags ([verse], [chorus], ...), each tag on its own line.
-    #[arg(long, conflicts_with = "lyrics_file", required_unless_present = "lyrics_file")]
+    #[arg(long, conflicts_with = "lyrics_file", required_unless_present = "lyrics_file", allow_hyphen_values = true)]
     lyrics: Option<String>,
     /// Read the lyrics from a file.
     #[arg(long)]
     lyrics_file: Option<PathBuf>,
-    /// Length in seconds, at most 360 (the model may end the song earlier).
-    #[arg(long, default_value_t = 30.0, allow_negative_numbers = true)]
-    duration: f64,
+    /// Length: seconds (90), minutes and seconds (1:30) or 1m30s; at most 6 minutes (the model
+    /// may end the song earlier).
+    #[arg(long, default_value = "30", allow_hyphen_values = true)]
+    duration: String,
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Flow-matching steps per window (the reference uses 30).
@@ -68,11 +71,14 @@ pub struct GenerateArgs {
 }
 
 pub fn run(args: GenerateArgs) -> Result<()> {
-    // Ctrl-C cancels between frames and steps; the partial file is then removed. Installed before
-    // the file exists, so an early interrupt cannot leave it behind.
+    // Ctrl-C, SIGTERM and SIGHUP cancel between frames and steps, as does a closed standard output;
+    // the partial file is then removed. Installed before the file exists, so an early interrupt
+    // cannot leave it behind.
     let cancel = Cancel::default();
-    let on_interrupt = cancel.clone();
-    let _ = ctrlc::set_handler(move || on_interrupt.cancel());
+    let on_signal = cancel.clone();
+    let _ = ctrlc::set_handler(move || on_signal.cancel());
+    crate::output::cancel_on_close(&cancel);
+    crate::stale::sweep_beside(&args.out);
     let lyrics = match (&args.lyrics, &args.lyrics_file) {
         (Some(l), _) => l.replace("\\n", "\n"),
         (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
@@ -87,10 +93,11 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     };
     let pipeline =
         Pipeline::load(&model, device).with_context(|| format!("loading the model from {}", model.display()))?;
+    let duration_s = songloom_ui::duration::parse_duration(&args.duration).map_err(anyhow::Error::msg)?;
     let request = Request {
         prompt: args.prompt.clone(),
         lyrics,
-        duration_s: args.duration,
+        duration_s,
         seed: args.seed,
         steps: args.steps,
         guidance: args.guidance,
@@ -101,7 +108,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     let recipe = Recipe {
         description: args.prompt.clone(),
         lyrics: request.lyrics.clone(),
-        duration_s: args.duration,
+        duration_s,
         seed: args.seed,
         steps: args.steps,
         guidance: args.guidance.unwrap_or(songloom_ui::contract::DEFAULT_GUIDANCE),
@@ -130,9 +137,9 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     };
     let device = pipeline.device.kind();
     if args.json {
-        println!("{}", json!({"event": "start", "device": device.name(), "max_frames": max_frames}));
+        say!("{}", json!({"event": "start", "device": device.name(), "max_frames": max_frames}));
     } else {
-        eprintln!("generating up to {:.1} s on {device} ({max_frames} frames)", args.duration);
+        eprintln!("generating up to {duration_s:.1} s on {device} ({max_frames} frames)");
     }
     let terminal = Terminal {
         progress: Progress::new(args.json, max_frames, pipeline.constants.chunk_frames, pipeline.constants.chunk_hop),
@@ -171,7 +178,7 @@ impl SongSink for Terminal {
 fn summary(stats: &Stats, path: &std::path::Path, json: bool) {
     let seconds = stats.samples as f64 / stats.sample_rate.max(1) as f64;
     if json {
-        println!(
+        say!(
             "{}",
             json!({
                 "event": "written", "path": path, "seconds": seconds, "frames": stats.frames,
@@ -179,7 +186,7 @@ fn summary(stats: &Stats, path: &std::path::Path, json: bool) {
             })
         );
     } else {
-        println!(
+        say!(
             "wrote {} ({seconds:.2} s, {} frames, {} windows) in {:.1} s; first audio after {:.1} s",
             path.display(),
             stats.frames,
@@ -213,7 +220,7 @@ impl Progress {
 
     fn show(&self, event: &Event) {
         if self.json {
-            println!("{}", event_json(event));
+            say!("{}", event_json(event));
             return;
         }
         let Some((_, frames, windows)) = &self.bars else { return };
@@ -258,5 +265,44 @@ fn event_json(event: &Event) -> serde_json::Value {
             "acoustic_s": stats.acoustic_s, "total_s": stats.total_s,
             "time_to_first_audio_s": stats.time_to_first_audio_s,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use proptest::prelude::*;
+
+    use crate::{Cli, Command};
+
+    fn parsed(args: &[&str]) -> Option<super::GenerateArgs> {
+        let mut full = vec!["songloom", "generate"];
+        full.extend(args);
+        match Cli::try_parse_from(full).ok()?.command? {
+            Command::Generate(args) => Some(args),
+            _ => None,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+        /// Whatever a description or lyrics hold (a Markdown `- ` list, `--`, any Unicode), they
+        /// arrive as typed.
+        #[test]
+        fn any_description_and_lyrics_arrive_as_typed(prompt in "(- |--|-)?\\PC{1,30}", lyrics in "(-|\\[verse\\] )?\\PC{1,30}") {
+            let args = parsed(&["--prompt", &prompt, "--lyrics", &lyrics, "--duration", "1:30"]);
+            let args = args.expect("parses");
+            prop_assert_eq!(&args.prompt, &prompt);
+            prop_assert_eq!(args.lyrics.as_deref(), Some(lyrics.as_str()));
+            prop_assert_eq!(songloom_ui::duration::parse_duration(&args.duration), Ok(90.0));
+        }
+
+        /// Any duration text parses as a flag; what it means is checked with a message later.
+        #[test]
+        fn any_duration_text_is_taken_by_the_flag(duration in "-?\\PC{1,12}") {
+            let args = parsed(&["--prompt", "p", "--lyrics", "l", "--duration", &duration]);
+            prop_assert_eq!(args.expect("parses").duration, duration);
+        }
     }
 }

@@ -15,6 +15,8 @@ const SCHEMA_VERSION: i64 = 1;
 
 pub struct Library {
     conn: Connection,
+    /// The database file, named in every error about it.
+    path: PathBuf,
     songs_dir: PathBuf,
 }
 
@@ -30,20 +32,45 @@ pub struct Song {
     pub wav: PathBuf,
 }
 
+/// What a repair did.
+#[derive(Debug, Default)]
+pub struct Repair {
+    /// Where the old database was moved, if there was one.
+    pub old_database: Option<PathBuf>,
+    pub restored: usize,
+    /// Files in `songs/` that could not be listed again, and why.
+    pub skipped: Vec<(PathBuf, String)>,
+}
+
 /// The user's data directory's `songloom` folder (`~/.local/share/songloom` on Linux).
 pub fn default_dir() -> PathBuf {
     dirs::data_dir().unwrap_or_else(std::env::temp_dir).join("songloom")
 }
 
+const DATABASE: &str = "library.sqlite3";
+
 impl Library {
+    /// Opens (or creates) the library in `dir`, removing what a killed run left in `songs/`.
     pub fn open(dir: &Path) -> Result<Self> {
         let songs_dir = dir.join("songs");
         std::fs::create_dir_all(&songs_dir).with_context(|| format!("creating {}", songs_dir.display()))?;
-        let path = dir.join("library.sqlite3");
-        let conn = Connection::open(&path).with_context(|| format!("opening {}", path.display()))?;
-        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        crate::stale::sweep(&songs_dir);
+        let path = dir.join(DATABASE);
+        let broken = |e: rusqlite::Error| {
+            anyhow::anyhow!(
+                "the library database {} cannot be used ({e}); run `songloom library repair` to rebuild it from the \
+                 song files (the old file is kept aside)",
+                path.display()
+            )
+        };
+        let conn = Connection::open(&path).map_err(broken)?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(broken)?;
         if version > SCHEMA_VERSION {
-            bail!("{} was written by a newer Songloom (schema {version})", path.display());
+            bail!(
+                "the library database {} was written by a newer Songloom (schema {version}, this one reads \
+                 {SCHEMA_VERSION}); use that version, or `songloom library repair` to rebuild it for this one",
+                path.display()
+            );
         }
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS songs (
@@ -56,8 +83,69 @@ impl Library {
                 created_unix INTEGER NOT NULL
             );
             PRAGMA user_version = 1;",
-        )?;
-        Ok(Library { conn, songs_dir })
+        )
+        .map_err(broken)?;
+        Ok(Library { conn, path, songs_dir })
+    }
+
+    /// Lists the songs in `dir`'s `songs/` again from the recipes and titles their files carry, in a
+    /// new database; the old one, if any, is moved aside first.
+    pub fn repair(dir: &Path) -> Result<Repair> {
+        let path = dir.join(DATABASE);
+        let mut report = Repair::default();
+        if path.exists() {
+            let unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            let aside = dir.join(format!("{DATABASE}.replaced-{unix}"));
+            std::fs::rename(&path, &aside)
+                .with_context(|| format!("moving {} aside to {}", path.display(), aside.display()))?;
+            report.old_database = Some(aside);
+        }
+        let mut library = Library::open(dir)?;
+        let mut files: Vec<(i64, PathBuf)> = song_files(&library.songs_dir)?;
+        files.sort();
+        for (id, wav) in files {
+            match library.restore(id, &wav) {
+                Ok(()) => report.restored += 1,
+                Err(e) => report.skipped.push((wav, format!("{e:#}"))),
+            }
+        }
+        Ok(report)
+    }
+
+    /// Lists `songs/<id>.wav` under `id` from what the file says of itself.
+    fn restore(&mut self, id: i64, wav: &Path) -> Result<()> {
+        let info = crate::wav::read_info(wav)?;
+        let comment = info.comment.context("the file carries no recipe (it was not written by Songloom)")?;
+        let recipe: Recipe = serde_json::from_str(&comment).context("the file's recipe is not readable")?;
+        let (samples, rate) = crate::wav::read_song(wav)?;
+        let title = info.title.unwrap_or_else(|| title_of(&recipe));
+        let engine = info.software.as_deref().and_then(|s| s.strip_prefix("Songloom ")).unwrap_or("").to_string();
+        let created_unix = std::fs::metadata(wav)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs() as i64);
+        self.conn
+            .execute(
+                "INSERT INTO songs (id, title, recipe, seconds, timings, engine_version, created_unix)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    id,
+                    title,
+                    serde_json::to_string(&recipe)?,
+                    samples.len() as f64 / 2.0 / rate.max(1) as f64,
+                    timings_json(&Timings::default()),
+                    engine,
+                    created_unix
+                ],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    /// A database error, with the database it happened in.
+    fn error(&self, e: rusqlite::Error) -> anyhow::Error {
+        anyhow::anyhow!("the library database {}: {e}", self.path.display())
     }
 
     fn wav_path(&self, id: i64) -> PathBuf {
@@ -83,7 +171,9 @@ impl Library {
     }
 
     /// Adds a finished song: records it and moves its WAV into the library. If the move fails the
-    /// record is rolled back, so the library never lists a song without its file.
+    /// record is rolled back, so the library never lists a song without its file. The id is past
+    /// every song the database lists and every file in `songs/`, so a song file is never
+    /// overwritten, even when the database was reset or edited by hand.
     pub fn add(
         &mut self,
         title: &str,
@@ -94,10 +184,17 @@ impl Library {
     ) -> Result<Song> {
         let created_unix =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-        let tx = self.conn.transaction()?;
+        let on_disk = song_files(&self.songs_dir)?.into_iter().map(|(id, _)| id).max().unwrap_or(0);
+        let path = self.path.clone();
+        let in_db = |e| anyhow::anyhow!("the library database {}: {e}", path.display());
+        let tx = self.conn.transaction().map_err(in_db)?;
+        let listed: i64 = tx.query_row("SELECT COALESCE(MAX(id), 0) FROM songs", [], |r| r.get(0)).map_err(in_db)?;
+        let id = listed.max(on_disk) + 1;
         tx.execute(
-            "INSERT INTO songs (title, recipe, seconds, timings, engine_version, created_unix) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO songs (id, title, recipe, seconds, timings, engine_version, created_unix)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             params![
+                id,
                 title,
                 serde_json::to_string(recipe)?,
                 seconds,
@@ -105,31 +202,41 @@ impl Library {
                 env!("CARGO_PKG_VERSION"),
                 created_unix
             ],
-        )?;
-        let id = tx.last_insert_rowid();
+        )
+        .map_err(in_db)?;
         wav.persist_new(&self.songs_dir.join(format!("{id}.wav")))?;
-        tx.commit()?;
+        tx.commit().map_err(in_db)?;
         self.get(id)?.context("the song just added is missing")
     }
 
     pub fn get(&self, id: i64) -> Result<Option<Song>> {
-        Ok(self.conn.query_row(&format!("{SELECT} WHERE id = ?1"), [id], |r| self.row(r)).optional()?)
+        self.conn
+            .query_row(&format!("{SELECT} WHERE id = ?1"), [id], |r| self.row(r))
+            .optional()
+            .map_err(|e| self.error(e))
     }
 
     /// Songs whose title, description or lyrics contain `search` (all with an empty search),
     /// newest first.
     pub fn list(&self, search: &str) -> Result<Vec<Song>> {
         let pattern = format!("%{}%", search.replace('%', "\\%").replace('_', "\\_"));
-        let mut stmt = self.conn.prepare(&format!(
-            "{SELECT} WHERE title LIKE ?1 ESCAPE '\\' OR json_extract(recipe, '$.description') LIKE ?1 ESCAPE '\\'
-             OR json_extract(recipe, '$.lyrics') LIKE ?1 ESCAPE '\\' ORDER BY id DESC"
-        ))?;
-        let songs = stmt.query_map([pattern], |r| self.row(r))?.collect::<Result<Vec<_>, _>>()?;
-        Ok(songs)
+        let mut stmt = self
+            .conn
+            .prepare(&format!(
+                "{SELECT} WHERE title LIKE ?1 ESCAPE '\\' OR json_extract(recipe, '$.description') LIKE ?1 ESCAPE '\\'
+                 OR json_extract(recipe, '$.lyrics') LIKE ?1 ESCAPE '\\' ORDER BY id DESC"
+            ))
+            .map_err(|e| self.error(e))?;
+        let songs = stmt.query_map([pattern], |r| self.row(r)).and_then(|rows| rows.collect::<Result<Vec<_>, _>>());
+        songs.map_err(|e| self.error(e))
     }
 
     pub fn rename(&self, id: i64, title: &str) -> Result<()> {
-        if self.conn.execute("UPDATE songs SET title = ?1 WHERE id = ?2", params![title, id])? == 0 {
+        let changed = self
+            .conn
+            .execute("UPDATE songs SET title = ?1 WHERE id = ?2", params![title, id])
+            .map_err(|e| self.error(e))?;
+        if changed == 0 {
             bail!("no song {id} in the library");
         }
         Ok(())
@@ -137,11 +244,14 @@ impl Library {
 
     /// Removes the song and its file.
     pub fn delete(&self, id: i64) -> Result<()> {
-        if self.conn.execute("DELETE FROM songs WHERE id = ?1", [id])? == 0 {
+        if self.conn.execute("DELETE FROM songs WHERE id = ?1", [id]).map_err(|e| self.error(e))? == 0 {
             bail!("no song {id} in the library");
         }
-        match std::fs::remove_file(self.wav_path(id)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+        let wav = self.wav_path(id);
+        match std::fs::remove_file(&wav) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(e).with_context(|| format!("removing {}", wav.display()))
+            }
             _ => Ok(()),
         }
     }
@@ -161,6 +271,25 @@ impl Library {
             wav: self.wav_path(id),
         })
     }
+}
+
+/// The title a song gets from its recipe: the description's first 60 characters.
+pub fn title_of(recipe: &Recipe) -> String {
+    recipe.description.chars().take(60).collect()
+}
+
+/// The song files in `songs/`: `<id>.wav` with their ids.
+fn song_files(songs_dir: &Path) -> Result<Vec<(i64, PathBuf)>> {
+    let entries = std::fs::read_dir(songs_dir).with_context(|| format!("reading {}", songs_dir.display()))?;
+    Ok(entries
+        .flatten()
+        .filter_map(|e| {
+            let path = e.path();
+            let id =
+                path.extension().filter(|x| *x == "wav")?.to_str().and(path.file_stem())?.to_str()?.parse().ok()?;
+            Some((id, path))
+        })
+        .collect())
 }
 
 /// The timings a finished run reports, as the library keeps them.
@@ -244,14 +373,17 @@ mod tests {
         let missing = dir.path().join("never-written.wav");
         assert!(lib.add_copy("ghost", &recipe("x"), 1.0, &Timings::default(), &missing).is_err());
         assert!(lib.list("").unwrap().is_empty());
-        // A file already where the next song's would go is never overwritten: the song is refused.
+        // A copy that fails part way (a folder for a file) leaves no staged file.
+        assert!(lib.add_copy("folder", &recipe("x"), 1.0, &Timings::default(), dir.path()).is_err());
+        let staged: Vec<_> = std::fs::read_dir(lib.songs_dir()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert!(staged.is_empty(), "{staged:?}");
+        // A file the database does not list (a reset database) is never overwritten: the next
+        // song takes the id after it.
         std::fs::write(lib.songs_dir().join("1.wav"), b"older").unwrap();
         let wav = dir.path().join("take.wav");
         std::fs::write(&wav, b"RIFF").unwrap();
-        assert!(lib.add_copy("clash", &recipe("x"), 1.0, &Timings::default(), &wav).is_err());
+        let song = lib.add_copy("next", &recipe("x"), 1.0, &Timings::default(), &wav).unwrap();
+        assert_eq!(song.id, 2);
         assert_eq!(std::fs::read(lib.songs_dir().join("1.wav")).unwrap(), b"older");
-        assert!(lib.list("").unwrap().is_empty());
-        let leftovers: Vec<_> = std::fs::read_dir(lib.songs_dir()).unwrap().flatten().map(|e| e.file_name()).collect();
-        assert_eq!(leftovers.len(), 1, "only the older file: {leftovers:?}");
     }
 }

@@ -8,8 +8,10 @@ mod library;
 mod model_info;
 #[cfg(test)]
 mod names_and_rules;
+mod output;
 mod player;
 mod song_job;
+mod stale;
 #[cfg(test)]
 mod test_home;
 mod wav;
@@ -22,6 +24,8 @@ use songloom_engine::model_dir::ModelDir;
 use songloom_engine::stage::{Stage, StageInputs, run_stage};
 use songloom_engine::weights::save_f32;
 use songloom_engine::{Device, DeviceChoice, Tensor};
+
+use crate::output::say;
 
 #[derive(Parser)]
 #[command(
@@ -45,9 +49,11 @@ enum Command {
     Generate(generate::GenerateArgs),
     /// Prints the assembled prompt and its token ids as JSON.
     Prompt {
-        #[arg(long)]
+        /// The music description.
+        #[arg(long, allow_hyphen_values = true)]
         prompt: String,
-        #[arg(long)]
+        /// The lyrics, with structure tags.
+        #[arg(long, allow_hyphen_values = true)]
         lyrics: String,
         /// A model directory; the embedded test model without it.
         #[arg(long)]
@@ -57,9 +63,9 @@ enum Command {
     Library {
         #[command(subcommand)]
         command: LibraryCommand,
-        /// The library directory; the user's data directory without it.
+        /// The library folder (as `generate --library`); the user's data directory without it.
         #[arg(long, global = true)]
-        dir: Option<PathBuf>,
+        library: Option<PathBuf>,
     },
     /// Describes a model directory: its components, their geometry and dtypes.
     Model {
@@ -108,13 +114,20 @@ enum LibraryCommand {
         #[arg(long, default_value = "")]
         search: String,
     },
+    /// Gives a saved song a new title.
     Rename {
+        /// The song's id (`library list` shows it).
         id: i64,
         title: String,
     },
+    /// Removes a saved song and its file.
     Delete {
+        /// The song's id (`library list` shows it).
         id: i64,
     },
+    /// Rebuilds the library's database from the song files and the recipes they carry (after the
+    /// database was damaged or lost); the old database is kept aside.
+    Repair,
     /// Writes a saved song to a WAV file, with its recipe in the file's comment.
     Export {
         id: i64,
@@ -126,9 +139,28 @@ enum LibraryCommand {
 }
 
 fn main() {
-    if let Err(e) = run(Cli::parse()) {
+    ignore_file_size_signal();
+    let result = run(Cli::parse());
+    if output::closed() {
+        // The reader of standard output went away: end quietly, as a killed `cat` would.
+        std::process::exit(141);
+    }
+    if let Err(e) = result {
+        if matches!(e.downcast_ref::<songloom_engine::Error>(), Some(songloom_engine::Error::Cancelled)) {
+            eprintln!("cancelled, nothing written");
+            std::process::exit(130);
+        }
         eprintln!("error: {e:#}");
         std::process::exit(1);
+    }
+}
+
+/// A file that outgrows the size limit (`ulimit -f`) gives a write error naming the file, as a
+/// full disk does, instead of killing the process by a signal (which would leave its temporary).
+fn ignore_file_size_signal() {
+    // SAFETY: setting a signal's disposition to "ignore" at start, before any other thread runs.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
 }
 
@@ -146,16 +178,28 @@ fn run(cli: Cli) -> Result<()> {
             let model = ModelDir::open(&dir)?;
             let encoder = songloom_engine::prompt::PromptEncoder::new(&model.component("tokenizer"), &model.constants)?;
             let ids = encoder.encode(&prompt, &lyrics.replace("\\n", "\n"))?;
-            println!("{}", serde_json::json!({"text": ids.text, "ids": ids.cond, "uncond_ids": ids.uncond}));
+            say!("{}", serde_json::json!({"text": ids.text, "ids": ids.cond, "uncond_ids": ids.uncond}));
             Ok(())
         }
         Command::Model { command: ModelCommand::Info { dir } } => model_info::run(&dir),
-        Command::Library { command, dir } => {
-            let lib = library::Library::open(&dir.unwrap_or_else(library::default_dir))?;
+        Command::Library { command, library } => {
+            let dir = library.unwrap_or_else(library::default_dir);
+            if let LibraryCommand::Repair = command {
+                let report = library::Library::repair(&dir)?;
+                if let Some(old) = &report.old_database {
+                    say!("the old database is kept as {}", old.display());
+                }
+                for (wav, why) in &report.skipped {
+                    say!("skipped {}: {why}", wav.display());
+                }
+                say!("rebuilt the library in {}: {} songs listed", dir.display(), report.restored);
+                return Ok(());
+            }
+            let lib = library::Library::open(&dir)?;
             match command {
                 LibraryCommand::List { search } => {
                     for song in lib.list(&search)? {
-                        println!(
+                        say!(
                             "{}",
                             serde_json::json!({
                                 "id": song.id, "title": song.title, "seconds": song.seconds,
@@ -165,11 +209,21 @@ fn run(cli: Cli) -> Result<()> {
                         );
                     }
                 }
-                LibraryCommand::Rename { id, title } => lib.rename(id, &title)?,
-                LibraryCommand::Delete { id } => lib.delete(id)?,
+                LibraryCommand::Rename { id, title } => {
+                    lib.rename(id, &title)?;
+                    say!("renamed song {id} to \"{title}\"");
+                }
+                LibraryCommand::Delete { id } => {
+                    lib.delete(id)?;
+                    say!("deleted song {id} and its file");
+                }
+                LibraryCommand::Repair => unreachable!("answered above"),
                 LibraryCommand::Export { id, out, format } => {
+                    stale::sweep_beside(&out);
                     let song = lib.get(id)?.with_context(|| format!("no song {id} in the library"))?;
-                    wav::export(&song.wav, &out, format, &serde_json::to_string(&song.recipe)?)?;
+                    let path =
+                        wav::export(&song.wav, &out, format, &song.title, &serde_json::to_string(&song.recipe)?)?;
+                    say!("exported song {id} to {}", path.display());
                 }
             }
             Ok(())
@@ -184,9 +238,10 @@ fn run(cli: Cli) -> Result<()> {
                 .into_iter()
                 .map(|(name, t): (String, Tensor)| (name, t.shape().to_vec(), t.to_f32_vec()))
                 .collect();
-            save_f32(&out, &tensors).with_context(|| format!("writing {}", out.display()))?;
+            stale::sweep_beside(&out);
+            save_f32(&out, &tensors)?;
             for (name, shape, _) in &tensors {
-                println!("{name} {shape:?}");
+                say!("{name} {shape:?}");
             }
             Ok(())
         }
@@ -194,8 +249,8 @@ fn run(cli: Cli) -> Result<()> {
             for probe in Device::probe_all() {
                 let name = probe.kind.name();
                 match probe.status {
-                    Ok(info) => println!("{name:5} available ({info})"),
-                    Err(why) => println!("{name:5} unavailable: {why}"),
+                    Ok(info) => say!("{name:5} available ({info})"),
+                    Err(why) => say!("{name:5} unavailable: {why}"),
                 }
             }
             Ok(())

@@ -7,6 +7,8 @@ use serde_json::json;
 use songloom_engine::model_dir::{ACOUSTIC_DTYPE, AR_DTYPE, ModelDir};
 use songloom_engine::weights::Checkpoint;
 
+use crate::output::say;
+
 const COMPONENTS: [(&str, bool); 5] = [
     ("language_model", true),
     ("rvq_depth_decoder", true),
@@ -15,8 +17,21 @@ const COMPONENTS: [(&str, bool); 5] = [
     ("vocoder", false),
 ];
 
+/// Prints the report; fails (after printing what it could read) when a component is broken or
+/// the tokenizer is missing.
 pub fn run(dir: &Path) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(&report(dir)?)?);
+    let report = report(dir)?;
+    say!("{}", serde_json::to_string_pretty(&report)?);
+    let mut broken: Vec<String> = COMPONENTS
+        .iter()
+        .filter_map(|(name, _)| report["components"][name]["error"].as_str().map(|why| format!("{name}: {why}")))
+        .collect();
+    if report["tokenizer"].as_bool() != Some(true) {
+        broken.push(format!("tokenizer: {} is missing", dir.join("tokenizer/tokenizer.json").display()));
+    }
+    if !broken.is_empty() {
+        anyhow::bail!("{} is not a usable model: {}", dir.display(), broken.join("; "));
+    }
     Ok(())
 }
 
@@ -39,6 +54,20 @@ pub fn summary(dir: &Path) -> Result<String> {
     Ok(format!("{} parameters: {}; {tokenizer}", human(total), parts.join(", ")))
 }
 
+/// The component's config read as the engine reads it (the file there, its fields of the right
+/// types, their values in range).
+fn check_config(component: &str, dir: &Path) -> songloom_engine::Result<()> {
+    use songloom_engine::config::{self, ConditionConfig, DepthConfig, DitConfig, LmConfig, VocoderConfig};
+    let file = "config.json";
+    match component {
+        "language_model" => config::read_config::<LmConfig>(dir, file).map(drop),
+        "rvq_depth_decoder" => config::read_config::<DepthConfig>(dir, file).map(drop),
+        "condition_encoder" => config::read_config::<ConditionConfig>(dir, file).map(drop),
+        "transformer" => config::read_config::<DitConfig>(dir, file).map(drop),
+        _ => config::read_config::<VocoderConfig>(dir, file).map(drop),
+    }
+}
+
 fn human(parameters: u64) -> String {
     match parameters {
         p if p >= 1_000_000_000 => format!("{:.2} B", p as f64 / 1e9),
@@ -53,7 +82,7 @@ pub fn report(dir: &Path) -> Result<serde_json::Value> {
     let mut components = serde_json::Map::new();
     for (name, ar) in COMPONENTS {
         let path = model.component(name);
-        let entry = match Checkpoint::open(&path) {
+        let entry = match check_config(name, &path).and_then(|()| Checkpoint::open(&path)) {
             Ok(ckpt) => {
                 let mut params = 0usize;
                 let mut dtypes = std::collections::BTreeMap::<String, usize>::new();

@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail};
 use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, Request, Stats};
 use songloom_ui::contract::Recipe;
 
-use crate::library::{Library, Song, timings_of};
+use crate::library::{Library, Song, timings_of, title_of};
 use crate::wav::{WavFile, WavFormat};
 
 /// What to make and where it goes.
@@ -146,9 +146,9 @@ fn write_song(
 
 /// The WAV completed with its recipe, at the output file and in the library as the job asks.
 fn complete(job: &SongJob, wav: WavFile, stats: &Stats) -> Result<(Option<PathBuf>, Option<Song>)> {
-    let complete = wav.finish(&serde_json::to_string(&job.recipe)?)?;
+    let title = title_of(&job.recipe);
+    let complete = wav.finish(&title, &serde_json::to_string(&job.recipe)?)?;
     let seconds = stats.samples as f64 / stats.sample_rate.max(1) as f64;
-    let title: String = job.recipe.description.chars().take(60).collect();
     let timings = timings_of(stats);
     let open_library =
         |dir: &Path| Library::open(dir).with_context(|| format!("opening the library in {}", dir.display()));

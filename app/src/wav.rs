@@ -22,6 +22,8 @@ pub struct WavFile {
     writer: Option<hound::WavWriter<BufWriter<File>>>,
     temp: NamedTempFile,
     format: WavFormat,
+    /// The file it becomes, or the folder it is written in: what an error names.
+    target: PathBuf,
 }
 
 /// A complete WAV in its temporary file, to be moved where it belongs; dropped, it is removed.
@@ -39,21 +41,19 @@ impl WavFile {
         if !dir.is_dir() {
             bail!("cannot write {}: the folder {} does not exist", target.display(), dir.display());
         }
-        Self::open(dir, &name.to_string_lossy(), sample_rate, format)
+        Self::open(dir, &name.to_string_lossy(), sample_rate, format, target)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {}", target.display(), plain(&e)))
     }
 
     /// Starts a WAV in a temporary file in `dir` whose name begins with `.{name}.`.
     pub fn create_in(dir: &Path, name: &str, sample_rate: u32, format: WavFormat) -> Result<Self> {
-        Self::open(dir, name, sample_rate, format)
+        Self::open(dir, name, sample_rate, format, dir)
             .map_err(|e| anyhow::anyhow!("cannot write a file in {}: {}", dir.display(), plain(&e)))
     }
 
-    fn open(dir: &Path, name: &str, sample_rate: u32, format: WavFormat) -> std::io::Result<Self> {
-        let temp = tempfile::Builder::new()
-            .prefix(&format!(".{name}."))
-            .suffix(&format!(".{}.partial", std::process::id()))
-            .tempfile_in(dir)?;
+    fn open(dir: &Path, name: &str, sample_rate: u32, format: WavFormat, target: &Path) -> std::io::Result<Self> {
+        let (prefix, suffix) = songloom_engine::partial::affixes(name);
+        let temp = tempfile::Builder::new().prefix(&prefix).suffix(&suffix).tempfile_in(dir)?;
         let spec = hound::WavSpec {
             channels: 2,
             sample_rate,
@@ -62,7 +62,7 @@ impl WavFile {
         };
         let file = temp.reopen()?;
         let writer = hound::WavWriter::new(BufWriter::new(file), spec).map_err(std::io::Error::other)?;
-        Ok(WavFile { writer: Some(writer), temp, format })
+        Ok(WavFile { writer: Some(writer), temp, format, target: target.to_path_buf() })
     }
 
     /// Appends interleaved stereo samples.
@@ -72,15 +72,15 @@ impl WavFile {
             WavFormat::F32 => writer.write_sample(s),
             WavFormat::Pcm16 => writer.write_sample((s.clamp(-1.0, 1.0) * 32767.0).round() as i16),
         });
-        written.with_context(|| format!("writing {}", self.temp.path().display()))
+        written.map_err(|e| anyhow::anyhow!("writing {}: {}", self.target.display(), hound_cause(&e)))
     }
 
-    /// Completes the file, with `recipe` (JSON) as its comment.
-    pub fn finish(mut self, recipe: &str) -> Result<CompleteWav> {
-        let path = self.temp.path().to_path_buf();
+    /// Completes the file, with `title` as its name tag and `recipe` (JSON) as its comment.
+    pub fn finish(mut self, title: &str, recipe: &str) -> Result<CompleteWav> {
         let writer = self.writer.take().expect("open until finished");
-        writer.finalize().with_context(|| format!("writing {}", path.display()))?;
-        append_info(&path, recipe).with_context(|| format!("writing {}", path.display()))?;
+        let failed = |cause: String| anyhow::anyhow!("writing {}: {cause}", self.target.display());
+        writer.finalize().map_err(|e| failed(hound_cause(&e)))?;
+        append_info(self.temp.path(), title, recipe).map_err(|e| failed(plain(&e)))?;
         Ok(CompleteWav(self.temp))
     }
 }
@@ -88,13 +88,14 @@ impl WavFile {
 impl CompleteWav {
     /// A copy of the finished WAV at `source`, in a temporary file in `dir`.
     pub fn copy_of(source: &Path, dir: &Path) -> Result<Self> {
+        let (prefix, suffix) = songloom_engine::partial::affixes("copy.wav");
         let temp = tempfile::Builder::new()
-            .prefix(".copy.")
-            .suffix(&format!(".{}.partial", std::process::id()))
+            .prefix(&prefix)
+            .suffix(&suffix)
             .tempfile_in(dir)
-            .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+            .map_err(|e| anyhow::anyhow!("cannot write a file in {}: {}", dir.display(), plain(&e)))?;
         std::fs::copy(source, temp.path())
-            .with_context(|| format!("copying {} to {}", source.display(), temp.path().display()))?;
+            .map_err(|e| anyhow::anyhow!("copying {} into {}: {}", source.display(), dir.display(), plain(&e)))?;
         Ok(CompleteWav(temp))
     }
 
@@ -114,6 +115,14 @@ impl CompleteWav {
             .map_err(|e| e.error)
             .with_context(|| format!("moving the song to {}", target.display()))?;
         Ok(target.to_path_buf())
+    }
+}
+
+/// A WAV writer's error in words, an I/O cause without the temporary's path.
+fn hound_cause(e: &hound::Error) -> String {
+    match e {
+        hound::Error::IoError(io) => plain(io),
+        other => other.to_string(),
     }
 }
 
@@ -143,18 +152,18 @@ pub fn read_song(path: &Path) -> Result<(Vec<f32>, u32)> {
     Ok((samples, spec.sample_rate))
 }
 
-/// Writes the song in `source` to `target` in `format`, with `recipe` as its comment; the target
-/// appears only when complete.
-pub fn export(source: &Path, target: &Path, format: WavFormat, recipe: &str) -> Result<PathBuf> {
+/// Writes the song in `source` to `target` in `format`, with `title` and `recipe` in its tags; the
+/// target appears only when complete.
+pub fn export(source: &Path, target: &Path, format: WavFormat, title: &str, recipe: &str) -> Result<PathBuf> {
     let (samples, sample_rate) = read_song(source)?;
     let mut wav = WavFile::create(target, sample_rate, format)?;
     wav.write(&samples)?;
-    wav.finish(recipe)?.persist(target)
+    wav.finish(title, recipe)?.persist(target)
 }
 
-/// Appends a RIFF `LIST`/`INFO` chunk (software name, and the recipe as the comment `ICMT`) and
-/// updates the RIFF size. Players and `hound` skip chunks they do not know.
-fn append_info(path: &Path, comment: &str) -> std::io::Result<()> {
+/// Appends a RIFF `LIST`/`INFO` chunk (the title `INAM`, the software `ISFT`, and the recipe as the
+/// comment `ICMT`) and updates the RIFF size. Players and `hound` skip chunks they do not know.
+fn append_info(path: &Path, title: &str, comment: &str) -> std::io::Result<()> {
     use std::io::{Seek, SeekFrom, Write};
     fn sub_chunk(id: &[u8; 4], text: &str) -> Vec<u8> {
         let mut data = text.as_bytes().to_vec();
@@ -168,6 +177,7 @@ fn append_info(path: &Path, comment: &str) -> std::io::Result<()> {
         chunk
     }
     let mut info = b"INFO".to_vec();
+    info.extend(sub_chunk(b"INAM", title));
     info.extend(sub_chunk(b"ISFT", concat!("Songloom ", env!("CARGO_PKG_VERSION"))));
     info.extend(sub_chunk(b"ICMT", comment));
     let mut file = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
@@ -181,13 +191,49 @@ fn append_info(path: &Path, comment: &str) -> std::io::Result<()> {
     file.sync_all()
 }
 
-/// The recipe comment (`ICMT`) of a WAV written by Songloom, if any.
-#[cfg(test)]
-pub fn read_comment(bytes: &[u8]) -> Option<String> {
-    let at = bytes.windows(4).rposition(|w| w == b"ICMT")?;
-    let len = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().ok()?) as usize;
-    let text = &bytes[at + 8..at + 8 + len];
-    Some(String::from_utf8_lossy(text.strip_suffix(&[0]).unwrap_or(text)).into_owned())
+/// The tags of a WAV's `LIST`/`INFO` chunk that Songloom writes.
+#[derive(Debug, Default, PartialEq)]
+pub struct WavInfo {
+    pub title: Option<String>,
+    pub software: Option<String>,
+    /// The recipe, as JSON, in a Songloom WAV.
+    pub comment: Option<String>,
+}
+
+/// Reads the `INFO` tags of the WAV at `path`, walking its RIFF chunks.
+pub fn read_info(path: &Path) -> Result<WavInfo> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    info_of(&bytes).with_context(|| format!("{} is not a WAV file", path.display()))
+}
+
+fn info_of(bytes: &[u8]) -> Option<WavInfo> {
+    let le32 =
+        |at: usize| -> Option<usize> { Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?) as usize) };
+    if bytes.get(..4)? != b"RIFF" || bytes.get(8..12)? != b"WAVE" {
+        return None;
+    }
+    let mut info = WavInfo::default();
+    let mut at = 12;
+    while let (Some(id), Some(size)) = (bytes.get(at..at + 4), le32(at + 4)) {
+        let body = bytes.get(at + 8..(at + 8).checked_add(size)?.min(bytes.len()))?;
+        if id == b"LIST" && body.get(..4) == Some(b"INFO") {
+            let mut sub = 4;
+            while let (Some(tag), Some(len)) = (body.get(sub..sub + 4), body.get(sub + 4..sub + 8)) {
+                let len = u32::from_le_bytes(len.try_into().ok()?) as usize;
+                let text = body.get(sub + 8..(sub + 8).checked_add(len)?.min(body.len()))?;
+                let text = String::from_utf8_lossy(text.strip_suffix(&[0]).unwrap_or(text)).into_owned();
+                match tag {
+                    b"INAM" => info.title = Some(text),
+                    b"ISFT" => info.software = Some(text),
+                    b"ICMT" => info.comment = Some(text),
+                    _ => {}
+                }
+                sub += 8 + len + len % 2;
+            }
+        }
+        at += 8 + size + size % 2;
+    }
+    Some(info)
 }
 
 #[cfg(test)]
@@ -201,9 +247,12 @@ mod tests {
         let mut wav = WavFile::create(&target, 44100, WavFormat::Pcm16).unwrap();
         wav.write(&[0.5, -0.5, 0.25, -0.25]).unwrap();
         let recipe = r#"{"description":"warm lo-fi piano","seed":3}"#;
-        wav.finish(recipe).unwrap().persist(&target).unwrap();
+        wav.finish("Warm piano", recipe).unwrap().persist(&target).unwrap();
         let bytes = std::fs::read(&target).unwrap();
-        assert_eq!(read_comment(&bytes).as_deref(), Some(recipe));
+        let info = read_info(&target).unwrap();
+        assert_eq!(info.comment.as_deref(), Some(recipe));
+        assert_eq!(info.title.as_deref(), Some("Warm piano"));
+        assert!(info.software.unwrap().starts_with("Songloom "));
         assert_eq!(u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize, bytes.len() - 8);
         let mut reader = hound::WavReader::open(&target).unwrap();
         let samples: Vec<i16> = reader.samples::<i16>().map(Result::unwrap).collect();
@@ -216,14 +265,15 @@ mod tests {
         let source = dir.path().join("stored.wav");
         let mut wav = WavFile::create(&source, 44100, WavFormat::F32).unwrap();
         wav.write(&[0.5, -0.5, 0.25, -1.5]).unwrap();
-        wav.finish("{}").unwrap().persist(&source).unwrap();
+        wav.finish("x", "{}").unwrap().persist(&source).unwrap();
         let target = dir.path().join("out.wav");
-        export(&source, &target, WavFormat::Pcm16, r#"{"seed":5}"#).unwrap();
-        assert_eq!(read_comment(&std::fs::read(&target).unwrap()).as_deref(), Some(r#"{"seed":5}"#));
+        export(&source, &target, WavFormat::Pcm16, "Kept", r#"{"seed":5}"#).unwrap();
+        let info = read_info(&target).unwrap();
+        assert_eq!((info.title.as_deref(), info.comment.as_deref()), (Some("Kept"), Some(r#"{"seed":5}"#)));
         let (samples, rate) = read_song(&target).unwrap();
         assert_eq!(rate, 44100);
         assert_eq!(samples, vec![16384.0 / 32768.0, -16384.0 / 32768.0, 8192.0 / 32768.0, -32767.0 / 32768.0]);
-        assert!(export(&dir.path().join("missing.wav"), &dir.path().join("x.wav"), WavFormat::F32, "").is_err());
+        assert!(export(&dir.path().join("missing.wav"), &dir.path().join("x.wav"), WavFormat::F32, "", "").is_err());
         assert!(!dir.path().join("x.wav").exists());
     }
 
@@ -234,9 +284,43 @@ mod tests {
         wav.write(&[0.1, 0.2]).unwrap();
         drop(wav);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-        let complete = WavFile::create(&dir.path().join("song.wav"), 44100, WavFormat::F32).unwrap().finish("{}");
+        let complete = WavFile::create(&dir.path().join("song.wav"), 44100, WavFormat::F32).unwrap().finish("x", "{}");
         drop(complete);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+        /// What is written reads back: f32 bit for bit, 16-bit within its step; the tags as given.
+        #[test]
+        fn a_song_and_its_tags_survive_writing_and_reading(
+            samples in proptest::collection::vec(-1.5f32..1.5, 0..600),
+            pcm16 in proptest::bool::ANY,
+            title in "[^\\x00]{0,40}",
+            recipe in "[^\\x00]{0,200}",
+            rate in 8_000u32..192_000,
+        ) {
+            let stereo: Vec<f32> = samples.iter().flat_map(|&s| [s, -s]).collect();
+            let dir = tempfile::tempdir().unwrap();
+            let target = dir.path().join("song.wav");
+            let format = if pcm16 { WavFormat::Pcm16 } else { WavFormat::F32 };
+            let mut wav = WavFile::create(&target, rate, format).unwrap();
+            wav.write(&stereo).unwrap();
+            wav.finish(&title, &recipe).unwrap().persist(&target).unwrap();
+            let (back, back_rate) = read_song(&target).unwrap();
+            proptest::prop_assert_eq!(back_rate, rate);
+            proptest::prop_assert_eq!(back.len(), stereo.len());
+            for (b, s) in back.iter().zip(&stereo) {
+                // 16-bit clamps to [-1, 1] and rounds to its step (written against 32767, read
+                // against 32768: within two steps); f32 keeps every bit.
+                let (want, step) = if pcm16 { (s.clamp(-1.0, 1.0), 2.0 / 32767.0) } else { (*s, 0.0) };
+                proptest::prop_assert!((b - want).abs() <= step, "{} against {}", b, s);
+            }
+            let info = read_info(&target).unwrap();
+            proptest::prop_assert_eq!(info.title.as_deref(), Some(title.as_str()));
+            proptest::prop_assert_eq!(info.comment.as_deref(), Some(recipe.as_str()));
+        }
     }
 
     #[test]

@@ -219,7 +219,7 @@ fn saved_songs_can_be_listed_renamed_exported_and_deleted() {
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
 
     let list = |search: &str| -> Vec<serde_json::Value> {
-        let r = songloom(dir.path(), &["library", "list", "--search", search, "--dir", lib_arg]);
+        let r = songloom(dir.path(), &["library", "list", "--search", search, "--library", lib_arg]);
         assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
         String::from_utf8_lossy(&r.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
     };
@@ -227,23 +227,27 @@ fn saved_songs_can_be_listed_renamed_exported_and_deleted() {
     assert_eq!(songs.len(), 1);
     assert_eq!(songs[0]["seed"], 0);
     let id = songs[0]["id"].to_string();
-    assert!(songloom(dir.path(), &["library", "rename", &id, "Night set", "--dir", lib_arg]).status.success());
+    assert!(songloom(dir.path(), &["library", "rename", &id, "Night set", "--library", lib_arg]).status.success());
     assert_eq!(list("Night")[0]["title"], "Night set");
 
     let exported = dir.path().join("exported.wav");
     assert!(
-        songloom(dir.path(), &["library", "export", &id, "--out", exported.to_str().unwrap(), "--dir", lib_arg])
+        songloom(dir.path(), &["library", "export", &id, "--out", exported.to_str().unwrap(), "--library", lib_arg])
             .status
             .success()
     );
-    assert_eq!(std::fs::read(&exported).unwrap(), std::fs::read(&out).unwrap());
+    let samples = |p: &std::path::Path| -> Vec<f32> {
+        hound::WavReader::open(p).unwrap().samples::<f32>().map(Result::unwrap).collect()
+    };
+    assert_eq!(samples(&exported), samples(&out), "the same audio");
     let bytes = std::fs::read(&exported).unwrap();
     let text = String::from_utf8_lossy(&bytes);
     assert!(text.contains("velvet jazz trio"), "the recipe travels in the WAV");
+    assert!(text.contains("INAM") && text.contains("Night set"), "with the song's title as it is now");
 
-    assert!(songloom(dir.path(), &["library", "delete", &id, "--dir", lib_arg]).status.success());
+    assert!(songloom(dir.path(), &["library", "delete", &id, "--library", lib_arg]).status.success());
     assert!(list("").is_empty());
-    let r = songloom(dir.path(), &["library", "delete", &id, "--dir", lib_arg]);
+    let r = songloom(dir.path(), &["library", "delete", &id, "--library", lib_arg]);
     assert!(!r.status.success() && String::from_utf8_lossy(&r.stderr).contains("no song"));
 }
 

@@ -9,6 +9,7 @@ pub mod error;
 pub mod hash;
 pub mod model_dir;
 pub mod models;
+pub mod partial;
 pub mod pipeline;
 pub mod precision;
 pub mod prompt;

@@ -70,6 +70,17 @@ impl Checkpoint {
                 let mut names: Vec<String> = parsed.weight_map.into_values().collect();
                 names.sort();
                 names.dedup();
+                // A shard is a file of this folder: the index names no path elsewhere.
+                let plain = |name: &str| {
+                    let mut parts = Path::new(name).components();
+                    matches!((parts.next(), parts.next()), (Some(std::path::Component::Normal(_)), None))
+                };
+                if let Some(bad) = names.iter().find(|n| !plain(n)) {
+                    return Err(Error::CorruptFile {
+                        path: index.clone(),
+                        reason: format!("it names the shard `{bad}`, which is not a file of this folder"),
+                    });
+                }
                 names
             }
             None => {
@@ -389,7 +400,10 @@ pub fn save_f32(path: &Path, tensors: &[(String, Vec<usize>, Vec<f32>)]) -> Resu
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(dir, e))?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let (prefix, suffix) = crate::partial::affixes(&name);
+    let mut temp =
+        tempfile::Builder::new().prefix(&prefix).suffix(&suffix).tempfile_in(dir).map_err(|e| Error::io(dir, e))?;
     temp.write_all(bytes).and_then(|_| temp.as_file().sync_all()).map_err(|e| Error::io(path, e))?;
     temp.persist(path).map_err(|e| Error::io(path, e.error))?;
     Ok(())

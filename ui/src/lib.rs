@@ -4,6 +4,7 @@
 
 pub mod app;
 pub mod contract;
+pub mod duration;
 pub mod library_view;
 pub mod lyrics;
 pub mod player_view;

@@ -320,7 +320,7 @@ impl Librarian {
                     ExportFormat::Pcm16 => WavFormat::Pcm16,
                 };
                 let target = free_name(&folder, &song.title);
-                let path = wav::export(&song.wav, &target, format, &serde_json::to_string(&song.recipe)?)?;
+                let path = wav::export(&song.wav, &target, format, &song.title, &serde_json::to_string(&song.recipe)?)?;
                 self.outbox.send(EngineEvent::Notice { message: format!("Exported to {}", path.display()) });
                 return Ok(());
             }

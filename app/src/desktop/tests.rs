@@ -129,8 +129,7 @@ fn compose_generate_pause_play_export_and_find_it_in_the_library() {
     let exported = setup.export_dir().join("kittest piano.wav");
     let (samples, rate) = crate::wav::read_song(&exported).unwrap();
     assert_eq!((samples.len() / 2, rate), (frames, 44100));
-    let bytes = std::fs::read(&exported).unwrap();
-    let comment = crate::wav::read_comment(&bytes).unwrap();
+    let comment = crate::wav::read_info(&exported).unwrap().comment.unwrap();
     assert!(comment.contains("kittest piano") && comment.contains("la la la"), "{comment}");
     let songs = Library::open(&setup.library_dir()).unwrap().list("").unwrap();
     assert_eq!(songs.len(), 1);
@@ -175,7 +174,7 @@ fn the_library_panel_lists_searches_plays_renames_and_deletes() {
         crate::wav::WavFile::create_in(library.songs_dir(), "take.wav", 44100, crate::wav::WavFormat::F32).unwrap();
     wav.write(&vec![0.25; 2 * 4410]).unwrap();
     let recipe = Recipe { description: "library piano".into(), lyrics: "[verse]\nla".into(), ..Recipe::default() };
-    let complete = wav.finish(&serde_json::to_string(&recipe).unwrap()).unwrap();
+    let complete = wav.finish("Library piano", &serde_json::to_string(&recipe).unwrap()).unwrap();
     library.add("Library piano", &recipe, 0.1, &Default::default(), complete).unwrap();
     drop(library);
 
