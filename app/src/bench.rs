@@ -152,7 +152,7 @@ fn gemm(device: &Device, repeat: usize) -> Result<()> {
             Ok(())
         })? / calls as f64;
         let flops = 2.0 * (m * k * n) as f64;
-        let weight_bytes = (n * k * dtype.size_in_bytes()) as f64;
+        let weight_bytes = (n * k) as f64 * dtype.bits_per_weight() / 8.0;
         say!("{label:<48} {:>10.3} {:>12.1} {:>10.1}", secs * 1e3, flops / secs / 1e9, weight_bytes / secs / 1e9);
     }
     Ok(())

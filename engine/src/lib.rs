@@ -13,6 +13,7 @@ pub mod partial;
 pub mod pipeline;
 pub mod precision;
 pub mod prompt;
+pub mod quant;
 mod shapes;
 pub mod stage;
 pub mod tensor;

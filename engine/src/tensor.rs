@@ -5,27 +5,41 @@ use half::{bf16, f16};
 
 use crate::device::DeviceKind;
 use crate::error::{Error, Result};
+use crate::quant::QuantData;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
     F32,
     BF16,
     F16,
+    /// 8-bit weights in groups with an f16 scale (`quant`).
+    Q8,
+    /// 4-bit weights in groups with an f16 scale and offset (`quant`).
+    Q4,
 }
 
 impl DType {
-    pub fn size_in_bytes(self) -> usize {
+    /// Storage a weight takes, group scales and offsets included.
+    pub fn bits_per_weight(self) -> f64 {
         match self {
-            DType::F32 => 4,
-            DType::BF16 | DType::F16 => 2,
+            DType::F32 => 32.0,
+            DType::BF16 | DType::F16 => 16.0,
+            DType::Q8 => 8.0 + 16.0 / crate::quant::GROUP as f64,
+            DType::Q4 => 4.0 + 32.0 / crate::quant::GROUP as f64,
         }
     }
 
+    /// Whether this is one of the grouped formats of `quant`.
+    pub fn is_quantized(self) -> bool {
+        matches!(self, DType::Q8 | DType::Q4)
+    }
+
     /// Rounds an f32 to the nearest value this dtype can hold (round to nearest even, as torch's
-    /// `.to(dtype)` does).
+    /// `.to(dtype)` does). The quantized formats round a whole group at once
+    /// ([`quant::round_trip`](crate::quant::round_trip)); a value alone passes unchanged.
     pub fn round(self, x: f32) -> f32 {
         match self {
-            DType::F32 => x,
+            DType::F32 | DType::Q8 | DType::Q4 => x,
             DType::BF16 => bf16::from_f32(x).to_f32(),
             DType::F16 => f16::from_f32(x).to_f32(),
         }
@@ -38,6 +52,8 @@ impl std::fmt::Display for DType {
             DType::F32 => "f32",
             DType::BF16 => "bf16",
             DType::F16 => "f16",
+            DType::Q8 => "q8",
+            DType::Q4 => "q4",
         })
     }
 }
@@ -48,6 +64,8 @@ pub enum CpuStorage {
     F32(Vec<f32>),
     BF16(Vec<bf16>),
     F16(Vec<f16>),
+    /// `q8` or `q4` weights.
+    Quant(QuantData),
 }
 
 impl CpuStorage {
@@ -56,6 +74,7 @@ impl CpuStorage {
             CpuStorage::F32(_) => DType::F32,
             CpuStorage::BF16(_) => DType::BF16,
             CpuStorage::F16(_) => DType::F16,
+            CpuStorage::Quant(q) => q.dtype,
         }
     }
 
@@ -64,6 +83,7 @@ impl CpuStorage {
             CpuStorage::F32(v) => v.len(),
             CpuStorage::BF16(v) => v.len(),
             CpuStorage::F16(v) => v.len(),
+            CpuStorage::Quant(q) => q.len,
         }
     }
 
@@ -76,20 +96,23 @@ impl CpuStorage {
             CpuStorage::F32(v) => v.clone(),
             CpuStorage::BF16(v) => v.iter().map(|x| x.to_f32()).collect(),
             CpuStorage::F16(v) => v.iter().map(|x| x.to_f32()).collect(),
+            CpuStorage::Quant(q) => crate::quant::dequantize(q),
         }
     }
 
-    /// Converts to `dtype`, rounding to nearest even where it narrows.
-    pub fn to_dtype(&self, dtype: DType) -> CpuStorage {
+    /// Converts to `dtype`, rounding to nearest even where it narrows; to a quantized format the
+    /// length must be whole groups.
+    pub fn to_dtype(&self, dtype: DType) -> Result<CpuStorage> {
         if self.dtype() == dtype {
-            return self.clone();
+            return Ok(self.clone());
         }
         let values = self.to_f32_vec();
-        match dtype {
+        Ok(match dtype {
             DType::F32 => CpuStorage::F32(values),
             DType::BF16 => CpuStorage::BF16(values.into_iter().map(bf16::from_f32).collect()),
             DType::F16 => CpuStorage::F16(values.into_iter().map(f16::from_f32).collect()),
-        }
+            DType::Q8 | DType::Q4 => CpuStorage::Quant(crate::quant::quantize(&values, dtype)?),
+        })
     }
 }
 

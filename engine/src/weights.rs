@@ -371,7 +371,7 @@ impl<'a> VarBuilder<'a> {
     fn place(&self, tensor: Tensor) -> Result<Tensor> {
         let tensor = match tensor.storage() {
             Storage::Cpu(s) if s.dtype() != self.dtype => {
-                Tensor::new(tensor.shape(), Storage::Cpu(s.to_dtype(self.dtype)))?
+                Tensor::new(tensor.shape(), Storage::Cpu(s.to_dtype(self.dtype)?))?
             }
             _ => tensor,
         };

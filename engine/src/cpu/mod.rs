@@ -82,8 +82,8 @@ impl Backend for CpuBackend {
         format!("{} threads", rayon::current_num_threads())
     }
 
-    /// Weights, tables and parameters in any dtype (widened to f32 as they are read); activations
-    /// in f32.
+    /// Weights, tables and parameters in any dtype, the quantized formats included (widened to f32
+    /// as they are read); activations in f32.
     fn supports(&self, op: Op, dtype: DType) -> bool {
         op.operand() != Operand::Activation || dtype == DType::F32
     }
@@ -100,7 +100,7 @@ impl Backend for CpuBackend {
     }
 
     fn cast(&self, t: &Tensor, dtype: DType) -> Result<Tensor> {
-        Tensor::new(t.shape(), Storage::Cpu(storage(t, Op::Cast)?.to_dtype(dtype)))
+        Tensor::new(t.shape(), Storage::Cpu(storage(t, Op::Cast)?.to_dtype(dtype)?))
     }
 
     fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
@@ -130,6 +130,7 @@ impl Backend for CpuBackend {
                 CpuStorage::F16(v) => {
                     row.iter_mut().zip(&v[id * dim..(id + 1) * dim]).for_each(|(d, s)| *d = s.to_f32())
                 }
+                CpuStorage::Quant(q) => crate::quant::dequantize_into(q, id * dim, row),
             }
         }
         out(&[ids.len(), dim], y)

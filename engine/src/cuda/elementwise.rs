@@ -123,7 +123,9 @@ impl CudaBackend {
                 unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
                 CudaStorage::BF16(out)
             }
-            DType::F16 => return Err(Error::unsupported(Op::FillUniform, dtype, DeviceKind::Cuda)),
+            DType::F16 | DType::Q8 | DType::Q4 => {
+                return Err(Error::unsupported(Op::FillUniform, dtype, DeviceKind::Cuda));
+            }
         };
         Ok(Tensor::new_unchecked(shape, Storage::Cuda(storage)))
     }

@@ -25,7 +25,9 @@ impl CudaBackend {
                         Storage::Cuda(CudaStorage::BF16(lane.stream.clone_htod(bits).map_err(gpu)?))
                     }
                     // No f16 kernels on this backend: weights are converted before they come up.
-                    CpuStorage::F16(_) => return Err(Error::unsupported(Op::Upload, DType::F16, DeviceKind::Cuda)),
+                    other @ (CpuStorage::F16(_) | CpuStorage::Quant(_)) => {
+                        return Err(Error::unsupported(Op::Upload, other.dtype(), DeviceKind::Cuda));
+                    }
                 }
             }
         };

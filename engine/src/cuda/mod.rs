@@ -109,13 +109,17 @@ impl Backend for CudaBackend {
         CudaBackend::set_thread_priority(self, priority)
     }
 
-    /// f32 and bf16 weights, tables and parameters; f32 activations; no f16 anywhere (a checkpoint's
-    /// f16 weights are converted before they come up); anything on the device can be read back.
+    /// f32, bf16 and the quantized formats for products' weights and tables, f32 and bf16 for other
+    /// parameters; f32 activations; no f16 anywhere (a checkpoint's f16 weights are converted before
+    /// they come up); anything on the device can be read back.
     fn supports(&self, op: Op, dtype: DType) -> bool {
+        let float = matches!(dtype, DType::F32 | DType::BF16);
         match op.operand() {
             Operand::ReadBack => true,
             Operand::Activation => dtype == DType::F32,
-            Operand::HostTensor | Operand::Result | Operand::Parameter => dtype != DType::F16,
+            Operand::Parameter => float,
+            Operand::Result if op == Op::FillUniform => float,
+            Operand::Matrix | Operand::HostTensor | Operand::Result => float || dtype.is_quantized(),
         }
     }
 

@@ -128,13 +128,10 @@ impl Op {
             | Op::LinearSwiglu
             | Op::LinearGlu
             | Op::Linear3
-            | Op::Conv1d
-            | Op::ConvTranspose1d
-            | Op::Embedding
-            | Op::RmsNorm
-            | Op::LayerNorm
-            | Op::AttentionInputs
-            | Op::Snake => Operand::Parameter,
+            | Op::Embedding => Operand::Matrix,
+            Op::Conv1d | Op::ConvTranspose1d | Op::RmsNorm | Op::LayerNorm | Op::AttentionInputs | Op::Snake => {
+                Operand::Parameter
+            }
             Op::Rope
             | Op::Attention
             | Op::WriteRows
@@ -163,7 +160,9 @@ pub enum Operand {
     ReadBack,
     /// The tensor the op makes.
     Result,
-    /// A weight, embedding table, norm weight or Snake alpha: stored in the checkpoint's form.
+    /// A product's weight or an embedding table: the checkpoint's form, or a quantized one.
+    Matrix,
+    /// A convolution's weight, a norm weight or a Snake alpha.
     Parameter,
     /// The activations, which every backend keeps in f32.
     Activation,

@@ -17,6 +17,7 @@ pub mod tolerance;
 use std::collections::BTreeSet;
 
 use songloom_engine::device::ThreadPriority;
+use songloom_engine::quant::{self, QuantData};
 use songloom_engine::{CpuStorage, DType, Device, DeviceKind, Error, Op, Storage, Tensor};
 
 use self::judge::compare;
@@ -24,16 +25,27 @@ use self::tolerance::{Judge, tolerance};
 
 pub use self::cases::{all_cases, logit_rows};
 
-/// Every dtype a case can put under test: the weight formats for the ops that take weights, the
-/// activation dtype for the rest (where any other is to be refused).
-pub const WEIGHT_DTYPES: [DType; 3] = [DType::F32, DType::BF16, DType::F16];
+/// Every dtype a case can put under test: the weight formats, quantized ones included, for the ops
+/// that take weights (where a shape allows whole groups of [`GROUP`](songloom_engine::quant::GROUP)).
+pub const WEIGHT_DTYPES: [DType; 5] = [DType::F32, DType::BF16, DType::F16, DType::Q8, DType::Q4];
+
+/// The dtypes an activation could come in: f32, and the others every backend must refuse.
+pub const FLOAT_DTYPES: [DType; 3] = [DType::F32, DType::BF16, DType::F16];
+
+/// Whether a tensor of `len` values can be held in `dtype` (quantized formats take whole groups).
+pub fn fits(dtype: DType, len: usize) -> bool {
+    !dtype.is_quantized() || len.is_multiple_of(songloom_engine::quant::GROUP)
+}
 
 /// A host tensor a case starts from, its values exactly representable in its dtype.
 #[derive(Debug, Clone)]
 pub struct Input {
     pub shape: Vec<usize>,
     pub dtype: DType,
+    /// What the tensor holds, as f32 (dequantized, for a quantized format).
     pub values: Vec<f32>,
+    /// The quantized data, for a quantized format.
+    quant: Option<QuantData>,
 }
 
 impl Input {
@@ -43,14 +55,22 @@ impl Input {
         Self::new(shape, dtype, (0..n).map(|i| songloom_engine::hash::uniform(seed, i)).collect())
     }
 
-    /// `values` rounded to `dtype`.
+    /// `values` rounded to `dtype` (quantized, for a quantized format: the case's shape must
+    /// allow it, [`fits`]).
     pub fn new(shape: &[usize], dtype: DType, values: Vec<f32>) -> Self {
         assert_eq!(values.len(), shape.iter().product::<usize>(), "values for {shape:?}");
-        Input { shape: shape.to_vec(), dtype, values: values.into_iter().map(|v| dtype.round(v)).collect() }
+        let (values, quant) = if dtype.is_quantized() {
+            let q = quant::quantize(&values, dtype).unwrap_or_else(|e| panic!("a case's {dtype} input: {e}"));
+            (quant::dequantize(&q), Some(q))
+        } else {
+            (values.into_iter().map(|v| dtype.round(v)).collect(), None)
+        };
+        Input { shape: shape.to_vec(), dtype, values, quant }
     }
 
     /// The same input with `value` at the given positions (NaN, an infinity, a sentinel).
     pub fn with(mut self, value: f32, at: &[usize]) -> Self {
+        assert!(self.quant.is_none(), "non-finite values go into activations, not quantized weights");
         for &i in at {
             self.values[i] = self.dtype.round(value);
         }
@@ -59,7 +79,10 @@ impl Input {
 
     /// The input as a host tensor in its dtype.
     pub fn tensor(&self) -> Tensor {
-        let storage = CpuStorage::F32(self.values.clone()).to_dtype(self.dtype);
+        let storage = match &self.quant {
+            Some(q) => CpuStorage::Quant(q.clone()),
+            None => CpuStorage::F32(self.values.clone()).to_dtype(self.dtype).expect("a float dtype"),
+        };
         Tensor::new(&self.shape, Storage::Cpu(storage)).expect("shape and values agree")
     }
 }

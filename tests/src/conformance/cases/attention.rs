@@ -9,7 +9,7 @@ use songloom_engine::device::{AttentionInputs, KvSlot, SENTINEL_BITS};
 use songloom_engine::{AttentionShape, DType, Op, Rotary};
 
 use super::{naive_rms_norm, naive_rope};
-use crate::conformance::{Case, Input, WEIGHT_DTYPES};
+use crate::conformance::{Case, FLOAT_DTYPES, Input, WEIGHT_DTYPES};
 
 /// (head dim, queries, valid keys, capacity, causal, heads, KV heads)
 const SHAPES: [(usize, usize, usize, usize, bool, usize, usize); 15] = [
@@ -41,7 +41,7 @@ enum Poison {
 
 pub fn cases() -> Vec<Case> {
     let mut cases = Vec::new();
-    for dtype in WEIGHT_DTYPES {
+    for dtype in FLOAT_DTYPES {
         for shape in SHAPES {
             cases.push(attention(shape, dtype, Poison::None));
         }

@@ -5,13 +5,13 @@
 use songloom_engine::{DType, Op, Tensor};
 
 use super::silu;
-use crate::conformance::{Case, Input, Seeds, WEIGHT_DTYPES};
+use crate::conformance::{Case, FLOAT_DTYPES, Input, Seeds, WEIGHT_DTYPES};
 
 const SHAPES: [[usize; 2]; 2] = [[4, 6], [3, 1025]];
 
 pub fn cases() -> Vec<Case> {
     let mut cases = Vec::new();
-    for dtype in WEIGHT_DTYPES {
+    for dtype in FLOAT_DTYPES {
         for shape in SHAPES {
             for poison in [false, true] {
                 cases.push(unary(Op::Silu, shape, dtype, poison));
@@ -23,6 +23,8 @@ pub fn cases() -> Vec<Case> {
                 cases.push(count_non_finite(shape, dtype, poison));
             }
         }
+    }
+    for dtype in WEIGHT_DTYPES {
         cases.push(fill_uniform(dtype));
         for from in WEIGHT_DTYPES {
             cases.push(cast(from, dtype));
@@ -119,7 +121,7 @@ fn count_non_finite(shape: [usize; 2], dtype: DType, poison: bool) -> Case {
 
 /// The synthetic weights of benchmarks: `center + half_width * u` with `u` a hash of seed and index.
 fn fill_uniform(dtype: DType) -> Case {
-    let (shape, seed, center, half_width) = ([5usize, 1000], 77u64, 0.5f32, 0.25f32);
+    let (shape, seed, center, half_width) = ([5usize, 1024], 77u64, 0.5f32, 0.25f32);
     Case::new(
         Op::FillUniform,
         dtype,
@@ -128,19 +130,37 @@ fn fill_uniform(dtype: DType) -> Case {
         move |d, _| Ok(vec![d.fill_uniform(&shape, dtype, seed, center, half_width)?]),
         move |_| {
             let n = (shape[0] * shape[1]) as u64;
-            vec![(0..n).map(|i| dtype.round(center + half_width * songloom_engine::hash::uniform(seed, i))).collect()]
+            let values: Vec<f32> =
+                (0..n).map(|i| center + half_width * songloom_engine::hash::uniform(seed, i)).collect();
+            vec![stored_as(&values, dtype)]
         },
     )
 }
 
-/// `from` to the dtype under test, rounding to nearest even; NaN and the infinities survive.
+/// `values` as `dtype` holds them: rounded to nearest even, or quantized group by group.
+fn stored_as(values: &[f32], dtype: DType) -> Vec<f32> {
+    if dtype.is_quantized() {
+        songloom_engine::quant::round_trip(values, dtype).expect("whole groups")
+    } else {
+        values.iter().map(|&v| dtype.round(v)).collect()
+    }
+}
+
+/// `from` to the dtype under test, rounding to nearest even (quantizing group by group); NaN and
+/// the infinities survive (a group holding one becomes NaN in a quantized format, never a number).
 fn cast(from: DType, to: DType) -> Case {
     Case::new(
         Op::Cast,
         to,
-        format!("7x33 from {from}"),
-        |s| vec![values(s, [7, 33], from, true).with(1e-40, &[9]).with(-3.0e38, &[10])],
+        format!("7x32 from {from}"),
+        |s| {
+            if from.is_quantized() {
+                vec![s.random(&[7, 32], from)]
+            } else {
+                vec![values(s, [7, 32], from, true).with(1e-40, &[9]).with(-3.0e38, &[40])]
+            }
+        },
         move |d, t| Ok(vec![d.cast(&t[0], to)?]),
-        move |i| vec![i[0].values.iter().map(|&v| to.round(v)).collect()],
+        move |i| vec![stored_as(&i[0].values, to)],
     )
 }

@@ -10,7 +10,7 @@ use songloom_engine::device::Candidates;
 use songloom_engine::pipeline::sampling::{depth_probs, depth_shortlist, semantic_probs, semantic_shortlist};
 use songloom_engine::{DType, Op, Tensor};
 
-use crate::conformance::{Case, Input, Seeds, WEIGHT_DTYPES};
+use crate::conformance::{Case, FLOAT_DTYPES, Input, Seeds};
 
 pub fn cases() -> Vec<Case> {
     let mut cases = Vec::new();
@@ -21,7 +21,7 @@ pub fn cases() -> Vec<Case> {
             }
         }
     }
-    for dtype in WEIGHT_DTYPES.into_iter().filter(|&d| d != DType::F32) {
+    for dtype in FLOAT_DTYPES.into_iter().filter(|&d| d != DType::F32) {
         cases.push(candidates(300, 2, 0, true, dtype));
     }
     cases
