@@ -15,6 +15,9 @@ __device__ __forceinline__ bf16_t f32_to_bf16(float f) {
     return (bf16_t)(u >> 16);
 }
 
+// One thread per element, for grids that may hold fewer threads than elements.
+#define GRID_STRIDE(i, n) for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < (n); i += (long)gridDim.x * blockDim.x)
+
 __device__ __forceinline__ float load_f(const float* p, long i) { return p[i]; }
 __device__ __forceinline__ float load_f(const bf16_t* p, long i) { return bf16_to_f32(p[i]); }
 

@@ -1,7 +1,5 @@
 // Elementwise ops, gathers and layout changes. One thread per output element unless noted.
 
-#define GRID_STRIDE(i, n) for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < (n); i += (long)gridDim.x * blockDim.x)
-
 extern "C" __global__ void add_f32(const float* a, const float* b, float* out, long n) {
     GRID_STRIDE(i, n) out[i] = a[i] + b[i];
 }

@@ -63,7 +63,7 @@ impl CudaBackend {
             shared_mem_bytes: 0,
         };
         let group = s.heads / s.kv_heads;
-        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&format!("attention_decode_g{group}")));
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&format!("attention_decode_g{group}"))?);
         b.input(self.f32s(q, Op::Attention)?).input(self.f32s(k, Op::Attention)?).input(self.f32s(v, Op::Attention)?);
         b.output(&mut part_m).output(&mut part_l).output(&mut part_acc).output(tickets).output(out);
         b.int(kv_len).int(cap).int(heads).int(kv_heads).int(hd).int(split).float(scale);
@@ -107,7 +107,7 @@ impl CudaBackend {
             // The fast policies take the scores and weighted values on the tensor cores (TF32).
             let kernel =
                 if self.precision.is_fast() && self.tf32_mma { "attention_mma_d64" } else { "attention_tiled_d64" };
-            let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
+            let mut b = lane.stream.launch_builder(self.kernels.get(kernel)?);
             b.arg(self.f32s(q, Op::Attention)?)
                 .arg(self.f32s(k, Op::Attention)?)
                 .arg(self.f32s(v, Op::Attention)?)
@@ -129,7 +129,7 @@ impl CudaBackend {
             block_dim: (32 * warps, 1, 1),
             shared_mem_bytes: (2 * tile as usize * s.head_dim * 4) as u32,
         };
-        let mut b = lane.stream.launch_builder(self.kernels.get("attention_f32"));
+        let mut b = lane.stream.launch_builder(self.kernels.get("attention_f32")?);
         b.arg(self.f32s(q, Op::Attention)?)
             .arg(self.f32s(k, Op::Attention)?)
             .arg(self.f32s(v, Op::Attention)?)

@@ -4,9 +4,10 @@
 use cudarc::cublas::sys as blas_sys;
 use cudarc::driver::{DevicePtr, DevicePtrMut, PushKernelArg};
 
+use super::CudaBackend;
 use super::context::gpu;
 use super::launch::grid_1d;
-use super::{CudaBackend, CudaStorage};
+use super::storage::Float;
 use crate::device::Op;
 use crate::error::Result;
 use crate::shapes;
@@ -26,7 +27,7 @@ impl CudaBackend {
         let mut cols = self.alloc(&lane, t_out * c_in * k)?;
         let (c32, t32, k32, d32, p32, zero, w32) =
             (c_in as i32, t as i32, k as i32, dilation as i32, padding as i32, 0i32, t_out as i32);
-        let mut b = lane.stream.launch_builder(self.kernels.get("im2col_t_f32"));
+        let mut b = lane.stream.launch_builder(self.kernels.get("im2col_t_f32")?);
         b.arg(self.f32s(x, Op::Conv1d)?)
             .arg(&mut cols)
             .arg(&c32)
@@ -38,9 +39,10 @@ impl CudaBackend {
             .arg(&w32);
         // SAFETY: cols holds t_out * c_in * k floats; reads guarded by t.
         unsafe { b.launch(grid_1d(t_out * c_in * k)) }.map_err(gpu)?;
-        let mut y = self.matmul_nt(&lane, &cols, t_out, c_in * k, self.storage(w, Op::Conv1d)?, c_out)?;
+        let weight = self.float(w, Op::Conv1d).map(|_| self.storage(w, Op::Conv1d))??;
+        let mut y = self.matmul_nt(&lane, &cols, t_out, c_in * k, weight, c_out)?;
         if let Some(bias) = bias {
-            self.add_bias(&lane, &mut y, t_out, self.storage(bias, Op::Conv1d)?)?;
+            self.add_bias(&lane, &mut y, t_out, self.float(bias, Op::Conv1d)?)?;
         }
         self.transpose(&self.wrap(&[t_out, c_out], y)?)
     }
@@ -64,13 +66,13 @@ impl CudaBackend {
             // cols^T[t, rows] = x^T[t, c_in] . w[c_in, rows].
             let ops = (blas_sys::cublasOperation_t::CUBLAS_OP_N, blas_sys::cublasOperation_t::CUBLAS_OP_T);
             let dims = (t, rows, c_in);
-            match self.storage(w, Op::ConvTranspose1d)? {
-                CudaStorage::F32(wf) => {
+            match self.float(w, Op::ConvTranspose1d)? {
+                Float::F32(wf) => {
                     let (xp, _xs) = xs.device_ptr(&lane.stream);
                     let (wp, _ws) = wf.device_ptr(&lane.stream);
                     self.gemm(&lane, ops, dims, (xp, t), (wp, rows), (cp, t), false)?;
                 }
-                CudaStorage::BF16(wb) => {
+                Float::BF16(wb) => {
                     let x16 = self.to_bf16(&lane, xs, c_in * t)?;
                     let (xp, _xs) = x16.device_ptr(&lane.stream);
                     let (wp, _ws) = wb.device_ptr(&lane.stream);
@@ -81,20 +83,20 @@ impl CudaBackend {
         let mut out = self.alloc(&lane, c_out * t_out)?;
         let zeros;
         let bias_storage = match bias {
-            Some(b) => self.storage(b, Op::ConvTranspose1d)?,
+            Some(b) => self.float(b, Op::ConvTranspose1d)?,
             None => {
-                zeros = CudaStorage::F32(lane.stream.alloc_zeros::<f32>(c_out).map_err(gpu)?);
-                &zeros
+                zeros = lane.stream.alloc_zeros::<f32>(c_out).map_err(gpu)?;
+                Float::F32(&zeros)
             }
         };
         let kernel = if bias_storage.dtype() == DType::F32 { "col2im_f32" } else { "col2im_bf16" };
         let (co32, k32, t32, s32, p32, to32) =
             (c_out as i32, k as i32, t as i32, stride as i32, padding as i32, t_out as i32);
-        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
+        let mut b = lane.stream.launch_builder(self.kernels.get(kernel)?);
         b.arg(&cols);
         match bias_storage {
-            CudaStorage::F32(s) => b.arg(s),
-            CudaStorage::BF16(s) => b.arg(s),
+            Float::F32(s) => b.arg(s),
+            Float::BF16(s) => b.arg(s),
         };
         b.arg(&mut out).arg(&co32).arg(&k32).arg(&t32).arg(&s32).arg(&p32).arg(&to32);
         // SAFETY: out holds c_out * t_out floats; cols reads are bounded by t.
@@ -106,14 +108,14 @@ impl CudaBackend {
         let (c, t) = shapes::snake(x, alpha)?;
         let lane = self.lane()?;
         let mut out = self.alloc(&lane, c * t)?;
-        let a = self.storage(alpha, Op::Snake)?;
+        let a = self.float(alpha, Op::Snake)?;
         let kernel = if a.dtype() == DType::F32 { "snake_f32" } else { "snake_bf16" };
         let (c32, t64) = (c as i32, t as i64);
-        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
+        let mut b = lane.stream.launch_builder(self.kernels.get(kernel)?);
         b.arg(self.f32s(x, Op::Snake)?);
         match a {
-            CudaStorage::F32(s) => b.arg(s),
-            CudaStorage::BF16(s) => b.arg(s),
+            Float::F32(s) => b.arg(s),
+            Float::BF16(s) => b.arg(s),
         };
         b.arg(&mut out).arg(&c32).arg(&t64);
         // SAFETY: c * t floats each side, c alphas.

@@ -5,6 +5,7 @@ use cudarc::driver::PushKernelArg;
 
 use super::context::gpu;
 use super::launch::grid_1d;
+use super::storage::Float;
 use super::{CudaBackend, CudaStorage};
 use crate::device::{DeviceKind, Op};
 use crate::error::{Error, Result};
@@ -17,7 +18,7 @@ impl CudaBackend {
         let n = x.elem_count();
         let mut out = self.alloc(&lane, n)?;
         let n64 = n as i64;
-        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
+        let mut b = lane.stream.launch_builder(self.kernels.get(kernel)?);
         b.arg(src).arg(&mut out).arg(&n64);
         // SAFETY: the kernel reads n floats of `src` and writes n floats of `out`, both that long.
         unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
@@ -33,7 +34,7 @@ impl CudaBackend {
         let n = a.elem_count();
         let mut out = self.alloc(&lane, n)?;
         let n64 = n as i64;
-        let mut l = lane.stream.launch_builder(self.kernels.get(kernel));
+        let mut l = lane.stream.launch_builder(self.kernels.get(kernel)?);
         l.arg(x).arg(y).arg(&mut out).arg(&n64);
         // SAFETY: both inputs and the output hold n floats.
         unsafe { l.launch(grid_1d(n)) }.map_err(gpu)?;
@@ -61,7 +62,7 @@ impl CudaBackend {
         let n = x.elem_count();
         let mut out = self.alloc(&lane, n)?;
         let n64 = n as i64;
-        let mut b = lane.stream.launch_builder(self.kernels.get("scale_f32"));
+        let mut b = lane.stream.launch_builder(self.kernels.get("scale_f32")?);
         b.arg(self.f32s(x, Op::Scale)?).arg(&factor).arg(&mut out).arg(&n64);
         // SAFETY: n floats each side.
         unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
@@ -76,7 +77,7 @@ impl CudaBackend {
             (s, d) if s.dtype() == d => s.clone(),
             (CudaStorage::F32(src), DType::BF16) => {
                 let mut out = self.alloc_as::<u16>(&lane, n)?;
-                let mut b = lane.stream.launch_builder(self.kernels.get("f32_to_bf16_kernel"));
+                let mut b = lane.stream.launch_builder(self.kernels.get("f32_to_bf16_kernel")?);
                 b.arg(src).arg(&mut out).arg(&n64);
                 // SAFETY: n elements each side.
                 unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
@@ -84,11 +85,23 @@ impl CudaBackend {
             }
             (CudaStorage::BF16(src), DType::F32) => {
                 let mut out = self.alloc(&lane, n)?;
-                let mut b = lane.stream.launch_builder(self.kernels.get("bf16_to_f32_kernel"));
+                let mut b = lane.stream.launch_builder(self.kernels.get("bf16_to_f32_kernel")?);
                 b.arg(src).arg(&mut out).arg(&n64);
                 // SAFETY: n elements each side.
                 unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
                 CudaStorage::F32(out)
+            }
+            (CudaStorage::F32(src), DType::Q8 | DType::Q4) => {
+                CudaStorage::Quant(self.quantize(&lane, Float::F32(src), n, dtype)?)
+            }
+            (CudaStorage::BF16(src), DType::Q8 | DType::Q4) => {
+                CudaStorage::Quant(self.quantize(&lane, Float::BF16(src), n, dtype)?)
+            }
+            (CudaStorage::Quant(q), DType::F32) => CudaStorage::F32(self.dequantize_f32(&lane, q)?),
+            (CudaStorage::Quant(q), DType::BF16) => CudaStorage::BF16(self.dequantize_bf16(&lane, q)?),
+            (CudaStorage::Quant(q), DType::Q8 | DType::Q4) => {
+                let values = self.dequantize_f32(&lane, q)?;
+                CudaStorage::Quant(self.quantize(&lane, Float::F32(&values), n, dtype)?)
             }
             (_, d) => return Err(Error::unsupported(Op::Cast, d, DeviceKind::Cuda)),
         };
@@ -109,7 +122,7 @@ impl CudaBackend {
         let storage = match dtype {
             DType::F32 => {
                 let mut out = self.alloc(&lane, n)?;
-                let mut b = lane.stream.launch_builder(self.kernels.get("fill_uniform_f32"));
+                let mut b = lane.stream.launch_builder(self.kernels.get("fill_uniform_f32")?);
                 b.arg(&mut out).arg(&n64).arg(&seed).arg(&center).arg(&half_width);
                 // SAFETY: writes n floats.
                 unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
@@ -117,7 +130,7 @@ impl CudaBackend {
             }
             DType::BF16 => {
                 let mut out = self.alloc_as::<u16>(&lane, n)?;
-                let mut b = lane.stream.launch_builder(self.kernels.get("fill_uniform_bf16"));
+                let mut b = lane.stream.launch_builder(self.kernels.get("fill_uniform_bf16")?);
                 b.arg(&mut out).arg(&n64).arg(&seed).arg(&center).arg(&half_width);
                 // SAFETY: writes n values.
                 unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
@@ -140,7 +153,7 @@ impl CudaBackend {
         let lane = self.lane()?;
         let mut count = lane.stream.alloc_zeros::<u32>(1).map_err(gpu)?;
         let n64 = n as i64;
-        let mut b = lane.stream.launch_builder(self.kernels.get("count_non_finite_f32"));
+        let mut b = lane.stream.launch_builder(self.kernels.get("count_non_finite_f32")?);
         b.arg(src).arg(&n64).arg(&mut count);
         // SAFETY: the kernel reads n floats of `src` and adds into the one counter.
         unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;

@@ -3,7 +3,7 @@
 //! One place holds the compile options.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{CudaContext, CudaFunction};
 use cudarc::nvrtc::{CompileOptions, Ptx, compile_ptx_with_opts};
@@ -24,6 +24,23 @@ macro_rules! gemv_kernels {
                 concat!("gemv_group3_bf16_k8_m", $m),
             )*
         ]
+    };
+}
+
+/// The quantized decode-product kernels, four per format and most activation rows (2, 4 or 8; see
+/// kernels/gemv_quant.cu).
+macro_rules! gemv_quant_kernels {
+    ($($m:literal),*) => {
+        [$(
+            concat!("gemv_q8_m", $m),
+            concat!("gemv_add_q8_m", $m),
+            concat!("gemv_swiglu_q8_m", $m),
+            concat!("gemv_group3_q8_m", $m),
+            concat!("gemv_q4_m", $m),
+            concat!("gemv_add_q4_m", $m),
+            concat!("gemv_swiglu_q4_m", $m),
+            concat!("gemv_group3_q4_m", $m),
+        )*]
     };
 }
 
@@ -91,6 +108,23 @@ pub const SOURCES: &[(&str, &str, &[&str])] = &[
     ),
     ("gemv.cu", include_str!("../../../kernels/gemv.cu"), &gemv_kernels!(1, 2, 3, 4, 5, 6, 7, 8)),
     ("sampling.cu", include_str!("../../../kernels/sampling.cu"), &["shortlist_top_k"]),
+    (
+        "quant.cu",
+        include_str!("../../../kernels/quant.cu"),
+        &[
+            "quantize_q8_f32",
+            "quantize_q8_bf16",
+            "quantize_q4_f32",
+            "quantize_q4_bf16",
+            "dequantize_q8_f32",
+            "dequantize_q8_bf16",
+            "dequantize_q4_f32",
+            "dequantize_q4_bf16",
+            "embedding_q8",
+            "embedding_q4",
+        ],
+    ),
+    ("gemv_quant.cu", include_str!("../../../kernels/gemv_quant.cu"), &gemv_quant_kernels!(2, 4, 8)),
 ];
 
 /// The full source NVRTC sees for one file.
@@ -108,37 +142,73 @@ pub fn compile(name: &str, body: &str, arch: &str) -> Result<Ptx> {
     compile_ptx_with_opts(source_of(body), opts).map_err(|e| Error::Gpu(format!("compiling kernels/{name}: {e}")))
 }
 
+/// Files compiled only when one of their kernels is first asked for: most runs never need them,
+/// and NVRTC takes seconds over each.
+const ON_DEMAND: &[&str] = &["gemv_quant.cu"];
+
 pub struct Kernels {
-    functions: HashMap<&'static str, CudaFunction>,
+    ctx: Arc<CudaContext>,
+    arch: String,
+    /// Which file (an index into `SOURCES`) holds each kernel.
+    file_of: HashMap<&'static str, usize>,
+    /// Each file's functions, once loaded.
+    files: Vec<OnceLock<std::result::Result<HashMap<&'static str, CudaFunction>, String>>>,
 }
 
-/// PTX per architecture, compiled once per process.
-static COMPILED: Mutex<Vec<(String, Vec<Ptx>)>> = Mutex::new(Vec::new());
+/// PTX per architecture and file, compiled once per process.
+static COMPILED: Mutex<Vec<(String, &'static str, Ptx)>> = Mutex::new(Vec::new());
 
-fn compiled(arch: &str) -> Result<Vec<Ptx>> {
-    let mut cache = COMPILED.lock().map_err(|_| Error::Gpu("the kernel cache was poisoned".into()))?;
-    if let Some((_, ptx)) = cache.iter().find(|(a, _)| a == arch) {
+fn compiled(arch: &str, file: &'static str, body: &str) -> Result<Ptx> {
+    let cache = || COMPILED.lock().map_err(|_| Error::Gpu("the kernel cache was poisoned".into()));
+    if let Some((_, _, ptx)) = cache()?.iter().find(|(a, f, _)| a == arch && *f == file) {
         return Ok(ptx.clone());
     }
-    let ptx = SOURCES.iter().map(|(file, body, _)| compile(file, body, arch)).collect::<Result<Vec<_>>>()?;
-    cache.push((arch.to_string(), ptx.clone()));
+    // Compiled outside the lock: another thread may compile another file meanwhile.
+    let ptx = compile(file, body, arch)?;
+    cache()?.push((arch.to_string(), file, ptx.clone()));
     Ok(ptx)
 }
 
 impl Kernels {
+    /// Compiles and loads every kernel file but those compiled on demand, so a broken kernel shows
+    /// when the device opens.
     pub fn load(ctx: &Arc<CudaContext>, arch: &str) -> Result<Self> {
-        let mut functions = HashMap::new();
-        for ((file, _, names), ptx) in SOURCES.iter().zip(compiled(arch)?) {
-            let module = ctx.load_module(ptx).map_err(|e| Error::Gpu(format!("loading kernels/{file}: {e}")))?;
+        let mut file_of = HashMap::new();
+        for (index, (_, _, names)) in SOURCES.iter().enumerate() {
             for &name in names.iter() {
-                let f = module.load_function(name).map_err(|e| Error::Gpu(format!("kernel {name}: {e}")))?;
-                functions.insert(name, f);
+                file_of.insert(name, index);
             }
         }
-        Ok(Kernels { functions })
+        let kernels = Kernels {
+            ctx: ctx.clone(),
+            arch: arch.to_string(),
+            file_of,
+            files: SOURCES.iter().map(|_| OnceLock::new()).collect(),
+        };
+        for (index, (file, _, _)) in SOURCES.iter().enumerate() {
+            if !ON_DEMAND.contains(file) {
+                kernels.file(index)?;
+            }
+        }
+        Ok(kernels)
     }
 
-    pub fn get(&self, name: &str) -> &CudaFunction {
-        &self.functions[name]
+    /// The functions of file `index`, loading it the first time.
+    fn file(&self, index: usize) -> Result<&HashMap<&'static str, CudaFunction>> {
+        let loaded = self.files[index].get_or_init(|| {
+            let (file, body, names) = SOURCES[index];
+            let ptx = compiled(&self.arch, file, body).map_err(|e| e.to_string())?;
+            let module = self.ctx.load_module(ptx).map_err(|e| format!("loading kernels/{file}: {e}"))?;
+            names
+                .iter()
+                .map(|&name| module.load_function(name).map(|f| (name, f)).map_err(|e| format!("kernel {name}: {e}")))
+                .collect()
+        });
+        loaded.as_ref().map_err(|e| Error::Gpu(e.clone()))
+    }
+
+    pub fn get(&self, name: &str) -> Result<&CudaFunction> {
+        let &index = self.file_of.get(name).ok_or_else(|| Error::Gpu(format!("no kernel named {name}")))?;
+        self.file(index)?.get(name).ok_or_else(|| Error::Gpu(format!("kernel {name} is not in its file")))
     }
 }

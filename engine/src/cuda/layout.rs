@@ -5,6 +5,7 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::context::{Lane, gpu};
 use super::launch::grid_1d;
+use super::storage::Float;
 use super::{CudaBackend, CudaStorage};
 use crate::device::{DeviceKind, Op};
 use crate::error::{Error, Result};
@@ -24,10 +25,9 @@ impl CudaBackend {
                         let bits: &[u16] = bytemuck::cast_slice(&v);
                         Storage::Cuda(CudaStorage::BF16(lane.stream.clone_htod(bits).map_err(gpu)?))
                     }
+                    CpuStorage::Quant(q) => Storage::Cuda(CudaStorage::Quant(self.upload_quant(&lane, &q)?)),
                     // No f16 kernels on this backend: weights are converted before they come up.
-                    other @ (CpuStorage::F16(_) | CpuStorage::Quant(_)) => {
-                        return Err(Error::unsupported(Op::Upload, other.dtype(), DeviceKind::Cuda));
-                    }
+                    CpuStorage::F16(_) => return Err(Error::unsupported(Op::Upload, DType::F16, DeviceKind::Cuda)),
                 }
             }
         };
@@ -49,11 +49,15 @@ impl CudaBackend {
         let mut out = self.alloc(&lane, ids.len() * dim)?;
         let (dim32, n64) = (dim as i32, ids.len() as i64);
         let storage = self.storage(table, Op::Embedding)?;
+        if let CudaStorage::Quant(q) = storage {
+            self.embedding_quant(&lane, q, &ids_dev, ids.len(), dim, &mut out)?;
+            return self.wrap(&[ids.len(), dim], out);
+        }
         let kernel = if storage.dtype() == DType::F32 { "embedding_f32" } else { "embedding_bf16" };
-        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
-        match storage {
-            CudaStorage::F32(s) => b.arg(s),
-            CudaStorage::BF16(s) => b.arg(s),
+        let mut b = lane.stream.launch_builder(self.kernels.get(kernel)?);
+        match self.float(table, Op::Embedding)? {
+            Float::F32(s) => b.arg(s),
+            Float::BF16(s) => b.arg(s),
         };
         b.arg(&ids_dev).arg(&mut out).arg(&dim32).arg(&n64);
         // SAFETY: ids are checked against the table; out holds ids * dim floats.
@@ -74,7 +78,7 @@ impl CudaBackend {
                 shared_mem_bytes: 0,
             };
             let (r32, c32) = (r as i32, c as i32);
-            let mut b = lane.stream.launch_builder(self.kernels.get("transpose_f32"));
+            let mut b = lane.stream.launch_builder(self.kernels.get("transpose_f32")?);
             b.arg(src).arg(&mut out).arg(&r32).arg(&c32);
             // SAFETY: r * c floats each side; the tile guards the edges.
             unsafe { b.launch(cfg) }.map_err(gpu)?;
@@ -91,7 +95,7 @@ impl CudaBackend {
         let mut out = self.alloc(&lane, r * width)?;
         if r * width > 0 {
             let (rows64, c32, s32, w32) = (r as i64, c as i32, start as i32, width as i32);
-            let mut b = lane.stream.launch_builder(self.kernels.get("slice_cols_f32"));
+            let mut b = lane.stream.launch_builder(self.kernels.get("slice_cols_f32")?);
             b.arg(src).arg(&mut out).arg(&rows64).arg(&c32).arg(&s32).arg(&w32);
             // SAFETY: bounds checked above.
             unsafe { b.launch(grid_1d(r * width)) }.map_err(gpu)?;
@@ -150,7 +154,7 @@ impl CudaBackend {
             return Ok(());
         }
         let (n32, cols32, cap32, row32) = (n as i32, cols as i32, capacity as i32, row as i32);
-        let mut b = lane.stream.launch_builder(self.kernels.get("write_rows_f32"));
+        let mut b = lane.stream.launch_builder(self.kernels.get("write_rows_f32")?);
         b.arg(src).arg(d).arg(&total).arg(&n32).arg(&cols32).arg(&cap32).arg(&row32);
         // SAFETY: shapes checked: each batch entry's rows [row, row + n) lie inside dst.
         unsafe { b.launch(grid_1d(total as usize)) }.map_err(gpu)?;
@@ -185,7 +189,7 @@ impl CudaBackend {
             return Err(Error::unsupported(Op::WriteKv, dtype, DeviceKind::Cuda));
         };
         let (n32, cols32, cap32, row32) = (n as i32, cols as i32, capacity as i32, row as i32);
-        let mut b = lane.stream.launch_builder(self.kernels.get("write_kv_f32"));
+        let mut b = lane.stream.launch_builder(self.kernels.get("write_kv_f32")?);
         b.arg(k_src).arg(k_dst).arg(v_src).arg(v_dst).arg(&total).arg(&n32).arg(&cols32).arg(&cap32).arg(&row32);
         // SAFETY: both caches have the same shape and the rows [row, row + n) of each batch entry lie
         // inside them (checked above).
@@ -201,7 +205,7 @@ impl CudaBackend {
         let lane = self.lane()?;
         let mut out = self.alloc(&lane, c * out_len)?;
         let (c32, t32, o32) = (c as i32, t as i32, out_len as i32);
-        let mut b = lane.stream.launch_builder(self.kernels.get("resample_nearest_f32"));
+        let mut b = lane.stream.launch_builder(self.kernels.get("resample_nearest_f32")?);
         b.arg(self.f32s(x, Op::ResampleNearest)?).arg(&mut out).arg(&c32).arg(&t32).arg(&o32);
         // SAFETY: out holds c * out_len floats; source indices are clamped to t.
         unsafe { b.launch(grid_1d(c * out_len)) }.map_err(gpu)?;

@@ -17,6 +17,7 @@ mod launch;
 mod layout;
 mod norms;
 mod products;
+mod quant;
 mod sampling;
 mod storage;
 

@@ -6,6 +6,7 @@ use cudarc::driver::{LaunchConfig, PushKernelArg};
 
 use super::context::gpu;
 use super::launch::{BLOCK, Overlapped, grid_1d, rows_config};
+use super::storage::Float;
 use super::{CudaBackend, CudaStorage};
 use crate::device::{AttentionInputs, DeviceKind, KvSlot, Op, Rotary, composed};
 use crate::error::{Error, Result};
@@ -17,7 +18,7 @@ impl CudaBackend {
         let (rows, dim) = shapes::rows_with_params("rms_norm", x, &[w])?;
         let lane = self.lane()?;
         let mut out = self.alloc(&lane, rows * dim)?;
-        let ws = self.storage(w, Op::RmsNorm)?;
+        let ws = self.float(w, Op::RmsNorm)?;
         // Rows a multiple of 4 long (all of the model's) take the register-resident kernel with a
         // block sized to the row: at most 4 float4 chunks a thread.
         let vectorized = dim.is_multiple_of(4) && dim <= 4 * 4 * 1024;
@@ -28,11 +29,11 @@ impl CudaBackend {
             (false, false) => "rms_norm_bf16",
         };
         let threads = if vectorized { (dim / 4).next_multiple_of(32).min(1024) as u32 } else { BLOCK };
-        let mut b = Overlapped::new(&lane.stream, self.kernels.get(kernel));
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(kernel)?);
         b.input(self.f32s(x, Op::RmsNorm)?);
         match ws {
-            CudaStorage::F32(s) => b.input(s),
-            CudaStorage::BF16(s) => b.input(s),
+            Float::F32(s) => b.input(s),
+            Float::BF16(s) => b.input(s),
         };
         b.output(&mut out).int(dim as i32).float(eps);
         let cfg = LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
@@ -46,16 +47,16 @@ impl CudaBackend {
         let (rows, dim) = shapes::rows_with_params("layer_norm", x, &[w, bias])?;
         let lane = self.lane()?;
         let mut out = self.alloc(&lane, rows * dim)?;
-        let (ws, bs) = (self.storage(w, Op::LayerNorm)?, self.storage(bias, Op::LayerNorm)?);
+        let (ws, bs) = (self.float(w, Op::LayerNorm)?, self.float(bias, Op::LayerNorm)?);
         let dim32 = dim as i32;
         let mut b = match (ws, bs) {
-            (CudaStorage::F32(w), CudaStorage::F32(bb)) => {
-                let mut l = lane.stream.launch_builder(self.kernels.get("layer_norm_f32"));
+            (Float::F32(w), Float::F32(bb)) => {
+                let mut l = lane.stream.launch_builder(self.kernels.get("layer_norm_f32")?);
                 l.arg(self.f32s(x, Op::LayerNorm)?).arg(w).arg(bb);
                 l
             }
-            (CudaStorage::BF16(w), CudaStorage::BF16(bb)) => {
-                let mut l = lane.stream.launch_builder(self.kernels.get("layer_norm_bf16"));
+            (Float::BF16(w), Float::BF16(bb)) => {
+                let mut l = lane.stream.launch_builder(self.kernels.get("layer_norm_bf16")?);
                 l.arg(self.f32s(x, Op::LayerNorm)?).arg(w).arg(bb);
                 l
             }
@@ -85,7 +86,7 @@ impl CudaBackend {
             r.first_position as i32,
             r.seq_len as i32,
         );
-        let mut b = lane.stream.launch_builder(self.kernels.get("rope_f32"));
+        let mut b = lane.stream.launch_builder(self.kernels.get("rope_f32")?);
         b.arg(self.f32s(x, Op::Rope)?)
             .arg(&mut out)
             .arg(&rows64)
@@ -145,13 +146,12 @@ impl CudaBackend {
         } else {
             "qk_norm_rope_append128_bf16"
         };
-        let mut b = Overlapped::new(&lane.stream, self.kernels.get(kernel));
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(kernel)?);
         b.input(q).input(k).input(v);
-        for norm in [norms.0, norms.1] {
-            match norm {
-                Storage::Cuda(CudaStorage::F32(s)) => b.input(s),
-                Storage::Cuda(CudaStorage::BF16(s)) => b.input(s),
-                Storage::Cpu(_) => unreachable!("checked above"),
+        for norm in [inputs.q_norm, inputs.k_norm] {
+            match self.float(norm, Op::AttentionInputs)? {
+                Float::F32(s) => b.input(s),
+                Float::BF16(s) => b.input(s),
             };
         }
         b.output(&mut q_out).output(keys).output(values).int(q_rows as i32).int(heads as i32).int(kv_heads as i32);

@@ -7,6 +7,7 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKerne
 
 use super::context::{Lane, gpu};
 use super::launch::{BLOCK, Overlapped, grid_1d};
+use super::storage::{CudaQuant, Float};
 use super::{CudaBackend, CudaStorage};
 use crate::device::{Op, RmsNorm, composed};
 use crate::error::{Error, Result};
@@ -36,18 +37,69 @@ pub(super) fn gemv_config(rows: usize, threads: u32) -> LaunchConfig {
     LaunchConfig { grid_dim: (rows.div_ceil(4) as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
 }
 
-/// A decode product the fused GEMV kernels take: `x [m <= 8, k]` f32 against a bf16 weight
-/// `[n, k]` with `k` a multiple of 8. Returns `(m, k, n)` and the weight's bits.
-pub(super) fn decode_product<'a>(x: &Tensor, w: &'a Tensor) -> Option<(usize, usize, usize, &'a CudaSlice<u16>)> {
+/// The weight of a decode product, in a form the GEMV kernels read.
+#[derive(Clone, Copy)]
+pub(super) enum DecodeWeight<'a> {
+    /// bf16 bits (kernels/gemv.cu), rows a multiple of 8 long.
+    Bf16(&'a CudaSlice<u16>),
+    /// q8 or q4 (kernels/gemv_quant.cu), rows whole 16-byte loads long.
+    Quant(&'a CudaQuant),
+}
+
+impl DecodeWeight<'_> {
+    /// The kernel of a family (`gemv`, `gemv_add`, `gemv_swiglu`, `gemv_group3`) for `m` rows: one
+    /// per row count for bf16, the smallest of 2, 4 or 8 rows for a quantized format.
+    pub(super) fn kernel(&self, family: &str, m: usize) -> String {
+        match self {
+            DecodeWeight::Bf16(_) => format!("{family}_bf16_k8_m{m}"),
+            DecodeWeight::Quant(q) => format!("{family}_{}_m{}", q.dtype, m.next_power_of_two().max(2)),
+        }
+    }
+
+    /// The row count, which the quantized kernels take before the row length.
+    pub(super) fn rows(&self, b: &mut Overlapped, m: usize) {
+        if let DecodeWeight::Quant(_) = self {
+            b.int(m as i32);
+        }
+    }
+
+    /// The weight's arguments: its bits, or its words, scales and offsets.
+    pub(super) fn push(&self, b: &mut Overlapped) {
+        match self {
+            DecodeWeight::Bf16(bits) => b.input(*bits),
+            DecodeWeight::Quant(q) => b.input(&q.words).input(&q.scales).input(q.offsets_or_scales()),
+        };
+    }
+
+    fn same_form(&self, other: &DecodeWeight) -> bool {
+        match (self, other) {
+            (DecodeWeight::Bf16(_), DecodeWeight::Bf16(_)) => true,
+            (DecodeWeight::Quant(a), DecodeWeight::Quant(b)) => a.dtype == b.dtype,
+            _ => false,
+        }
+    }
+}
+
+/// A decode product the fused GEMV kernels take: `x [m <= 8, k]` f32 against a bf16 weight with
+/// `k` a multiple of 8, or a quantized one with rows of whole loads. Returns `(m, k, n)` and the
+/// weight.
+pub(super) fn decode_product<'a>(x: &Tensor, w: &'a Tensor) -> Option<(usize, usize, usize, DecodeWeight<'a>)> {
     let (m, k, n) = shapes::linear(x, w, None).ok()?;
-    match (x.storage(), w.storage()) {
-        (Storage::Cuda(CudaStorage::F32(_)), Storage::Cuda(CudaStorage::BF16(bits)))
-            if (1..=GEMV_MAX_ROWS).contains(&m) && k.is_multiple_of(8) =>
-        {
-            Some((m, k, n, bits))
+    if !(1..=GEMV_MAX_ROWS).contains(&m) || !matches!(x.storage(), Storage::Cuda(CudaStorage::F32(_))) {
+        return None;
+    }
+    match w.storage() {
+        Storage::Cuda(CudaStorage::BF16(bits)) if k.is_multiple_of(8) => Some((m, k, n, DecodeWeight::Bf16(bits))),
+        Storage::Cuda(CudaStorage::Quant(q)) if k.is_multiple_of(q.per_load()) => {
+            Some((m, k, n, DecodeWeight::Quant(q)))
         }
         _ => None,
     }
+}
+
+/// Whether decode products of these weights share one form (the fused kernels take one).
+pub(super) fn same_form(weights: &[DecodeWeight]) -> bool {
+    weights.windows(2).all(|p| p[0].same_form(&p[1]))
 }
 
 /// Whether the fused GEMVs can apply `norm` to `x` themselves: `Some(None)` for no norm,
@@ -83,8 +135,24 @@ impl CudaBackend {
         let mut y = self.alloc(lane, m * n)?;
         let (mi, ni, ki) = (m as i32, n as i32, k as i32);
         match w {
+            CudaStorage::Quant(q) if m <= GEMV_MAX_ROWS && k.is_multiple_of(q.per_load()) => {
+                let weight = DecodeWeight::Quant(q);
+                let mut b = Overlapped::new(&lane.stream, self.kernels.get(&weight.kernel("gemv", m))?);
+                weight.push(&mut b);
+                b.input(x).output(&mut y);
+                weight.rows(&mut b, m);
+                b.int(ki).int(ni);
+                // SAFETY: w holds [n, k] weights with k whole 16-byte loads, x [m, k], y [m, n]; a
+                // block per 4 weight rows; the kernel waits before it reads x or writes y.
+                unsafe { b.launch(gemv_config(n, GEMV_THREADS), self.overlap) }?;
+            }
+            CudaStorage::Quant(q) => {
+                // Beyond the decode shapes (prefill): dequantized to bf16, then the bf16 products.
+                let bits = self.dequantize_bf16(lane, q)?;
+                return self.matmul_nt(lane, x, m, k, &CudaStorage::BF16(bits), n);
+            }
             CudaStorage::BF16(w) if m <= GEMV_MAX_ROWS && k.is_multiple_of(8) => {
-                let mut b = Overlapped::new(&lane.stream, self.kernels.get(&format!("gemv_bf16_k8_m{m}")));
+                let mut b = Overlapped::new(&lane.stream, self.kernels.get(&format!("gemv_bf16_k8_m{m}"))?);
                 b.input(w).input(x).output(&mut y).int(ki).int(ni);
                 // SAFETY: w is [n, k] with k a multiple of 8 (16-byte rows), x [m, k], y [m, n]; a
                 // block per 4 weight rows; the kernel waits before it reads x or writes y.
@@ -97,7 +165,7 @@ impl CudaBackend {
                     block_dim: (BLOCK, 1, 1),
                     shared_mem_bytes: 0,
                 };
-                let mut b = lane.stream.launch_builder(self.kernels.get("gemv_bf16"));
+                let mut b = lane.stream.launch_builder(self.kernels.get("gemv_bf16")?);
                 b.arg(w).arg(x).arg(&mut y).arg(&mi).arg(&ki).arg(&ni);
                 // SAFETY: w is [n, k], x [m, k], y [m, n]; one warp per weight row.
                 unsafe { b.launch(cfg) }.map_err(gpu)?;
@@ -192,7 +260,7 @@ impl CudaBackend {
         // Four values a thread where they come in fours (every activation of the model).
         let (kernel, count) = if n.is_multiple_of(4) { ("f32_to_bf16_x4", n / 4) } else { ("f32_to_bf16_kernel", n) };
         let count64 = count as i64;
-        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
+        let mut b = lane.stream.launch_builder(self.kernels.get(kernel)?);
         b.arg(x).arg(&mut x16).arg(&count64);
         // SAFETY: n elements each side (n / 4 groups of four for the x4 kernel; fresh allocations
         // are 16-byte aligned).
@@ -200,15 +268,18 @@ impl CudaBackend {
         Ok(x16)
     }
 
-    pub(super) fn add_bias(&self, lane: &Lane, y: &mut CudaSlice<f32>, rows: usize, bias: &CudaStorage) -> Result<()> {
-        let cols = bias.len() as i32;
+    pub(super) fn add_bias(&self, lane: &Lane, y: &mut CudaSlice<f32>, rows: usize, bias: Float) -> Result<()> {
+        let cols = match bias {
+            Float::F32(s) => s.len(),
+            Float::BF16(s) => s.len(),
+        } as i32;
         let rows64 = rows as i64;
         let kernel = if bias.dtype() == DType::F32 { "add_bias_f32" } else { "add_bias_bf16" };
-        let mut b = lane.stream.launch_builder(self.kernels.get(kernel));
+        let mut b = lane.stream.launch_builder(self.kernels.get(kernel)?);
         b.arg(&mut *y);
         match bias {
-            CudaStorage::F32(s) => b.arg(s),
-            CudaStorage::BF16(s) => b.arg(s),
+            Float::F32(s) => b.arg(s),
+            Float::BF16(s) => b.arg(s),
         };
         b.arg(&rows64).arg(&cols);
         // SAFETY: y holds rows * cols floats, bias cols values.
@@ -246,7 +317,7 @@ impl CudaBackend {
         let lane = self.lane()?;
         let mut y = self.matmul_nt(&lane, self.f32s(x, Op::Linear)?, m, k, self.storage(w, Op::Linear)?, n)?;
         if let Some(b) = bias {
-            self.add_bias(&lane, &mut y, m, self.storage(b, Op::Linear)?)?;
+            self.add_bias(&lane, &mut y, m, self.float(b, Op::Linear)?)?;
         }
         self.wrap(&[m, n], y)
     }
@@ -267,7 +338,7 @@ impl CudaBackend {
             shared_mem_bytes: 0,
         };
         let half = f as i32;
-        let mut b = lane.stream.launch_builder(self.kernels.get("bias_glu_f32"));
+        let mut b = lane.stream.launch_builder(self.kernels.get("bias_glu_f32")?);
         b.arg(&y).arg(bias).arg(&mut out).arg(&half);
         // SAFETY: y is [m, 2f] and bias [2f] with f a multiple of 4 (16-byte rows); out is [m, f].
         unsafe { b.launch(cfg) }.map_err(gpu)?;
@@ -275,7 +346,7 @@ impl CudaBackend {
     }
 
     pub(super) fn linear_add(&self, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
-        let Some((m, k, n, bits)) = decode_product(x, w) else {
+        let Some((m, k, n, weight)) = decode_product(x, w) else {
             return composed::linear_add(self, x, w, residual);
         };
         if residual.shape() != [m, n] {
@@ -284,8 +355,10 @@ impl CudaBackend {
         let lane = self.lane()?;
         let mut y = self.alloc(&lane, m * n)?;
         let (ki, ni) = (k as i32, n as i32);
-        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&format!("gemv_add_bf16_k8_m{m}")));
-        b.input(bits).input(self.f32s(x, Op::LinearAdd)?).input(self.f32s(residual, Op::LinearAdd)?).output(&mut y);
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&weight.kernel("gemv_add", m))?);
+        weight.push(&mut b);
+        b.input(self.f32s(x, Op::LinearAdd)?).input(self.f32s(residual, Op::LinearAdd)?).output(&mut y);
+        weight.rows(&mut b, m);
         b.int(ki).int(ni);
         // SAFETY: as the decode product in `matmul_nt`; the residual is [m, n] like y.
         unsafe { b.launch(gemv_config(n, GEMV_THREADS), self.overlap) }?;
@@ -304,15 +377,22 @@ impl CudaBackend {
         else {
             return composed::linear_swiglu(self, x, norm, gate, up);
         };
+        if !same_form(&[g, u]) {
+            return composed::linear_swiglu(self, x, norm, gate, up);
+        }
         if up_n != n {
             return Err(Error::shape("linear_swiglu", format!("gate {:?} against up {:?}", gate.shape(), up.shape())));
         }
         let lane = self.lane()?;
         let mut y = self.alloc(&lane, m * n)?;
         let (ki, ni, eps) = (k as i32, n as i32, norm.map_or(0.0, |n| n.eps));
-        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&format!("gemv_swiglu_bf16_k8_m{m}")));
-        b.input(g).input(u).input(self.f32s(x, Op::LinearSwiglu)?).optional(norm_bits);
-        b.float(eps).output(&mut y).int(ki).int(ni);
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&g.kernel("gemv_swiglu", m))?);
+        g.push(&mut b);
+        u.push(&mut b);
+        b.input(self.f32s(x, Op::LinearSwiglu)?).optional(norm_bits);
+        b.float(eps).output(&mut y);
+        g.rows(&mut b, m);
+        b.int(ki).int(ni);
         // SAFETY: as the decode product in `matmul_nt`, for two weights of the same shape; the norm
         // weight, when given, holds k bf16 values (a null pointer otherwise).
         unsafe { b.launch(gemv_config(n, GEMV_SWIGLU_THREADS), self.overlap) }?;
@@ -325,13 +405,21 @@ impl CudaBackend {
         else {
             return self.linear3_gemm(x, norm, w);
         };
+        if !same_form(&[w0, w1, w2]) {
+            return composed::linear3(self, x, norm, w);
+        }
         let lane = self.lane()?;
         let (mut y0, mut y1, mut y2) =
             (self.alloc(&lane, m * n0)?, self.alloc(&lane, m * n1)?, self.alloc(&lane, m * n2)?);
         let (ki, n0i, n1i, n2i, eps) = (k as i32, n0 as i32, n1 as i32, n2 as i32, norm.map_or(0.0, |n| n.eps));
-        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&format!("gemv_group3_bf16_k8_m{m}")));
-        b.input(w0).input(w1).input(w2).output(&mut y0).output(&mut y1).output(&mut y2);
-        b.input(self.f32s(x, Op::Linear3)?).optional(norm_bits).float(eps).int(ki).int(n0i).int(n1i).int(n2i);
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&w0.kernel("gemv_group3", m))?);
+        for weight in [w0, w1, w2] {
+            weight.push(&mut b);
+        }
+        b.output(&mut y0).output(&mut y1).output(&mut y2);
+        b.input(self.f32s(x, Op::Linear3)?).optional(norm_bits).float(eps);
+        w0.rows(&mut b, m);
+        b.int(ki).int(n0i).int(n1i).int(n2i);
         let blocks = n0.div_ceil(4) + n1.div_ceil(4) + n2.div_ceil(4);
         let cfg =
             LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (GEMV_THREADS, 1, 1), shared_mem_bytes: 0 };

@@ -39,7 +39,7 @@ impl CudaBackend {
         let mut out = self.alloc(&lane, 1 + 3 * cap)?;
         let (width32, k32, cap32) = (width as i32, k as i32, cap as i32);
         let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
-        let mut b = lane.stream.launch_builder(self.kernels.get("shortlist_top_k"));
+        let mut b = lane.stream.launch_builder(self.kernels.get("shortlist_top_k")?);
         b.arg(self.f32s(logits, Op::Candidates)?).arg(&width32).arg(&mode).arg(&scale).arg(&k32);
         b.arg(&lo).arg(&hi).arg(&extra).arg(&cap32).arg(&mut out);
         // SAFETY: logits hold 2 * width floats; the kernel writes at most 1 + 3 * cap floats of `out`.

@@ -6,6 +6,7 @@ use super::CudaBackend;
 use super::context::gpu;
 use crate::device::{DeviceKind, Op};
 use crate::error::{Error, Result};
+use crate::quant::QuantData;
 use crate::tensor::{DType, Storage, Tensor};
 
 #[derive(Debug, Clone)]
@@ -13,6 +14,48 @@ pub enum CudaStorage {
     F32(CudaSlice<f32>),
     /// bf16 as raw bits.
     BF16(CudaSlice<u16>),
+    /// `q8` or `q4` weights (`crate::quant`).
+    Quant(CudaQuant),
+}
+
+/// Quantized weights on the device: the host's `QuantData`, array by array.
+#[derive(Debug, Clone)]
+pub struct CudaQuant {
+    pub dtype: DType,
+    pub len: usize,
+    pub words: CudaSlice<u32>,
+    /// f16 bits, one per group.
+    pub scales: CudaSlice<u16>,
+    /// f16 bits, one per group, for `q4`.
+    pub offsets: Option<CudaSlice<u16>>,
+}
+
+impl CudaQuant {
+    /// The offsets, or (for `q8`, whose kernels take the argument unread) the scales again.
+    pub fn offsets_or_scales(&self) -> &CudaSlice<u16> {
+        self.offsets.as_ref().unwrap_or(&self.scales)
+    }
+
+    /// Weights a 16-byte load of the decode kernels holds (kernels/gemv_quant.cu).
+    pub fn per_load(&self) -> usize {
+        if self.dtype == DType::Q8 { 16 } else { 32 }
+    }
+
+    /// Copies back to the host.
+    pub fn to_host(&self) -> Result<QuantData> {
+        let stream = self.words.stream();
+        let half = |bits: Vec<u16>| bits.into_iter().map(half::f16::from_bits).collect::<Vec<_>>();
+        Ok(QuantData {
+            dtype: self.dtype,
+            len: self.len,
+            words: stream.clone_dtoh(&self.words).map_err(gpu)?,
+            scales: half(stream.clone_dtoh(&self.scales).map_err(gpu)?),
+            offsets: match &self.offsets {
+                Some(o) => half(stream.clone_dtoh(o).map_err(gpu)?),
+                None => Vec::new(),
+            },
+        })
+    }
 }
 
 impl CudaStorage {
@@ -20,6 +63,7 @@ impl CudaStorage {
         match self {
             CudaStorage::F32(_) => DType::F32,
             CudaStorage::BF16(_) => DType::BF16,
+            CudaStorage::Quant(q) => q.dtype,
         }
     }
 
@@ -27,6 +71,7 @@ impl CudaStorage {
         match self {
             CudaStorage::F32(s) => s.len(),
             CudaStorage::BF16(s) => s.len(),
+            CudaStorage::Quant(q) => q.len,
         }
     }
 
@@ -42,11 +87,37 @@ impl CudaStorage {
                 let bits = s.stream().clone_dtoh(s).map_err(gpu)?;
                 Ok(bits.into_iter().map(|b| f32::from_bits((b as u32) << 16)).collect())
             }
+            CudaStorage::Quant(q) => Ok(crate::quant::dequantize(&q.to_host()?)),
+        }
+    }
+}
+
+/// A parameter in one of the float forms (a norm weight, a bias, an alpha, a convolution's weight).
+#[derive(Clone, Copy)]
+pub(super) enum Float<'a> {
+    F32(&'a CudaSlice<f32>),
+    BF16(&'a CudaSlice<u16>),
+}
+
+impl Float<'_> {
+    pub(super) fn dtype(&self) -> DType {
+        match self {
+            Float::F32(_) => DType::F32,
+            Float::BF16(_) => DType::BF16,
         }
     }
 }
 
 impl CudaBackend {
+    /// A parameter's float buffer, or an error naming the op and the parameter's dtype.
+    pub(super) fn float<'a>(&self, t: &'a Tensor, op: Op) -> Result<Float<'a>> {
+        match self.storage(t, op)? {
+            CudaStorage::F32(s) => Ok(Float::F32(s)),
+            CudaStorage::BF16(s) => Ok(Float::BF16(s)),
+            other => Err(Error::unsupported(op, other.dtype(), DeviceKind::Cuda)),
+        }
+    }
+
     /// The f32 buffer of an activation, or an error naming the op.
     pub(super) fn f32s<'a>(&self, t: &'a Tensor, op: Op) -> Result<&'a CudaSlice<f32>> {
         match self.storage(t, op)? {
