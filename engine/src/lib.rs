@@ -11,6 +11,7 @@ pub mod model_dir;
 pub mod models;
 pub mod partial;
 pub mod pipeline;
+pub mod plan;
 pub mod precision;
 pub mod prompt;
 pub mod quant;

@@ -1,0 +1,334 @@
+//! The memory plan of a song, made before anything is loaded: the weight format of each stage,
+//! the KV cache for the requested length, the workspaces, and the predicted peak against a
+//! budget. The most exact plan that fits is chosen; when none does, the error names the smallest
+//! plan there is. When both halves cannot be resident at once, the plan runs phase by phase: the
+//! AR half, its weights freed, then the acoustic half.
+//!
+//! | tier (GPU) | LM | depth decoder | DiT, vocoder | mode |
+//! |---|---|---|---|---|
+//! | reference | bf16 | bf16 | f32 (as the precision) | streamed |
+//! | 24 GB | q8 | q8 | bf16 | streamed |
+//! | 12 GB | q4 | q8 | bf16 | streamed |
+//! | 8 GB | q4 | q4 | bf16 | phase by phase |
+//!
+//! Embedding tables are q8 wherever their half is quantized; norms, biases, the sliced `lm_head`
+//! and the condition encoder stay bf16.
+
+use crate::config::{ConditionConfig, DepthConfig, DitConfig, LmConfig, VocoderConfig};
+use crate::error::{Error, Result};
+use crate::precision::Precision;
+use crate::tensor::DType;
+
+const GB: f64 = 1e9;
+
+/// The AR half's weight formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArFormats {
+    pub lm: DType,
+    pub depth: DType,
+}
+
+impl ArFormats {
+    pub const BF16: ArFormats = ArFormats { lm: DType::BF16, depth: DType::BF16 };
+    pub const Q8: ArFormats = ArFormats { lm: DType::Q8, depth: DType::Q8 };
+    pub const Q4_LM: ArFormats = ArFormats { lm: DType::Q4, depth: DType::Q8 };
+    pub const Q4: ArFormats = ArFormats { lm: DType::Q4, depth: DType::Q4 };
+
+    /// Most exact first.
+    pub const ALL: [ArFormats; 4] = [ArFormats::BF16, ArFormats::Q8, ArFormats::Q4_LM, ArFormats::Q4];
+
+    /// The format of a half's embedding table: q8 wherever the half is quantized (a gather reads
+    /// one row, so 4 bits would save little and cost accuracy).
+    pub fn table(format: DType) -> DType {
+        if format.is_quantized() { DType::Q8 } else { format }
+    }
+
+    pub fn describe(&self) -> String {
+        if self.lm == self.depth { format!("{} AR weights", self.lm) } else { format!("{} LM, {} depth decoder", self.lm, self.depth) }
+    }
+}
+
+/// What `--weights` asks of the AR half; `Auto` lets the plan choose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WeightsChoice {
+    #[default]
+    Auto,
+    Bf16,
+    Int8,
+    /// 4-bit LM; the depth decoder 8-bit where that fits, else 4-bit.
+    Int4,
+}
+
+impl WeightsChoice {
+    pub const ALL: [WeightsChoice; 4] = [WeightsChoice::Auto, WeightsChoice::Bf16, WeightsChoice::Int8, WeightsChoice::Int4];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightsChoice::Auto => "auto",
+            WeightsChoice::Bf16 => "bf16",
+            WeightsChoice::Int8 => "8bit",
+            WeightsChoice::Int4 => "4bit",
+        }
+    }
+
+    pub fn parse(name: &str) -> Result<Self> {
+        Self::ALL.into_iter().find(|w| w.name() == name).ok_or_else(|| {
+            Error::Invalid(format!("unknown weights `{name}` (expected auto, bf16, 8bit or 4bit)"))
+        })
+    }
+
+    fn allows(self, formats: ArFormats) -> bool {
+        match self {
+            WeightsChoice::Auto => true,
+            WeightsChoice::Bf16 => formats == ArFormats::BF16,
+            WeightsChoice::Int8 => formats == ArFormats::Q8,
+            WeightsChoice::Int4 => formats.lm == DType::Q4,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Both halves resident; windows run while the AR loop goes on.
+    Streamed,
+    /// The AR half, its weights freed, then the acoustic half: first audio comes later.
+    PhaseByPhase,
+}
+
+/// The model's geometry, as its configs give it.
+#[derive(Debug, Clone, Default)]
+pub struct Geometry {
+    pub lm: LmConfig,
+    /// The `lm_head` rows kept (the sampleable ones).
+    pub head_rows: usize,
+    pub depth: DepthConfig,
+    pub condition: ConditionConfig,
+    pub dit: DitConfig,
+    pub vocoder: VocoderConfig,
+}
+
+/// Bytes a plan holds on the device, part by part.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Sizes {
+    pub lm: f64,
+    pub depth: f64,
+    pub condition: f64,
+    pub dit: f64,
+    pub vocoder: f64,
+    pub kv_cache: f64,
+    pub ar_workspace: f64,
+    pub acoustic_workspace: f64,
+    /// The CUDA context, cuBLAS handles and their workspaces.
+    pub runtime: f64,
+}
+
+/// A plan: formats, mode and the predicted peak.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub formats: ArFormats,
+    /// The DiT's and vocoder's matrices: f32, or bf16 under the bf16 precision.
+    pub acoustic: DType,
+    pub mode: Mode,
+    pub sizes: Sizes,
+    pub peak: f64,
+}
+
+fn bytes(params: f64, dtype: DType) -> f64 {
+    params * dtype.bits_per_weight() / 8.0
+}
+
+impl Geometry {
+    /// The LM's bytes with its layers' matrices in `format`.
+    fn lm(&self, format: DType) -> f64 {
+        let c = &self.lm;
+        let (h, q, kv, i) =
+            (c.hidden_size as f64, (c.num_attention_heads * c.head_dim) as f64, (c.num_key_value_heads * c.head_dim) as f64, c.intermediate_size as f64);
+        let layers = c.num_hidden_layers as f64;
+        let matrices = layers * (2.0 * h * q + 2.0 * h * kv + 3.0 * h * i);
+        let small = layers * (2.0 * h + 2.0 * c.head_dim as f64) + h + self.head_rows as f64 * h;
+        bytes(matrices, format) + bytes(c.vocab_size as f64 * h, ArFormats::table(format)) + bytes(small, DType::BF16)
+    }
+
+    fn depth(&self, format: DType) -> f64 {
+        let c = &self.depth;
+        let (h, i, v) = (c.hidden_size as f64, c.intermediate_size as f64, c.audio_vocab_size as f64);
+        let codebooks = (c.num_codebooks - 1) as f64;
+        let matrices = c.num_layers as f64 * (4.0 * h * h + 3.0 * h * i) + h * h + codebooks * v * h;
+        let small = c.num_layers as f64 * 2.0 * h + h + c.max_position_embeddings as f64 * h;
+        bytes(matrices, format) + bytes(codebooks * v * h, ArFormats::table(format)) + bytes(small, DType::BF16)
+    }
+
+    fn condition(&self) -> f64 {
+        let c = &self.condition;
+        bytes((c.out_dim * c.condition_hidden_dim * 3 + c.out_dim + c.num_condition_layers + 1) as f64, DType::BF16)
+    }
+
+    fn dit(&self, matrices: DType) -> f64 {
+        let c = &self.dit;
+        let (inner, ff) = (c.inner_dim() as f64, c.ff_inner_dim as f64);
+        let concat = (2 * c.in_channels + c.condition_dim) as f64;
+        let blocks = c.num_layers as f64 * (4.0 * inner * inner + 3.0 * inner * ff);
+        let io = concat * concat + concat * inner + inner * c.in_channels as f64 + c.in_channels as f64 * c.in_channels as f64;
+        let small = c.num_layers as f64 * (4.0 * inner + 2.0 * ff) + (c.fourier_embedding_dim as f64 + 2.0 * inner) * inner;
+        bytes(blocks + io, matrices) + bytes(small, DType::F32)
+    }
+
+    fn vocoder(&self) -> f64 {
+        let c = &self.vocoder;
+        let hidden = c.decoder_hidden_dim;
+        let mut params = c.decoder_input_dim * c.latent_channels / 2 + hidden * c.decoder_input_dim * 7;
+        for (i, &stride) in c.upsampling_ratios.iter().enumerate() {
+            let (c_in, c_out) = (hidden >> i, hidden >> (i + 1));
+            params += c_in * c_out * 2 * stride + 3 * (c_out * c_out * 8);
+        }
+        bytes(params as f64 * 1.05, DType::F32)
+    }
+
+    /// The LM's KV cache for `positions` (f32, both CFG rows).
+    fn kv_cache(&self, positions: usize) -> f64 {
+        let c = &self.lm;
+        (c.num_hidden_layers * 2 * 2 * positions * c.num_key_value_heads * c.head_dim * 4) as f64
+    }
+
+    /// A window's DiT activations and the vocoder's largest convolution (its im2col matrix).
+    fn acoustic_workspace(&self) -> f64 {
+        let length = 690.0;
+        let dit = length * (self.dit.ff_inner_dim as f64 * 3.0 + self.dit.inner_dim() as f64 * 12.0) * 4.0;
+        let c = &self.vocoder;
+        let samples = length * c.hop_length() as f64;
+        let last = (c.decoder_hidden_dim >> c.upsampling_ratios.len()).max(1) as f64;
+        let vocoder = samples * last * 2.0 * (7.0 + 4.0) * 4.0;
+        dit.max(vocoder)
+    }
+
+    /// Prefill activations and a quantized matrix's bf16 copy for products beyond the decode shapes.
+    fn ar_workspace(&self, prompt: usize) -> f64 {
+        let c = &self.lm;
+        let prefill = (2 * prompt * (2 * c.intermediate_size + 4 * c.hidden_size) * 4) as f64;
+        prefill + (c.intermediate_size * c.hidden_size * 2) as f64
+    }
+
+    /// The plan of `formats` in `mode`.
+    pub fn plan(&self, formats: ArFormats, mode: Mode, precision: Precision, prompt: usize, frames: usize) -> Plan {
+        let acoustic = if precision == Precision::Bf16 { DType::BF16 } else { DType::F32 };
+        let sizes = Sizes {
+            lm: self.lm(formats.lm),
+            depth: self.depth(formats.depth),
+            condition: self.condition(),
+            dit: self.dit(acoustic),
+            vocoder: self.vocoder(),
+            kv_cache: self.kv_cache(prompt + frames + 1),
+            ar_workspace: self.ar_workspace(prompt),
+            acoustic_workspace: self.acoustic_workspace(),
+            runtime: 0.6 * GB,
+        };
+        let s = &sizes;
+        let ar_half = s.lm + s.depth + s.kv_cache + s.ar_workspace;
+        let acoustic_half = s.condition + s.dit + s.vocoder + s.acoustic_workspace;
+        let peak = s.runtime
+            + match mode {
+                Mode::Streamed => ar_half + acoustic_half,
+                Mode::PhaseByPhase => ar_half.max(acoustic_half),
+            };
+        Plan { formats, acoustic, mode, sizes, peak }
+    }
+
+    /// The most exact plan `choice` allows within `budget` bytes (streamed before phase by phase,
+    /// then less exact weights), or an error naming the smallest plan and what it needs.
+    pub fn choose(
+        &self,
+        choice: WeightsChoice,
+        precision: Precision,
+        budget: f64,
+        prompt: usize,
+        frames: usize,
+    ) -> Result<Plan> {
+        let candidates: Vec<Plan> = [Mode::Streamed, Mode::PhaseByPhase]
+            .into_iter()
+            .flat_map(|mode| ArFormats::ALL.into_iter().filter(|f| choice.allows(*f)).map(move |f| (f, mode)))
+            .map(|(formats, mode)| self.plan(formats, mode, precision, prompt, frames))
+            .collect();
+        if let Some(plan) = candidates.iter().find(|p| p.peak <= budget) {
+            return Ok(plan.clone());
+        }
+        let smallest = candidates.iter().min_by(|a, b| a.peak.total_cmp(&b.peak)).expect("a candidate");
+        Err(Error::Invalid(format!(
+            "no plan fits in {:.1} GB: the smallest ({}) needs {:.1} GB{}",
+            budget / GB,
+            smallest.describe(),
+            smallest.peak / GB,
+            if precision == Precision::Bf16 { String::new() } else { "; --precision bf16 halves the DiT".into() }
+        )))
+    }
+}
+
+impl Plan {
+    /// One line: formats, mode, peak.
+    pub fn describe(&self) -> String {
+        let mode = match self.mode {
+            Mode::Streamed => "streamed",
+            Mode::PhaseByPhase => "phase by phase (first audio after the AR half)",
+        };
+        format!("{}, {} DiT, {mode}, {:.1} GB at most", self.formats.describe(), self.acoustic, self.peak / GB)
+    }
+
+    /// The plan part by part, in GB, for the window and `--verbose` output.
+    pub fn table(&self) -> String {
+        let s = &self.sizes;
+        let rows = [
+            ("language model", s.lm),
+            ("depth decoder", s.depth),
+            ("condition encoder", s.condition),
+            ("DiT", s.dit),
+            ("vocoder", s.vocoder),
+            ("KV cache", s.kv_cache),
+            ("AR workspace", s.ar_workspace),
+            ("acoustic workspace", s.acoustic_workspace),
+            ("CUDA runtime", s.runtime),
+        ];
+        rows.iter().map(|(name, b)| format!("  {name:<20} {:>6.2} GB", b / GB)).collect::<Vec<_>>().join("\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn real() -> Geometry {
+        Geometry { head_rows: 16_389, ..Geometry::default() }
+    }
+
+    #[test]
+    fn the_real_models_sizes_are_its_parameter_counts() {
+        let g = real();
+        // 8,584,475,648 LM parameters (the checkpoint), less the lm_head rows not kept.
+        let lm_params = 8_584_475_648.0 - (200_000.0 - 16_389.0) * 4096.0;
+        assert!((g.lm(DType::BF16) / 2.0 / lm_params - 1.0).abs() < 1e-3, "{}", g.lm(DType::BF16) / 2.0);
+        assert!((g.depth(DType::BF16) / 2.0 / 646_025_216.0 - 1.0).abs() < 2e-2, "{}", g.depth(DType::BF16) / 2.0);
+        assert!((g.dit(DType::F32) / 4.0 / 2.4e9 - 1.0).abs() < 0.05, "{}", g.dit(DType::F32) / 4.0);
+    }
+
+    #[test]
+    fn a_tight_budget_takes_smaller_weights_then_phases_and_names_the_smallest_plan() {
+        let g = real();
+        let frames = 1500;
+        let peak = |f, mode| g.plan(f, mode, Precision::Bf16, 300, frames).peak;
+        let roomy = g.choose(WeightsChoice::Auto, Precision::Bf16, 80.0 * GB, 300, frames).unwrap();
+        assert_eq!((roomy.formats, roomy.mode), (ArFormats::BF16, Mode::Streamed));
+        // Just under bf16's peak: the next most exact streamed plan.
+        let budget = peak(ArFormats::BF16, Mode::Streamed) - 1.0;
+        let tight = g.choose(WeightsChoice::Auto, Precision::Bf16, budget, 300, frames).unwrap();
+        assert_eq!((tight.formats, tight.mode), (ArFormats::Q8, Mode::Streamed));
+        // Under every streamed plan: phase by phase, with the most exact weights that fit.
+        let budget = peak(ArFormats::Q4, Mode::Streamed) - 1.0;
+        let small = g.choose(WeightsChoice::Auto, Precision::Bf16, budget, 300, frames).unwrap();
+        assert_eq!(small.mode, Mode::PhaseByPhase, "{}", small.describe());
+        assert!(small.peak <= budget);
+        assert!(peak(ArFormats::Q4, Mode::PhaseByPhase) < peak(ArFormats::BF16, Mode::PhaseByPhase));
+        let err = g.choose(WeightsChoice::Auto, Precision::Bf16, 1.0 * GB, 300, frames).unwrap_err().to_string();
+        assert!(err.contains("no plan fits in 1.0 GB") && err.contains("the smallest"), "{err}");
+        let forced = g.choose(WeightsChoice::Int8, Precision::Bf16, 80.0 * GB, 300, frames).unwrap();
+        assert_eq!(forced.formats, ArFormats::Q8);
+        assert!(WeightsChoice::parse("2bit").is_err());
+    }
+}
