@@ -10,7 +10,7 @@ use songloom_engine::config::{DitConfig, PipelineConstants, VocoderConfig};
 use songloom_engine::models::dit::Dit;
 use songloom_engine::models::vocoder::Vocoder;
 use songloom_engine::pipeline::rng::Rng;
-use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, Request};
+use songloom_engine::pipeline::{Cancel, Event, MemoryRequest, Observer, Pipeline, Request};
 use songloom_engine::prompt::PromptIds;
 use songloom_engine::weights::VarBuilder;
 use songloom_engine::{DType, Device, DeviceChoice, DeviceKind, DeviceOptions, Precision, Tensor};
@@ -26,7 +26,8 @@ pub struct BenchArgs {
     #[arg(long, default_value = "auto")]
     device: DeviceChoice,
     /// gemm, dit-block, stages, song, precision (the fast policies' distance to exact f32 at full
-    /// size, GPU only) or all (all = gemm and dit-block, what a CPU can do).
+    /// size, GPU only), quant (the weight formats' distances to bf16 at full size, GPU only) or
+    /// all (all = gemm and dit-block, what a CPU can do).
     #[arg(long, default_value = "all")]
     what: String,
     /// Timed repetitions per measurement.
@@ -41,12 +42,19 @@ pub struct BenchArgs {
     /// Flow-matching steps per window for `--what song`.
     #[arg(long, default_value_t = 30)]
     steps: usize,
+    /// The AR half's weights for `stages` and `song`: bf16, 8bit, 4bit or auto (by the budget).
+    #[arg(long, default_value = "bf16")]
+    weights: String,
+    /// The memory budget in GB for `stages` and `song` (enforced by the CUDA pool).
+    #[arg(long)]
+    max_memory: Option<f64>,
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
     if args.synthetic != "full" {
         bail!("unknown synthetic geometry `{}` (expected full)", args.synthetic);
     }
+    let memory = crate::generate::memory_request(&args.weights, args.max_memory)?;
     let device = Device::open(args.device, DeviceOptions { precision: args.precision, ..DeviceOptions::default() })?;
     say!("device: {} ({}; precision {})", device.kind(), device.description(), args.precision);
     match args.what.as_str() {
@@ -56,8 +64,14 @@ pub fn run(args: BenchArgs) -> Result<()> {
         }
         "gemm" => gemm(&device, args.repeat),
         "dit-block" => dit_block(&device, args.repeat),
-        "stages" => stages(device, args.repeat),
-        "song" => song(device, args.duration, args.steps),
+        "stages" => stages(device, memory, args.repeat),
+        "song" => song(device, memory, args.duration, args.steps),
+        "quant" => {
+            if device.kind() != DeviceKind::Cuda {
+                bail!("`--what quant` measures the quantized formats at full size: give --device cuda");
+            }
+            crate::bench_quant::distances(&device)
+        }
         "precision" => {
             if device.kind() != DeviceKind::Cuda {
                 bail!("`--what precision` compares the GPU's precision policies: give --device cuda");
@@ -65,7 +79,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             drop(device);
             precision_distances()
         }
-        other => bail!("unknown benchmark `{other}` (expected gemm, dit-block, stages, song, precision or all)"),
+        other => bail!("unknown benchmark `{other}` (expected gemm, dit-block, stages, song, precision, quant or all)"),
     }
 }
 
@@ -122,6 +136,19 @@ fn launch_cost(device: &Device) -> Result<()> {
     Ok(())
 }
 
+/// The device's copy rate: a 1 GiB f32 buffer scaled into another (read once, written once), the
+/// ceiling a weight-streaming product can approach.
+fn copy_ceiling(device: &Device) -> Result<()> {
+    let n = 1 << 28;
+    let x = device.fill_uniform(&[n], DType::F32, 1, 0.0, 1.0)?;
+    let secs = median_of(device, 5, || {
+        device.scale(&x, 1.0)?;
+        Ok(())
+    })?;
+    say!("device copy (1 GiB read + 1 GiB written): {:.0} GB/s", 2.0 * (n * 4) as f64 / secs / 1e9);
+    Ok(())
+}
+
 fn filled(device: &Device, shape: &[usize], value: f32) -> Result<Tensor> {
     let n = shape.iter().product();
     Ok(device.upload(Tensor::from_f32(shape, (0..n).map(|i| value * ((i % 7) as f32 - 3.0)).collect())?)?)
@@ -137,8 +164,15 @@ fn gemm(device: &Device, repeat: usize) -> Result<()> {
         ("LM decode q_proj 2x4096 -> 4096 (bf16)", 2, 4096, 4096, DType::BF16),
         ("LM decode gate_proj 2x4096 -> 12288 (bf16)", 2, 4096, 12288, DType::BF16),
         ("LM prefill gate_proj 448x4096 -> 12288 (bf16)", 448, 4096, 12288, DType::BF16),
+        ("LM decode q_proj 2x4096 -> 4096 (q8)", 2, 4096, 4096, DType::Q8),
+        ("LM decode gate_proj 2x4096 -> 12288 (q8)", 2, 4096, 12288, DType::Q8),
+        ("LM decode q_proj 2x4096 -> 4096 (q4)", 2, 4096, 4096, DType::Q4),
+        ("LM decode gate_proj 2x4096 -> 12288 (q4)", 2, 4096, 12288, DType::Q4),
+        ("LM prefill gate_proj 448x4096 -> 12288 (q8)", 448, 4096, 12288, DType::Q8),
+        ("depth 14x1024 -> 4096 (q8)", 14, 1024, 4096, DType::Q8),
     ];
     launch_cost(device)?;
+    copy_ceiling(device)?;
     say!("{:<48} {:>10} {:>12} {:>10}", "GEMM", "ms", "GFLOP/s", "GB/s (w)");
     for (label, m, k, n, dtype) in shapes {
         let x = filled(device, &[m, k], 1e-3)?;
@@ -198,13 +232,18 @@ fn bench_constants() -> PipelineConstants {
 }
 
 /// Each stage of the full-size model once, with synthetic weights.
-fn stages(device: Device, repeat: usize) -> Result<()> {
+fn stages(device: Device, memory: MemoryRequest, repeat: usize) -> Result<()> {
     let start = Instant::now();
-    let pipeline = Pipeline::synthetic(device, 7, bench_constants())?;
+    let plan = Pipeline::synthetic_plan(&device, memory, 300, 1500)?;
+    say!("plan: {}", plan.describe());
+    let pipeline = Pipeline::synthetic_planned(device, 7, bench_constants(), &plan, &|_| {})?;
     let device = &pipeline.device;
     device.synchronize()?;
     say!("synthetic full-size weights made on the device in {:.1} s", start.elapsed().as_secs_f64());
-    let (lm, depth, _condition, dit, vocoder) = pipeline.stages();
+    report_memory(device, "after loading");
+    let (ar, acoustic) = pipeline.stages()?;
+    let (lm, depth, dit, vocoder) = (&ar.lm, &ar.depth, &acoustic.dit, &acoustic.vocoder);
+    let formats = pipeline.formats();
     let cfg = lm.config();
 
     // LM decode step, batch 2, after a 300-token prefill.
@@ -240,12 +279,14 @@ fn stages(device: Device, repeat: usize) -> Result<()> {
     );
     let layer_params = h * q * 2 + h * kv * 2 + 3 * h * i;
     let head_rows = lm.head_rows().len();
-    let weight_bytes = 2.0 * (cfg.num_hidden_layers * layer_params + head_rows * h) as f64;
+    let weight_bytes = (cfg.num_hidden_layers * layer_params) as f64 * formats.lm.bits_per_weight() / 8.0
+        + 2.0 * (head_rows * h) as f64;
     say!(
-        "LM prefill 2x{prompt_len}: {:.1} ms; decode step (batch 2, lm_head over {head_rows} rows): {:.3} ms, {:.0} GB/s of bf16 weights ({:.2} GB; floor at 4.3 TB/s {:.3} ms)",
+        "LM prefill 2x{prompt_len}: {:.1} ms; decode step (batch 2, lm_head over {head_rows} rows): {:.3} ms, {:.0} GB/s of {} weights ({:.2} GB; floor at 4.3 TB/s {:.3} ms)",
         prefill_s * 1e3,
         per_step * 1e3,
         weight_bytes / per_step / 1e9,
+        formats.lm,
         weight_bytes / 1e9,
         weight_bytes / 4.3e12 * 1e3
     );
@@ -265,7 +306,7 @@ fn stages(device: Device, repeat: usize) -> Result<()> {
         Ok(())
     };
     let frame = median_of(device, repeat.max(5), &mut depth_frame)?;
-    say!("depth frame (7 codebooks, batch 2): {:.3} ms", frame * 1e3);
+    say!("depth frame (7 codebooks, batch 2, {} weights): {:.3} ms", formats.depth, frame * 1e3);
     profiled(device, "depth", depth_frame)?;
 
     // DiT, CFG pair at a full window.
@@ -294,7 +335,21 @@ fn stages(device: Device, repeat: usize) -> Result<()> {
         Ok(())
     })?;
     say!("vocoder window (689 latents -> 352768 stereo samples): {:.2} ms", voc * 1e3);
+    report_memory(device, "after the stages");
     Ok(())
+}
+
+/// The allocator's account: in use now and the peak since the budget was set.
+fn report_memory(device: &Device, when: &str) {
+    if let Some(m) = device.memory() {
+        say!(
+            "memory {when}: {:.2} GB in use, peak {:.2} GB (the pool's account); {:.2} of {:.2} GB free on the device",
+            m.in_use as f64 / 1e9,
+            m.peak as f64 / 1e9,
+            m.free as f64 / 1e9,
+            m.total as f64 / 1e9
+        );
+    }
 }
 
 /// The fast precision policies against exact f32 at the real geometry, where the tiny model's
@@ -337,9 +392,13 @@ fn relative_distance(ours: &[f32], reference: &[f32]) -> f32 {
 }
 
 /// A whole song, streamed, with the end token disabled so it runs to its length.
-fn song(device: Device, duration: f64, steps: usize) -> Result<()> {
-    let pipeline = Pipeline::synthetic(device, 7, bench_constants())?;
+fn song(device: Device, memory: MemoryRequest, duration: f64, steps: usize) -> Result<()> {
+    let frames = (duration * 25.0) as usize;
+    let plan = Pipeline::synthetic_plan(&device, memory, 300, frames)?;
+    say!("plan: {}\n{}", plan.describe(), plan.table());
+    let pipeline = Pipeline::synthetic_planned(device, 7, bench_constants(), &plan, &|_| {})?;
     pipeline.device.synchronize()?;
+    report_memory(&pipeline.device, "after loading");
     let ids: Vec<u32> = (0..300u32).map(|i| (i * 7919) % 150_000).collect();
     let mut uncond = ids.clone();
     let n = uncond.len();
@@ -366,5 +425,6 @@ fn song(device: Device, duration: f64, steps: usize) -> Result<()> {
         stats.frames as f64 / stats.ar_s,
         stats.acoustic_s
     );
+    report_memory(&pipeline.device, "after the song");
     Ok(())
 }

@@ -9,8 +9,9 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde_json::json;
-use songloom_engine::pipeline::{Cancel, Event, Pipeline, Request, StageName, Stats};
-use songloom_engine::{Device, DeviceChoice, DeviceOptions, Precision};
+use songloom_engine::pipeline::{Cancel, Event, Half, MemoryRequest, Pipeline, Request, StageName, Stats};
+use songloom_engine::plan::{Plan, WeightsChoice};
+use songloom_engine::{Device, DeviceChoice, DeviceKind, DeviceOptions, Precision};
 use songloom_ui::contract::Recipe;
 
 use crate::output::say;
@@ -49,6 +50,14 @@ pub struct GenerateArgs {
     /// `bf16` (tensor cores, faster; distances to the reference in docs/BENCHMARKS.md).
     #[arg(long, default_value = "reference")]
     precision: String,
+    /// The language model's and depth decoder's weights: bf16, 8bit, 4bit (a 4-bit LM, the depth
+    /// decoder 8-bit) or auto (the most exact that fits the memory budget).
+    #[arg(long, default_value = "auto")]
+    weights: String,
+    /// The GPU memory the song may use, in GB (default: what the device has free). The plan
+    /// picks the weights and whether both halves fit at once; on the CPU nothing enforces it.
+    #[arg(long)]
+    max_memory: Option<f64>,
     /// A MiniMax-Music3 model directory in the diffusers layout; the embedded test model without it.
     #[arg(long)]
     model: Option<PathBuf>,
@@ -86,13 +95,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     };
     // Parsed here rather than by clap, so a bad name is one line that says what is expected.
     let (choice, precision) = (DeviceChoice::parse(&args.device)?, Precision::parse(&args.precision)?);
-    let device = Device::open(choice, DeviceOptions { precision, ..DeviceOptions::default() })?;
-    let model = match &args.model {
-        Some(dir) => dir.clone(),
-        None => crate::default_model::path()?,
-    };
-    let pipeline =
-        Pipeline::load(&model, device).with_context(|| format!("loading the model from {}", model.display()))?;
+    let memory = memory_request(&args.weights, args.max_memory)?;
     let duration_s = songloom_ui::duration::parse_duration(&args.duration).map_err(anyhow::Error::msg)?;
     let request = Request {
         prompt: args.prompt.clone(),
@@ -102,6 +105,25 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         steps: args.steps,
         guidance: args.guidance,
     };
+    let device = Device::open(choice, DeviceOptions { precision, ..DeviceOptions::default() })?;
+    let model = match &args.model {
+        Some(dir) => dir.clone(),
+        None => crate::default_model::path()?,
+    };
+    // The plan comes before any weight is read: a budget too small is refused with nothing loaded.
+    let plan = Pipeline::plan(&model, &device, memory, Some(&request))?;
+    let device_kind = device.kind();
+    let loading = |event: Event| {
+        if args.json {
+            say!("{}", event_json(&event));
+        } else if let Event::Stage { stage: StageName::Load { half }, done: 0, total } = event
+            && std::io::stderr().is_terminal()
+        {
+            eprintln!("loading {} ({total} parts)", half.name());
+        }
+    };
+    let pipeline = Pipeline::load_planned(&model, device, &plan, &loading)
+        .with_context(|| format!("loading the model from {}", model.display()))?;
     // Check the request before touching the output file or the sound device.
     let max_frames = pipeline.max_frames(request.duration_s)?;
     pipeline.encode_prompt(&request.prompt, &request.lyrics)?;
@@ -115,6 +137,9 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         device: choice.name().to_string(),
         precision: precision.name().to_string(),
         model: args.model.as_ref().map(|m| m.display().to_string()).unwrap_or_default(),
+        // What was used, so the recipe makes the same song again.
+        weights: WeightsChoice::of(plan.formats).name().to_string(),
+        max_memory_gb: args.max_memory,
     };
     let job = SongJob {
         request,
@@ -124,6 +149,8 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         library: args.save.then(|| args.library.clone().unwrap_or_else(crate::library::default_dir)),
     };
     let prepared = song_job::prepare(&pipeline, &job)?;
+    // Shown once the request is known to be good, so a bad one is one line.
+    show_plan(&plan, device_kind, args.json);
     let player = if args.no_play {
         None
     } else {
@@ -158,6 +185,34 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `--weights` and `--max-memory` as the engine takes them.
+pub fn memory_request(weights: &str, max_memory_gb: Option<f64>) -> Result<MemoryRequest> {
+    let weights = WeightsChoice::parse(weights)?;
+    if let Some(gb) = max_memory_gb
+        && !(gb.is_finite() && gb > 0.0)
+    {
+        bail!("--max-memory must be a number of GB above 0 (got {gb})");
+    }
+    Ok(MemoryRequest { weights, max_memory: max_memory_gb.map(|gb| gb * 1e9) })
+}
+
+/// Prints the plan: one line, and its parts on a terminal.
+pub fn show_plan(plan: &Plan, device: DeviceKind, json: bool) {
+    if json {
+        say!(
+            "{}",
+            json!({"event": "plan", "weights": plan.formats.describe(), "mode": format!("{:?}", plan.mode),
+                   "peak_bytes": plan.peak, "budget_bytes": plan.budget})
+        );
+        return;
+    }
+    let enforced = if device == DeviceKind::Cpu && plan.budget.is_some() { " (not enforced on the CPU)" } else { "" };
+    eprintln!("plan: {}{enforced}", plan.describe());
+    if std::io::stderr().is_terminal() {
+        eprintln!("{}", plan.table());
+    }
 }
 
 /// The terminal's side of a song: progress bars (or JSON lines) and the player.
@@ -243,6 +298,10 @@ impl Progress {
 
 fn stage_json(stage: &StageName) -> serde_json::Value {
     match stage {
+        StageName::Load { half } => json!({"name": "load", "half": match half {
+            Half::Ar => "ar",
+            Half::Acoustic => "acoustic",
+        }}),
         StageName::Tokenize => json!({"name": "tokenize"}),
         StageName::ArFrames => json!({"name": "ar_frames"}),
         StageName::Denoise { window, windows } => json!({"name": "dit", "window": window, "windows": windows}),

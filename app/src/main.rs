@@ -1,6 +1,7 @@
 //! `songloom`: the command line of the Songloom engine.
 
 mod bench;
+mod bench_quant;
 mod default_model;
 mod desktop;
 mod generate;
@@ -105,6 +106,19 @@ enum Command {
 enum ModelCommand {
     /// Components, geometry, parameter counts and dtypes of a model directory.
     Info { dir: PathBuf },
+    /// Writes a copy of a model with the language model's and depth decoder's matrices quantized
+    /// (the layout is in engine/src/quantized_copy.rs); the copy loads with no quantizing and
+    /// makes the same songs as quantizing the original at load.
+    Quantize {
+        dir: PathBuf,
+        /// 8bit, or 4bit (a 4-bit language model with an 8-bit depth decoder); `4bit-all` also
+        /// takes the depth decoder to 4 bits.
+        #[arg(long)]
+        weights: String,
+        /// The new folder (default: DIR-8bit or DIR-4bit beside DIR); it must not exist.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -182,6 +196,22 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Model { command: ModelCommand::Info { dir } } => model_info::run(&dir),
+        Command::Model { command: ModelCommand::Quantize { dir, weights, out } } => {
+            use songloom_engine::plan::ArFormats;
+            let formats = match weights.as_str() {
+                "8bit" => ArFormats::Q8,
+                "4bit" => ArFormats::Q4_LM,
+                "4bit-all" => ArFormats::Q4,
+                other => {
+                    anyhow::bail!("unknown weights `{other}` for a quantized copy (expected 8bit, 4bit or 4bit-all)")
+                }
+            };
+            let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+            let out = out.unwrap_or_else(|| dir.with_file_name(format!("{name}-{weights}")));
+            songloom_engine::quantized_copy::write(&dir, &out, formats, &|file| say!("wrote {}", file.display()))?;
+            say!("wrote a copy of {} with {} in {}", dir.display(), formats.describe(), out.display());
+            Ok(())
+        }
         Command::Library { command, library } => {
             let dir = library.unwrap_or_else(library::default_dir);
             if let LibraryCommand::Repair = command {
@@ -233,7 +263,8 @@ fn run(cli: Cli) -> Result<()> {
             let device = Device::from_choice(device)?;
             let model = ModelDir::open(&model)?;
             let inputs = StageInputs::open(&inputs)?;
-            let outputs = run_stage(stage, &model, &device, &inputs)?;
+            let formats = model.stored_formats()?.unwrap_or(songloom_engine::plan::ArFormats::BF16);
+            let outputs = run_stage(stage, &model, &device, formats, &inputs)?;
             let tensors: Vec<(String, Vec<usize>, Vec<f32>)> = outputs
                 .into_iter()
                 .map(|(name, t): (String, Tensor)| (name, t.shape().to_vec(), t.to_f32_vec()))

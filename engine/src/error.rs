@@ -43,6 +43,12 @@ pub enum Error {
          hold such values or the precision overflowed; nothing was written"
     )]
     NonFinite { stage: &'static str, window: usize, count: usize, total: usize },
+    #[error(
+        "out of memory: {} MB more would pass the {:.1} GB budget with {:.2} GB in use; \
+         raise --max-memory, or take smaller weights or a shorter song",
+        .wanted / 1_000_000, *.budget as f64 / 1e9, *.in_use as f64 / 1e9
+    )]
+    OverBudget { wanted: u64, in_use: u64, budget: u64 },
     #[error("cancelled")]
     Cancelled,
 }

@@ -15,6 +15,7 @@ pub mod plan;
 pub mod precision;
 pub mod prompt;
 pub mod quant;
+pub mod quantized_copy;
 mod shapes;
 pub mod stage;
 pub mod tensor;

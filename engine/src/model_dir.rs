@@ -13,6 +13,7 @@ use crate::models::{
     condition::ConditionEncoder, depth::DepthDecoder, dit::Dit, lm::LanguageModel, scheduler::FlowMatchEuler,
     vocoder::Vocoder,
 };
+use crate::plan::{ArFormats, Geometry};
 use crate::tensor::DType;
 use crate::weights::{Checkpoint, VarBuilder};
 
@@ -57,16 +58,51 @@ impl ModelDir {
         c.audio_end_id.min(c.code_offset)..c.code_offset + c.semantic_vocab_size
     }
 
-    /// The language model with `lm_head` over `head_rows` (the sampleable rows when `None`).
-    pub fn language_model(&self, device: &Device, head_rows: Option<Range<u32>>) -> Result<LanguageModel> {
+    /// The language model with `lm_head` over `head_rows` (the sampleable rows when `None`), its
+    /// matrices in `format` and its embedding table in host memory when the device is a GPU.
+    pub fn language_model(
+        &self,
+        device: &Device,
+        head_rows: Option<Range<u32>>,
+        format: DType,
+    ) -> Result<LanguageModel> {
         let (cfg, ckpt) = self.open_component::<config::LmConfig>("language_model")?;
         let rows = head_rows.unwrap_or_else(|| self.sampleable_rows());
-        LanguageModel::new(&cfg, &VarBuilder::new(&ckpt, device, AR_DTYPE), rows)
+        let vb = VarBuilder::new(&ckpt, device, AR_DTYPE).with_format(format).with_host_tables(true);
+        LanguageModel::new(&cfg, &vb, rows)
     }
 
-    pub fn depth_decoder(&self, device: &Device) -> Result<DepthDecoder> {
+    /// The depth decoder with its matrices in `format`.
+    pub fn depth_decoder(&self, device: &Device, format: DType) -> Result<DepthDecoder> {
         let (cfg, ckpt) = self.open_component::<config::DepthConfig>("rvq_depth_decoder")?;
-        DepthDecoder::new(&cfg, &VarBuilder::new(&ckpt, device, AR_DTYPE))
+        DepthDecoder::new(&cfg, &VarBuilder::new(&ckpt, device, AR_DTYPE).with_format(format))
+    }
+
+    /// The model's geometry, from its configs (nothing else is read).
+    pub fn geometry(&self) -> Result<Geometry> {
+        let read = |name: &str| self.component(name);
+        let rows = self.sampleable_rows();
+        Ok(Geometry {
+            lm: config::read_config(&read("language_model"), "config.json")?,
+            head_rows: (rows.end - rows.start) as usize,
+            depth: config::read_config(&read("rvq_depth_decoder"), "config.json")?,
+            condition: config::read_config(&read("condition_encoder"), "config.json")?,
+            dit: config::read_config(&read("transformer"), "config.json")?,
+            vocoder: config::read_config(&read("vocoder"), "config.json")?,
+        })
+    }
+
+    /// The AR half's formats when this is a quantized copy (`songloom model quantize`), read from
+    /// the first layer's matrices; `None` for a float checkpoint.
+    pub fn stored_formats(&self) -> Result<Option<ArFormats>> {
+        let lm = Checkpoint::open(&self.component("language_model"))?;
+        let depth = Checkpoint::open(&self.component("rvq_depth_decoder"))?;
+        let lm = lm.stored_format("model.layers.0.self_attn.q_proj.weight").filter(|f| f.is_quantized());
+        let depth = depth.stored_format("layers.0.attn.to_q.weight").filter(|f| f.is_quantized());
+        Ok(match (lm, depth) {
+            (None, None) => None,
+            (lm, depth) => Some(ArFormats { lm: lm.unwrap_or(AR_DTYPE), depth: depth.unwrap_or(AR_DTYPE) }),
+        })
     }
 
     pub fn condition_encoder(&self, device: &Device) -> Result<ConditionEncoder> {

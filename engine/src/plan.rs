@@ -44,7 +44,11 @@ impl ArFormats {
     }
 
     pub fn describe(&self) -> String {
-        if self.lm == self.depth { format!("{} AR weights", self.lm) } else { format!("{} LM, {} depth decoder", self.lm, self.depth) }
+        if self.lm == self.depth {
+            format!("{} AR weights", self.lm)
+        } else {
+            format!("{} LM, {} depth decoder", self.lm, self.depth)
+        }
     }
 }
 
@@ -60,7 +64,8 @@ pub enum WeightsChoice {
 }
 
 impl WeightsChoice {
-    pub const ALL: [WeightsChoice; 4] = [WeightsChoice::Auto, WeightsChoice::Bf16, WeightsChoice::Int8, WeightsChoice::Int4];
+    pub const ALL: [WeightsChoice; 4] =
+        [WeightsChoice::Auto, WeightsChoice::Bf16, WeightsChoice::Int8, WeightsChoice::Int4];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -72,9 +77,19 @@ impl WeightsChoice {
     }
 
     pub fn parse(name: &str) -> Result<Self> {
-        Self::ALL.into_iter().find(|w| w.name() == name).ok_or_else(|| {
-            Error::Invalid(format!("unknown weights `{name}` (expected auto, bf16, 8bit or 4bit)"))
-        })
+        Self::ALL
+            .into_iter()
+            .find(|w| w.name() == name)
+            .ok_or_else(|| Error::Invalid(format!("unknown weights `{name}` (expected auto, bf16, 8bit or 4bit)")))
+    }
+
+    /// The choice that names `formats` (4bit covers both 4-bit plans).
+    pub fn of(formats: ArFormats) -> Self {
+        match formats.lm {
+            DType::Q8 => WeightsChoice::Int8,
+            DType::Q4 => WeightsChoice::Int4,
+            _ => WeightsChoice::Bf16,
+        }
     }
 
     fn allows(self, formats: ArFormats) -> bool {
@@ -107,6 +122,22 @@ pub struct Geometry {
     pub vocoder: VocoderConfig,
 }
 
+/// What a plan is made for: the song's length, the device's fixed costs and the acoustic precision.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Workload {
+    pub precision: Precision,
+    /// Prompt tokens (one CFG row).
+    pub prompt: usize,
+    /// Frames of the song.
+    pub frames: usize,
+    /// The device's own memory: CUDA's context and libraries (none on the CPU).
+    pub runtime: f64,
+    /// The language model's embedding table lives in host memory (on a GPU).
+    pub host_table: bool,
+    /// The device is a GPU, where the precision policy decides the DiT's weights.
+    pub gpu: bool,
+}
+
 /// Bytes a plan holds on the device, part by part.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Sizes {
@@ -120,6 +151,8 @@ pub struct Sizes {
     pub acoustic_workspace: f64,
     /// The CUDA context, cuBLAS handles and their workspaces.
     pub runtime: f64,
+    /// The language model's embedding table when it is in host memory (not part of the peak).
+    pub host_table: f64,
 }
 
 /// A plan: formats, mode and the predicted peak.
@@ -129,8 +162,17 @@ pub struct Plan {
     /// The DiT's and vocoder's matrices: f32, or bf16 under the bf16 precision.
     pub acoustic: DType,
     pub mode: Mode,
+    pub workload: Workload,
     pub sizes: Sizes,
+    /// Predicted bytes on the device at most.
     pub peak: f64,
+    /// The budget the plan was chosen under, if any.
+    pub budget: Option<f64>,
+}
+
+/// Bytes in words: GB to one decimal, MB below 1 GB.
+pub fn size(bytes: f64) -> String {
+    if bytes >= 0.95 * GB { format!("{:.1} GB", bytes / GB) } else { format!("{:.0} MB", bytes / 1e6) }
 }
 
 fn bytes(params: f64, dtype: DType) -> f64 {
@@ -138,15 +180,24 @@ fn bytes(params: f64, dtype: DType) -> f64 {
 }
 
 impl Geometry {
-    /// The LM's bytes with its layers' matrices in `format`.
+    /// The LM's embedding table's bytes when its layers' matrices are in `format`.
+    fn lm_table(&self, format: DType) -> f64 {
+        bytes((self.lm.vocab_size * self.lm.hidden_size) as f64, ArFormats::table(format))
+    }
+
+    /// The LM's bytes with its layers' matrices in `format`, its table included.
     fn lm(&self, format: DType) -> f64 {
         let c = &self.lm;
-        let (h, q, kv, i) =
-            (c.hidden_size as f64, (c.num_attention_heads * c.head_dim) as f64, (c.num_key_value_heads * c.head_dim) as f64, c.intermediate_size as f64);
+        let (h, q, kv, i) = (
+            c.hidden_size as f64,
+            (c.num_attention_heads * c.head_dim) as f64,
+            (c.num_key_value_heads * c.head_dim) as f64,
+            c.intermediate_size as f64,
+        );
         let layers = c.num_hidden_layers as f64;
         let matrices = layers * (2.0 * h * q + 2.0 * h * kv + 3.0 * h * i);
         let small = layers * (2.0 * h + 2.0 * c.head_dim as f64) + h + self.head_rows as f64 * h;
-        bytes(matrices, format) + bytes(c.vocab_size as f64 * h, ArFormats::table(format)) + bytes(small, DType::BF16)
+        bytes(matrices, format) + self.lm_table(format) + bytes(small, DType::BF16)
     }
 
     fn depth(&self, format: DType) -> f64 {
@@ -168,8 +219,12 @@ impl Geometry {
         let (inner, ff) = (c.inner_dim() as f64, c.ff_inner_dim as f64);
         let concat = (2 * c.in_channels + c.condition_dim) as f64;
         let blocks = c.num_layers as f64 * (4.0 * inner * inner + 3.0 * inner * ff);
-        let io = concat * concat + concat * inner + inner * c.in_channels as f64 + c.in_channels as f64 * c.in_channels as f64;
-        let small = c.num_layers as f64 * (4.0 * inner + 2.0 * ff) + (c.fourier_embedding_dim as f64 + 2.0 * inner) * inner;
+        let io = concat * concat
+            + concat * inner
+            + inner * c.in_channels as f64
+            + c.in_channels as f64 * c.in_channels as f64;
+        let small =
+            c.num_layers as f64 * (4.0 * inner + 2.0 * ff) + (c.fourier_embedding_dim as f64 + 2.0 * inner) * inner;
         bytes(blocks + io, matrices) + bytes(small, DType::F32)
     }
 
@@ -208,19 +263,21 @@ impl Geometry {
         prefill + (c.intermediate_size * c.hidden_size * 2) as f64
     }
 
-    /// The plan of `formats` in `mode`.
-    pub fn plan(&self, formats: ArFormats, mode: Mode, precision: Precision, prompt: usize, frames: usize) -> Plan {
-        let acoustic = if precision == Precision::Bf16 { DType::BF16 } else { DType::F32 };
+    /// The plan of `formats` in `mode` for `work`.
+    pub fn plan(&self, formats: ArFormats, mode: Mode, work: &Workload) -> Plan {
+        let acoustic = if work.precision == Precision::Bf16 { DType::BF16 } else { DType::F32 };
+        let host_table = if work.host_table { self.lm_table(formats.lm) } else { 0.0 };
         let sizes = Sizes {
-            lm: self.lm(formats.lm),
+            lm: self.lm(formats.lm) - host_table,
             depth: self.depth(formats.depth),
             condition: self.condition(),
             dit: self.dit(acoustic),
             vocoder: self.vocoder(),
-            kv_cache: self.kv_cache(prompt + frames + 1),
-            ar_workspace: self.ar_workspace(prompt),
+            kv_cache: self.kv_cache(work.prompt + work.frames + 1),
+            ar_workspace: self.ar_workspace(work.prompt),
             acoustic_workspace: self.acoustic_workspace(),
-            runtime: 0.6 * GB,
+            runtime: work.runtime,
+            host_table,
         };
         let s = &sizes;
         let ar_half = s.lm + s.depth + s.kv_cache + s.ar_workspace;
@@ -230,34 +287,46 @@ impl Geometry {
                 Mode::Streamed => ar_half + acoustic_half,
                 Mode::PhaseByPhase => ar_half.max(acoustic_half),
             };
-        Plan { formats, acoustic, mode, sizes, peak }
+        Plan { formats, acoustic, mode, workload: *work, sizes, peak, budget: None }
     }
 
     /// The most exact plan `choice` allows within `budget` bytes (streamed before phase by phase,
-    /// then less exact weights), or an error naming the smallest plan and what it needs.
+    /// then less exact weights), or an error naming the smallest plan and what it needs. A
+    /// quantized copy (`stored`) takes only its own formats.
     pub fn choose(
         &self,
         choice: WeightsChoice,
-        precision: Precision,
-        budget: f64,
-        prompt: usize,
-        frames: usize,
+        stored: Option<ArFormats>,
+        budget: Option<f64>,
+        work: &Workload,
     ) -> Result<Plan> {
+        let formats: Vec<ArFormats> = match stored {
+            Some(stored) if !choice.allows(stored) => {
+                return Err(Error::Invalid(format!(
+                    "this model is a quantized copy with {}; --weights {} cannot be had from it (use --weights auto, or the bf16 checkpoint)",
+                    stored.describe(),
+                    choice.name()
+                )));
+            }
+            Some(stored) => vec![stored],
+            None => ArFormats::ALL.into_iter().filter(|f| choice.allows(*f)).collect(),
+        };
         let candidates: Vec<Plan> = [Mode::Streamed, Mode::PhaseByPhase]
             .into_iter()
-            .flat_map(|mode| ArFormats::ALL.into_iter().filter(|f| choice.allows(*f)).map(move |f| (f, mode)))
-            .map(|(formats, mode)| self.plan(formats, mode, precision, prompt, frames))
+            .flat_map(|mode| formats.iter().map(move |f| (*f, mode)))
+            .map(|(formats, mode)| Plan { budget, ..self.plan(formats, mode, work) })
             .collect();
-        if let Some(plan) = candidates.iter().find(|p| p.peak <= budget) {
+        if let Some(plan) = candidates.iter().find(|p| budget.is_none_or(|b| p.peak <= b)) {
             return Ok(plan.clone());
         }
+        let budget = budget.unwrap_or(0.0);
         let smallest = candidates.iter().min_by(|a, b| a.peak.total_cmp(&b.peak)).expect("a candidate");
+        let hint = if work.gpu && work.precision != Precision::Bf16 { "; --precision bf16 halves the DiT" } else { "" };
         Err(Error::Invalid(format!(
-            "no plan fits in {:.1} GB: the smallest ({}) needs {:.1} GB{}",
-            budget / GB,
-            smallest.describe(),
-            smallest.peak / GB,
-            if precision == Precision::Bf16 { String::new() } else { "; --precision bf16 halves the DiT".into() }
+            "no plan fits in {}: the smallest ({}) needs {}{hint}",
+            size(budget),
+            Plan { budget: None, ..smallest.clone() }.describe(),
+            size(smallest.peak),
         )))
     }
 }
@@ -269,7 +338,23 @@ impl Plan {
             Mode::Streamed => "streamed",
             Mode::PhaseByPhase => "phase by phase (first audio after the AR half)",
         };
-        format!("{}, {} DiT, {mode}, {:.1} GB at most", self.formats.describe(), self.acoustic, self.peak / GB)
+        let budget = self.budget.map_or(String::new(), |b| format!(" of a {} budget", size(b)));
+        format!("{}, {} DiT, {mode}, {} at most{budget}", self.formats.describe(), self.acoustic, size(self.peak))
+    }
+
+    /// The same formats and mode for another song: its peak, checked against the budget.
+    pub fn for_song(&self, geometry: &Geometry, prompt: usize, frames: usize) -> Result<Plan> {
+        let work = Workload { prompt, frames, ..self.workload };
+        let plan = Plan { budget: self.budget, ..geometry.plan(self.formats, self.mode, &work) };
+        match self.budget {
+            Some(budget) if plan.peak > budget => Err(Error::Invalid(format!(
+                "this song ({frames} frames) needs {} under the loaded plan ({}), over the {} budget: make it shorter or load smaller weights",
+                size(plan.peak),
+                self.formats.describe(),
+                size(budget)
+            ))),
+            _ => Ok(plan),
+        }
     }
 
     /// The plan part by part, in GB, for the window and `--verbose` output.
@@ -286,7 +371,11 @@ impl Plan {
             ("acoustic workspace", s.acoustic_workspace),
             ("CUDA runtime", s.runtime),
         ];
-        rows.iter().map(|(name, b)| format!("  {name:<20} {:>6.2} GB", b / GB)).collect::<Vec<_>>().join("\n")
+        let mut lines: Vec<String> = rows.iter().map(|(name, b)| format!("  {name:<20} {:>6.2} GB", b / GB)).collect();
+        if s.host_table > 0.0 {
+            lines.push(format!("  {:<20} {:>6.2} GB in host memory", "LM embedding table", s.host_table / GB));
+        }
+        lines.join("\n")
     }
 }
 
@@ -312,23 +401,42 @@ mod tests {
     fn a_tight_budget_takes_smaller_weights_then_phases_and_names_the_smallest_plan() {
         let g = real();
         let frames = 1500;
-        let peak = |f, mode| g.plan(f, mode, Precision::Bf16, 300, frames).peak;
-        let roomy = g.choose(WeightsChoice::Auto, Precision::Bf16, 80.0 * GB, 300, frames).unwrap();
+        let work = Workload {
+            precision: Precision::Bf16,
+            prompt: 300,
+            frames,
+            runtime: 0.6 * GB,
+            host_table: true,
+            gpu: true,
+        };
+        let peak = |f, mode| g.plan(f, mode, &work).peak;
+        let choose = |choice, budget: f64| g.choose(choice, None, Some(budget), &work);
+        let roomy = choose(WeightsChoice::Auto, 80.0 * GB).unwrap();
         assert_eq!((roomy.formats, roomy.mode), (ArFormats::BF16, Mode::Streamed));
         // Just under bf16's peak: the next most exact streamed plan.
         let budget = peak(ArFormats::BF16, Mode::Streamed) - 1.0;
-        let tight = g.choose(WeightsChoice::Auto, Precision::Bf16, budget, 300, frames).unwrap();
+        let tight = choose(WeightsChoice::Auto, budget).unwrap();
         assert_eq!((tight.formats, tight.mode), (ArFormats::Q8, Mode::Streamed));
         // Under every streamed plan: phase by phase, with the most exact weights that fit.
         let budget = peak(ArFormats::Q4, Mode::Streamed) - 1.0;
-        let small = g.choose(WeightsChoice::Auto, Precision::Bf16, budget, 300, frames).unwrap();
+        let small = choose(WeightsChoice::Auto, budget).unwrap();
         assert_eq!(small.mode, Mode::PhaseByPhase, "{}", small.describe());
         assert!(small.peak <= budget);
         assert!(peak(ArFormats::Q4, Mode::PhaseByPhase) < peak(ArFormats::BF16, Mode::PhaseByPhase));
-        let err = g.choose(WeightsChoice::Auto, Precision::Bf16, 1.0 * GB, 300, frames).unwrap_err().to_string();
+        let err = choose(WeightsChoice::Auto, 1.0 * GB).unwrap_err().to_string();
         assert!(err.contains("no plan fits in 1.0 GB") && err.contains("the smallest"), "{err}");
-        let forced = g.choose(WeightsChoice::Int8, Precision::Bf16, 80.0 * GB, 300, frames).unwrap();
+        let forced = choose(WeightsChoice::Int8, 80.0 * GB).unwrap();
         assert_eq!(forced.formats, ArFormats::Q8);
         assert!(WeightsChoice::parse("2bit").is_err());
+        // A quantized copy plans only its own formats, and refuses others by name.
+        let copy = g.choose(WeightsChoice::Auto, Some(ArFormats::Q4), None, &work).unwrap();
+        assert_eq!(copy.formats, ArFormats::Q4);
+        let err = g.choose(WeightsChoice::Bf16, Some(ArFormats::Q4), None, &work).unwrap_err().to_string();
+        assert!(err.contains("quantized copy") && err.contains("--weights bf16"), "{err}");
+        // A longer song under the loaded plan is checked against its budget.
+        let exact = choose(WeightsChoice::Int8, peak(ArFormats::Q8, Mode::Streamed)).unwrap();
+        assert!(exact.for_song(&g, 300, frames).is_ok());
+        let err = exact.for_song(&g, 300, 9000).unwrap_err().to_string();
+        assert!(err.contains("over the") && err.contains("budget"), "{err}");
     }
 }

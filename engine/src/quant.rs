@@ -21,6 +21,7 @@
 //! 32, symmetric 4-bit of about the same size (group 32, an f32 scale) 9.7e-2.
 
 use half::f16;
+use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::tensor::DType;
@@ -56,6 +57,19 @@ pub fn quantize(values: &[f32], dtype: DType) -> Result<QuantData> {
     if !values.len().is_multiple_of(GROUP) {
         return Err(Error::shape("quantize", format!("{} weights are not whole groups of {GROUP}", values.len())));
     }
+    // Groups are independent: blocks of them quantize in parallel and are joined in order.
+    const BLOCK: usize = 4096 * GROUP;
+    let blocks: Vec<QuantData> = values.par_chunks(BLOCK).map(|block| quantize_block(block, dtype)).collect();
+    let mut data = QuantData { dtype, len: values.len(), words: Vec::new(), scales: Vec::new(), offsets: Vec::new() };
+    for block in blocks {
+        data.words.extend(block.words);
+        data.scales.extend(block.scales);
+        data.offsets.extend(block.offsets);
+    }
+    Ok(data)
+}
+
+fn quantize_block(values: &[f32], dtype: DType) -> QuantData {
     let groups = values.len() / GROUP;
     let mut data = QuantData {
         dtype,
@@ -82,7 +96,7 @@ pub fn quantize(values: &[f32], dtype: DType) -> Result<QuantData> {
             }
         }
     }
-    Ok(data)
+    data
 }
 
 /// One q8 group: its scale and weights. A group holding NaN or an infinity gets a NaN scale, so

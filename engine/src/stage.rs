@@ -7,6 +7,7 @@ use std::path::Path;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::model_dir::ModelDir;
+use crate::plan::ArFormats;
 use crate::tensor::Tensor;
 use crate::weights::Checkpoint;
 
@@ -74,8 +75,15 @@ impl StageInputs {
     }
 }
 
-/// Runs `stage` of `model` on `inputs` and returns its outputs in host memory.
-pub fn run_stage(stage: Stage, model: &ModelDir, device: &Device, inputs: &StageInputs) -> Result<Vec<Named>> {
+/// Runs `stage` of `model` on `inputs`, the AR stages' matrices in `formats`, and returns its
+/// outputs in host memory.
+pub fn run_stage(
+    stage: Stage,
+    model: &ModelDir,
+    device: &Device,
+    formats: ArFormats,
+    inputs: &StageInputs,
+) -> Result<Vec<Named>> {
     let up = |t: Tensor| device.upload(t);
     let host = |name: &str, t: &Tensor| -> Result<Named> {
         Ok((name.to_string(), Tensor::from_f32(t.shape(), device.to_host(t)?)?))
@@ -106,7 +114,7 @@ pub fn run_stage(stage: Stage, model: &ModelDir, device: &Device, inputs: &Stage
             let [batch, seq] = shape[..] else {
                 return Err(Error::shape("stage input", format!("`input_ids` has shape {shape:?}, expected [2, S]")));
             };
-            let lm = model.language_model(device, None)?;
+            let lm = model.language_model(device, None, formats.lm)?;
             let mut cache = lm.new_cache(device, batch, seq)?;
             let hidden = lm.forward(device, &lm.embed(device, &ids)?, &mut cache)?;
             Ok(vec![host("last_hidden", &hidden)?])
@@ -114,8 +122,8 @@ pub fn run_stage(stage: Stage, model: &ModelDir, device: &Device, inputs: &Stage
         Stage::Depth => {
             let (_, codes) = inputs.ids("codes")?;
             let last_hidden = up(inputs.tensor("last_hidden", 2)?)?;
-            let lm = model.language_model(device, Some(0..0))?;
-            let depth = model.depth_decoder(device)?;
+            let lm = model.language_model(device, Some(0..0), formats.lm)?;
+            let depth = model.depth_decoder(device, formats.depth)?;
             let (hiddens, logits) = depth_teacher_forced(model, &lm, &depth, device, &last_hidden, &codes)?;
             Ok(vec![host("hiddens", &hiddens)?, host("logits", &logits)?])
         }

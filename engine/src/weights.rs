@@ -13,6 +13,7 @@ use safetensors::tensor::{Dtype, Metadata};
 
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::quant;
 use crate::tensor::{CpuStorage, DType, Storage, Tensor};
 
 /// One mapped safetensors file with its parsed header.
@@ -200,6 +201,52 @@ impl Checkpoint {
         Tensor::new(&shape, Storage::Cpu(storage))
     }
 
+    /// The format a tensor is stored in: `q8` or `q4` for a quantized copy's matrix (words under
+    /// its name, `{name}.scales` and, for q4, `{name}.offsets` beside it), else its float dtype.
+    pub fn stored_format(&self, name: &str) -> Option<DType> {
+        let file = &self.files[*self.locations.get(name)?];
+        if self.contains(&format!("{name}.scales")) {
+            return file.metadata.metadata().as_ref()?.get(&format!("{name}.format")).and_then(|f| match f.as_str() {
+                "q8" => Some(DType::Q8),
+                "q4" => Some(DType::Q4),
+                _ => None,
+            });
+        }
+        match file.metadata.info(name)?.dtype {
+            Dtype::F32 => Some(DType::F32),
+            Dtype::BF16 => Some(DType::BF16),
+            Dtype::F16 => Some(DType::F16),
+            _ => None,
+        }
+    }
+
+    /// A quantized copy's matrix `[rows, cols]` as stored (see [`stored_format`](Self::stored_format)).
+    pub fn read_quantized(&self, name: &str, shape: &[usize], dtype: DType) -> Result<Tensor> {
+        let location = self.location_of(name);
+        let corrupt = |reason: String| Error::CorruptFile { path: location.clone().into(), reason };
+        let (word_shape, words) = self.read_integers(name)?;
+        let len: usize = shape.iter().product();
+        let groups = len / quant::GROUP;
+        if word_shape.iter().product::<usize>() * quant::per_word(dtype) != len {
+            return Err(corrupt(format!("`{name}` holds {word_shape:?} words, not {dtype} weights of {shape:?}")));
+        }
+        let halves = |what: &str| -> Result<Vec<f16>> {
+            let t = self.read(&format!("{name}.{what}"))?;
+            match t.into_storage() {
+                Storage::Cpu(CpuStorage::F16(v)) if v.len() == groups => Ok(v),
+                _ => Err(corrupt(format!("`{name}.{what}` is not {groups} f16 values"))),
+            }
+        };
+        let data = quant::QuantData {
+            dtype,
+            len,
+            words: words.into_iter().map(|w| w as u32).collect(),
+            scales: halves("scales")?,
+            offsets: if dtype == DType::Q4 { halves("offsets")? } else { Vec::new() },
+        };
+        Tensor::new(shape, Storage::Cpu(CpuStorage::Quant(data)))
+    }
+
     /// The stored shape of a tensor.
     pub fn shape_of(&self, name: &str) -> Result<Vec<usize>> {
         let &file = self
@@ -246,18 +293,37 @@ pub struct VarBuilder<'a> {
     source: Source<'a>,
     device: &'a Device,
     dtype: DType,
+    /// The format of the matrices of products and of embedding tables: `dtype`, or a quantized
+    /// format (see [`matrix`](Self::matrix)).
+    format: DType,
+    /// Embedding tables stay in host memory (a gather reads a few rows a frame).
+    host_tables: bool,
     prefix: String,
 }
 
 impl<'a> VarBuilder<'a> {
     pub fn new(checkpoint: &'a Checkpoint, device: &'a Device, dtype: DType) -> Self {
-        VarBuilder { source: Source::Checkpoint(checkpoint), device, dtype, prefix: String::new() }
+        VarBuilder {
+            source: Source::Checkpoint(checkpoint),
+            device,
+            dtype,
+            format: dtype,
+            host_tables: false,
+            prefix: String::new(),
+        }
     }
 
     /// A builder that makes up weights (scaled uniform noise, seeded by name) instead of reading
     /// them, so a stage can be built at full size with no checkpoint.
     pub fn synthetic(seed: u64, device: &'a Device, dtype: DType) -> Self {
-        VarBuilder { source: Source::Synthetic { seed }, device, dtype, prefix: String::new() }
+        VarBuilder {
+            source: Source::Synthetic { seed },
+            device,
+            dtype,
+            format: dtype,
+            host_tables: false,
+            prefix: String::new(),
+        }
     }
 
     pub fn device(&self) -> &'a Device {
@@ -268,9 +334,70 @@ impl<'a> VarBuilder<'a> {
         self.dtype
     }
 
-    /// The same weights with another runtime dtype.
+    /// The same weights with another runtime dtype (and matrices in it).
     pub fn with_dtype(&self, dtype: DType) -> Self {
-        VarBuilder { dtype, ..self.clone() }
+        VarBuilder { dtype, format: dtype, ..self.clone() }
+    }
+
+    /// Matrices and embedding tables in `format` (a quantized one, or this builder's dtype).
+    pub fn with_format(&self, format: DType) -> Self {
+        VarBuilder { format, ..self.clone() }
+    }
+
+    /// Embedding tables kept in host memory when `on_host`.
+    pub fn with_host_tables(&self, on_host: bool) -> Self {
+        VarBuilder { host_tables: on_host, ..self.clone() }
+    }
+
+    pub fn format(&self) -> DType {
+        self.format
+    }
+
+    /// A product's matrix `[rows, cols]` in this builder's format. A quantized format is made on
+    /// the device from the dtype's copy (or read as stored from a quantized checkpoint, which must
+    /// hold that format); `cols` must be whole groups.
+    pub fn matrix(&self, shape: &[usize], name: &str) -> Result<Tensor> {
+        self.formatted(shape, name, self.format, self.device)
+    }
+
+    /// An embedding table `[rows, width]` for gathers: q8 wherever the matrices are quantized,
+    /// in host memory when the builder says so.
+    pub fn table(&self, shape: &[usize], name: &str) -> Result<Tensor> {
+        let format = crate::plan::ArFormats::table(self.format);
+        if self.host_tables && self.device.kind() != crate::device::DeviceKind::Cpu {
+            let host = Device::cpu();
+            return self.formatted(shape, name, format, &host);
+        }
+        self.formatted(shape, name, format, self.device)
+    }
+
+    fn formatted(&self, shape: &[usize], name: &str, format: DType, device: &Device) -> Result<Tensor> {
+        let on = VarBuilder { device, ..self.clone() };
+        if !format.is_quantized() {
+            return on.get(shape, name);
+        }
+        let full = self.full_name(name);
+        let cols = shape.last().copied().unwrap_or(0);
+        if !cols.is_multiple_of(quant::GROUP) {
+            return Err(Error::Invalid(format!(
+                "`{full}` has {cols} columns, not whole groups of {}: this model cannot take {format} weights",
+                quant::GROUP
+            )));
+        }
+        if let Source::Checkpoint(checkpoint) = self.source
+            && let Some(stored) = checkpoint.stored_format(&full).filter(|f| f.is_quantized())
+        {
+            if stored != format {
+                return Err(Error::Invalid(format!(
+                    "`{full}` is stored as {stored} in {}, not {format}: load this copy with its own weights",
+                    checkpoint.location_of(&full)
+                )));
+            }
+            let tensor = checkpoint.read_quantized(&full, shape, stored)?;
+            return device.upload(tensor);
+        }
+        let plain = on.get(shape, name)?;
+        device.cast(&plain, format)
     }
 
     fn full_name(&self, name: &str) -> String {
@@ -356,6 +483,13 @@ impl<'a> VarBuilder<'a> {
                 return Err(Error::Invalid(format!("synthetic weights are made on the device, not read: {full}")));
             }
         };
+        if let Some(stored) = checkpoint.stored_format(full).filter(|f| f.is_quantized()) {
+            return Err(Error::Invalid(format!(
+                "`{full}` is stored as {stored} in {}, not {}: load this copy with its own weights",
+                checkpoint.location_of(full),
+                self.format
+            )));
+        }
         let tensor = checkpoint.read(full)?;
         if tensor.shape() != shape {
             return Err(Error::WrongShape {
@@ -402,9 +536,29 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let (prefix, suffix) = crate::partial::affixes(&name);
-    let mut temp =
-        tempfile::Builder::new().prefix(&prefix).suffix(&suffix).tempfile_in(dir).map_err(|e| Error::io(dir, e))?;
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix).suffix(&suffix);
+    // Readable by others, as a file written in place would be (a temporary is private).
+    if let Some(permissions) = readable(false) {
+        builder.permissions(permissions);
+    }
+    let mut temp = builder.tempfile_in(dir).map_err(|e| Error::io(dir, e))?;
     temp.write_all(bytes).and_then(|_| temp.as_file().sync_all()).map_err(|e| Error::io(path, e))?;
     temp.persist(path).map_err(|e| Error::io(path, e.error))?;
     Ok(())
+}
+
+/// Permissions for a finished file (`rw-r--r--`) or folder (`rwxr-xr-x`); `None` where files
+/// have no such modes.
+pub(crate) fn readable(folder: bool) -> Option<std::fs::Permissions> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        Some(std::fs::Permissions::from_mode(if folder { 0o755 } else { 0o644 }))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = folder;
+        None
+    }
 }

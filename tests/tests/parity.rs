@@ -10,7 +10,7 @@ use songloom_engine::model_dir::ModelDir;
 use songloom_engine::models::scheduler::{FlowMatchEuler, cfg_combine, overlap_blend};
 use songloom_engine::stage::depth_teacher_forced;
 use songloom_engine::weights::{Checkpoint, save_f32};
-use songloom_engine::{Device, DeviceKind, Precision, Tensor};
+use songloom_engine::{DType, Device, DeviceKind, Precision, Tensor};
 use songloom_tests::{Bound, Golden, copy_tiny_model, cpu, devices, distance, fixtures, tiny_model_dir};
 
 /// bf16 stages: our f32 arithmetic over bf16 weights may sit anywhere the bf16 reference's rounding
@@ -68,7 +68,11 @@ fn f32_bound(g: &Golden) -> Bound {
 // ---------------------------------------------------------------- language model
 
 fn lm_run(model: &ModelDir, device: &Device, g: &Golden) -> Vec<f32> {
-    let lm = model.language_model(device, None).unwrap();
+    lm_run_in(model, device, DType::BF16, g)
+}
+
+fn lm_run_in(model: &ModelDir, device: &Device, format: DType, g: &Golden) -> Vec<f32> {
+    let lm = model.language_model(device, None, format).unwrap();
     let ids = g.ids("input_ids");
     let feedback = g.tensor("feedback");
     let steps = feedback.shape()[0];
@@ -110,8 +114,8 @@ fn lm_prefill_and_decode_steps_match_reference() {
 fn lm_head_sliced_to_sampleable_rows_equals_full_head() {
     let (model, device, g) = (model(), cpu(), Golden::open("lm"));
     let vocab = 448; // tests/fixtures/tiny-music3/language_model/config.json
-    let full = model.language_model(&device, Some(0..vocab)).unwrap();
-    let sliced = model.language_model(&device, None).unwrap();
+    let full = model.language_model(&device, Some(0..vocab), DType::BF16).unwrap();
+    let sliced = model.language_model(&device, None, DType::BF16).unwrap();
     let rows = sliced.head_rows();
     let ids = g.ids("input_ids");
     let mut cache = full.new_cache(&device, 2, ids.len() / 2).unwrap();
@@ -130,8 +134,12 @@ fn lm_head_sliced_to_sampleable_rows_equals_full_head() {
 // ---------------------------------------------------------------- depth decoder
 
 fn depth_run(model: &ModelDir, device: &Device, codes: &[u32], g: &Golden) -> (Vec<f32>, Vec<f32>) {
-    let lm = model.language_model(device, Some(0..0)).unwrap();
-    let depth = model.depth_decoder(device).unwrap();
+    depth_run_in(model, device, DType::BF16, codes, g)
+}
+
+fn depth_run_in(model: &ModelDir, device: &Device, format: DType, codes: &[u32], g: &Golden) -> (Vec<f32>, Vec<f32>) {
+    let lm = model.language_model(device, Some(0..0), format).unwrap();
+    let depth = model.depth_decoder(device, format).unwrap();
     let last_hidden = device.upload(g.tensor("last_hidden")).unwrap();
     let (h, l) = depth_teacher_forced(model, &lm, &depth, device, &last_hidden, codes).unwrap();
     (h.to_f32_vec(), l.to_f32_vec())

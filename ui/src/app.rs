@@ -7,7 +7,7 @@ use egui::Color32;
 use serde::{Deserialize, Serialize};
 
 use crate::contract::{
-    DeviceStatus, Engine, EngineEvent, ExportFormat, JobId, PRECISIONS, Recipe, Request, SongEntry, SongId,
+    DeviceStatus, Engine, EngineEvent, ExportFormat, JobId, PRECISIONS, Recipe, Request, SongEntry, SongId, WEIGHTS,
 };
 use crate::library_view::LibraryView;
 use crate::lyrics::{TAGS, dropped_text, insert_tag};
@@ -290,6 +290,25 @@ impl<E: Engine> SongloomApp<E> {
             let label = ui.label("Precision");
             text_choice_ui(ui, label.id, "precision", &mut self.draft.precision, &PRECISIONS);
             ui.end_row();
+            let label = ui.label("Weights");
+            text_choice_ui(ui, label.id, "weights", &mut self.draft.weights, &WEIGHTS).on_hover_text(
+                "The language model's weights: 8bit and 4bit take less GPU memory (auto: the most exact that fits)",
+            );
+            ui.end_row();
+            let label = ui.label("GPU memory (GB)");
+            ui.horizontal(|ui| {
+                let mut limited = self.draft.max_memory_gb.is_some();
+                ui.checkbox(&mut limited, "at most").labelled_by(label.id);
+                if limited {
+                    let gb = self.draft.max_memory_gb.get_or_insert(12.0);
+                    ui.add(egui::DragValue::new(gb).range(1.0..=1024.0).speed(0.5).max_decimals(1))
+                        .labelled_by(label.id);
+                } else {
+                    self.draft.max_memory_gb = None;
+                    ui.label("what the device has free");
+                }
+            });
+            ui.end_row();
             let label = ui.label("Model");
             ui.add(egui::TextEdit::singleline(&mut self.draft.model).hint_text("embedded test model"))
                 .labelled_by(label.id);
@@ -322,6 +341,13 @@ impl<E: Engine> SongloomApp<E> {
             None => "DiT waiting for frames".to_string(),
         };
         ui.add(egui::ProgressBar::new(p.fraction() as f32).text(denoise));
+        if let Some(plan) = &p.plan {
+            ui.small(format!("Plan: {plan}"));
+        }
+        if let Some((acoustic, done, total)) = p.loading {
+            let half = if acoustic { "the acoustic half" } else { "the AR half" };
+            ui.label(format!("Loading {half} of the model ({done} / {total})"));
+        }
         if let Some((_, windows, _, _)) = p.denoise {
             ui.label(format!("Vocoder: {} / {windows} windows decoded to audio", p.windows_vocoded));
         }

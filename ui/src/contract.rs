@@ -21,6 +21,10 @@ pub struct Recipe {
     pub precision: String,
     /// The model directory; empty for the embedded test model.
     pub model: String,
+    /// The AR half's weights: `auto`, `bf16`, `8bit` or `4bit` ([`WEIGHTS`]).
+    pub weights: String,
+    /// The memory budget in GB; `None` for what the device has free.
+    pub max_memory_gb: Option<f64>,
 }
 
 /// MiniMax-Music3's own DiT guidance scale.
@@ -28,6 +32,9 @@ pub const DEFAULT_GUIDANCE: f32 = 1.7;
 
 /// The precision policies of the acoustic half, by the engine's names (the app ties the two).
 pub const PRECISIONS: [&str; 3] = ["reference", "tf32", "bf16"];
+
+/// The AR half's weight choices, by the engine's names (the app ties the two).
+pub const WEIGHTS: [&str; 4] = ["auto", "bf16", "8bit", "4bit"];
 
 /// A device choice and whether it can run here: what it is, or why not.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,6 +55,8 @@ impl Default for Recipe {
             device: "auto".into(),
             precision: "reference".into(),
             model: String::new(),
+            weights: "auto".into(),
+            max_memory_gb: None,
         }
     }
 }
@@ -137,10 +146,20 @@ pub struct PlaybackState {
 /// The stages a job reports, in the order they start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Stage {
+    /// Loading the AR half (`acoustic: false`) or the acoustic half of the model.
+    Load {
+        acoustic: bool,
+    },
     Tokenize,
     ArFrames,
-    Denoise { window: usize, windows: usize },
-    Vocoder { window: usize, windows: usize },
+    Denoise {
+        window: usize,
+        windows: usize,
+    },
+    Vocoder {
+        window: usize,
+        windows: usize,
+    },
 }
 
 /// Timings of a finished job, in seconds.
@@ -156,6 +175,11 @@ pub struct Timings {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum EngineEvent {
+    /// The memory plan a job's model was loaded under, in words.
+    Plan {
+        job: JobId,
+        plan: String,
+    },
     Stage {
         job: JobId,
         stage: Stage,
@@ -219,6 +243,7 @@ impl EngineEvent {
     pub fn job(&self) -> Option<JobId> {
         match self {
             EngineEvent::Stage { job, .. }
+            | EngineEvent::Plan { job, .. }
             | EngineEvent::Audio { job, .. }
             | EngineEvent::Finished { job, .. }
             | EngineEvent::Failed { job, .. }

@@ -19,6 +19,10 @@ pub struct Progress {
     pub first_audio_s: Option<f64>,
     pub finished: Option<Timings>,
     pub error: Option<String>,
+    /// The memory plan, once the engine has made it.
+    pub plan: Option<String>,
+    /// (acoustic half, done, total) while a half of the model loads.
+    pub loading: Option<(bool, usize, usize)>,
 }
 
 impl Progress {
@@ -35,6 +39,10 @@ impl Progress {
             }
             EngineEvent::Stage { stage: Stage::Vocoder { window, .. }, .. } => self.windows_vocoded = window + 1,
             EngineEvent::Stage { stage: Stage::Tokenize, .. } => self.tokenized = true,
+            EngineEvent::Stage { stage: Stage::Load { acoustic }, done, total, .. } => {
+                self.loading = (done < total).then_some((*acoustic, *done, *total));
+            }
+            EngineEvent::Plan { plan, .. } => self.plan = Some(plan.clone()),
             EngineEvent::Audio { first_sample, samples, sample_rate, .. } => {
                 self.samples = first_sample + samples.len() / 2;
                 self.sample_rate = *sample_rate;

@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use songloom_engine::pipeline::{Cancel, Event, Pipeline, Request as SongRequest, StageName};
+use songloom_engine::pipeline::{Cancel, Event, Half, Pipeline, Request as SongRequest, StageName};
 use songloom_engine::{Device, DeviceChoice, DeviceOptions, Precision};
 use songloom_ui::contract::{
     DeviceStatus, Engine, EngineEvent, ExportFormat, JobId, PlaybackState, Recipe, Request, SongEntry, SongId, Stage,
@@ -192,7 +192,8 @@ impl Engine for InProcessEngine {
 }
 
 /// The pipeline a recipe needs: its model directory, device and precision.
-type PipelineKey = (String, String, String);
+/// What a loaded pipeline was made for: the model, device, precision, weights and budget.
+type PipelineKey = (String, String, String, String, Option<u64>);
 
 struct Worker {
     library_dir: PathBuf,
@@ -228,32 +229,55 @@ impl SongSink for WindowSink<'_> {
 }
 
 impl Worker {
-    fn pipeline(&mut self, recipe: &Recipe) -> anyhow::Result<&Pipeline> {
-        let key = (recipe.model.clone(), recipe.device.clone(), recipe.precision.clone());
-        if self.pipeline.as_ref().is_none_or(|(k, _)| *k != key) {
+    /// The pipeline for `recipe`, loaded anew when the recipe asks for another model, device,
+    /// precision, weights or budget, or for a song the loaded plan has no room for.
+    fn pipeline(&mut self, job: JobId, recipe: &Recipe, request: &SongRequest) -> anyhow::Result<&Pipeline> {
+        let budget = recipe.max_memory_gb.map(|gb| (gb * 1e9) as u64);
+        let key =
+            (recipe.model.clone(), recipe.device.clone(), recipe.precision.clone(), recipe.weights.clone(), budget);
+        let fits = |(k, p): &(PipelineKey, Pipeline)| *k == key && p.check_song(request).is_ok();
+        if !self.pipeline.as_ref().is_some_and(fits) {
+            // The old pipeline's memory is freed before the new one is planned against what is free.
             self.pipeline = None;
+            let memory = crate::generate::memory_request(&recipe.weights, recipe.max_memory_gb)?;
             let options = DeviceOptions { precision: Precision::parse(&recipe.precision)?, ..DeviceOptions::default() };
             let device = Device::open(DeviceChoice::parse(&recipe.device)?, options)?;
-            self.pipeline = Some((key, Pipeline::load(&model_dir(&recipe.model)?, device)?));
+            let dir = model_dir(&recipe.model)?;
+            let plan = Pipeline::plan(&dir, &device, memory, Some(request))?;
+            self.outbox.send(EngineEvent::Plan { job, plan: plan.describe() });
+            let outbox = self.outbox.clone();
+            let loading = move |event: Event| {
+                if let Event::Stage { stage, done, total } = event {
+                    outbox.send(EngineEvent::Stage { job, stage: stage_of(stage), done, total });
+                }
+            };
+            self.pipeline = Some((key, Pipeline::load_planned(&dir, device, &plan, &loading)?));
+        } else if let Some((_, p)) = &self.pipeline {
+            self.outbox.send(EngineEvent::Plan { job, plan: p.loaded_plan().describe() });
         }
         Ok(&self.pipeline.as_ref().expect("just loaded").1)
     }
 
     fn run(&mut self, job: JobId, recipe: &Recipe, cancel: &Cancel) -> anyhow::Result<Timings> {
         let (players, outbox, library_dir) = (self.players.clone(), self.outbox.clone(), self.library_dir.clone());
-        let pipeline = self.pipeline(recipe)?;
+        let request = SongRequest {
+            prompt: recipe.description.clone(),
+            lyrics: recipe.lyrics.clone(),
+            duration_s: recipe.duration_s,
+            seed: recipe.seed,
+            steps: recipe.steps,
+            guidance: Some(recipe.guidance),
+        };
+        let pipeline = self.pipeline(job, recipe, &request)?;
         players.ensure(pipeline.sample_rate());
         players.with_open(Player::new_song);
         let song = SongJob {
-            request: SongRequest {
-                prompt: recipe.description.clone(),
-                lyrics: recipe.lyrics.clone(),
-                duration_s: recipe.duration_s,
-                seed: recipe.seed,
-                steps: recipe.steps,
-                guidance: Some(recipe.guidance),
+            request,
+            // The weights used, so the recipe makes the same song again.
+            recipe: Recipe {
+                weights: songloom_engine::plan::WeightsChoice::of(pipeline.formats()).name().into(),
+                ..recipe.clone()
             },
-            recipe: recipe.clone(),
             out: None,
             format: WavFormat::F32,
             library: Some(library_dir),
@@ -394,6 +418,7 @@ fn entry(song: &Song) -> SongEntry {
 
 fn stage_of(stage: StageName) -> Stage {
     match stage {
+        StageName::Load { half } => Stage::Load { acoustic: half == Half::Acoustic },
         StageName::Tokenize => Stage::Tokenize,
         StageName::ArFrames => Stage::ArFrames,
         StageName::Denoise { window, windows } => Stage::Denoise { window, windows },

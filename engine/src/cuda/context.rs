@@ -68,7 +68,7 @@ pub(super) fn keep_freed_memory(ctx: &CudaContext) -> Result<()> {
 }
 
 /// Returns the memory the pool keeps for reuse to the driver (after an out-of-memory error).
-fn release_freed_memory(ctx: &CudaContext) -> Result<()> {
+pub(super) fn release_freed_memory(ctx: &CudaContext) -> Result<()> {
     if !ctx.has_async_alloc() {
         return Ok(());
     }
@@ -153,6 +153,7 @@ impl CudaBackend {
     /// opened with one. When the pool is out of memory, the memory it keeps for reuse is given back
     /// to the driver once and the allocation tried again.
     pub(super) fn alloc_as<T: cudarc::driver::DeviceRepr>(&self, lane: &Lane, n: usize) -> Result<CudaSlice<T>> {
+        self.check_budget((n.max(1) * size_of::<T>()) as u64)?;
         // SAFETY: every kernel and copy that produces an output writes all of it (the conformance
         // suite checks this with the sentinel fill).
         let mut slice = match unsafe { lane.stream.alloc::<T>(n.max(1)) } {

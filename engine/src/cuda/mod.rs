@@ -15,6 +15,7 @@ mod elementwise;
 pub mod kernels;
 mod launch;
 mod layout;
+mod memory;
 mod norms;
 mod products;
 mod quant;
@@ -32,8 +33,8 @@ pub use self::context::{libraries_present, nvrtc_present};
 use self::kernels::Kernels;
 pub use self::storage::CudaStorage;
 use crate::device::{
-    AttentionInputs, AttentionShape, Backend, Candidates, DeviceKind, DeviceOptions, KvSlot, Op, Operand, RmsNorm,
-    Rotary, Shortlist, ThreadPriority,
+    AttentionInputs, AttentionShape, Backend, Candidates, DeviceKind, DeviceOptions, KvSlot, MemoryUse, Op, Operand,
+    RmsNorm, Rotary, Shortlist, ThreadPriority,
 };
 use crate::error::{Error, Result};
 use crate::precision::Precision;
@@ -51,6 +52,7 @@ pub struct CudaBackend {
     overlap: bool,
     /// Whether the GPU has TF32 tensor cores (sm_80+), which the fast policies' attention uses.
     tf32_mma: bool,
+    budget: memory::Budget,
 }
 
 impl CudaBackend {
@@ -85,6 +87,7 @@ impl CudaBackend {
             sentinel_fill: options.sentinel_fill,
             overlap: major >= 9,
             tf32_mma: major >= 8,
+            budget: memory::Budget::default(),
         })
     }
 }
@@ -108,6 +111,22 @@ impl Backend for CudaBackend {
 
     fn set_thread_priority(&self, priority: ThreadPriority) -> Result<()> {
         CudaBackend::set_thread_priority(self, priority)
+    }
+
+    fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    fn memory(&self) -> Option<MemoryUse> {
+        CudaBackend::memory(self)
+    }
+
+    fn set_memory_limit(&self, bytes: Option<u64>) -> Result<()> {
+        CudaBackend::set_memory_limit(self, bytes)
+    }
+
+    fn release_unused_memory(&self) -> Result<()> {
+        CudaBackend::release_unused_memory(self)
     }
 
     /// f32, bf16 and the quantized formats for products' weights and tables, f32 and bf16 for other

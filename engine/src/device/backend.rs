@@ -4,9 +4,11 @@
 
 use super::composed;
 use super::{
-    AttentionInputs, AttentionShape, Candidates, DeviceKind, KvSlot, Op, RmsNorm, Rotary, Shortlist, ThreadPriority,
+    AttentionInputs, AttentionShape, Candidates, DeviceKind, KvSlot, MemoryUse, Op, RmsNorm, Rotary, Shortlist,
+    ThreadPriority,
 };
 use crate::error::Result;
+use crate::precision::Precision;
 use crate::tensor::{DType, Tensor};
 
 /// One compute backend. Every op returns a new tensor on the same backend.
@@ -30,6 +32,30 @@ pub trait Backend: Send + Sync {
     /// Says how urgent the calling thread's work is, before the thread's first op: a GPU backend
     /// may queue a critical thread's work ahead of the rest.
     fn set_thread_priority(&self, _priority: ThreadPriority) -> Result<()> {
+        Ok(())
+    }
+
+    /// The precision policy this backend was opened with (the CPU runs the reference's).
+    fn precision(&self) -> Precision {
+        Precision::Reference
+    }
+
+    /// What the device's allocator holds for this process, its peak and what the device has
+    /// free; `None` where the backend keeps no such account (the CPU).
+    fn memory(&self) -> Option<MemoryUse> {
+        None
+    }
+
+    /// Caps the memory this backend allocates at `bytes` (none with `None`): an allocation that
+    /// would pass the cap is [`Error::OverBudget`](crate::Error::OverBudget). The peak is counted
+    /// afresh from here. A backend that keeps no account (the CPU) takes the cap and enforces
+    /// nothing.
+    fn set_memory_limit(&self, _bytes: Option<u64>) -> Result<()> {
+        Ok(())
+    }
+
+    /// Hands memory the allocator keeps for reuse back to the device, after a model half is freed.
+    fn release_unused_memory(&self) -> Result<()> {
         Ok(())
     }
 

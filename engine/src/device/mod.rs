@@ -9,7 +9,9 @@ mod params;
 
 pub use backend::Backend;
 pub use op::{Op, Operand};
-pub use params::{AttentionInputs, AttentionShape, Candidates, KvSlot, RmsNorm, Rotary, Shortlist, ThreadPriority};
+pub use params::{
+    AttentionInputs, AttentionShape, Candidates, KvSlot, MemoryUse, RmsNorm, Rotary, Shortlist, ThreadPriority,
+};
 
 use crate::cpu::CpuBackend;
 use crate::cuda::CudaBackend;

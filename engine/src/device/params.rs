@@ -108,3 +108,15 @@ pub enum ThreadPriority {
     /// acoustic half's long ones.
     Critical,
 }
+
+/// A device's memory as its allocator counts it, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryUse {
+    /// Held by this process's allocations now.
+    pub in_use: u64,
+    /// The most held at once since the cap was last set.
+    pub peak: u64,
+    /// Free on the device (for every process).
+    pub free: u64,
+    pub total: u64,
+}

@@ -54,21 +54,21 @@ impl DepthDecoder {
                 let p = vb.pp(format!("layers.{l}"));
                 Ok(Layer {
                     input_norm: p.get(&[h], "input_layernorm.weight")?,
-                    q: p.get(&[h, h], "attn.to_q.weight")?,
-                    k: p.get(&[h, h], "attn.to_k.weight")?,
-                    v: p.get(&[h, h], "attn.to_v.weight")?,
-                    out: p.get(&[h, h], "attn.to_out.weight")?,
+                    q: p.matrix(&[h, h], "attn.to_q.weight")?,
+                    k: p.matrix(&[h, h], "attn.to_k.weight")?,
+                    v: p.matrix(&[h, h], "attn.to_v.weight")?,
+                    out: p.matrix(&[h, h], "attn.to_out.weight")?,
                     mlp: SwiGlu::new(&p, "post_attention_layernorm.weight", "", h, i)?,
                 })
             })
             .collect::<Result<_>>()?;
         let heads = (0..cfg.num_codebooks - 1)
-            .map(|k| vb.get(&[v, h], &format!("audio_heads.{k}.weight")))
+            .map(|k| vb.matrix(&[v, h], &format!("audio_heads.{k}.weight")))
             .collect::<Result<_>>()?;
         Ok(DepthDecoder {
             cfg: cfg.clone(),
-            audio_embeddings: vb.get(&[v * (cfg.num_codebooks - 1), h], "audio_embeddings.weight")?,
-            projection: vb.get(&[h, h], "projection.weight")?,
+            audio_embeddings: vb.table(&[v * (cfg.num_codebooks - 1), h], "audio_embeddings.weight")?,
+            projection: vb.matrix(&[h, h], "projection.weight")?,
             pos_embedding: vb.get(&[cfg.max_position_embeddings, h], "pos_embedding.weight")?,
             layers,
             norm: vb.get(&[h], "norm.weight")?,

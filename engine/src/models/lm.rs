@@ -47,10 +47,10 @@ impl LanguageModel {
                 let p = m.pp(format!("layers.{l}"));
                 Ok(Layer {
                     input_norm: p.get(&[h], "input_layernorm.weight")?,
-                    q: p.get(&[q_dim, h], "self_attn.q_proj.weight")?,
-                    k: p.get(&[kv_dim, h], "self_attn.k_proj.weight")?,
-                    v: p.get(&[kv_dim, h], "self_attn.v_proj.weight")?,
-                    o: p.get(&[h, q_dim], "self_attn.o_proj.weight")?,
+                    q: p.matrix(&[q_dim, h], "self_attn.q_proj.weight")?,
+                    k: p.matrix(&[kv_dim, h], "self_attn.k_proj.weight")?,
+                    v: p.matrix(&[kv_dim, h], "self_attn.v_proj.weight")?,
+                    o: p.matrix(&[h, q_dim], "self_attn.o_proj.weight")?,
                     q_norm: p.get(&[cfg.head_dim], "self_attn.q_norm.weight")?,
                     k_norm: p.get(&[cfg.head_dim], "self_attn.k_norm.weight")?,
                     mlp: SwiGlu::new(&p, "post_attention_layernorm.weight", "mlp", h, i)?,
@@ -61,7 +61,7 @@ impl LanguageModel {
         let head = vb.get_rows(&[cfg.vocab_size, h], head_name, head_rows.start as usize, head_rows.end as usize)?;
         Ok(LanguageModel {
             cfg: cfg.clone(),
-            embed_tokens: m.get(&[cfg.vocab_size, h], "embed_tokens.weight")?,
+            embed_tokens: m.table(&[cfg.vocab_size, h], "embed_tokens.weight")?,
             layers,
             norm: m.get(&[h], "norm.weight")?,
             head,
@@ -85,7 +85,7 @@ impl LanguageModel {
 
     /// `embed_tokens` rows of `ids`, `[ids.len(), hidden]`.
     pub fn embed(&self, device: &Device, ids: &[u32]) -> Result<Tensor> {
-        device.embedding(&self.embed_tokens, ids)
+        super::table::gather(device, &self.embed_tokens, ids)
     }
 
     /// Runs `embeds [batch * seq, hidden]` (batch-major) from the cache's current length and

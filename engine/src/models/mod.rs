@@ -7,4 +7,5 @@ pub mod kv_cache;
 pub mod lm;
 pub mod scheduler;
 pub mod swiglu;
+pub mod table;
 pub mod vocoder;

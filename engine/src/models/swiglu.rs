@@ -20,9 +20,9 @@ impl SwiGlu {
         let p = |name: &str| if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") };
         Ok(SwiGlu {
             norm: vb.get(&[hidden], norm)?,
-            gate: vb.get(&[intermediate, hidden], &p("gate_proj.weight"))?,
-            up: vb.get(&[intermediate, hidden], &p("up_proj.weight"))?,
-            down: vb.get(&[hidden, intermediate], &p("down_proj.weight"))?,
+            gate: vb.matrix(&[intermediate, hidden], &p("gate_proj.weight"))?,
+            up: vb.matrix(&[intermediate, hidden], &p("up_proj.weight"))?,
+            down: vb.matrix(&[hidden, intermediate], &p("down_proj.weight"))?,
         })
     }
 

@@ -24,10 +24,38 @@ pub struct Request {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StageName {
+    /// Loading a half of the model: `done` of `total` components.
+    Load {
+        half: Half,
+    },
     Tokenize,
     ArFrames,
-    Denoise { window: usize, windows: usize },
-    Vocoder { window: usize, windows: usize },
+    Denoise {
+        window: usize,
+        windows: usize,
+    },
+    Vocoder {
+        window: usize,
+        windows: usize,
+    },
+}
+
+/// The model's halves, as the plan loads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Half {
+    /// The language model and the depth decoder.
+    Ar,
+    /// The condition encoder, the DiT and the vocoder.
+    Acoustic,
+}
+
+impl Half {
+    pub fn name(self) -> &'static str {
+        match self {
+            Half::Ar => "the AR half",
+            Half::Acoustic => "the acoustic half",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default)]

@@ -4,43 +4,42 @@
 
 pub mod ar;
 mod events;
+mod halves;
 pub mod rng;
 pub mod sampling;
 mod stream;
 pub mod windows;
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use self::ar::{ArModels, Chooser, Draw, Frame};
-pub use self::events::{Cancel, Event, MAX_DURATION_S, Observer, Request, StageName, Stats};
+pub use self::events::{Cancel, Event, Half, MAX_DURATION_S, Observer, Request, StageName, Stats};
+pub use self::halves::{AcousticHalf, ArHalf, LoadEvents};
+use self::halves::{Halves, Weights};
 use self::rng::Rng;
 use self::windows::{AcousticModels, Carry, NoiseSource, crop, run_window, window_starts};
 use crate::config::PipelineConstants;
-use crate::config::{self, ConditionConfig, DepthConfig, DitConfig, LmConfig, SchedulerConfig, VocoderConfig};
-use crate::device::Device;
+use crate::config::{self, SchedulerConfig};
+use crate::device::{Device, DeviceKind};
 use crate::error::{Error, Result};
-use crate::model_dir::{ACOUSTIC_DTYPE, AR_DTYPE, ModelDir};
-use crate::models::{
-    condition::ConditionEncoder, depth::DepthDecoder, dit::Dit, lm::LanguageModel, scheduler::FlowMatchEuler,
-    vocoder::Vocoder,
-};
+use crate::model_dir::ModelDir;
+use crate::models::scheduler::FlowMatchEuler;
+use crate::plan::{ArFormats, Geometry, Mode, Plan, WeightsChoice, Workload};
 use crate::prompt::{PromptEncoder, PromptIds};
 use crate::tensor::Tensor;
-use crate::weights::VarBuilder;
 
-/// Every stage of a model, loaded once.
+/// Every stage of a model, loaded as its plan says: once, or a half at a time.
 pub struct Pipeline {
     pub device: Device,
     pub constants: PipelineConstants,
     /// None for synthetic weights, which come without a tokenizer.
     prompt: Option<PromptEncoder>,
     scheduler: SchedulerConfig,
-    lm: LanguageModel,
-    depth: DepthDecoder,
-    condition: ConditionEncoder,
-    dit: Dit,
-    vocoder: Vocoder,
+    geometry: Geometry,
+    plan: Plan,
+    halves: Halves,
 }
 
 /// Draws from our seeded RNG.
@@ -64,67 +63,175 @@ impl NoiseSource for SeededNoise {
     }
 }
 
+/// What a user asks of memory: the AR half's weights and a budget.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct MemoryRequest {
+    pub weights: WeightsChoice,
+    /// Bytes; `None` for the device's free memory.
+    pub max_memory: Option<f64>,
+}
+
+/// The KV cache positions a plan is made for when no prompt is known (a long description and
+/// lyrics).
+const PLANNED_PROMPT_TOKENS: usize = 1024;
+
+fn no_events() -> LoadEvents<'static> {
+    &|_| {}
+}
+
+/// `min(int(duration * frame_rate), max_frames)`, or an error for a duration out of range.
+fn frames_for(duration_s: f64, geometry: &Geometry, constants: &PipelineConstants) -> Result<usize> {
+    if !(duration_s > 0.0 && duration_s <= MAX_DURATION_S) {
+        return Err(Error::Invalid(format!(
+            "the duration must be above 0 and at most {MAX_DURATION_S} s, got {duration_s}"
+        )));
+    }
+    let frames = ((duration_s * geometry.condition.frame_rate()) as usize).min(constants.max_frames);
+    if frames == 0 {
+        return Err(Error::Invalid(format!("{duration_s} s is shorter than one frame of the model")));
+    }
+    Ok(frames)
+}
+
+/// The workload of a song of `prompt` tokens and `frames` frames on `device`.
+fn workload(device: &Device, prompt: usize, frames: usize) -> Workload {
+    let gpu = device.kind() != DeviceKind::Cpu;
+    Workload {
+        precision: device.precision(),
+        prompt,
+        frames,
+        runtime: if gpu { 0.6e9 } else { 0.0 },
+        host_table: gpu,
+        gpu,
+    }
+}
+
+/// The budget: the one asked for, else (on a GPU) the device's free memory.
+fn budget(device: &Device, asked: Option<f64>) -> Option<f64> {
+    asked.or_else(|| device.memory().map(|m| m.free as f64))
+}
+
 impl Pipeline {
+    /// Loads every stage with bf16 AR weights, streamed, with no budget (the reference policy).
     pub fn load(model_dir: &Path, device: Device) -> Result<Self> {
-        let model = ModelDir::open(model_dir)?;
-        let prompt = PromptEncoder::new(&model.component("tokenizer"), &model.constants)?;
-        Pipeline {
-            lm: model.language_model(&device, None)?,
-            depth: model.depth_decoder(&device)?,
-            condition: model.condition_encoder(&device)?,
-            dit: model.transformer(&device)?,
-            vocoder: model.vocoder(&device)?,
-            constants: model.constants.clone(),
-            prompt: Some(prompt),
-            scheduler: config::read_config(&model.component("scheduler"), "scheduler_config.json")?,
-            device,
-        }
-        .ready()
+        let plan =
+            Self::plan(model_dir, &device, MemoryRequest { weights: WeightsChoice::Bf16, max_memory: None }, None)?;
+        let plan = Plan { budget: None, ..plan };
+        Self::load_planned(model_dir, device, &plan, no_events())
     }
 
-    /// Waits until every weight is on the device, so any thread's stream may read them.
-    fn ready(self) -> Result<Self> {
-        self.device.synchronize()?;
-        Ok(self)
+    /// The plan for `request` on `device`: for a song like `song` (its prompt and length), or for a
+    /// long prompt and the longest song when `None`. Reads the configs and the tokenizer, no weights.
+    pub fn plan(model_dir: &Path, device: &Device, memory: MemoryRequest, song: Option<&Request>) -> Result<Plan> {
+        let model = ModelDir::open(model_dir)?;
+        let geometry = model.geometry()?;
+        let (prompt, frames) = match song {
+            Some(req) => {
+                let encoder = PromptEncoder::new(&model.component("tokenizer"), &model.constants)?;
+                let ids = encoder.encode(&req.prompt, &req.lyrics)?;
+                (ids.cond.len(), frames_for(req.duration_s, &geometry, &model.constants)?)
+            }
+            None => (PLANNED_PROMPT_TOKENS, model.constants.max_frames),
+        };
+        let work = workload(device, prompt, frames);
+        geometry.choose(memory.weights, model.stored_formats()?, budget(device, memory.max_memory), &work)
+    }
+
+    /// Loads what `plan` keeps resident and caps the device's memory at its budget.
+    pub fn load_planned(model_dir: &Path, device: Device, plan: &Plan, events: LoadEvents) -> Result<Self> {
+        let model = ModelDir::open(model_dir)?;
+        let prompt = PromptEncoder::new(&model.component("tokenizer"), &model.constants)?;
+        let scheduler = config::read_config(&model.component("scheduler"), "scheduler_config.json")?;
+        let geometry = model.geometry()?;
+        let constants = model.constants.clone();
+        device.set_memory_limit(plan.budget.map(|b| b as u64))?;
+        let halves = Halves::load(Weights::Dir(model), plan, &device, &constants, events)?;
+        Ok(Pipeline { device, constants, prompt: Some(prompt), scheduler, geometry, plan: plan.clone(), halves })
+    }
+
+    /// The plan for synthetic weights at the real geometry, for a song of `prompt` tokens and
+    /// `frames` frames.
+    pub fn synthetic_plan(device: &Device, memory: MemoryRequest, prompt: usize, frames: usize) -> Result<Plan> {
+        let constants = PipelineConstants::default();
+        let geometry = Geometry {
+            head_rows: (constants.code_offset + constants.semantic_vocab_size - constants.audio_end_id) as usize,
+            ..Geometry::default()
+        };
+        geometry.choose(memory.weights, None, budget(device, memory.max_memory), &workload(device, prompt, frames))
     }
 
     /// Every stage at the real checkpoint's geometry with synthetic weights made on the device
-    /// (benchmarks). There is no tokenizer: use [`generate_ids`](Self::generate_ids).
+    /// (benchmarks), bf16 AR weights, streamed. There is no tokenizer: use
+    /// [`generate_ids`](Self::generate_ids).
     pub fn synthetic(device: Device, seed: u64, constants: PipelineConstants) -> Result<Self> {
+        let plan = Self::synthetic_plan(
+            &device,
+            MemoryRequest { weights: WeightsChoice::Bf16, max_memory: None },
+            PLANNED_PROMPT_TOKENS,
+            constants.max_frames,
+        )?;
+        Self::synthetic_planned(device, seed, constants, &Plan { budget: None, ..plan }, no_events())
+    }
+
+    /// Synthetic weights under `plan`.
+    pub fn synthetic_planned(
+        device: Device,
+        seed: u64,
+        constants: PipelineConstants,
+        plan: &Plan,
+        events: LoadEvents,
+    ) -> Result<Self> {
         let rows =
             constants.audio_end_id.min(constants.code_offset)..constants.code_offset + constants.semantic_vocab_size;
-        let (lm, depth, condition, dit, vocoder) = {
-            let ar = VarBuilder::synthetic(seed, &device, AR_DTYPE);
-            let acoustic = VarBuilder::synthetic(seed, &device, ACOUSTIC_DTYPE);
-            (
-                LanguageModel::new(&LmConfig::default(), &ar, rows)?,
-                DepthDecoder::new(&DepthConfig::default(), &ar)?,
-                ConditionEncoder::new(&ConditionConfig::default(), &ar)?,
-                Dit::new(&DitConfig::default(), &acoustic)?,
-                Vocoder::new(&VocoderConfig::default(), &acoustic)?,
-            )
-        };
-        Pipeline {
-            lm,
-            depth,
-            condition,
-            dit,
-            vocoder,
+        let geometry = Geometry { head_rows: rows.len(), ..Geometry::default() };
+        device.set_memory_limit(plan.budget.map(|b| b as u64))?;
+        let halves = Halves::load(Weights::Synthetic { seed }, plan, &device, &constants, events)?;
+        Ok(Pipeline {
+            device,
             constants,
             prompt: None,
             scheduler: SchedulerConfig::default(),
-            device,
-        }
-        .ready()
+            geometry,
+            plan: plan.clone(),
+            halves,
+        })
     }
 
-    /// The loaded stages, for benchmarks that time them one by one.
-    pub fn stages(&self) -> (&LanguageModel, &DepthDecoder, &ConditionEncoder, &Dit, &Vocoder) {
-        (&self.lm, &self.depth, &self.condition, &self.dit, &self.vocoder)
+    /// Whether `req` can run under the loaded plan (its numbers, its prompt and, against the
+    /// budget, its length), without running it.
+    pub fn check_song(&self, req: &Request) -> Result<()> {
+        let prompt = self.encode_prompt(&req.prompt, &req.lyrics)?;
+        self.validate(req, &prompt).map(|_| ())
+    }
+
+    /// The plan this pipeline was loaded under.
+    pub fn loaded_plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    pub fn formats(&self) -> ArFormats {
+        self.plan.formats
+    }
+
+    /// Both halves, loaded if need be, for benchmarks that time the stages one by one (streamed
+    /// plans only: phase by phase, one half frees the other).
+    pub fn stages(&self) -> Result<(Arc<ArHalf>, Arc<AcousticHalf>)> {
+        if self.plan.mode == Mode::PhaseByPhase {
+            return Err(Error::Invalid("a phase-by-phase plan holds one half at a time".into()));
+        }
+        Ok((self.ar_half(no_events())?, self.acoustic_half(no_events())?))
+    }
+
+    fn ar_half(&self, events: LoadEvents) -> Result<Arc<ArHalf>> {
+        self.halves.ar(&self.device, &self.constants, events)
+    }
+
+    fn acoustic_half(&self, events: LoadEvents) -> Result<Arc<AcousticHalf>> {
+        self.halves.acoustic(&self.device, events)
     }
 
     pub fn sample_rate(&self) -> u32 {
-        self.vocoder.config().sampling_rate as u32
+        self.geometry.vocoder.sampling_rate as u32
     }
 
     pub fn encode_prompt(&self, prompt: &str, lyrics: &str) -> Result<PromptIds> {
@@ -136,20 +243,11 @@ impl Pipeline {
 
     /// `min(int(duration * frame_rate), max_frames)`, or an error for a duration out of range.
     pub fn max_frames(&self, duration_s: f64) -> Result<usize> {
-        if !(duration_s > 0.0 && duration_s <= MAX_DURATION_S) {
-            return Err(Error::Invalid(format!(
-                "the duration must be above 0 and at most {MAX_DURATION_S} s, got {duration_s}"
-            )));
-        }
-        let frames = ((duration_s * self.condition.config().frame_rate()) as usize).min(self.constants.max_frames);
-        if frames == 0 {
-            return Err(Error::Invalid(format!("{duration_s} s is shorter than one frame of the model")));
-        }
-        Ok(frames)
+        frames_for(duration_s, &self.geometry, &self.constants)
     }
 
-    fn ar_models(&self) -> ArModels<'_> {
-        ArModels { device: &self.device, lm: &self.lm, depth: &self.depth, constants: &self.constants }
+    fn ar_models<'a>(&'a self, half: &'a ArHalf) -> ArModels<'a> {
+        ArModels { device: &self.device, lm: &half.lm, depth: &half.depth, constants: &self.constants }
     }
 
     fn schedule(&self, steps: usize) -> Result<FlowMatchEuler> {
@@ -166,8 +264,9 @@ impl Pipeline {
     ) -> Result<Tensor> {
         let mut hidden = Vec::new();
         let mut width = 0;
+        let half = self.ar_half(observer.events)?;
         let frames = ar::run(
-            &self.ar_models(),
+            &self.ar_models(&half),
             prompt,
             max_frames,
             chooser,
@@ -195,7 +294,8 @@ impl Pipeline {
         observer: Observer,
     ) -> Result<[Vec<f32>; 2]> {
         let schedule = self.schedule(steps)?;
-        let acoustic = self.acoustic(&schedule, guidance);
+        let half = self.acoustic_half(observer.events)?;
+        let acoustic = self.acoustic(&half, &schedule, guidance);
         let frames = &self.device.upload(frames.clone())?;
         let count = frames.shape()[0];
         let starts = window_starts(count, &self.constants);
@@ -207,7 +307,7 @@ impl Pipeline {
             let out = run_window(&acoustic, k, starts.len(), &window_frames, &mut carry, noise, observer)?;
             let wave = self.device.to_host(&out.waveform)?;
             let n = wave.len() / 2;
-            let (left, right) = crop(k, k + 1 == starts.len(), n, self.vocoder.config().hop_length(), &self.constants);
+            let (left, right) = crop(k, k + 1 == starts.len(), n, self.geometry.vocoder.hop_length(), &self.constants);
             for (side, part) in song.iter_mut().zip(stereo_span(&wave, left, right)) {
                 side.extend(part);
             }
@@ -215,13 +315,18 @@ impl Pipeline {
         Ok(song)
     }
 
-    fn acoustic<'a>(&'a self, schedule: &'a FlowMatchEuler, guidance: Option<f32>) -> AcousticModels<'a> {
+    fn acoustic<'a>(
+        &'a self,
+        half: &'a AcousticHalf,
+        schedule: &'a FlowMatchEuler,
+        guidance: Option<f32>,
+    ) -> AcousticModels<'a> {
         AcousticModels {
             guidance: guidance.unwrap_or(self.constants.dit_cfg_scale),
             device: &self.device,
-            condition: &self.condition,
-            dit: &self.dit,
-            vocoder: &self.vocoder,
+            condition: &half.condition,
+            dit: &half.dit,
+            vocoder: &half.vocoder,
             schedule,
             constants: &self.constants,
         }
@@ -235,8 +340,8 @@ impl Pipeline {
     /// [`generate`](Self::generate), only later.
     pub fn generate_sequential(&self, req: &Request, observer: Observer) -> Result<Stats> {
         let started = Instant::now();
-        let max_frames = self.validate(req)?;
         let prompt = self.tokenize(req, observer)?;
+        let max_frames = self.validate(req, &prompt)?;
         let tokenize_s = started.elapsed().as_secs_f64();
         let mut chooser = RngChooser(Rng::new(req.seed));
         let frames = self.generate_frames(&prompt, max_frames, &mut chooser, observer)?;
@@ -260,8 +365,9 @@ impl Pipeline {
         Ok(stats)
     }
 
-    /// Checks the request's numbers; returns its frame limit.
-    fn validate(&self, req: &Request) -> Result<usize> {
+    /// Checks the request's numbers and, against the loaded plan's budget, its length; returns its
+    /// frame limit.
+    fn validate(&self, req: &Request, prompt: &PromptIds) -> Result<usize> {
         if req.steps == 0 {
             return Err(Error::Invalid("the number of steps must be at least 1".into()));
         }
@@ -270,7 +376,9 @@ impl Pipeline {
         {
             return Err(Error::Invalid(format!("the guidance scale must be between 0 and 20 (got {g})")));
         }
-        self.max_frames(req.duration_s)
+        let frames = self.max_frames(req.duration_s)?;
+        self.plan.for_song(&self.geometry, prompt.cond.len(), frames)?;
+        Ok(frames)
     }
 
     fn tokenize(&self, req: &Request, observer: Observer) -> Result<PromptIds> {

@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 use super::ar::{self, Frame};
 use super::rng::Rng;
 use super::windows::{Carry, crop, run_window, window_starts};
-use super::{Event, Observer, Pipeline, Request, RngChooser, Stats, interleave, stereo_span};
+use super::{AcousticHalf, Event, Observer, Pipeline, Request, RngChooser, Stats, interleave, stereo_span};
 use crate::device::ThreadPriority;
 use crate::error::{Error, Result};
 use crate::models::scheduler::FlowMatchEuler;
+use crate::plan::Mode;
 use crate::prompt::PromptIds;
 use crate::tensor::Tensor;
 
@@ -25,39 +26,13 @@ impl Pipeline {
         started: Instant,
         observer: Observer,
     ) -> Result<Stats> {
-        let max_frames = self.validate(req)?;
+        let max_frames = self.validate(req, prompt)?;
         let tokenize_s = started.elapsed().as_secs_f64();
         let schedule = self.schedule(req.steps)?;
-        let (tx, rx) = mpsc::sync_channel::<Frame>(2 * self.constants.chunk_frames);
-        let expected_windows = window_starts(max_frames, &self.constants).len();
-        let (ar_result, acoustic_result) = std::thread::scope(|scope| {
-            let ar_thread = std::thread::Builder::new().name("songloom-ar".into()).spawn_scoped(scope, || {
-                let mut chooser = RngChooser(Rng::new(req.seed));
-                // The AR loop is the song's critical path.
-                let result = self.device.set_thread_priority(ThreadPriority::Critical).and_then(|()| {
-                    ar::run(
-                        &self.ar_models(),
-                        prompt,
-                        max_frames,
-                        &mut chooser,
-                        &mut |frame| tx.send(frame).map_err(|_| Error::Cancelled),
-                        observer,
-                    )
-                });
-                drop(tx);
-                (result, started.elapsed().as_secs_f64())
-            });
-            // When this returns (an error included) the receiver is dropped, and the AR thread stops at
-            // its next frame.
-            let acoustic = self.stream_windows(&schedule, rx, expected_windows, req, started, observer);
-            let ar = match ar_thread {
-                Ok(handle) => {
-                    handle.join().unwrap_or_else(|_| (Err(Error::Invalid("the AR thread failed".into())), 0.0))
-                }
-                Err(e) => (Err(Error::Invalid(format!("cannot start the AR thread: {e}"))), 0.0),
-            };
-            (ar, acoustic)
-        });
+        let (ar_result, acoustic_result) = match self.plan.mode {
+            Mode::Streamed => self.run_streamed(prompt, req, max_frames, &schedule, started, observer),
+            Mode::PhaseByPhase => self.run_phased(prompt, req, max_frames, &schedule, started, observer),
+        };
         let (frames, ar_s, acoustic) = match (ar_result, acoustic_result) {
             ((Ok(frames), ar_end), Ok(acoustic)) => (frames, ar_end - tokenize_s, acoustic),
             // The acoustic thread's error is the cause when the AR thread only saw it stop listening.
@@ -82,10 +57,95 @@ impl Pipeline {
         Ok(stats)
     }
 
+    /// Both halves at once: the AR loop on a thread of its own feeds the acoustic thread (this one).
+    fn run_streamed(
+        &self,
+        prompt: &PromptIds,
+        req: &Request,
+        max_frames: usize,
+        schedule: &FlowMatchEuler,
+        started: Instant,
+        observer: Observer,
+    ) -> ((Result<usize>, f64), Result<StreamedAudio>) {
+        let (ar_half, acoustic_half) = match (self.ar_half(observer.events), self.acoustic_half(observer.events)) {
+            (Ok(ar), Ok(acoustic)) => (ar, acoustic),
+            // The AR result carries the error; no audio was made.
+            (Err(e), _) | (_, Err(e)) => return ((Err(e), 0.0), Ok(StreamedAudio::default())),
+        };
+        let expected_windows = window_starts(max_frames, &self.constants).len();
+        let (tx, rx) = mpsc::sync_channel::<Frame>(2 * self.constants.chunk_frames);
+        std::thread::scope(|scope| {
+            let ar_thread = std::thread::Builder::new().name("songloom-ar".into()).spawn_scoped(scope, || {
+                let mut chooser = RngChooser(Rng::new(req.seed));
+                // The AR loop is the song's critical path.
+                let result = self.device.set_thread_priority(ThreadPriority::Critical).and_then(|()| {
+                    ar::run(
+                        &self.ar_models(&ar_half),
+                        prompt,
+                        max_frames,
+                        &mut chooser,
+                        &mut |frame| tx.send(frame).map_err(|_| Error::Cancelled),
+                        observer,
+                    )
+                });
+                drop(tx);
+                (result, started.elapsed().as_secs_f64())
+            });
+            // When this returns (an error included) the receiver is dropped, and the AR thread stops at
+            // its next frame.
+            let acoustic = self.stream_windows(&acoustic_half, schedule, rx, expected_windows, req, started, observer);
+            let ar = match ar_thread {
+                Ok(handle) => {
+                    handle.join().unwrap_or_else(|_| (Err(Error::Invalid("the AR thread failed".into())), 0.0))
+                }
+                Err(e) => (Err(Error::Invalid(format!("cannot start the AR thread: {e}"))), 0.0),
+            };
+            (ar, acoustic)
+        })
+    }
+
+    /// One half at a time: the whole AR loop with its frames kept in host memory, its weights
+    /// freed, then the acoustic half over the kept frames, through the same window code as the
+    /// streamed run (so the audio is the same).
+    fn run_phased(
+        &self,
+        prompt: &PromptIds,
+        req: &Request,
+        max_frames: usize,
+        schedule: &FlowMatchEuler,
+        started: Instant,
+        observer: Observer,
+    ) -> ((Result<usize>, f64), Result<StreamedAudio>) {
+        let mut frames = Vec::new();
+        let ar_result = self.ar_half(observer.events).and_then(|half| {
+            let mut chooser = RngChooser(Rng::new(req.seed));
+            let mut keep = |frame| {
+                frames.push(frame);
+                Ok(())
+            };
+            ar::run(&self.ar_models(&half), prompt, max_frames, &mut chooser, &mut keep, observer)
+        });
+        let ar_end = started.elapsed().as_secs_f64();
+        if ar_result.is_err() {
+            return ((ar_result, ar_end), Ok(StreamedAudio::default()));
+        }
+        let expected_windows = window_starts(frames.len(), &self.constants).len();
+        let (tx, rx) = mpsc::sync_channel::<Frame>(frames.len().max(1));
+        for frame in frames {
+            tx.send(frame).map_err(|_| Error::Cancelled).ok();
+        }
+        drop(tx);
+        let acoustic = self
+            .acoustic_half(observer.events)
+            .and_then(|half| self.stream_windows(&half, schedule, rx, expected_windows, req, started, observer));
+        ((ar_result, ar_end), acoustic)
+    }
+
     /// The acoustic thread: collects frames, runs each window as soon as it can, emits audio.
     #[allow(clippy::too_many_arguments)]
     fn stream_windows(
         &self,
+        half: &AcousticHalf,
         schedule: &FlowMatchEuler,
         frames_rx: mpsc::Receiver<Frame>,
         expected_windows: usize,
@@ -94,8 +154,8 @@ impl Pipeline {
         observer: Observer,
     ) -> Result<StreamedAudio> {
         let c = &self.constants;
-        let acoustic = self.acoustic(schedule, req.guidance);
-        let hop = self.vocoder.config().hop_length();
+        let acoustic = self.acoustic(half, schedule, req.guidance);
+        let hop = self.geometry.vocoder.hop_length();
         let sample_rate = self.sample_rate();
         let mut noise = self.noise(req.seed);
         let mut carry = Carry::default();

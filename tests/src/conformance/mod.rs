@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 
 use songloom_engine::device::ThreadPriority;
 use songloom_engine::quant::{self, QuantData};
-use songloom_engine::{CpuStorage, DType, Device, DeviceKind, Error, Op, Storage, Tensor};
+use songloom_engine::{CpuStorage, DType, Device, DeviceKind, Error, Op, Precision, Storage, Tensor};
 
 use self::judge::compare;
 use self::tolerance::{Judge, tolerance};
@@ -297,6 +297,23 @@ pub fn check_lifecycle(device: &Device, kind: DeviceKind, probe: &Case) -> (BTre
     check("description", if device.description().trim().is_empty() { Err("empty".into()) } else { Ok(()) });
     check("synchronize", device.synchronize().map_err(|e| e.to_string()));
     check("profiler", device.profiler(true).and_then(|()| device.profiler(false)).map_err(|e| e.to_string()));
+    check(
+        "precision",
+        match device.precision() {
+            Precision::Reference => Ok(()),
+            other => Err(format!("opened with the reference precision, says {other}")),
+        },
+    );
+    check("memory", check_memory(device));
+    check("set_memory_limit", check_memory_limit(device));
+    check(
+        "release_unused_memory",
+        device.release_unused_memory().map_err(|e| e.to_string()).and_then(|()| {
+            let got = probe.execute(device).map_err(|e| e.to_string())?;
+            check_outputs(&got, &(probe.naive)(&probe.inputs), tolerance(probe.op, probe.dtype, Judge::Naive))
+                .map(|_| ())
+        }),
+    );
     let on_a_thread = std::thread::scope(|scope| {
         scope
             .spawn(|| -> Result<(), String> {
@@ -313,8 +330,47 @@ pub fn check_lifecycle(device: &Device, kind: DeviceKind, probe: &Case) -> (BTre
             .unwrap_or_else(|_| Err("the thread panicked".into()))
     });
     check("set_thread_priority", on_a_thread);
-    let methods = ["kind", "description", "synchronize", "profiler", "set_thread_priority", "supports"];
+    let methods = [
+        "kind",
+        "description",
+        "synchronize",
+        "profiler",
+        "set_thread_priority",
+        "supports",
+        "precision",
+        "memory",
+        "set_memory_limit",
+        "release_unused_memory",
+    ];
     (methods.into_iter().collect(), failures)
+}
+
+/// A memory account, where the backend keeps one, is consistent.
+fn check_memory(device: &Device) -> Result<(), String> {
+    let Some(m) = device.memory() else { return Ok(()) };
+    let big = device.fill_uniform(&[1 << 22], DType::F32, 1, 0.0, 1.0).map_err(|e| e.to_string())?;
+    let after = device.memory().ok_or("the account went away")?;
+    drop(big);
+    if !(m.free <= m.total && after.in_use >= m.in_use + (16 << 20) && after.peak >= after.in_use) {
+        return Err(format!("inconsistent: {m:?}, then {after:?} holding 16 MiB more"));
+    }
+    Ok(())
+}
+
+/// Under a cap just above what is held, a 64 MiB buffer is refused as over the budget (where the
+/// backend keeps an account); without the cap it is made, and the backend goes on working.
+fn check_memory_limit(device: &Device) -> Result<(), String> {
+    let big = || device.fill_uniform(&[1 << 24], DType::F32, 1, 0.0, 1.0);
+    let held = device.memory().map(|m| m.in_use);
+    device.set_memory_limit(Some(held.unwrap_or(0) + (8 << 20))).map_err(|e| e.to_string())?;
+    let capped = big();
+    device.set_memory_limit(None).map_err(|e| e.to_string())?;
+    match (held, capped) {
+        (Some(_), Ok(_)) => return Err("a 64 MiB buffer was made under an 8 MiB cap".into()),
+        (Some(_), Err(Error::OverBudget { .. })) | (None, Ok(_)) => {}
+        (_, Err(e)) => return Err(format!("under the cap: {e}, not an over-budget error")),
+    }
+    big().map(|_| ()).map_err(|e| format!("after the cap was lifted: {e}"))
 }
 
 /// The names of the `Backend` trait's methods, read from its source, so that a method added to
