@@ -411,3 +411,51 @@ fn a_closed_pipe_ends_every_command_quietly() {
     }
     assert!(sandbox.files().is_empty(), "left {:?}", sandbox.files());
 }
+
+#[test]
+fn a_memory_budget_too_small_is_one_line_naming_the_smallest_plan_and_nothing_is_written() {
+    let sandbox = Sandbox::new();
+    let mut args = song(None, "song.wav");
+    args.extend(["--max-memory", "0.001"]);
+    let out = sandbox.run(&args);
+    let err = stderr(&out);
+    assert!(!out.status.success());
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("no plan fits in 1 MB") && err.contains("the smallest") && err.contains("needs"), "{err}");
+    assert!(sandbox.files().is_empty(), "{:?}", sandbox.files());
+}
+
+#[test]
+fn generate_prints_its_plan_and_a_quantized_copy_makes_the_same_song() {
+    let sandbox = Sandbox::new();
+    let model = sandbox.model();
+    let copy = sandbox.path("model-8bit");
+    let quantize = sandbox.run(&["model", "quantize", model.to_str().unwrap(), "--weights", "8bit"]);
+    assert!(quantize.status.success(), "{}", stderr(&quantize));
+    let mut args = song(Some(model.to_str().unwrap()), "a.wav");
+    args.extend(["--max-memory", "12", "--weights", "8bit"]);
+    let first = sandbox.run(&args);
+    let err = stderr(&first);
+    assert!(first.status.success(), "{err}");
+    assert!(err.contains("plan: q8 AR weights") && err.contains("of a 12.0 GB budget"), "{err}");
+    let mut args = song(Some(copy.to_str().unwrap()), "b.wav");
+    args.extend(["--max-memory", "12"]);
+    let second = sandbox.run(&args);
+    assert!(second.status.success(), "{}", stderr(&second));
+    let samples = |name: &str| songloom_wav_samples(&sandbox.path(name));
+    assert!(samples("a.wav") == samples("b.wav"), "the copy's song differs from quantizing at load");
+}
+
+/// The sample bytes of a WAV file (its data chunk).
+fn songloom_wav_samples(path: &Path) -> Vec<u8> {
+    let bytes = std::fs::read(path).unwrap();
+    let mut i = 12;
+    while i + 8 <= bytes.len() {
+        let size = u32::from_le_bytes(bytes[i + 4..i + 8].try_into().unwrap()) as usize;
+        if &bytes[i..i + 4] == b"data" {
+            return bytes[i + 8..i + 8 + size].to_vec();
+        }
+        i += 8 + size + (size & 1);
+    }
+    panic!("{} has no data chunk", path.display());
+}

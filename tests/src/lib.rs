@@ -7,6 +7,7 @@ use songloom_engine::weights::Checkpoint;
 use songloom_engine::{Device, DeviceChoice, DeviceKind, DeviceOptions, Precision, Tensor};
 
 pub mod conformance;
+pub mod stage_runs;
 
 /// `tests/fixtures`, or `$SONGLOOM_FIXTURES` when the test binary runs away from its source tree
 /// (on the GPU machine).
@@ -105,6 +106,12 @@ impl Bound {
     }
 }
 
+/// A bf16 stage's bound: twice the distance between the bf16 reference (`reference`) and its f32
+/// control run (`control`) in golden `g`.
+pub fn bf16_bound(g: &Golden, reference: &str, control: &str) -> Bound {
+    Bound::calibrated(distance(&g.values(control), &g.values(reference)), 2.0, 0.0)
+}
+
 pub fn cpu() -> Device {
     Device::cpu()
 }
@@ -162,4 +169,28 @@ fn copy_dir(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), &target).unwrap();
         }
     }
+}
+
+/// Rewrites a component's weights as one f32 safetensors file after `edit` changed some of them.
+pub fn edit_weights(root: &Path, component: &str, edit: impl FnOnce(&mut Vec<(String, Vec<usize>, Vec<f32>)>)) {
+    let dir = root.join(component);
+    let ckpt = songloom_engine::weights::Checkpoint::open(&dir).unwrap();
+    let mut names: Vec<String> = ckpt.tensor_names().map(str::to_string).collect();
+    names.sort();
+    let mut tensors: Vec<_> = names
+        .into_iter()
+        .map(|n| {
+            let t = ckpt.read(&n).unwrap();
+            (n, t.shape().to_vec(), t.to_f32_vec())
+        })
+        .collect();
+    drop(ckpt);
+    edit(&mut tensors);
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.to_string_lossy().contains(".safetensors") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    songloom_engine::weights::save_f32(&dir.join("diffusion_pytorch_model.safetensors"), &tensors).unwrap();
 }

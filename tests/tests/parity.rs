@@ -8,14 +8,15 @@ use std::path::Path;
 
 use songloom_engine::model_dir::ModelDir;
 use songloom_engine::models::scheduler::{FlowMatchEuler, cfg_combine, overlap_blend};
-use songloom_engine::stage::depth_teacher_forced;
-use songloom_engine::weights::{Checkpoint, save_f32};
 use songloom_engine::{DType, Device, DeviceKind, Precision, Tensor};
-use songloom_tests::{Bound, Golden, copy_tiny_model, cpu, devices, distance, fixtures, tiny_model_dir};
+use songloom_tests::{
+    Bound, Golden, bf16_bound, copy_tiny_model, cpu, devices, distance, edit_weights, fixtures, stage_runs,
+    tiny_model_dir,
+};
 
-/// bf16 stages: our f32 arithmetic over bf16 weights may sit anywhere the bf16 reference's rounding
-/// noise reaches; twice that noise. Against the f32 control (same math) only f32 noise remains.
-const BF16_FACTOR: f32 = 2.0;
+/// bf16 stages ([`bf16_bound`]): our f32 arithmetic over bf16 weights may sit anywhere the bf16
+/// reference's rounding noise reaches; twice that noise. Against the f32 control (same math) only
+/// f32 noise remains.
 const BF16_VS_CONTROL: f32 = 1e-4;
 /// f32 stages: the f32 reference's distance to its f64 control, times this, floored at f32 noise.
 const F32_FACTOR: f32 = 8.0;
@@ -33,34 +34,6 @@ fn edit_config(root: &Path, component: &str, edit: impl FnOnce(&mut serde_json::
     std::fs::write(&path, serde_json::to_string_pretty(&cfg).unwrap()).unwrap();
 }
 
-/// Rewrites a component's weights as one f32 safetensors file after `edit` changed some of them.
-fn edit_weights(root: &Path, component: &str, edit: impl FnOnce(&mut Vec<(String, Vec<usize>, Vec<f32>)>)) {
-    let dir = root.join(component);
-    let ckpt = Checkpoint::open(&dir).unwrap();
-    let mut names: Vec<String> = ckpt.tensor_names().map(str::to_string).collect();
-    names.sort();
-    let mut tensors: Vec<_> = names
-        .into_iter()
-        .map(|n| {
-            let t = ckpt.read(&n).unwrap();
-            (n, t.shape().to_vec(), t.to_f32_vec())
-        })
-        .collect();
-    drop(ckpt);
-    edit(&mut tensors);
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.to_string_lossy().contains(".safetensors") {
-            std::fs::remove_file(path).unwrap();
-        }
-    }
-    save_f32(&dir.join("diffusion_pytorch_model.safetensors"), &tensors).unwrap();
-}
-
-fn bf16_bound(g: &Golden, reference: &str, control: &str) -> Bound {
-    Bound::calibrated(distance(&g.values(control), &g.values(reference)), BF16_FACTOR, 0.0)
-}
-
 fn f32_bound(g: &Golden) -> Bound {
     Bound::calibrated(distance(&g.values("control"), &g.values("reference")), F32_FACTOR, F32_FLOOR)
 }
@@ -68,23 +41,7 @@ fn f32_bound(g: &Golden) -> Bound {
 // ---------------------------------------------------------------- language model
 
 fn lm_run(model: &ModelDir, device: &Device, g: &Golden) -> Vec<f32> {
-    lm_run_in(model, device, DType::BF16, g)
-}
-
-fn lm_run_in(model: &ModelDir, device: &Device, format: DType, g: &Golden) -> Vec<f32> {
-    let lm = model.language_model(device, None, format).unwrap();
-    let ids = g.ids("input_ids");
-    let feedback = g.tensor("feedback");
-    let steps = feedback.shape()[0];
-    let mut cache = lm.new_cache(device, 2, ids.len() / 2 + steps).unwrap();
-    let mut out = lm.forward(device, &lm.embed(device, &ids).unwrap(), &mut cache).unwrap().to_f32_vec();
-    let h = feedback.shape()[2];
-    let fb = feedback.to_f32_vec();
-    for s in 0..steps {
-        let step = device.upload(Tensor::from_f32(&[2, h], fb[s * 2 * h..(s + 1) * 2 * h].to_vec()).unwrap()).unwrap();
-        out.extend(lm.forward(device, &step, &mut cache).unwrap().to_f32_vec());
-    }
-    out
+    stage_runs::lm_run(model, device, DType::BF16, g)
 }
 
 #[test]
@@ -134,15 +91,7 @@ fn lm_head_sliced_to_sampleable_rows_equals_full_head() {
 // ---------------------------------------------------------------- depth decoder
 
 fn depth_run(model: &ModelDir, device: &Device, codes: &[u32], g: &Golden) -> (Vec<f32>, Vec<f32>) {
-    depth_run_in(model, device, DType::BF16, codes, g)
-}
-
-fn depth_run_in(model: &ModelDir, device: &Device, format: DType, codes: &[u32], g: &Golden) -> (Vec<f32>, Vec<f32>) {
-    let lm = model.language_model(device, Some(0..0), format).unwrap();
-    let depth = model.depth_decoder(device, format).unwrap();
-    let last_hidden = device.upload(g.tensor("last_hidden")).unwrap();
-    let (h, l) = depth_teacher_forced(model, &lm, &depth, device, &last_hidden, codes).unwrap();
-    (h.to_f32_vec(), l.to_f32_vec())
+    stage_runs::depth_run(model, device, DType::BF16, codes, g)
 }
 
 #[test]
