@@ -48,13 +48,16 @@ pub struct BenchArgs {
     /// The memory budget in GB for `stages` and `song` (enforced by the CUDA pool).
     #[arg(long)]
     max_memory: Option<f64>,
+    /// streamed, phased or auto, for `song`.
+    #[arg(long, default_value = "auto")]
+    mode: String,
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
     if args.synthetic != "full" {
         bail!("unknown synthetic geometry `{}` (expected full)", args.synthetic);
     }
-    let memory = crate::generate::memory_request(&args.weights, args.max_memory)?;
+    let memory = crate::generate::memory_request(&args.weights, args.max_memory, &args.mode)?;
     let device = Device::open(args.device, DeviceOptions { precision: args.precision, ..DeviceOptions::default() })?;
     say!("device: {} ({}; precision {})", device.kind(), device.description(), args.precision);
     match args.what.as_str() {
@@ -251,7 +254,9 @@ fn stages(device: Device, memory: MemoryRequest, repeat: usize) -> Result<()> {
     let mut cache = lm.new_cache(device, 2, prompt_len + 200)?;
     let ids: Vec<u32> = (0..2 * prompt_len as u32).map(|i| (i * 7919) % 150_000).collect();
     let prefill = Instant::now();
-    let mut hidden = lm.forward(device, &lm.embed(device, &ids)?, &mut cache)?;
+    let mut hidden = workspace(device, plan.budget, "LM prefill 2x300", || {
+        Ok(lm.forward(device, &lm.embed(device, &ids)?, &mut cache)?)
+    })?;
     device.synchronize()?;
     let prefill_s = prefill.elapsed().as_secs_f64();
     let feedback = device.cat_rows(&[&lm.embed(device, &[151_700])?, &lm.embed(device, &[151_700])?])?;
@@ -305,6 +310,7 @@ fn stages(device: Device, memory: MemoryRequest, repeat: usize) -> Result<()> {
         }
         Ok(())
     };
+    workspace(device, plan.budget, "depth frame", depth_frame)?;
     let frame = median_of(device, repeat.max(5), &mut depth_frame)?;
     say!("depth frame (7 codebooks, batch 2, {} weights): {:.3} ms", formats.depth, frame * 1e3);
     profiled(device, "depth", depth_frame)?;
@@ -313,6 +319,8 @@ fn stages(device: Device, memory: MemoryRequest, repeat: usize) -> Result<()> {
     let latents = filled(device, &[128, 689], 0.1)?;
     let condition = filled(device, &[689, 2048], 0.1)?;
     let zeros = device.upload(Tensor::zeros(&[689, 2048]))?;
+    workspace(device, plan.budget, "DiT forward", || Ok(dit.forward(device, &latents, 0.5, &condition)?))?;
+    workspace(device, plan.budget, "vocoder window", || Ok(vocoder.forward(device, &latents)?))?;
     let pair = median_of(device, repeat, || {
         dit.forward(device, &latents, 0.5, &condition)?;
         dit.forward(device, &latents, 0.5, &zeros)?;
@@ -337,6 +345,23 @@ fn stages(device: Device, memory: MemoryRequest, repeat: usize) -> Result<()> {
     say!("vocoder window (689 latents -> 352768 stereo samples): {:.2} ms", voc * 1e3);
     report_memory(device, "after the stages");
     Ok(())
+}
+
+/// Runs `f` and reports the most memory it held above what was in use before (the allocator's
+/// account: its peak is reset by setting the budget again).
+fn workspace<T>(device: &Device, budget: Option<f64>, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let before = device.memory().map(|m| m.in_use);
+    device.set_memory_limit(budget.map(|b| b as u64))?;
+    let out = f()?;
+    device.synchronize()?;
+    if let (Some(before), Some(after)) = (before, device.memory()) {
+        say!(
+            "workspace of the {what}: {:.3} GB above the {:.2} GB in use",
+            after.peak.saturating_sub(before) as f64 / 1e9,
+            before as f64 / 1e9
+        );
+    }
+    Ok(out)
 }
 
 /// The allocator's account: in use now and the peak since the budget was set.

@@ -10,7 +10,7 @@ use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde_json::json;
 use songloom_engine::pipeline::{Cancel, Event, Half, MemoryRequest, Pipeline, Request, StageName, Stats};
-use songloom_engine::plan::{Plan, WeightsChoice};
+use songloom_engine::plan::{Mode, Plan, WeightsChoice};
 use songloom_engine::{Device, DeviceChoice, DeviceKind, DeviceOptions, Precision};
 use songloom_ui::contract::Recipe;
 
@@ -51,13 +51,17 @@ pub struct GenerateArgs {
     #[arg(long, default_value = "reference")]
     precision: String,
     /// The language model's and depth decoder's weights: bf16, 8bit, 4bit (a 4-bit LM, the depth
-    /// decoder 8-bit) or auto (the most exact that fits the memory budget).
+    /// decoder 8-bit where it fits), 4bit-all or auto (the most exact that fits the budget).
     #[arg(long, default_value = "auto")]
     weights: String,
     /// The GPU memory the song may use, in GB (default: what the device has free). The plan
     /// picks the weights and whether both halves fit at once; on the CPU nothing enforces it.
     #[arg(long)]
     max_memory: Option<f64>,
+    /// streamed (both halves resident), phased (the AR half, then the acoustic half: less memory,
+    /// first audio later) or auto (streamed where it fits).
+    #[arg(long, default_value = "auto")]
+    mode: String,
     /// A MiniMax-Music3 model directory in the diffusers layout; the embedded test model without it.
     #[arg(long)]
     model: Option<PathBuf>,
@@ -95,7 +99,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     };
     // Parsed here rather than by clap, so a bad name is one line that says what is expected.
     let (choice, precision) = (DeviceChoice::parse(&args.device)?, Precision::parse(&args.precision)?);
-    let memory = memory_request(&args.weights, args.max_memory)?;
+    let memory = memory_request(&args.weights, args.max_memory, &args.mode)?;
     let duration_s = songloom_ui::duration::parse_duration(&args.duration).map_err(anyhow::Error::msg)?;
     let request = Request {
         prompt: args.prompt.clone(),
@@ -188,14 +192,15 @@ pub fn run(args: GenerateArgs) -> Result<()> {
 }
 
 /// `--weights` and `--max-memory` as the engine takes them.
-pub fn memory_request(weights: &str, max_memory_gb: Option<f64>) -> Result<MemoryRequest> {
+pub fn memory_request(weights: &str, max_memory_gb: Option<f64>, mode: &str) -> Result<MemoryRequest> {
     let weights = WeightsChoice::parse(weights)?;
+    let mode = Mode::parse(mode)?;
     if let Some(gb) = max_memory_gb
         && !(gb.is_finite() && gb > 0.0)
     {
         bail!("--max-memory must be a number of GB above 0 (got {gb})");
     }
-    Ok(MemoryRequest { weights, max_memory: max_memory_gb.map(|gb| gb * 1e9) })
+    Ok(MemoryRequest { weights, max_memory: max_memory_gb.map(|gb| gb * 1e9), mode })
 }
 
 /// Prints the plan: one line, and its parts on a terminal.

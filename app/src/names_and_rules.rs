@@ -3,7 +3,7 @@
 
 use songloom_engine::prompt::normalize_lyrics;
 use songloom_engine::{DeviceChoice, Precision};
-use songloom_ui::contract::{PRECISIONS, Recipe};
+use songloom_ui::contract::{PRECISIONS, Recipe, WEIGHTS};
 use songloom_ui::lyrics::dropped_text;
 
 /// Whether the engine's lyrics normalization loses any of `line`'s text (beyond whitespace, the
@@ -55,4 +55,7 @@ fn the_window_offers_the_engines_precisions_and_device_names() {
     let recipe = Recipe::default();
     assert!(DeviceChoice::parse(&recipe.device).is_ok(), "{}", recipe.device);
     assert!(Precision::parse(&recipe.precision).is_ok(), "{}", recipe.precision);
+    let weights = songloom_engine::plan::WeightsChoice::ALL.map(|w| w.name());
+    assert_eq!(WEIGHTS.to_vec(), weights.to_vec());
+    assert!(songloom_engine::plan::WeightsChoice::parse(&recipe.weights).is_ok(), "{}", recipe.weights);
 }

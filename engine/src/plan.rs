@@ -61,6 +61,8 @@ pub enum WeightsChoice {
     Int8,
     /// 4-bit LM; the depth decoder 8-bit where that fits, else 4-bit.
     Int4,
+    /// 4-bit LM and depth decoder.
+    Int4All,
 }
 
 impl WeightsChoice {
@@ -73,6 +75,7 @@ impl WeightsChoice {
             WeightsChoice::Bf16 => "bf16",
             WeightsChoice::Int8 => "8bit",
             WeightsChoice::Int4 => "4bit",
+            WeightsChoice::Int4All => "4bit-all",
         }
     }
 
@@ -83,10 +86,22 @@ impl WeightsChoice {
             .ok_or_else(|| Error::Invalid(format!("unknown weights `{name}` (expected auto, bf16, 8bit or 4bit)")))
     }
 
-    /// The choice that names `formats` (4bit covers both 4-bit plans).
+    /// The formats a choice names by itself (`auto` names none).
+    pub fn formats(self) -> Option<ArFormats> {
+        match self {
+            WeightsChoice::Auto => None,
+            WeightsChoice::Bf16 => Some(ArFormats::BF16),
+            WeightsChoice::Int8 => Some(ArFormats::Q8),
+            WeightsChoice::Int4 => Some(ArFormats::Q4_LM),
+            WeightsChoice::Int4All => Some(ArFormats::Q4),
+        }
+    }
+
+    /// The choice that names `formats`.
     pub fn of(formats: ArFormats) -> Self {
         match formats.lm {
             DType::Q8 => WeightsChoice::Int8,
+            DType::Q4 if formats.depth == DType::Q4 => WeightsChoice::Int4All,
             DType::Q4 => WeightsChoice::Int4,
             _ => WeightsChoice::Bf16,
         }
@@ -98,6 +113,7 @@ impl WeightsChoice {
             WeightsChoice::Bf16 => formats == ArFormats::BF16,
             WeightsChoice::Int8 => formats == ArFormats::Q8,
             WeightsChoice::Int4 => formats.lm == DType::Q4,
+            WeightsChoice::Int4All => formats == ArFormats::Q4,
         }
     }
 }
@@ -177,6 +193,18 @@ pub fn size(bytes: f64) -> String {
 
 fn bytes(params: f64, dtype: DType) -> f64 {
     params * dtype.bits_per_weight() / 8.0
+}
+
+impl Mode {
+    /// `auto` (`None`: the plan chooses), `streamed` or `phased`.
+    pub fn parse(name: &str) -> Result<Option<Mode>> {
+        match name {
+            "auto" => Ok(None),
+            "streamed" => Ok(Some(Mode::Streamed)),
+            "phased" => Ok(Some(Mode::PhaseByPhase)),
+            other => Err(Error::Invalid(format!("unknown mode `{other}` (expected auto, streamed or phased)"))),
+        }
+    }
 }
 
 impl Geometry {
@@ -296,6 +324,7 @@ impl Geometry {
     pub fn choose(
         &self,
         choice: WeightsChoice,
+        mode: Option<Mode>,
         stored: Option<ArFormats>,
         budget: Option<f64>,
         work: &Workload,
@@ -313,6 +342,7 @@ impl Geometry {
         };
         let candidates: Vec<Plan> = [Mode::Streamed, Mode::PhaseByPhase]
             .into_iter()
+            .filter(|m| mode.is_none_or(|asked| asked == *m))
             .flat_map(|mode| formats.iter().map(move |f| (*f, mode)))
             .map(|(formats, mode)| Plan { budget, ..self.plan(formats, mode, work) })
             .collect();
@@ -410,7 +440,7 @@ mod tests {
             gpu: true,
         };
         let peak = |f, mode| g.plan(f, mode, &work).peak;
-        let choose = |choice, budget: f64| g.choose(choice, None, Some(budget), &work);
+        let choose = |choice, budget: f64| g.choose(choice, None, None, Some(budget), &work);
         let roomy = choose(WeightsChoice::Auto, 80.0 * GB).unwrap();
         assert_eq!((roomy.formats, roomy.mode), (ArFormats::BF16, Mode::Streamed));
         // Just under bf16's peak: the next most exact streamed plan.
@@ -429,9 +459,9 @@ mod tests {
         assert_eq!(forced.formats, ArFormats::Q8);
         assert!(WeightsChoice::parse("2bit").is_err());
         // A quantized copy plans only its own formats, and refuses others by name.
-        let copy = g.choose(WeightsChoice::Auto, Some(ArFormats::Q4), None, &work).unwrap();
+        let copy = g.choose(WeightsChoice::Auto, None, Some(ArFormats::Q4), None, &work).unwrap();
         assert_eq!(copy.formats, ArFormats::Q4);
-        let err = g.choose(WeightsChoice::Bf16, Some(ArFormats::Q4), None, &work).unwrap_err().to_string();
+        let err = g.choose(WeightsChoice::Bf16, None, Some(ArFormats::Q4), None, &work).unwrap_err().to_string();
         assert!(err.contains("quantized copy") && err.contains("--weights bf16"), "{err}");
         // A longer song under the loaded plan is checked against its budget.
         let exact = choose(WeightsChoice::Int8, peak(ArFormats::Q8, Mode::Streamed)).unwrap();

@@ -146,10 +146,38 @@ pub fn weight(data: &QuantData, i: usize) -> f32 {
     }
 }
 
-/// Weights `[start, end)` dequantized into `out` (a row of a matrix, say).
+/// Weights `[start, start + out.len())` dequantized into `out` (a row of a matrix, say); whole
+/// groups at a time where the span is made of them (every row of a matrix is).
 pub fn dequantize_into(data: &QuantData, start: usize, out: &mut [f32]) {
-    for (j, o) in out.iter_mut().enumerate() {
-        *o = weight(data, start + j);
+    if !start.is_multiple_of(GROUP) || !out.len().is_multiple_of(GROUP) {
+        for (j, o) in out.iter_mut().enumerate() {
+            *o = weight(data, start + j);
+        }
+        return;
+    }
+    let first = start / GROUP;
+    let per_group = GROUP / per_word(data.dtype);
+    for (g, group) in out.chunks_exact_mut(GROUP).enumerate() {
+        let g = first + g;
+        let words = &data.words[g * per_group..(g + 1) * per_group];
+        let s = data.scales[g].to_f32();
+        match data.dtype {
+            DType::Q8 => {
+                for (four, word) in group.chunks_exact_mut(4).zip(words) {
+                    for (j, o) in four.iter_mut().enumerate() {
+                        *o = ((word >> (8 * j)) as u8 as i8) as f32 * s;
+                    }
+                }
+            }
+            _ => {
+                let o = data.offsets[g].to_f32();
+                for (eight, word) in group.chunks_exact_mut(8).zip(words) {
+                    for (j, v) in eight.iter_mut().enumerate() {
+                        *v = ((word >> (4 * j)) & 0xf) as f32 * s + o;
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -209,6 +237,19 @@ mod tests {
                     assert!((v - b).abs() <= 0.5 * step + 1e-3 * v.abs().max(step), "{dtype}: {v} came back as {b}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn whole_groups_dequantize_as_weight_by_weight() {
+        let values = ramp(6 * GROUP);
+        for dtype in [DType::Q8, DType::Q4] {
+            let q = quantize(&values, dtype).unwrap();
+            let one_by_one: Vec<f32> = (0..values.len()).map(|i| weight(&q, i)).collect();
+            assert_eq!(dequantize(&q), one_by_one, "{dtype}");
+            let mut part = vec![0.0; 2 * GROUP + 5];
+            dequantize_into(&q, GROUP + 3, &mut part);
+            assert_eq!(part, one_by_one[GROUP + 3..3 * GROUP + 8], "{dtype}: a span off the groups");
         }
     }
 

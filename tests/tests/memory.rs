@@ -33,7 +33,7 @@ fn song(pipeline: &Pipeline, req: &Request) -> (Vec<f32>, Vec<StageName>) {
 }
 
 fn forced(weights: WeightsChoice) -> MemoryRequest {
-    MemoryRequest { weights, max_memory: None }
+    MemoryRequest { weights, max_memory: None, mode: None }
 }
 
 fn plan_for(weights: WeightsChoice, model: &std::path::Path) -> Plan {
@@ -43,14 +43,14 @@ fn plan_for(weights: WeightsChoice, model: &std::path::Path) -> Plan {
 #[test]
 fn a_budget_too_small_is_refused_before_anything_loads() {
     let model = tiny_model_dir();
-    let tiny = MemoryRequest { weights: WeightsChoice::Auto, max_memory: Some(1e3) };
+    let tiny = MemoryRequest { weights: WeightsChoice::Auto, max_memory: Some(1e3), mode: None };
     let err = Pipeline::plan(&model, &cpu(), tiny, Some(&request(1, 10.08))).unwrap_err().to_string();
     assert!(err.contains("no plan fits in 0 MB") && err.contains("the smallest") && err.contains("needs"), "{err}");
     // The smallest plan is named: phase by phase (on the tiny model the acoustic half's workspace
     // outweighs the AR half in every format, so the most exact of the equals is named).
     assert!(err.contains("phase by phase"), "{err}");
     // A budget that holds the bf16 plan takes it, streamed.
-    let roomy = MemoryRequest { weights: WeightsChoice::Auto, max_memory: Some(12e9) };
+    let roomy = MemoryRequest { weights: WeightsChoice::Auto, max_memory: Some(12e9), mode: None };
     let plan = Pipeline::plan(&model, &cpu(), roomy, Some(&request(1, 10.08))).unwrap();
     assert_eq!((plan.formats, plan.mode), (ArFormats::BF16, Mode::Streamed));
     assert!(plan.describe().contains("12.0 GB budget"), "{}", plan.describe());

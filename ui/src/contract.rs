@@ -21,7 +21,7 @@ pub struct Recipe {
     pub precision: String,
     /// The model directory; empty for the embedded test model.
     pub model: String,
-    /// The AR half's weights: `auto`, `bf16`, `8bit` or `4bit` ([`WEIGHTS`]).
+    /// The AR half's weights: `auto`, `bf16`, `8bit`, `4bit` or `4bit-all` ([`WEIGHTS`]).
     pub weights: String,
     /// The memory budget in GB; `None` for what the device has free.
     pub max_memory_gb: Option<f64>,
@@ -34,7 +34,7 @@ pub const DEFAULT_GUIDANCE: f32 = 1.7;
 pub const PRECISIONS: [&str; 3] = ["reference", "tf32", "bf16"];
 
 /// The AR half's weight choices, by the engine's names (the app ties the two).
-pub const WEIGHTS: [&str; 4] = ["auto", "bf16", "8bit", "4bit"];
+pub const WEIGHTS: [&str; 5] = ["auto", "bf16", "8bit", "4bit", "4bit-all"];
 
 /// A device choice and whether it can run here: what it is, or why not.
 #[derive(Debug, Clone, PartialEq)]

@@ -239,7 +239,7 @@ impl Worker {
         if !self.pipeline.as_ref().is_some_and(fits) {
             // The old pipeline's memory is freed before the new one is planned against what is free.
             self.pipeline = None;
-            let memory = crate::generate::memory_request(&recipe.weights, recipe.max_memory_gb)?;
+            let memory = crate::generate::memory_request(&recipe.weights, recipe.max_memory_gb, "auto")?;
             let options = DeviceOptions { precision: Precision::parse(&recipe.precision)?, ..DeviceOptions::default() };
             let device = Device::open(DeviceChoice::parse(&recipe.device)?, options)?;
             let dir = model_dir(&recipe.model)?;

@@ -69,6 +69,8 @@ pub struct MemoryRequest {
     pub weights: WeightsChoice,
     /// Bytes; `None` for the device's free memory.
     pub max_memory: Option<f64>,
+    /// Streamed or phase by phase; `None` lets the plan choose (streamed where it fits).
+    pub mode: Option<Mode>,
 }
 
 /// The KV cache positions a plan is made for when no prompt is known (a long description and
@@ -114,8 +116,12 @@ fn budget(device: &Device, asked: Option<f64>) -> Option<f64> {
 impl Pipeline {
     /// Loads every stage with bf16 AR weights, streamed, with no budget (the reference policy).
     pub fn load(model_dir: &Path, device: Device) -> Result<Self> {
-        let plan =
-            Self::plan(model_dir, &device, MemoryRequest { weights: WeightsChoice::Bf16, max_memory: None }, None)?;
+        let plan = Self::plan(
+            model_dir,
+            &device,
+            MemoryRequest { weights: WeightsChoice::Bf16, max_memory: None, mode: None },
+            None,
+        )?;
         let plan = Plan { budget: None, ..plan };
         Self::load_planned(model_dir, device, &plan, no_events())
     }
@@ -134,7 +140,7 @@ impl Pipeline {
             None => (PLANNED_PROMPT_TOKENS, model.constants.max_frames),
         };
         let work = workload(device, prompt, frames);
-        geometry.choose(memory.weights, model.stored_formats()?, budget(device, memory.max_memory), &work)
+        geometry.choose(memory.weights, memory.mode, model.stored_formats()?, budget(device, memory.max_memory), &work)
     }
 
     /// Loads what `plan` keeps resident and caps the device's memory at its budget.
@@ -157,7 +163,8 @@ impl Pipeline {
             head_rows: (constants.code_offset + constants.semantic_vocab_size - constants.audio_end_id) as usize,
             ..Geometry::default()
         };
-        geometry.choose(memory.weights, None, budget(device, memory.max_memory), &workload(device, prompt, frames))
+        let work = workload(device, prompt, frames);
+        geometry.choose(memory.weights, memory.mode, None, budget(device, memory.max_memory), &work)
     }
 
     /// Every stage at the real checkpoint's geometry with synthetic weights made on the device
@@ -166,7 +173,7 @@ impl Pipeline {
     pub fn synthetic(device: Device, seed: u64, constants: PipelineConstants) -> Result<Self> {
         let plan = Self::synthetic_plan(
             &device,
-            MemoryRequest { weights: WeightsChoice::Bf16, max_memory: None },
+            MemoryRequest { weights: WeightsChoice::Bf16, max_memory: None, mode: None },
             PLANNED_PROMPT_TOKENS,
             constants.max_frames,
         )?;

@@ -1,0 +1,40 @@
+#!/bin/bash
+# Runs on the GPU machine over what scripts/device-pack.sh packed into .device/: the CUDA tests
+# (TESTS), the GEMMs and quantized GEMVs against the device-copy ceiling, the stages under each of
+# FORMATS (alternating, ROUNDS times), the formats' distances at full size, and a 60 s song under
+# each of TIERS, each as "name:precision:weights:mode:max-memory" (max-memory "-" for none), with
+# nvidia-smi sampling the device's memory every 200 ms. Logs go to $OUT/run.tar.gz, the summary
+# to $OUT/summary.txt (printed last).
+R=/tmp/run
+mkdir -p $R
+export LD_LIBRARY_PATH=$PWD/.device/lib:$LD_LIBRARY_PATH
+export SONGLOOM_FIXTURES=$PWD/tests/fixtures
+mkdir -p /tmp/b
+for b in .device/*.xz; do n=$(basename $b .xz); xz -dc $b > /tmp/b/$n; chmod +x /tmp/b/$n; done
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw,memory.used --format=csv > $R/smi.txt
+for t in ${TESTS-conformance memory parity_quantized parity pipeline kernels ops}; do
+  [ -x .device/test-$t ] && { .device/test-$t --nocapture --test-threads=1 > $R/test-$t.log 2>&1; echo "test-$t rc=$?" >> $R/summary.txt; grep "test result" $R/test-$t.log >> $R/summary.txt; grep -B2 -A12 "panicked" $R/test-$t.log | head -40 >> $R/summary.txt; }
+done
+grep -h "cuda: .*q[48]" $R/test-parity_quantized.log >> $R/summary.txt 2>/dev/null
+B=/tmp/b/songloom
+[ -n "${GEMM-1}" ] && $B bench --device cuda --what gemm > $R/gemm.txt 2>&1
+for r in $(seq ${ROUNDS:-1}); do
+  for w in ${FORMATS-bf16 8bit 4bit}; do
+    $B bench --device cuda --what stages --precision bf16 --weights $w > $R/stages-$w-$r.txt 2>&1
+  done
+done
+[ -n "${QUANT-1}" ] && $B bench --device cuda --what quant > $R/quant.txt 2>&1
+for tier in $TIERS; do
+  IFS=: read name precision weights mode memory <<< "$tier"
+  limit=""; [ "$memory" != "-" ] && limit="--max-memory $memory"
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > $R/smi-$name.txt &
+  smi=$!
+  $B bench --device cuda --what song --duration 60 --precision $precision --weights $weights --mode $mode $limit > $R/song-$name.txt 2>&1
+  echo "rc=$?" >> $R/song-$name.txt
+  kill $smi; wait $smi 2>/dev/null
+  echo "nvidia-smi peak $(sort -n $R/smi-$name.txt | tail -1) MiB (idle $(sort -n $R/smi-$name.txt | head -1) MiB)" >> $R/song-$name.txt
+done
+for f in $R/song-*.txt; do echo "== $(basename $f)"; cat $f; done > $R/songs.txt
+cat $R/summary.txt $R/gemm.txt $R/stages-*.txt $R/quant.txt $R/songs.txt 2>/dev/null
+cp $R/summary.txt $OUT/summary.txt
+tar czf $OUT/run.tar.gz -C $R .
