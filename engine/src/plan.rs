@@ -66,8 +66,8 @@ pub enum WeightsChoice {
 }
 
 impl WeightsChoice {
-    pub const ALL: [WeightsChoice; 4] =
-        [WeightsChoice::Auto, WeightsChoice::Bf16, WeightsChoice::Int8, WeightsChoice::Int4];
+    pub const ALL: [WeightsChoice; 5] =
+        [WeightsChoice::Auto, WeightsChoice::Bf16, WeightsChoice::Int8, WeightsChoice::Int4, WeightsChoice::Int4All];
 
     pub fn name(self) -> &'static str {
         match self {
