@@ -39,8 +39,10 @@ pub fn cases() -> Vec<Case> {
         cases.push(linear(12, 64, 33, dtype, true, Poison::NanAndInf));
         for (m, k, n) in FUSED_SHAPES {
             cases.push(linear_add(m, k, n, dtype, Poison::None));
+            // Norm weights stay bf16 beside quantized matrices (they are never quantized).
+            let norm_dtype = if dtype.is_quantized() { DType::BF16 } else { dtype };
             let f32_norm = (dtype != DType::F32).then_some(DType::F32);
-            for norm in [None, Some(dtype)].into_iter().chain([f32_norm]) {
+            for norm in [None, Some(norm_dtype)].into_iter().chain([f32_norm]) {
                 cases.push(linear_swiglu(m, k, n, dtype, norm));
                 cases.push(linear3(m, k, n, dtype, norm));
             }
