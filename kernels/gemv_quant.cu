@@ -1,12 +1,12 @@
 // The decode-step products (M <= 8 activation rows) against quantized weights (engine/src/quant.rs):
 // the shape of kernels/gemv.cu (a block owns 4 weight rows, its warps split the row length, 16-byte
 // weight loads, the fused residual-add, SwiGLU and grouped q/k/v forms, the optional input RMSNorm),
-// with the weights unpacked in registers, once a load for every activation row (unpacking is most
-// of the arithmetic: done per row it made the q4 kernels compute-bound). A 16-byte load holds 16
-// q8 weights (half a group of 32) or 32 q4 weights (a group); each load's partial sum of q * x is
-// scaled once, and for q4 the group's offset multiplies the sum of the activations. Bytes become floats by the exponent trick
+// with the weights unpacked in registers. A 16-byte load holds 16 q8 weights (half a group of 32)
+// or 32 q4 weights (a group); each load's partial sum of q * x is scaled once, and for q4 the
+// group's offset multiplies the sum of the activations. Bytes become floats by the exponent trick
 // (a byte in the low mantissa of 2^23, minus 2^23), two instructions a weight and no conversion unit.
-// Rows must be whole loads long: k a multiple of 16 (q8) or 32 (q4). The kernels are made for at
+// A block has at most 8 warps (4 for SwiGLU) and is launched with as many threads as a row has
+// loads, rounded up to a warp, when that is fewer. Rows must be whole loads long: k a multiple of 16 (q8) or 32 (q4). The kernels are made for at
 // most 2, 4 or 8 activation rows (M, a template argument, so the accumulators stay in registers)
 // and take the actual count m <= M as a guard, which keeps NVRTC's work to three instances.
 
@@ -35,9 +35,10 @@ struct QLayout {
     static constexpr int LOADS_PER_GROUP = BITS == 8 ? 2 : 1;
 };
 
-// The load's weights as stored (signed for q8, 0..15 for q4), as floats.
+// Sum over the load's weights of q * x (q as stored: signed for q8, 0..15 for q4), and for q4 the
+// sum of x; `x` holds the load's PER_LOAD activations.
 template <int BITS>
-__device__ __forceinline__ void q_unpack(uint4 p, float* q) {
+__device__ __forceinline__ void q_dot(uint4 p, const float* x, float& qx, float& sx) {
     unsigned int w[4] = {p.x, p.y, p.z, p.w};
     if (BITS == 8) {
 #pragma unroll
@@ -45,15 +46,22 @@ __device__ __forceinline__ void q_unpack(uint4 p, float* q) {
             // Bytes biased to unsigned, each put under the exponent of 2^23: 2^23 + q + 128.
             unsigned int b = w[i] ^ 0x80808080u;
 #pragma unroll
-            for (int j = 0; j < 4; j++)
-                q[i * 4 + j] = __uint_as_float(__byte_perm(b, 0x4b000000u, 0x7540 + j)) - 8388736.0f;
+            for (int j = 0; j < 4; j++) {
+                float q = __uint_as_float(__byte_perm(b, 0x4b000000u, 0x7540 + j)) - 8388736.0f;
+                qx += q * x[i * 4 + j];
+            }
         }
     } else {
 #pragma unroll
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < 4; i++) {
 #pragma unroll
-            for (int j = 0; j < 8; j++)
-                q[i * 8 + j] = __uint_as_float(((w[i] >> (4 * j)) & 0xfu) | 0x4b000000u) - 8388608.0f;
+            for (int j = 0; j < 8; j++) {
+                float q = __uint_as_float(((w[i] >> (4 * j)) & 0xfu) | 0x4b000000u) - 8388608.0f;
+                float v = x[i * 8 + j];
+                qx += q * v;
+                sx += v;
+            }
+        }
     }
 }
 
@@ -70,7 +78,9 @@ __device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, const float* _
     float ss[M];
 #pragma unroll
     for (int i = 0; i < M; i++) ss[i] = 0.0f;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    // WARPS is the most a block has; a block of short rows is launched with fewer threads (as many
+    // as the row has loads), so none of them idles.
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
     int loads = k / PER, groups = k / 32;
     float acc[W][QROWS][M];
 #pragma unroll
@@ -102,7 +112,7 @@ __device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, const float* _
             for (int r = 0; r < QROWS; r++) prefetch_l2(words[h][r] + warp * 32 + lane);
     pdl_wait();
     pdl_trigger();
-    for (int c = warp * 32 + lane; c < loads; c += WARPS * 32) {
+    for (int c = warp * 32 + lane; c < loads; c += warps * 32) {
         uint4 p[W][QROWS];
         float s[W][QROWS], o[W][QROWS];
         int group = c / QLayout<BITS>::LOADS_PER_GROUP;
@@ -126,49 +136,32 @@ __device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, const float* _
                 gv[q * 8 + 6] = __uint_as_float(u.w << 16); gv[q * 8 + 7] = __uint_as_float(u.w & 0xffff0000u);
             }
         }
-        // Per activation row, once a load: the sum of squares (for the norm) and, for q4's offsets,
-        // the sum of the (norm-weighted) activations.
-        float sx[M];
 #pragma unroll
         for (int i = 0; i < M; i++) {
-            sx[i] = 0.0f;
-            if (i >= m || !(NORM || BITS == 4)) continue;
+            if (i >= m) break;
+            float xv[PER];
             const float4* xr = (const float4*)(x + (long)i * k + (long)c * PER);
 #pragma unroll
             for (int q = 0; q < PER / 4; q++) {
                 float4 v = xr[q];
-                float e[4] = {v.x, v.y, v.z, v.w};
+                xv[q * 4] = v.x; xv[q * 4 + 1] = v.y; xv[q * 4 + 2] = v.z; xv[q * 4 + 3] = v.w;
+            }
+            if (NORM) {
 #pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    if (NORM) ss[i] += e[j] * e[j];
-                    sx[i] += NORM ? e[j] * gv[q * 4 + j] : e[j];
+                for (int j = 0; j < PER; j++) {
+                    ss[i] += xv[j] * xv[j];
+                    xv[j] *= gv[j];
                 }
             }
+#pragma unroll
+            for (int h = 0; h < W; h++)
+#pragma unroll
+                for (int r = 0; r < QROWS; r++) {
+                    float qx = 0.0f, sx = 0.0f;
+                    q_dot<BITS>(p[h][r], xv, qx, sx);
+                    acc[h][r][i] += s[h][r] * qx + (BITS == 4 ? o[h][r] * sx : 0.0f);
+                }
         }
-        // Each weight is unpacked once (the norm weight folded in) and serves every activation row;
-        // the rows are read again from L1 for each weight row.
-#pragma unroll
-        for (int h = 0; h < W; h++)
-#pragma unroll
-            for (int r = 0; r < QROWS; r++) {
-                float q[PER];
-                q_unpack<BITS>(p[h][r], q);
-                if (NORM)
-#pragma unroll
-                    for (int j = 0; j < PER; j++) q[j] *= gv[j];
-#pragma unroll
-                for (int i = 0; i < M; i++) {
-                    if (i >= m) break;
-                    const float4* xr = (const float4*)(x + (long)i * k + (long)c * PER);
-                    float qx = 0.0f;
-#pragma unroll
-                    for (int t = 0; t < PER / 4; t++) {
-                        float4 v = xr[t];
-                        qx += q[t * 4] * v.x + q[t * 4 + 1] * v.y + q[t * 4 + 2] * v.z + q[t * 4 + 3] * v.w;
-                    }
-                    acc[h][r][i] += s[h][r] * qx + (BITS == 4 ? o[h][r] * sx[i] : 0.0f);
-                }
-            }
     }
 #pragma unroll
     for (int h = 0; h < W; h++)
@@ -194,12 +187,14 @@ __device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, const float* _
         for (int h = 0; h < W; h++) {
             sum[h] = 0.0f;
 #pragma unroll
-            for (int wi = 0; wi < WARPS; wi++) sum[h] += partial[wi][h][r][i];
+            for (int wi = 0; wi < WARPS; wi++)
+                if (wi < warps) sum[h] += partial[wi][h][r][i];
         }
         if (NORM) {
             float total = 0.0f;
 #pragma unroll
-            for (int wi = 0; wi < WARPS; wi++) total += partial_ss[wi][i];
+            for (int wi = 0; wi < WARPS; wi++)
+                if (wi < warps) total += partial_ss[wi][i];
             float inv = rsqrtf(total / k + eps);
 #pragma unroll
             for (int h = 0; h < W; h++) sum[h] *= inv;

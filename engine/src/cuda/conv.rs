@@ -13,6 +13,9 @@ use crate::error::Result;
 use crate::shapes;
 use crate::tensor::{DType, Tensor};
 
+/// Output time steps of a convolution's im2col matrix made at once.
+const CONV_TIME_CHUNK: usize = 1 << 16;
+
 impl CudaBackend {
     pub(super) fn conv1d(
         &self,
@@ -24,23 +27,39 @@ impl CudaBackend {
     ) -> Result<Tensor> {
         let shapes::Conv { c_in, t, c_out, k, t_out } = shapes::conv1d(x, w, padding, dilation)?;
         let lane = self.lane()?;
-        let mut cols = self.alloc(&lane, t_out * c_in * k)?;
-        let (c32, t32, k32, d32, p32, zero, w32) =
-            (c_in as i32, t as i32, k as i32, dilation as i32, padding as i32, 0i32, t_out as i32);
-        let mut b = lane.stream.launch_builder(self.kernels.get("im2col_t_f32")?);
-        b.arg(self.f32s(x, Op::Conv1d)?)
-            .arg(&mut cols)
-            .arg(&c32)
-            .arg(&t32)
-            .arg(&k32)
-            .arg(&d32)
-            .arg(&p32)
-            .arg(&zero)
-            .arg(&w32);
-        // SAFETY: cols holds t_out * c_in * k floats; reads guarded by t.
-        unsafe { b.launch(grid_1d(t_out * c_in * k)) }.map_err(gpu)?;
         let weight = self.float(w, Op::Conv1d).map(|_| self.storage(w, Op::Conv1d))??;
-        let mut y = self.matmul_nt(&lane, &cols, t_out, c_in * k, weight, c_out)?;
+        let xs = self.f32s(x, Op::Conv1d)?;
+        // The im2col matrix of a whole vocoder window is a GB; made a time span at a time it
+        // stays under a few hundred MB, and each span's product lands in its rows of y.
+        let mut y: Option<cudarc::driver::CudaSlice<f32>> = None;
+        for t0 in (0..t_out).step_by(CONV_TIME_CHUNK) {
+            let width = CONV_TIME_CHUNK.min(t_out - t0);
+            let mut cols = self.alloc(&lane, width * c_in * k)?;
+            let (c32, t32, k32, d32, p32, t0_32, w32) =
+                (c_in as i32, t as i32, k as i32, dilation as i32, padding as i32, t0 as i32, width as i32);
+            let mut b = lane.stream.launch_builder(self.kernels.get("im2col_t_f32")?);
+            b.arg(xs).arg(&mut cols).arg(&c32).arg(&t32).arg(&k32).arg(&d32).arg(&p32).arg(&t0_32).arg(&w32);
+            // SAFETY: cols holds width * c_in * k floats; reads guarded by t.
+            unsafe { b.launch(grid_1d(width * c_in * k)) }.map_err(gpu)?;
+            let part = self.matmul_nt(&lane, &cols, width, c_in * k, weight, c_out)?;
+            y = Some(match y {
+                None if width == t_out => part,
+                None => {
+                    let mut whole = self.alloc(&lane, t_out * c_out)?;
+                    lane.stream.memcpy_dtod(&part, &mut whole.slice_mut(0..width * c_out)).map_err(gpu)?;
+                    whole
+                }
+                Some(mut whole) => {
+                    let rows = t0 * c_out..(t0 + width) * c_out;
+                    lane.stream.memcpy_dtod(&part, &mut whole.slice_mut(rows)).map_err(gpu)?;
+                    whole
+                }
+            });
+        }
+        let mut y = match y {
+            Some(y) => y,
+            None => self.alloc(&lane, 0)?,
+        };
         if let Some(bias) = bias {
             self.add_bias(&lane, &mut y, t_out, self.float(bias, Op::Conv1d)?)?;
         }

@@ -56,6 +56,16 @@ impl DecodeWeight<'_> {
         }
     }
 
+    /// Threads a block of this weight's kernels runs with, at most `most`: all of them for bf16; for
+    /// a quantized weight as many as a row of `k` has 16-byte loads, rounded up to a warp, so a
+    /// short row (the depth decoder's 1024, q4's 128 loads of a 4096 row) leaves no thread idle.
+    pub(super) fn threads(&self, k: usize, most: u32) -> u32 {
+        match self {
+            DecodeWeight::Bf16(_) => most,
+            DecodeWeight::Quant(q) => ((k / q.per_load()).div_ceil(32) * 32).clamp(32, most as usize) as u32,
+        }
+    }
+
     /// The row count, which the quantized kernels take before the row length.
     pub(super) fn rows(&self, b: &mut Overlapped, m: usize) {
         if let DecodeWeight::Quant(_) = self {
@@ -144,7 +154,7 @@ impl CudaBackend {
                 b.int(ki).int(ni);
                 // SAFETY: w holds [n, k] weights with k whole 16-byte loads, x [m, k], y [m, n]; a
                 // block per 4 weight rows; the kernel waits before it reads x or writes y.
-                unsafe { b.launch(gemv_config(n, GEMV_THREADS), self.overlap) }?;
+                unsafe { b.launch(gemv_config(n, weight.threads(k, GEMV_THREADS)), self.overlap) }?;
             }
             CudaStorage::Quant(q) => {
                 // Beyond the decode shapes (prefill): dequantized to bf16, then the bf16 products.
@@ -361,7 +371,7 @@ impl CudaBackend {
         weight.rows(&mut b, m);
         b.int(ki).int(ni);
         // SAFETY: as the decode product in `matmul_nt`; the residual is [m, n] like y.
-        unsafe { b.launch(gemv_config(n, GEMV_THREADS), self.overlap) }?;
+        unsafe { b.launch(gemv_config(n, weight.threads(k, GEMV_THREADS)), self.overlap) }?;
         self.wrap(&[m, n], y)
     }
 
@@ -395,7 +405,7 @@ impl CudaBackend {
         b.int(ki).int(ni);
         // SAFETY: as the decode product in `matmul_nt`, for two weights of the same shape; the norm
         // weight, when given, holds k bf16 values (a null pointer otherwise).
-        unsafe { b.launch(gemv_config(n, GEMV_SWIGLU_THREADS), self.overlap) }?;
+        unsafe { b.launch(gemv_config(n, g.threads(k, GEMV_SWIGLU_THREADS)), self.overlap) }?;
         self.wrap(&[m, n], y)
     }
 
@@ -421,8 +431,8 @@ impl CudaBackend {
         w0.rows(&mut b, m);
         b.int(ki).int(n0i).int(n1i).int(n2i);
         let blocks = n0.div_ceil(4) + n1.div_ceil(4) + n2.div_ceil(4);
-        let cfg =
-            LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (GEMV_THREADS, 1, 1), shared_mem_bytes: 0 };
+        let threads = w0.threads(k, GEMV_THREADS);
+        let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: three decode products of one input; the grid is their row groups back to back; the
         // norm weight, when given, holds k bf16 values (a null pointer otherwise).
         unsafe { b.launch(cfg, self.overlap) }?;
