@@ -60,29 +60,32 @@ impl CudaBackend {
     }
 
     pub(super) fn dequantize_bf16(&self, lane: &Lane, q: &CudaQuant) -> Result<CudaSlice<u16>> {
-        let mut out = self.alloc_as::<u16>(lane, q.len)?;
-        let mut b = lane.stream.launch_builder(self.kernels.get(&format!("dequantize_{}_bf16", q.dtype))?);
-        b.arg(&q.words).arg(&q.scales);
-        if let Some(o) = &q.offsets {
-            b.arg(o);
-        }
-        let n64 = q.len as i64;
-        b.arg(&mut out).arg(&n64);
-        // SAFETY: the kernel reads the q.len weights' words, scales (offsets) and writes q.len values.
-        unsafe { b.launch(grid_1d(q.len)) }.map_err(gpu)?;
-        Ok(out)
+        let out = self.alloc_as::<u16>(lane, q.len)?;
+        self.dequantize_into(lane, q, "bf16", out)
     }
 
     pub(super) fn dequantize_f32(&self, lane: &Lane, q: &CudaQuant) -> Result<CudaSlice<f32>> {
-        let mut out = self.alloc(lane, q.len)?;
-        let mut b = lane.stream.launch_builder(self.kernels.get(&format!("dequantize_{}_f32", q.dtype))?);
+        let out = self.alloc(lane, q.len)?;
+        self.dequantize_into(lane, q, "f32", out)
+    }
+
+    /// Every weight of `q` into `out` (q.len values of the kernel's `to` type).
+    fn dequantize_into<T: cudarc::driver::DeviceRepr>(
+        &self,
+        lane: &Lane,
+        q: &CudaQuant,
+        to: &str,
+        mut out: CudaSlice<T>,
+    ) -> Result<CudaSlice<T>> {
+        let mut b = lane.stream.launch_builder(self.kernels.get(&format!("dequantize_{}_{to}", q.dtype))?);
         b.arg(&q.words).arg(&q.scales);
         if let Some(o) = &q.offsets {
             b.arg(o);
         }
         let n64 = q.len as i64;
         b.arg(&mut out).arg(&n64);
-        // SAFETY: as `dequantize_bf16`, into f32.
+        // SAFETY: the kernel reads the q.len weights' words, scales (offsets) and writes q.len values
+        // of `out`, which holds q.len.
         unsafe { b.launch(grid_1d(q.len)) }.map_err(gpu)?;
         Ok(out)
     }

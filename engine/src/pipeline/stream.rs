@@ -29,9 +29,10 @@ impl Pipeline {
         let max_frames = self.validate(req, prompt)?;
         let tokenize_s = started.elapsed().as_secs_f64();
         let schedule = self.schedule(req.steps)?;
+        let song = Song { prompt, req, max_frames, schedule: &schedule, started, observer };
         let (ar_result, acoustic_result) = match self.plan.mode {
-            Mode::Streamed => self.run_streamed(prompt, req, max_frames, &schedule, started, observer),
-            Mode::PhaseByPhase => self.run_phased(prompt, req, max_frames, &schedule, started, observer),
+            Mode::Streamed => self.run_streamed(&song),
+            Mode::PhaseByPhase => self.run_phased(&song),
         };
         let (frames, ar_s, acoustic) = match (ar_result, acoustic_result) {
             ((Ok(frames), ar_end), Ok(acoustic)) => (frames, ar_end - tokenize_s, acoustic),
@@ -58,15 +59,8 @@ impl Pipeline {
     }
 
     /// Both halves at once: the AR loop on a thread of its own feeds the acoustic thread (this one).
-    fn run_streamed(
-        &self,
-        prompt: &PromptIds,
-        req: &Request,
-        max_frames: usize,
-        schedule: &FlowMatchEuler,
-        started: Instant,
-        observer: Observer,
-    ) -> ((Result<usize>, f64), Result<StreamedAudio>) {
+    fn run_streamed(&self, song: &Song) -> HalvesResult {
+        let Song { prompt, req, max_frames, schedule, started, observer } = *song;
         let (ar_half, acoustic_half) = match (self.ar_half(observer.events), self.acoustic_half(observer.events)) {
             (Ok(ar), Ok(acoustic)) => (ar, acoustic),
             // The AR result carries the error; no audio was made.
@@ -107,15 +101,8 @@ impl Pipeline {
     /// One half at a time: the whole AR loop with its frames kept in host memory, its weights
     /// freed, then the acoustic half over the kept frames, through the same window code as the
     /// streamed run (so the audio is the same).
-    fn run_phased(
-        &self,
-        prompt: &PromptIds,
-        req: &Request,
-        max_frames: usize,
-        schedule: &FlowMatchEuler,
-        started: Instant,
-        observer: Observer,
-    ) -> ((Result<usize>, f64), Result<StreamedAudio>) {
+    fn run_phased(&self, song: &Song) -> HalvesResult {
+        let Song { prompt, req, max_frames, schedule, started, observer } = *song;
         let mut frames = Vec::new();
         let ar_result = self.ar_half(observer.events).and_then(|half| {
             let mut chooser = RngChooser(Rng::new(req.seed));
@@ -246,6 +233,20 @@ impl Pipeline {
         Ok(out)
     }
 }
+
+/// One song's run, as both modes take it.
+#[derive(Clone, Copy)]
+struct Song<'a> {
+    prompt: &'a PromptIds,
+    req: &'a Request,
+    max_frames: usize,
+    schedule: &'a FlowMatchEuler,
+    started: Instant,
+    observer: Observer<'a>,
+}
+
+/// The AR half's frame count and when it ended, and the acoustic half's audio.
+type HalvesResult = ((Result<usize>, f64), Result<StreamedAudio>);
 
 #[derive(Default)]
 struct StreamedAudio {
