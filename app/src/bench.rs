@@ -418,7 +418,7 @@ fn relative_distance(ours: &[f32], reference: &[f32]) -> f32 {
 
 /// A whole song, streamed, with the end token disabled so it runs to its length.
 fn song(device: Device, memory: MemoryRequest, duration: f64, steps: usize) -> Result<()> {
-    let frames = (duration * 25.0) as usize;
+    let frames = (duration * songloom_engine::config::ConditionConfig::default().frame_rate()) as usize;
     let plan = Pipeline::synthetic_plan(&device, memory, 300, frames)?;
     say!("plan: {}\n{}", plan.describe(), plan.table());
     let pipeline = Pipeline::synthetic_planned(device, 7, bench_constants(), &plan, &|_| {})?;

@@ -4,7 +4,7 @@
 //! decode steps after a prefill.
 
 use anyhow::Result;
-use songloom_engine::config::{DepthConfig, LmConfig};
+use songloom_engine::config::{DepthConfig, LmConfig, PipelineConstants};
 use songloom_engine::models::lm::LanguageModel;
 use songloom_engine::pipeline::rng::Rng;
 use songloom_engine::weights::VarBuilder;
@@ -86,7 +86,8 @@ fn teacher_forced(device: &Device) -> Result<()> {
     let ids: Vec<u32> = (0..600u32).map(|i| (i * 7919) % 150_000).collect();
     let run = |format: DType| -> Result<Vec<Vec<f32>>> {
         let vb = VarBuilder::synthetic(7, device, DType::BF16).with_format(format).with_host_tables(true);
-        let lm = LanguageModel::new(&LmConfig::default(), &vb, 151_670..151_675 + 16_384)?;
+        let rows = PipelineConstants::default().sampleable_rows();
+        let lm = LanguageModel::new(&LmConfig::default(), &vb, rows)?;
         let mut cache = lm.new_cache(device, 2, 300 + steps + 1)?;
         let mut hiddens = vec![device.to_host(&lm.forward(device, &lm.embed(device, &ids)?, &mut cache)?)?];
         for s in 0..steps {

@@ -208,6 +208,7 @@ fn run(cli: Cli) -> Result<()> {
             };
             let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
             let out = out.unwrap_or_else(|| dir.with_file_name(format!("{name}-{weights}")));
+            stale::sweep_beside(&out);
             songloom_engine::quantized_copy::write(&dir, &out, formats, &|file| say!("wrote {}", file.display()))?;
             say!("wrote a copy of {} with {} in {}", dir.display(), formats.describe(), out.display());
             Ok(())

@@ -250,6 +250,13 @@ pub struct PipelineConstants {
     pub stop_on_end_token: bool,
 }
 
+impl PipelineConstants {
+    /// The token ids the language model can sample: the end token and the semantic codes.
+    pub fn sampleable_rows(&self) -> std::ops::Range<u32> {
+        self.audio_end_id.min(self.code_offset)..self.code_offset + self.semantic_vocab_size
+    }
+}
+
 impl Default for PipelineConstants {
     fn default() -> Self {
         PipelineConstants {

@@ -54,8 +54,7 @@ impl ModelDir {
 
     /// The token ids the language model can sample: the end token and the semantic codes.
     pub fn sampleable_rows(&self) -> Range<u32> {
-        let c = &self.constants;
-        c.audio_end_id.min(c.code_offset)..c.code_offset + c.semantic_vocab_size
+        self.constants.sampleable_rows()
     }
 
     /// The language model with `lm_head` over `head_rows` (the sampleable rows when `None`), its

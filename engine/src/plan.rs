@@ -148,9 +148,8 @@ pub struct Workload {
     pub frames: usize,
     /// The device's own memory: CUDA's context and libraries (none on the CPU).
     pub runtime: f64,
-    /// The language model's embedding table lives in host memory (on a GPU).
-    pub host_table: bool,
-    /// The device is a GPU, where the precision policy decides the DiT's weights.
+    /// The device is a GPU: the language model's embedding table lives in host memory, and the
+    /// precision policy decides the DiT's weights.
     pub gpu: bool,
 }
 
@@ -297,7 +296,7 @@ impl Geometry {
     /// The plan of `formats` in `mode` for `work`.
     pub fn plan(&self, formats: ArFormats, mode: Mode, work: &Workload) -> Plan {
         let acoustic = if work.precision == Precision::Bf16 { DType::BF16 } else { DType::F32 };
-        let host_table = if work.host_table { self.lm_table(formats.lm) } else { 0.0 };
+        let host_table = if work.gpu { self.lm_table(formats.lm) } else { 0.0 };
         let sizes = Sizes {
             lm: self.lm(formats.lm) - host_table,
             depth: self.depth(formats.depth),
@@ -434,14 +433,7 @@ mod tests {
     fn a_tight_budget_takes_smaller_weights_then_phases_and_names_the_smallest_plan() {
         let g = real();
         let frames = 1500;
-        let work = Workload {
-            precision: Precision::Bf16,
-            prompt: 300,
-            frames,
-            runtime: 0.6 * GB,
-            host_table: true,
-            gpu: true,
-        };
+        let work = Workload { precision: Precision::Bf16, prompt: 300, frames, runtime: 0.6 * GB, gpu: true };
         let peak = |f, mode| g.plan(f, mode, &work).peak;
         let choose = |choice, budget: f64| g.choose(choice, None, None, Some(budget), &work);
         let roomy = choose(WeightsChoice::Auto, 80.0 * GB).unwrap();

@@ -246,7 +246,8 @@ fn write_shard(
                     crate::tensor::CpuStorage::F16(v) => (Dtype::F16, bytemuck::cast_slice(v).to_vec()),
                     other => {
                         return Err(Error::Invalid(format!(
-                            "`{name}` is already {}: quantize the bf16 checkpoint",
+                            "`{name}` in {} is already {}: quantize the bf16 checkpoint",
+                            checkpoint.dir().display(),
                             other.dtype()
                         )));
                     }

@@ -224,7 +224,13 @@ impl Checkpoint {
     pub fn read_quantized(&self, name: &str, shape: &[usize], dtype: DType) -> Result<Tensor> {
         let location = self.location_of(name);
         let corrupt = |reason: String| Error::CorruptFile { path: location.clone().into(), reason };
-        let (word_shape, words) = self.read_integers(name)?;
+        let word_shape = self.shape_of(name)?;
+        let file = &self.files[self.locations[name]];
+        let info = file.metadata.info(name).expect("indexed tensor has metadata");
+        if info.dtype != Dtype::U32 {
+            return Err(corrupt(format!("`{name}` holds {:?}, not the u32 words of {dtype} weights", info.dtype)));
+        }
+        let words = cast_copy::<u32>(file.bytes(info.data_offsets));
         let len: usize = shape.iter().product();
         let groups = len / quant::GROUP;
         if word_shape.iter().product::<usize>() * quant::per_word(dtype) != len {
@@ -240,7 +246,7 @@ impl Checkpoint {
         let data = quant::QuantData {
             dtype,
             len,
-            words: words.into_iter().map(|w| w as u32).collect(),
+            words,
             scales: halves("scales")?,
             offsets: if dtype == DType::Q4 { halves("offsets")? } else { Vec::new() },
         };

@@ -53,8 +53,7 @@ impl Weights {
                 (lm, model.depth_decoder(device, formats.depth)?)
             }
             Weights::Synthetic { seed } => {
-                let c = constants;
-                let rows = c.audio_end_id.min(c.code_offset)..c.code_offset + c.semantic_vocab_size;
+                let rows = constants.sampleable_rows();
                 let vb = VarBuilder::synthetic(*seed, device, AR_DTYPE);
                 let lm =
                     LanguageModel::new(&LmConfig::default(), &vb.with_format(formats.lm).with_host_tables(true), rows)?;

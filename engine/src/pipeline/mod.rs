@@ -95,17 +95,16 @@ fn frames_for(duration_s: f64, geometry: &Geometry, constants: &PipelineConstant
     Ok(frames)
 }
 
+/// The real checkpoint's geometry, which synthetic weights take, with `lm_head` over the
+/// sampleable rows of `constants`.
+fn synthetic_geometry(constants: &PipelineConstants) -> Geometry {
+    Geometry { head_rows: constants.sampleable_rows().len(), ..Geometry::default() }
+}
+
 /// The workload of a song of `prompt` tokens and `frames` frames on `device`.
 fn workload(device: &Device, prompt: usize, frames: usize) -> Workload {
     let gpu = device.kind() != DeviceKind::Cpu;
-    Workload {
-        precision: device.precision(),
-        prompt,
-        frames,
-        runtime: if gpu { 0.6e9 } else { 0.0 },
-        host_table: gpu,
-        gpu,
-    }
+    Workload { precision: device.precision(), prompt, frames, runtime: if gpu { 0.6e9 } else { 0.0 }, gpu }
 }
 
 /// The budget: the one asked for, else (on a GPU) the device's free memory.
@@ -116,13 +115,9 @@ fn budget(device: &Device, asked: Option<f64>) -> Option<f64> {
 impl Pipeline {
     /// Loads every stage with bf16 AR weights, streamed, with no budget (the reference policy).
     pub fn load(model_dir: &Path, device: Device) -> Result<Self> {
-        let plan = Self::plan(
-            model_dir,
-            &device,
-            MemoryRequest { weights: WeightsChoice::Bf16, max_memory: None, mode: None },
-            None,
-        )?;
-        let plan = Plan { budget: None, ..plan };
+        let model = ModelDir::open(model_dir)?;
+        let work = workload(&device, PLANNED_PROMPT_TOKENS, model.constants.max_frames);
+        let plan = model.geometry()?.plan(ArFormats::BF16, Mode::Streamed, &work);
         Self::load_planned(model_dir, device, &plan, no_events())
     }
 
@@ -158,11 +153,7 @@ impl Pipeline {
     /// The plan for synthetic weights at the real geometry, for a song of `prompt` tokens and
     /// `frames` frames.
     pub fn synthetic_plan(device: &Device, memory: MemoryRequest, prompt: usize, frames: usize) -> Result<Plan> {
-        let constants = PipelineConstants::default();
-        let geometry = Geometry {
-            head_rows: (constants.code_offset + constants.semantic_vocab_size - constants.audio_end_id) as usize,
-            ..Geometry::default()
-        };
+        let geometry = synthetic_geometry(&PipelineConstants::default());
         let work = workload(device, prompt, frames);
         geometry.choose(memory.weights, memory.mode, None, budget(device, memory.max_memory), &work)
     }
@@ -171,13 +162,9 @@ impl Pipeline {
     /// (benchmarks), bf16 AR weights, streamed. There is no tokenizer: use
     /// [`generate_ids`](Self::generate_ids).
     pub fn synthetic(device: Device, seed: u64, constants: PipelineConstants) -> Result<Self> {
-        let plan = Self::synthetic_plan(
-            &device,
-            MemoryRequest { weights: WeightsChoice::Bf16, max_memory: None, mode: None },
-            PLANNED_PROMPT_TOKENS,
-            constants.max_frames,
-        )?;
-        Self::synthetic_planned(device, seed, constants, &Plan { budget: None, ..plan }, no_events())
+        let work = workload(&device, PLANNED_PROMPT_TOKENS, constants.max_frames);
+        let plan = synthetic_geometry(&constants).plan(ArFormats::BF16, Mode::Streamed, &work);
+        Self::synthetic_planned(device, seed, constants, &plan, no_events())
     }
 
     /// Synthetic weights under `plan`.
@@ -188,9 +175,7 @@ impl Pipeline {
         plan: &Plan,
         events: LoadEvents,
     ) -> Result<Self> {
-        let rows =
-            constants.audio_end_id.min(constants.code_offset)..constants.code_offset + constants.semantic_vocab_size;
-        let geometry = Geometry { head_rows: rows.len(), ..Geometry::default() };
+        let geometry = synthetic_geometry(&constants);
         device.set_memory_limit(plan.budget.map(|b| b as u64))?;
         let halves = Halves::load(Weights::Synthetic { seed }, plan, &device, &constants, events)?;
         Ok(Pipeline {
