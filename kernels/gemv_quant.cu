@@ -1,16 +1,19 @@
-// The decode-step products (M <= 8 activation rows) against quantized weights (engine/src/quant.rs):
-// the shape of kernels/gemv.cu (a block owns 4 weight rows, its warps split the row length, 16-byte
-// weight loads, the fused residual-add, SwiGLU and grouped q/k/v forms, the optional input RMSNorm),
-// with the weights unpacked in registers. A 16-byte load holds 16 q8 weights (half a group of 32)
-// or 32 q4 weights (a group); each load's partial sum of q * x is scaled once, and for q4 the
-// group's offset multiplies the sum of the activations. Bytes become floats by the exponent trick
-// (a byte in the low mantissa of 2^23, minus 2^23), two instructions a weight and no conversion unit.
-// A block has at most 8 warps (4 for SwiGLU) and is launched with as many threads as a row has
-// loads, rounded up to a warp, when that is fewer. Rows must be whole loads long: k a multiple of 16 (q8) or 32 (q4). The kernels are made for at
-// most 2, 4 or 8 activation rows (M, a template argument, so the accumulators stay in registers)
-// and take the actual count m <= M as a guard, which keeps NVRTC's work to three instances.
+// The decode-step products (M <= 8 activation rows) against quantized weights (engine/src/quant.rs),
+// as integer dot products. The input is first quantized (quantize_activations, one small launch):
+// per group of 32, int8 with an f32 scale (the group's largest magnitude / 127) and the group's f32
+// sum for q4's offset (with what the rounding lost from it), the RMSNorm that precedes a product applied on the way. A 16-byte weight load
+// (16 q8 weights, or a group of 32 q4 weights) then meets its activation bytes in four dp4a a row
+// (q8) or eight (q4: a word's even nibbles masked out, its odd ones shifted down; the activations
+// of each 8 are stored as [0, 2, 4, 6, 1, 3, 5, 7] to match). An activation costs one byte to read
+// instead of four, and an instruction does four multiply-adds; the CPU (engine/src/cpu/quant_dot.rs)
+// computes the same integers. The shape of kernels/gemv.cu otherwise: a block owns QROWS weight
+// rows, its threads split the row length (as many as a row has loads, at most 8 warps, 4 for
+// SwiGLU), the fused residual-add, SwiGLU and grouped q/k/v forms. Made for at most 2, 4 or 8
+// activation rows (M, a template argument, so the accumulators stay in registers), with the
+// actual count m <= M as a guard. Measured against the f32-activation kernels it replaces in
+// tools/gemv-lab (docs/BENCHMARKS.md).
 
-#define QROWS 4
+#define QROWS 8
 #define QEPI_PLAIN 0
 #define QEPI_ADD 1
 #define QEPI_SWIGLU 2
@@ -30,157 +33,201 @@ struct QMatrix {
 
 template <int BITS>
 struct QLayout {
-    // Weights a 16-byte load holds, and loads a group spans.
+    // Weights a 16-byte load holds.
     static constexpr int PER_LOAD = BITS == 8 ? 16 : 32;
-    static constexpr int LOADS_PER_GROUP = BITS == 8 ? 2 : 1;
 };
 
-// Sum over the load's weights of q * x (q as stored: signed for q8, 0..15 for q4), and for q4 the
-// sum of x; `x` holds the load's PER_LOAD activations.
-template <int BITS>
-__device__ __forceinline__ void q_dot(uint4 p, const float* x, float& qx, float& sx) {
-    unsigned int w[4] = {p.x, p.y, p.z, p.w};
-    if (BITS == 8) {
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            // Bytes biased to unsigned, each put under the exponent of 2^23: 2^23 + q + 128.
-            unsigned int b = w[i] ^ 0x80808080u;
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                float q = __uint_as_float(__byte_perm(b, 0x4b000000u, 0x7540 + j)) - 8388736.0f;
-                qx += q * x[i * 4 + j];
-            }
+// x[m, k] quantized for the products of a BITS-bit weight: one block per row, RMS-normalised first
+// with `g` (null: not). Writes the int8 values (q4's order), a scale per group (NaN for a group
+// holding a non-finite value) and each group's sum with the part of it the rounding lost (for q4's
+// offset and centring, below). Eight threads a group, four values a thread.
+extern "C" __global__ void __launch_bounds__(1024) quantize_activations(const float* __restrict__ x,
+                                                                      const bf16_t* __restrict__ g, float eps,
+                                                                      unsigned int* __restrict__ xq,
+                                                                      float* __restrict__ xs,
+                                                                      float2* __restrict__ xsum, int k, int bits) {
+    const float4* row = (const float4*)(x + (long)blockIdx.x * k);
+    int quads = k / 4;
+    pdl_wait();
+    float inv = 1.0f;
+    if (g) {
+        float ss = 0.0f;
+        for (int j = threadIdx.x; j < quads; j += blockDim.x) {
+            float4 f = row[j];
+            ss += f.x * f.x + f.y * f.y + f.z * f.z + f.w * f.w;
         }
-    } else {
+        inv = rsqrtf(block_sum(ss) / k + eps);
+    }
+    pdl_trigger();
+    // Whole warps run every pass (the shuffles need them); `live` guards loads and stores.
+    for (int base = 0; base < quads; base += blockDim.x) {
+        int qd = base + threadIdx.x;
+        bool live = qd < quads;
+        float4 f = live ? row[qd] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        float v[4] = {f.x * inv, f.y * inv, f.z * inv, f.w * inv};
+        if (g && live) {
+            uint2 u = *(const uint2*)(g + qd * 4);
+            v[0] *= __uint_as_float(u.x << 16);
+            v[1] *= __uint_as_float(u.x & 0xffff0000u);
+            v[2] *= __uint_as_float(u.y << 16);
+            v[3] *= __uint_as_float(u.y & 0xffff0000u);
+        }
+        float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+        float total = (v[0] + v[1]) + (v[2] + v[3]);
+        // NaN compares false, so a non-finite value makes the group's scale NaN.
+        int finite = fabsf(v[0]) <= 3.402823466e38f && fabsf(v[1]) <= 3.402823466e38f &&
+                     fabsf(v[2]) <= 3.402823466e38f && fabsf(v[3]) <= 3.402823466e38f;
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
+        for (int o = 1; o < 8; o <<= 1) {
+            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+            total += __shfl_xor_sync(0xffffffffu, total, o);
+            finite &= __shfl_xor_sync(0xffffffffu, finite, o);
+        }
+        float to_q = finite && amax > 0.0f ? 127.0f / amax : 0.0f;
+        unsigned int q[4];
+        int qsum = 0;
 #pragma unroll
-            for (int j = 0; j < 8; j++) {
-                float q = __uint_as_float(((w[i] >> (4 * j)) & 0xfu) | 0x4b000000u) - 8388608.0f;
-                float v = x[i * 8 + j];
-                qx += q * v;
-                sx += v;
+        for (int j = 0; j < 4; j++) {
+            int r = (int)rintf(v[j] * to_q);
+            qsum += r;
+            q[j] = (unsigned int)r & 0xffu;
+        }
+#pragma unroll
+        for (int o = 1; o < 8; o <<= 1) qsum += __shfl_xor_sync(0xffffffffu, qsum, o);
+        unsigned int word;
+        if (bits == 8) {
+            word = q[0] | q[1] << 8 | q[2] << 16 | q[3] << 24;
+        } else {
+            // Of each 8 values the even thread holds [0, 4) and stores [0, 2, 4, 6]; the odd one
+            // holds [4, 8) and stores [1, 3, 5, 7]; each hands the other the two it needs.
+            bool odd = qd & 1;
+            unsigned int give = odd ? (q[0] | q[2] << 8) : (q[1] | q[3] << 8);
+            unsigned int got = __shfl_xor_sync(0xffffffffu, give, 1);
+            word = odd ? (got | q[1] << 16 | q[3] << 24) : (q[0] | q[2] << 8 | got << 16);
+        }
+        if (live) {
+            long at = (long)blockIdx.x * quads + qd;
+            xq[at] = word;
+            if ((qd & 7) == 0) {
+                float scale = finite ? amax / 127.0f : __int_as_float(0x7fc00000);
+                xs[at >> 3] = scale;
+                // The group's sum, and what rounding took from it.
+                xsum[at >> 3] = make_float2(total, total - scale * (float)qsum);
             }
         }
     }
 }
 
-// Rows [row0, row0 + 4) of y[M, n] (and, for SwiGLU, of the second matrix). With NORM, the input
-// is RMS-normalised on the way, as in kernels/gemv.cu.
-template <int BITS, int M, int EPI, int WARPS, bool NORM>
-__device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, const float* __restrict__ x,
-                                            const float* __restrict__ residual, const bf16_t* __restrict__ g,
-                                            float eps, float* __restrict__ y, int m, int k, int n, int row0) {
+// The integer dot of one weight load with its activations (xa, and xb for q4's second 16 bytes).
+template <int BITS>
+__device__ __forceinline__ int q_dot(uint4 p, uint4 xa, uint4 xb) {
+    if (BITS == 8) {
+        int d = __dp4a((int)p.x, (int)xa.x, 0);
+        d = __dp4a((int)p.y, (int)xa.y, d);
+        d = __dp4a((int)p.z, (int)xa.z, d);
+        return __dp4a((int)p.w, (int)xa.w, d);
+    }
+    const unsigned int low = 0x0f0f0f0fu;
+    int d = __dp4a((int)(p.x & low), (int)xa.x, 0);
+    d = __dp4a((int)((p.x >> 4) & low), (int)xa.y, d);
+    d = __dp4a((int)(p.y & low), (int)xa.z, d);
+    d = __dp4a((int)((p.y >> 4) & low), (int)xa.w, d);
+    d = __dp4a((int)(p.z & low), (int)xb.x, d);
+    d = __dp4a((int)((p.z >> 4) & low), (int)xb.y, d);
+    d = __dp4a((int)(p.w & low), (int)xb.z, d);
+    return __dp4a((int)((p.w >> 4) & low), (int)xb.w, d);
+}
+
+// Quantized activations (quantize_activations' output).
+struct QInput {
+    const uint4* q;
+    const float* scales;
+    const float2* sums;
+};
+
+// Rows [row0, row0 + R) of y[M, n] (and, for SwiGLU, of the second matrix).
+template <int BITS, int M, int EPI, int WARPS>
+__device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, QInput x, const float* __restrict__ residual,
+                                            float* __restrict__ y, int m, int k, int n, int row0) {
     constexpr int W = EPI == QEPI_SWIGLU ? 2 : 1;
+    constexpr int R = QROWS / W;
     constexpr int PER = QLayout<BITS>::PER_LOAD;
-    __shared__ float partial[WARPS][W][QROWS][M];
-    __shared__ float partial_ss[WARPS][M];
-    float ss[M];
-#pragma unroll
-    for (int i = 0; i < M; i++) ss[i] = 0.0f;
-    // WARPS is the most a block has; a block of short rows is launched with fewer threads (as many
-    // as the row has loads), so none of them idles.
+    __shared__ float partial[WARPS][W][R][M];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
     int loads = k / PER, groups = k / 32;
-    float acc[W][QROWS][M];
+    float acc[W][R][M];
 #pragma unroll
     for (int h = 0; h < W; h++)
 #pragma unroll
-        for (int r = 0; r < QROWS; r++)
+        for (int r = 0; r < R; r++)
 #pragma unroll
             for (int i = 0; i < M; i++) acc[h][r][i] = 0.0f;
-    const uint4* words[W][QROWS];
-    const unsigned short* scales[W][QROWS];
-    const unsigned short* offsets[W][QROWS];
+    const uint4* words[W][R];
+    const unsigned short* scales[W][R];
+    const unsigned short* offsets[W][R];
 #pragma unroll
-    for (int r = 0; r < QROWS; r++) {
+    for (int r = 0; r < R; r++) {
         long row = min(row0 + r, n - 1);
-        QMatrix m0 = a;
-        words[0][r] = m0.words + row * loads;
-        scales[0][r] = m0.scales + row * groups;
-        offsets[0][r] = BITS == 4 ? m0.offsets + row * groups : m0.scales;
+        words[0][r] = a.words + row * loads;
+        scales[0][r] = a.scales + row * groups;
+        offsets[0][r] = BITS == 4 ? a.offsets + row * groups : a.scales;
         if (EPI == QEPI_SWIGLU) {
             words[W - 1][r] = b.words + row * loads;
             scales[W - 1][r] = b.scales + row * groups;
             offsets[W - 1][r] = BITS == 4 ? b.offsets + row * groups : b.scales;
         }
     }
-    if (warp * 32 + lane < loads)
+    // Launched overlapped, the block fetches its first weights into L2 while the kernel before
+    // it drains; the activations are that kernel's output, read only after the wait.
+    if (threadIdx.x < loads)
 #pragma unroll
         for (int h = 0; h < W; h++)
 #pragma unroll
-            for (int r = 0; r < QROWS; r++) prefetch_l2(words[h][r] + warp * 32 + lane);
+            for (int r = 0; r < R; r++) prefetch_l2(words[h][r] + threadIdx.x);
     pdl_wait();
     pdl_trigger();
-    for (int c = warp * 32 + lane; c < loads; c += warps * 32) {
-        uint4 p[W][QROWS];
-        float s[W][QROWS], o[W][QROWS];
-        int group = c / QLayout<BITS>::LOADS_PER_GROUP;
+    for (int c = threadIdx.x; c < loads; c += blockDim.x) {
+        uint4 p[W][R];
+        float s[W][R], o[W][R];
+        int group = BITS == 8 ? c >> 1 : c;
 #pragma unroll
         for (int h = 0; h < W; h++)
 #pragma unroll
-            for (int r = 0; r < QROWS; r++) {
+            for (int r = 0; r < R; r++) {
                 p[h][r] = words[h][r][c];
                 s[h][r] = qf16(scales[h][r][group]);
                 o[h][r] = BITS == 4 ? qf16(offsets[h][r][group]) : 0.0f;
             }
-        float gv[PER];
-        if (NORM) {
-            const uint4* g4 = (const uint4*)(g + (long)c * PER);
-#pragma unroll
-            for (int q = 0; q < PER / 8; q++) {
-                uint4 u = g4[q];
-                gv[q * 8 + 0] = __uint_as_float(u.x << 16); gv[q * 8 + 1] = __uint_as_float(u.x & 0xffff0000u);
-                gv[q * 8 + 2] = __uint_as_float(u.y << 16); gv[q * 8 + 3] = __uint_as_float(u.y & 0xffff0000u);
-                gv[q * 8 + 4] = __uint_as_float(u.z << 16); gv[q * 8 + 5] = __uint_as_float(u.z & 0xffff0000u);
-                gv[q * 8 + 6] = __uint_as_float(u.w << 16); gv[q * 8 + 7] = __uint_as_float(u.w & 0xffff0000u);
-            }
-        }
 #pragma unroll
         for (int i = 0; i < M; i++) {
             if (i >= m) break;
-            float xv[PER];
-            const float4* xr = (const float4*)(x + (long)i * k + (long)c * PER);
-#pragma unroll
-            for (int q = 0; q < PER / 4; q++) {
-                float4 v = xr[q];
-                xv[q * 4] = v.x; xv[q * 4 + 1] = v.y; xv[q * 4 + 2] = v.z; xv[q * 4 + 3] = v.w;
-            }
-            if (NORM) {
-#pragma unroll
-                for (int j = 0; j < PER; j++) {
-                    ss[i] += xv[j] * xv[j];
-                    xv[j] *= gv[j];
-                }
-            }
+            const uint4* xr = x.q + (long)i * (k / 16) + (BITS == 8 ? c : 2 * c);
+            uint4 xa = xr[0], xb = BITS == 4 ? xr[1] : xa;
+            float sx = x.scales[(long)i * groups + group];
+            float2 tx = BITS == 4 ? x.sums[(long)i * groups + group] : make_float2(0.0f, 0.0f);
 #pragma unroll
             for (int h = 0; h < W; h++)
 #pragma unroll
-                for (int r = 0; r < QROWS; r++) {
-                    float qx = 0.0f, sx = 0.0f;
-                    q_dot<BITS>(p[h][r], xv, qx, sx);
-                    acc[h][r][i] += s[h][r] * qx + (BITS == 4 ? o[h][r] * sx : 0.0f);
+                for (int r = 0; r < R; r++) {
+                    float d = (float)q_dot<BITS>(p[h][r], xa, xb);
+                    // q4: (s q + o) . x ~ s q . x^ + o sum(x) + 7.5 s (sum(x) - sum(x^)): the
+                    // nibbles' rounding error counted about their middle, as if they were centred.
+                    float extra = BITS == 4 ? o[h][r] * tx.x + s[h][r] * (7.5f * tx.y) : 0.0f;
+                    acc[h][r][i] += d * (s[h][r] * sx) + extra;
                 }
         }
     }
 #pragma unroll
     for (int h = 0; h < W; h++)
 #pragma unroll
-        for (int r = 0; r < QROWS; r++)
+        for (int r = 0; r < R; r++)
 #pragma unroll
             for (int i = 0; i < M; i++) {
                 float v = warp_sum(acc[h][r][i]);
                 if (lane == 0) partial[warp][h][r][i] = v;
             }
-    if (NORM)
-#pragma unroll
-        for (int i = 0; i < M; i++) {
-            float v = warp_sum(ss[i]);
-            if (lane == 0) partial_ss[warp][i] = v;
-        }
     __syncthreads();
-    int t = threadIdx.x;
-    if (t < QROWS * M) {
+    for (int t = threadIdx.x; t < R * M; t += blockDim.x) {
         int r = t / M, i = t % M;
         float sum[W];
 #pragma unroll
@@ -189,15 +236,6 @@ __device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, const float* _
 #pragma unroll
             for (int wi = 0; wi < WARPS; wi++)
                 if (wi < warps) sum[h] += partial[wi][h][r][i];
-        }
-        if (NORM) {
-            float total = 0.0f;
-#pragma unroll
-            for (int wi = 0; wi < WARPS; wi++)
-                if (wi < warps) total += partial_ss[wi][i];
-            float inv = rsqrtf(total / k + eps);
-#pragma unroll
-            for (int h = 0; h < W; h++) sum[h] *= inv;
         }
         long out = (long)i * n + row0 + r;
         if (row0 + r < n && i < m) {
@@ -209,49 +247,41 @@ __device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, const float* _
 }
 
 // The kernels of one format and row count. A matrix is passed as its words, scales and offsets (q8
-// passes its scales again as offsets, unread).
+// passes its scales again as offsets, unread), the input as quantize_activations wrote it. A block
+// owns QROWS rows (SwiGLU's QROWS / 2 of each matrix).
 #define QM(w) QMatrix{(const uint4*)w, w##_s, w##_o}
+#define QX QInput{(const uint4*)xq, xs, (const float2*)xsum}
+#define QX_ARGS const unsigned int* __restrict__ xq, const float* __restrict__ xs, const float* __restrict__ xsum
 #define GEMV_Q_FOR(BITS, M)                                                                                       \
     extern "C" __global__ void __launch_bounds__(256) gemv_q##BITS##_m##M(                                        \
-        const unsigned int* w, const unsigned short* w_s, const unsigned short* w_o, const float* __restrict__ x, \
+        const unsigned int* w, const unsigned short* w_s, const unsigned short* w_o, QX_ARGS,                    \
         float* __restrict__ y, int m, int k, int n) {                                                            \
-        gemv_q_rows<BITS, M, QEPI_PLAIN, 8, false>(QM(w), QM(w), x, x, nullptr, 0.0f, y, m, k, n,                \
-                                                   blockIdx.x * QROWS);                                          \
+        gemv_q_rows<BITS, M, QEPI_PLAIN, 8>(QM(w), QM(w), QX, nullptr, y, m, k, n, blockIdx.x * QROWS);          \
     }                                                                                                             \
     extern "C" __global__ void __launch_bounds__(256) gemv_add_q##BITS##_m##M(                                    \
-        const unsigned int* w, const unsigned short* w_s, const unsigned short* w_o, const float* __restrict__ x, \
+        const unsigned int* w, const unsigned short* w_s, const unsigned short* w_o, QX_ARGS,                    \
         const float* __restrict__ residual, float* __restrict__ y, int m, int k, int n) {                        \
-        gemv_q_rows<BITS, M, QEPI_ADD, 8, false>(QM(w), QM(w), x, residual, nullptr, 0.0f, y, m, k, n,          \
-                                                 blockIdx.x * QROWS);                                            \
+        gemv_q_rows<BITS, M, QEPI_ADD, 8>(QM(w), QM(w), QX, residual, y, m, k, n, blockIdx.x * QROWS);           \
     }                                                                                                             \
     extern "C" __global__ void __launch_bounds__(128) gemv_swiglu_q##BITS##_m##M(                                 \
         const unsigned int* gate, const unsigned short* gate_s, const unsigned short* gate_o,                    \
-        const unsigned int* up, const unsigned short* up_s, const unsigned short* up_o,                          \
-        const float* __restrict__ x, const bf16_t* __restrict__ g, float eps, float* __restrict__ y, int m,      \
-        int k, int n) {                                                                                           \
-        if (g)                                                                                                    \
-            gemv_q_rows<BITS, M, QEPI_SWIGLU, 4, true>(QM(gate), QM(up), x, x, g, eps, y, m, k, n,                \
-                                                       blockIdx.x * QROWS);                                      \
-        else                                                                                                      \
-            gemv_q_rows<BITS, M, QEPI_SWIGLU, 4, false>(QM(gate), QM(up), x, x, g, eps, y, m, k, n,               \
-                                                        blockIdx.x * QROWS);                                     \
+        const unsigned int* up, const unsigned short* up_s, const unsigned short* up_o, QX_ARGS,                 \
+        float* __restrict__ y, int m, int k, int n) {                                                            \
+        gemv_q_rows<BITS, M, QEPI_SWIGLU, 4>(QM(gate), QM(up), QX, nullptr, y, m, k, n,                         \
+                                             blockIdx.x * (QROWS / 2));                                          \
     }                                                                                                             \
     extern "C" __global__ void __launch_bounds__(256) gemv_group3_q##BITS##_m##M(                                 \
         const unsigned int* w0, const unsigned short* w0_s, const unsigned short* w0_o, const unsigned int* w1,  \
         const unsigned short* w1_s, const unsigned short* w1_o, const unsigned int* w2,                          \
         const unsigned short* w2_s, const unsigned short* w2_o, float* __restrict__ y0, float* __restrict__ y1,  \
-        float* __restrict__ y2, const float* __restrict__ x, const bf16_t* __restrict__ g, float eps, int m,     \
-        int k, int n0, int n1, int n2) {                                                                         \
+        float* __restrict__ y2, QX_ARGS, int m, int k, int n0, int n1, int n2) {                                 \
         int b0 = (n0 + QROWS - 1) / QROWS, b1 = (n1 + QROWS - 1) / QROWS;                                         \
         int b = blockIdx.x;                                                                                       \
         QMatrix w = b < b0 ? QM(w0) : b < b0 + b1 ? QM(w1) : QM(w2);                                              \
         float* y = b < b0 ? y0 : b < b0 + b1 ? y1 : y2;                                                           \
         int n = b < b0 ? n0 : b < b0 + b1 ? n1 : n2;                                                              \
         int row0 = (b < b0 ? b : b < b0 + b1 ? b - b0 : b - b0 - b1) * QROWS;                                     \
-        if (g)                                                                                                    \
-            gemv_q_rows<BITS, M, QEPI_PLAIN, 8, true>(w, w, x, x, g, eps, y, m, k, n, row0);                     \
-        else                                                                                                      \
-            gemv_q_rows<BITS, M, QEPI_PLAIN, 8, false>(w, w, x, x, g, eps, y, m, k, n, row0);                    \
+        gemv_q_rows<BITS, M, QEPI_PLAIN, 8>(w, w, QX, nullptr, y, m, k, n, row0);                                 \
     }
 
 #define GEMV_Q_ALL(BITS) GEMV_Q_FOR(BITS, 2) GEMV_Q_FOR(BITS, 4) GEMV_Q_FOR(BITS, 8)

@@ -75,6 +75,9 @@ pub fn linear(x: &[f32], m: usize, k: usize, w: &CpuStorage, n: usize, fill: f32
             half_linear(x, m, k, n, &mut out, |row, dst| widen_bf16(&w[row * k..(row + 1) * k], dst))
         }
         CpuStorage::F16(w) => half_linear(x, m, k, n, &mut out, |row, dst| widen_f16(&w[row * k..(row + 1) * k], dst)),
+        CpuStorage::Quant(q) if m <= GEMV_MAX_ROWS && k.is_multiple_of(crate::quant::GROUP) => {
+            super::quant_dot::quant_gemv(x, m, k, q, n, &mut out)
+        }
         CpuStorage::Quant(q) => {
             half_linear(x, m, k, n, &mut out, |row, dst| crate::quant::dequantize_into(q, row * k, dst))
         }

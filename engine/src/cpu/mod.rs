@@ -3,6 +3,7 @@
 mod attention;
 mod conv;
 pub mod gemm;
+mod quant_dot;
 
 use rayon::prelude::*;
 

@@ -31,7 +31,7 @@ macro_rules! gemv_kernels {
 /// kernels/gemv_quant.cu).
 macro_rules! gemv_quant_kernels {
     ($($m:literal),*) => {
-        [$(
+        ["quantize_activations", $(
             concat!("gemv_q8_m", $m),
             concat!("gemv_add_q8_m", $m),
             concat!("gemv_swiglu_q8_m", $m),

@@ -12,6 +12,7 @@ use super::{CudaBackend, CudaStorage};
 use crate::device::{Op, RmsNorm, composed};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
+use crate::quant::GROUP;
 use crate::shapes;
 use crate::tensor::{DType, Storage, Tensor};
 
@@ -32,9 +33,34 @@ pub(super) const GEMV_MAX_ROWS: usize = 8;
 pub(super) const GEMV_THREADS: u32 = 256;
 pub(super) const GEMV_SWIGLU_THREADS: u32 = 128;
 
-/// The launch of a decode-product kernel over `rows` weight rows with `threads` a block.
-pub(super) fn gemv_config(rows: usize, threads: u32) -> LaunchConfig {
-    LaunchConfig { grid_dim: (rows.div_ceil(4) as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
+/// The launch of a decode-product kernel over `rows` weight rows, `per_block` a block, with
+/// `threads` a block.
+pub(super) fn gemv_config(rows: usize, per_block: usize, threads: u32) -> LaunchConfig {
+    LaunchConfig { grid_dim: (rows.div_ceil(per_block) as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// An input of the decode products: f32 for bf16 weights, quantized (kernels/gemv_quant.cu's
+/// `quantize_activations`) for quantized ones.
+pub(super) enum DecodeInput<'a> {
+    F32(&'a CudaSlice<f32>),
+    Quant { values: CudaSlice<u32>, scales: CudaSlice<f32>, sums: CudaSlice<f32> },
+}
+
+impl DecodeInput<'_> {
+    pub(super) fn push(&self, b: &mut Overlapped) {
+        match self {
+            DecodeInput::F32(x) => b.input(*x),
+            DecodeInput::Quant { values, scales, sums } => b.input(values).input(scales).input(sums),
+        };
+    }
+
+    /// The fused norm's arguments, which only the f32 input's kernels take (a quantized input has
+    /// the norm applied already).
+    pub(super) fn push_norm(&self, b: &mut Overlapped, norm: Option<&CudaSlice<u16>>, eps: f32) {
+        if let DecodeInput::F32(_) = self {
+            b.optional(norm).float(eps);
+        }
+    }
 }
 
 /// The weight of a decode product, in a form the GEMV kernels read.
@@ -63,6 +89,15 @@ impl DecodeWeight<'_> {
         match self {
             DecodeWeight::Bf16(_) => most,
             DecodeWeight::Quant(q) => ((k / q.per_load()).div_ceil(32) * 32).clamp(32, most as usize) as u32,
+        }
+    }
+
+    /// Weight rows a block of `family`'s kernel owns (kernels/gemv.cu, kernels/gemv_quant.cu).
+    pub(super) fn rows_per_block(&self, family: &str) -> usize {
+        match self {
+            DecodeWeight::Bf16(_) => 4,
+            DecodeWeight::Quant(_) if family == "gemv_swiglu" => 4,
+            DecodeWeight::Quant(_) => 8,
         }
     }
 
@@ -100,9 +135,7 @@ pub(super) fn decode_product<'a>(x: &Tensor, w: &'a Tensor) -> Option<(usize, us
     }
     match w.storage() {
         Storage::Cuda(CudaStorage::BF16(bits)) if k.is_multiple_of(8) => Some((m, k, n, DecodeWeight::Bf16(bits))),
-        Storage::Cuda(CudaStorage::Quant(q)) if k.is_multiple_of(q.per_load()) => {
-            Some((m, k, n, DecodeWeight::Quant(q)))
-        }
+        Storage::Cuda(CudaStorage::Quant(q)) if k.is_multiple_of(GROUP) => Some((m, k, n, DecodeWeight::Quant(q))),
         _ => None,
     }
 }
@@ -133,6 +166,37 @@ fn bf16_bits(t: &Tensor) -> Option<&CudaSlice<u16>> {
 }
 
 impl CudaBackend {
+    /// The input of decode products of `weight`: `x` itself for bf16, quantized (and RMS-normalised
+    /// by `norm`, the weight's bits and epsilon) for a quantized weight.
+    pub(super) fn decode_input<'x>(
+        &self,
+        lane: &Lane,
+        x: &'x CudaSlice<f32>,
+        m: usize,
+        k: usize,
+        weight: &DecodeWeight,
+        norm: Option<(&CudaSlice<u16>, f32)>,
+    ) -> Result<DecodeInput<'x>> {
+        let DecodeWeight::Quant(q) = weight else { return Ok(DecodeInput::F32(x)) };
+        let groups = m * k / GROUP;
+        let (mut values, mut scales, mut sums) =
+            (self.alloc_as::<u32>(lane, m * k / 4)?, self.alloc(lane, groups)?, self.alloc(lane, 2 * groups)?);
+        let (ki, bits, eps) = (k as i32, if q.dtype == DType::Q8 { 8i32 } else { 4 }, norm.map_or(0.0, |n| n.1));
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get("quantize_activations")?);
+        b.input(x).optional(norm.map(|n| n.0)).float(eps).output(&mut values).output(&mut scales).output(&mut sums);
+        b.int(ki).int(bits);
+        let cfg = LaunchConfig {
+            grid_dim: (m as u32, 1, 1),
+            block_dim: ((k / 4).min(1024) as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: x is [m, k] with k whole groups of 32 (so whole warps of four values a thread),
+        // the norm weight (when given) k bf16 values; the outputs hold m * k bytes, m * k / 32 scales
+        // and twice as many sums; the kernel waits before it reads x.
+        unsafe { b.launch(cfg, self.overlap) }?;
+        Ok(DecodeInput::Quant { values, scales, sums })
+    }
+
     pub(super) fn matmul_nt(
         &self,
         lane: &Lane,
@@ -145,16 +209,19 @@ impl CudaBackend {
         let mut y = self.alloc(lane, m * n)?;
         let (mi, ni, ki) = (m as i32, n as i32, k as i32);
         match w {
-            CudaStorage::Quant(q) if m <= GEMV_MAX_ROWS && k.is_multiple_of(q.per_load()) => {
+            CudaStorage::Quant(q) if m <= GEMV_MAX_ROWS && k.is_multiple_of(GROUP) => {
                 let weight = DecodeWeight::Quant(q);
+                let input = self.decode_input(lane, x, m, k, &weight, None)?;
                 let mut b = Overlapped::new(&lane.stream, self.kernels.get(&weight.kernel("gemv", m))?);
                 weight.push(&mut b);
-                b.input(x).output(&mut y);
+                input.push(&mut b);
+                b.output(&mut y);
                 weight.rows(&mut b, m);
                 b.int(ki).int(ni);
-                // SAFETY: w holds [n, k] weights with k whole 16-byte loads, x [m, k], y [m, n]; a
-                // block per 4 weight rows; the kernel waits before it reads x or writes y.
-                unsafe { b.launch(gemv_config(n, weight.threads(k, GEMV_THREADS)), self.overlap) }?;
+                let cfg = gemv_config(n, weight.rows_per_block("gemv"), weight.threads(k, GEMV_THREADS));
+                // SAFETY: w holds [n, k] weights with k whole groups, the input [m, k] quantized,
+                // y [m, n]; the kernel waits before it reads the input or writes y.
+                unsafe { b.launch(cfg, self.overlap) }?;
             }
             CudaStorage::Quant(q) => {
                 // Beyond the decode shapes (prefill): dequantized to bf16, then the bf16 products.
@@ -166,7 +233,7 @@ impl CudaBackend {
                 b.input(w).input(x).output(&mut y).int(ki).int(ni);
                 // SAFETY: w is [n, k] with k a multiple of 8 (16-byte rows), x [m, k], y [m, n]; a
                 // block per 4 weight rows; the kernel waits before it reads x or writes y.
-                unsafe { b.launch(gemv_config(n, GEMV_THREADS), self.overlap) }?;
+                unsafe { b.launch(gemv_config(n, 4, GEMV_THREADS), self.overlap) }?;
             }
             CudaStorage::BF16(w) if m <= 8 => {
                 let warps_per_block = (BLOCK / 32) as usize;
@@ -365,13 +432,16 @@ impl CudaBackend {
         let lane = self.lane()?;
         let mut y = self.alloc(&lane, m * n)?;
         let (ki, ni) = (k as i32, n as i32);
+        let input = self.decode_input(&lane, self.f32s(x, Op::LinearAdd)?, m, k, &weight, None)?;
         let mut b = Overlapped::new(&lane.stream, self.kernels.get(&weight.kernel("gemv_add", m))?);
         weight.push(&mut b);
-        b.input(self.f32s(x, Op::LinearAdd)?).input(self.f32s(residual, Op::LinearAdd)?).output(&mut y);
+        input.push(&mut b);
+        b.input(self.f32s(residual, Op::LinearAdd)?).output(&mut y);
         weight.rows(&mut b, m);
         b.int(ki).int(ni);
+        let cfg = gemv_config(n, weight.rows_per_block("gemv_add"), weight.threads(k, GEMV_THREADS));
         // SAFETY: as the decode product in `matmul_nt`; the residual is [m, n] like y.
-        unsafe { b.launch(gemv_config(n, weight.threads(k, GEMV_THREADS)), self.overlap) }?;
+        unsafe { b.launch(cfg, self.overlap) }?;
         self.wrap(&[m, n], y)
     }
 
@@ -396,16 +466,20 @@ impl CudaBackend {
         let lane = self.lane()?;
         let mut y = self.alloc(&lane, m * n)?;
         let (ki, ni, eps) = (k as i32, n as i32, norm.map_or(0.0, |n| n.eps));
+        let norm_eps = norm_bits.map(|bits| (bits, eps));
+        let input = self.decode_input(&lane, self.f32s(x, Op::LinearSwiglu)?, m, k, &g, norm_eps)?;
         let mut b = Overlapped::new(&lane.stream, self.kernels.get(&g.kernel("gemv_swiglu", m))?);
         g.push(&mut b);
         u.push(&mut b);
-        b.input(self.f32s(x, Op::LinearSwiglu)?).optional(norm_bits);
-        b.float(eps).output(&mut y);
+        input.push(&mut b);
+        input.push_norm(&mut b, norm_bits, eps);
+        b.output(&mut y);
         g.rows(&mut b, m);
         b.int(ki).int(ni);
+        let cfg = gemv_config(n, g.rows_per_block("gemv_swiglu"), g.threads(k, GEMV_SWIGLU_THREADS));
         // SAFETY: as the decode product in `matmul_nt`, for two weights of the same shape; the norm
         // weight, when given, holds k bf16 values (a null pointer otherwise).
-        unsafe { b.launch(gemv_config(n, g.threads(k, GEMV_SWIGLU_THREADS)), self.overlap) }?;
+        unsafe { b.launch(cfg, self.overlap) }?;
         self.wrap(&[m, n], y)
     }
 
@@ -422,15 +496,19 @@ impl CudaBackend {
         let (mut y0, mut y1, mut y2) =
             (self.alloc(&lane, m * n0)?, self.alloc(&lane, m * n1)?, self.alloc(&lane, m * n2)?);
         let (ki, n0i, n1i, n2i, eps) = (k as i32, n0 as i32, n1 as i32, n2 as i32, norm.map_or(0.0, |n| n.eps));
+        let norm_eps = norm_bits.map(|bits| (bits, eps));
+        let input = self.decode_input(&lane, self.f32s(x, Op::Linear3)?, m, k, &w0, norm_eps)?;
         let mut b = Overlapped::new(&lane.stream, self.kernels.get(&w0.kernel("gemv_group3", m))?);
         for weight in [w0, w1, w2] {
             weight.push(&mut b);
         }
         b.output(&mut y0).output(&mut y1).output(&mut y2);
-        b.input(self.f32s(x, Op::Linear3)?).optional(norm_bits).float(eps);
+        input.push(&mut b);
+        input.push_norm(&mut b, norm_bits, eps);
         w0.rows(&mut b, m);
         b.int(ki).int(n0i).int(n1i).int(n2i);
-        let blocks = n0.div_ceil(4) + n1.div_ceil(4) + n2.div_ceil(4);
+        let per_block = w0.rows_per_block("gemv_group3");
+        let blocks = n0.div_ceil(per_block) + n1.div_ceil(per_block) + n2.div_ceil(per_block);
         let threads = w0.threads(k, GEMV_THREADS);
         let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: three decode products of one input; the grid is their row groups back to back; the

@@ -45,7 +45,7 @@ pub struct Input {
     /// What the tensor holds, as f32 (dequantized, for a quantized format).
     pub values: Vec<f32>,
     /// The quantized data, for a quantized format.
-    quant: Option<QuantData>,
+    pub quant: Option<QuantData>,
 }
 
 impl Input {

@@ -10,7 +10,7 @@ mod sampling;
 
 pub use sampling::logit_rows;
 
-use super::Case;
+use super::{Case, Input};
 
 /// Every case, in the order of the families.
 pub fn all_cases() -> Vec<Case> {
@@ -38,6 +38,41 @@ pub(crate) fn naive_linear(x: &[f32], m: usize, k: usize, w: &[f32], n: usize) -
     for i in 0..m {
         for j in 0..n {
             y[i * n + j] = (0..k).map(|p| x[i * k + p] * w[j * k + p]).sum();
+        }
+    }
+    y
+}
+
+/// `x [m, k] @ w [n, k]^T` as the backends define it for `w`: for a quantized weight at the decode
+/// shapes (at most 8 rows, whole groups of 32) each activation group is rounded to int8 against its
+/// largest magnitude / 127 first, and for q4 the group's rounding loss is counted at the middle of
+/// its weights' range (engine/src/cpu/quant_dot.rs); otherwise the plain product of the values.
+pub(crate) fn naive_product(x: &[f32], m: usize, k: usize, w: &Input, n: usize) -> Vec<f32> {
+    if w.quant.is_none() || m > 8 || !k.is_multiple_of(32) {
+        return naive_linear(x, m, k, &w.values, n);
+    }
+    let q4 = w.dtype == songloom_engine::tensor::DType::Q4;
+    let mut y = vec![0.0; m * n];
+    for i in 0..m {
+        for (g, group) in x[i * k..(i + 1) * k].chunks(32).enumerate() {
+            let amax = group.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+            let finite = group.iter().all(|v| v.is_finite());
+            let to_q = if finite && amax > 0.0 { 127.0 / amax } else { 0.0 };
+            let scale = if finite { amax / 127.0 } else { f32::NAN };
+            let rounded: Vec<f32> = group.iter().map(|v| (v * to_q).round_ties_even() * scale).collect();
+            let lost: f32 = group.iter().sum::<f32>() - rounded.iter().sum::<f32>();
+            for j in 0..n {
+                let weights = &w.values[j * k + g * 32..j * k + g * 32 + 32];
+                let dot: f32 = weights.iter().zip(&rounded).map(|(w, v)| w * v).sum();
+                let middle = if q4 {
+                    let (lo, hi) =
+                        weights.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), w| (l.min(*w), h.max(*w)));
+                    (lo + hi) / 2.0
+                } else {
+                    0.0
+                };
+                y[i * n + j] += dot + middle * lost;
+            }
         }
     }
     y

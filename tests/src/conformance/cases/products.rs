@@ -5,7 +5,7 @@
 use songloom_engine::device::RmsNorm;
 use songloom_engine::{DType, Op};
 
-use super::{naive_linear, naive_rms_norm, silu};
+use super::{naive_product, naive_rms_norm, silu};
 use crate::conformance::{Case, Input, Seeds, WEIGHT_DTYPES};
 
 const LINEAR_SHAPES: [(usize, usize, usize); 10] = [
@@ -98,7 +98,7 @@ fn linear(m: usize, k: usize, n: usize, dtype: DType, bias: bool, poison: Poison
         },
         |d, t| Ok(vec![d.linear(&t[0], &t[1], t.get(2))?]),
         move |i| {
-            let mut y = naive_linear(&i[0].values, m, k, &i[1].values, n);
+            let mut y = naive_product(&i[0].values, m, k, &i[1], n);
             if let Some(b) = i.get(2) {
                 y.iter_mut().enumerate().for_each(|(at, v)| *v += b.values[at % n]);
             }
@@ -115,7 +115,7 @@ fn linear_add(m: usize, k: usize, n: usize, dtype: DType, poison: Poison) -> Cas
         |s| vec![activations(s, m, k, poison), s.random(&[n, k], dtype), s.random(&[m, n], DType::F32)],
         |d, t| Ok(vec![d.linear_add(&t[0], &t[1], &t[2])?]),
         move |i| {
-            let y = naive_linear(&i[0].values, m, k, &i[1].values, n);
+            let y = naive_product(&i[0].values, m, k, &i[1], n);
             vec![y.iter().zip(&i[2].values).map(|(p, r)| r + p).collect()]
         },
     )
@@ -149,7 +149,7 @@ fn linear_swiglu(m: usize, k: usize, n: usize, dtype: DType, norm: Option<DType>
         },
         move |i| {
             let h = normed(i, 0, i.get(3), k);
-            let (g, u) = (naive_linear(&h, m, k, &i[1].values, n), naive_linear(&h, m, k, &i[2].values, n));
+            let (g, u) = (naive_product(&h, m, k, &i[1], n), naive_product(&h, m, k, &i[2], n));
             vec![g.iter().zip(&u).map(|(g, u)| silu(*g) * u).collect()]
         },
     )
@@ -174,7 +174,7 @@ fn linear3(m: usize, k: usize, n: usize, dtype: DType, norm: Option<DType>) -> C
         },
         move |i| {
             let h = normed(i, 0, i.get(4), k);
-            widths.iter().enumerate().map(|(j, &w)| naive_linear(&h, m, k, &i[1 + j].values, w)).collect()
+            widths.iter().enumerate().map(|(j, &w)| naive_product(&h, m, k, &i[1 + j], w)).collect()
         },
     )
 }
@@ -187,7 +187,7 @@ fn linear_glu(m: usize, k: usize, two_f: usize, dtype: DType) -> Case {
         |s| vec![s.random(&[m, k], DType::F32), s.random(&[two_f, k], dtype), s.random(&[two_f], DType::F32)],
         |d, t| Ok(vec![d.linear_glu(&t[0], &t[1], Some(&t[2]))?]),
         move |i| {
-            let mut h = naive_linear(&i[0].values, m, k, &i[1].values, two_f);
+            let mut h = naive_product(&i[0].values, m, k, &i[1], two_f);
             h.iter_mut().enumerate().for_each(|(at, v)| *v += i[2].values[at % two_f]);
             let f = two_f / 2;
             let glu = |r: usize, c: usize| silu(h[r * two_f + f + c]) * h[r * two_f + c];
