@@ -22,8 +22,11 @@
 //!
 //! Ours sits at the control's distance: the formats cost what their rounding costs, no more. A
 //! GPU is held to the CPU in the same format within the bf16 stage's own bound (twice the bf16
-//! reference's distance to its f32 control): the same dequantized weights, other summation
-//! orders and activation roundings.
+//! reference's distance to its f32 control) plus the format's control distance: the decode
+//! products compute the same integers on both (activations rounded to int8 per group), but a GPU
+//! runs the prefill's products in bf16, and activations moved that far may round to other codes.
+//! On the H200 (2026-12-01, after the integer decode products): LM q8 1.18e-2 from the CPU (bound
+//! 2.58e-2), depth q8 2.3e-3 (its input projection takes the bf16 path), depth q4 2.3e-7.
 
 use std::path::Path;
 
@@ -128,6 +131,9 @@ fn check_format(
     let control_dir = shuffled_error_model(format);
     let control = run(&ModelDir::open(control_dir.path()).unwrap(), &cpu(), DType::BF16);
     let bound = Bound::calibrated(distance(&control, reference), QUANT_FACTOR, 0.0);
+    // A GPU's bf16 prefill moves the activations the decode products then round to int8, which
+    // may round them to other codes: as far again as the format's own rounding (the control).
+    let device_bound = Bound { rel: device_bound.rel + distance(&control, reference).rel };
     println!("{stage} {format}: control (shuffled errors) rel {:.3e}", distance(&control, reference).rel);
     let on_cpu = run(&ModelDir::open(&tiny_model_dir()).unwrap(), &cpu(), format);
     for device in devices() {
