@@ -1,10 +1,10 @@
 //! `songloom bench --what quant`: the weight formats' distances to bf16 at the real geometry, with
 //! synthetic weights (which have no outlier channels, so real weights quantize worse): each
-//! product's relative error, and the language model's last hidden state over 50 teacher-forced
+//! product's relative error (the DiT's at a full window, q8), and the language model's last hidden state over 50 teacher-forced
 //! decode steps after a prefill.
 
 use anyhow::Result;
-use songloom_engine::config::{DepthConfig, LmConfig, PipelineConstants};
+use songloom_engine::config::{DepthConfig, DitConfig, LmConfig, PipelineConstants};
 use songloom_engine::models::lm::LanguageModel;
 use songloom_engine::pipeline::rng::Rng;
 use songloom_engine::weights::VarBuilder;
@@ -40,7 +40,25 @@ fn correlation(a: &[f32], b: &[f32]) -> f64 {
 
 pub fn distances(device: &Device) -> Result<()> {
     products(device)?;
+    dit_products(device)?;
     teacher_forced(device)
+}
+
+/// The DiT's block matrices at a full window (690 rows), q8 against bf16: the 12 GB tier's DiT.
+fn dit_products(device: &Device) -> Result<()> {
+    let dit = DitConfig::default();
+    let (inner, ff) = (dit.inner_dim(), dit.ff_inner_dim);
+    let shapes = [("DiT to_q", inner, inner), ("DiT ff_in", 2 * ff, inner), ("DiT ff_out", inner, ff)];
+    say!("{:<20} {:>14}", "product (690 rows)", "q8 rel RMS");
+    for (k, (name, rows, cols)) in shapes.into_iter().enumerate() {
+        let w = device.fill_uniform(&[rows, cols], DType::BF16, 200 + k as u64, 0.0, 1.0 / (cols as f32).sqrt())?;
+        let x =
+            device.upload(Tensor::from_f32(&[690, cols], Rng::derive(6, "quant-x", k as u64).normals(690 * cols))?)?;
+        let reference = device.to_host(&device.linear(&x, &w, None)?)?;
+        let y = device.to_host(&device.linear(&x, &device.cast(&w, DType::Q8)?, None)?)?;
+        say!("{name:<20} {:>14.3e}", relative_rms(&y, &reference));
+    }
+    Ok(())
 }
 
 /// Each matrix shape of the AR half: a decode product (batch 2) against its bf16 form.

@@ -109,9 +109,11 @@ impl ModelDir {
         ConditionEncoder::new(&cfg, &VarBuilder::new(&ckpt, device, AR_DTYPE))
     }
 
-    pub fn transformer(&self, device: &Device) -> Result<Dit> {
+    /// The DiT, its block matrices quantized to `format` where that is a quantized format (q8),
+    /// otherwise (pass [`ACOUSTIC_DTYPE`]) as the precision policy has them.
+    pub fn transformer(&self, device: &Device, format: DType) -> Result<Dit> {
         let (cfg, ckpt) = self.open_component::<config::DitConfig>("transformer")?;
-        Dit::new(&cfg, &VarBuilder::new(&ckpt, device, ACOUSTIC_DTYPE))
+        Dit::new(&cfg, &VarBuilder::new(&ckpt, device, ACOUSTIC_DTYPE).with_format(format))
     }
 
     pub fn vocoder(&self, device: &Device) -> Result<Vocoder> {

@@ -8,10 +8,12 @@
 //! |---|---|---|---|---|
 //! | reference | bf16 | bf16 | f32 (as the precision) | streamed |
 //! | 24 GB | q8 | q8 | bf16 | streamed |
-//! | 12 GB | q4 | q8 | bf16 | streamed |
+//! | 12 GB | q4 | q8 | q8 DiT blocks, bf16 vocoder | streamed |
 //! | 8 GB | q4 | q4 | bf16 | phase by phase |
 //!
-//! Embedding tables are q8 wherever their half is quantized; norms, biases, the sliced `lm_head`
+//! Under the bf16 precision each AR format is tried with the DiT's block matrices in bf16, then
+//! in q8 (their products are unpacked to bf16 first; the 12 GB tier does not fit otherwise: its
+//! bf16 DiT is 4.9 of the 12 GB). Embedding tables are q8 wherever their half is quantized; norms, biases, the sliced `lm_head`
 //! and the condition encoder stay bf16.
 
 use crate::config::{ConditionConfig, DepthConfig, DitConfig, LmConfig, VocoderConfig};
@@ -174,7 +176,8 @@ pub struct Sizes {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     pub formats: ArFormats,
-    /// The DiT's and vocoder's matrices: f32, or bf16 under the bf16 precision.
+    /// The DiT's block matrices: f32, or bf16 under the bf16 precision, or q8 (under the bf16
+    /// precision, when a streamed plan does not fit otherwise). The vocoder follows the precision.
     pub acoustic: DType,
     pub mode: Mode,
     pub workload: Workload,
@@ -241,6 +244,8 @@ impl Geometry {
         bytes((c.out_dim * c.condition_hidden_dim * 3 + c.out_dim + c.num_condition_layers + 1) as f64, DType::BF16)
     }
 
+    /// The DiT with its block matrices in `matrices` (a quantized format leaves the input and
+    /// output projections in bf16).
     fn dit(&self, matrices: DType) -> f64 {
         let c = &self.dit;
         let (inner, ff) = (c.inner_dim() as f64, c.ff_inner_dim as f64);
@@ -252,7 +257,13 @@ impl Geometry {
             + c.in_channels as f64 * c.in_channels as f64;
         let small =
             c.num_layers as f64 * (4.0 * inner + 2.0 * ff) + (c.fourier_embedding_dim as f64 + 2.0 * inner) * inner;
-        bytes(blocks + io, matrices) + bytes(small, DType::F32)
+        let io_dtype = if matrices.is_quantized() { DType::BF16 } else { matrices };
+        bytes(blocks, matrices) + bytes(io, io_dtype) + bytes(small, DType::F32)
+    }
+
+    /// The bf16 copy a quantized DiT's largest matrix is unpacked into for its products.
+    fn dit_unpacked(&self) -> f64 {
+        (2 * self.dit.ff_inner_dim * self.dit.inner_dim() * 2) as f64
     }
 
     fn vocoder(&self) -> f64 {
@@ -293,9 +304,14 @@ impl Geometry {
         prefill + (c.intermediate_size * c.hidden_size * 2) as f64
     }
 
-    /// The plan of `formats` in `mode` for `work`.
+    /// The plan of `formats` in `mode` for `work`, the DiT's matrices as the precision has them.
     pub fn plan(&self, formats: ArFormats, mode: Mode, work: &Workload) -> Plan {
         let acoustic = if work.precision == Precision::Bf16 { DType::BF16 } else { DType::F32 };
+        self.plan_with_dit(formats, acoustic, mode, work)
+    }
+
+    /// The plan of `formats` and the DiT's block matrices in `acoustic`, in `mode`, for `work`.
+    pub fn plan_with_dit(&self, formats: ArFormats, acoustic: DType, mode: Mode, work: &Workload) -> Plan {
         let host_table = if work.gpu { self.lm_table(formats.lm) } else { 0.0 };
         let sizes = Sizes {
             lm: self.lm(formats.lm) - host_table,
@@ -305,7 +321,8 @@ impl Geometry {
             vocoder: self.vocoder(),
             kv_cache: self.kv_cache(work.prompt + work.frames + 1),
             ar_workspace: self.ar_workspace(work.prompt),
-            acoustic_workspace: self.acoustic_workspace(),
+            acoustic_workspace: self.acoustic_workspace()
+                + if acoustic.is_quantized() { self.dit_unpacked() } else { 0.0 },
             runtime: work.runtime,
             host_table,
         };
@@ -342,11 +359,20 @@ impl Geometry {
             Some(stored) => vec![stored],
             None => ArFormats::ALL.into_iter().filter(|f| choice.allows(*f)).collect(),
         };
+        // Under the bf16 precision each AR format is tried with the DiT in bf16, then in q8 (its
+        // products cost 6.5e-3 relative against bf16, a tenth of what q4 weights cost the LM).
+        let dits: &[Option<DType>] = if work.precision == Precision::Bf16 { &[None, Some(DType::Q8)] } else { &[None] };
         let candidates: Vec<Plan> = [Mode::Streamed, Mode::PhaseByPhase]
             .into_iter()
             .filter(|m| mode.is_none_or(|asked| asked == *m))
-            .flat_map(|mode| formats.iter().map(move |f| (*f, mode)))
-            .map(|(formats, mode)| Plan { budget, ..self.plan(formats, mode, work) })
+            .flat_map(|mode| formats.iter().flat_map(move |f| dits.iter().map(move |d| (*f, *d, mode))))
+            .map(|(formats, dit, mode)| {
+                let plan = match dit {
+                    Some(dit) => self.plan_with_dit(formats, dit, mode, work),
+                    None => self.plan(formats, mode, work),
+                };
+                Plan { budget, ..plan }
+            })
             .collect();
         if let Some(plan) = candidates.iter().find(|p| budget.is_none_or(|b| p.peak <= b)) {
             return Ok(plan.clone());
@@ -377,7 +403,8 @@ impl Plan {
     /// The same formats and mode for another song: its peak, checked against the budget.
     pub fn for_song(&self, geometry: &Geometry, prompt: usize, frames: usize) -> Result<Plan> {
         let work = Workload { prompt, frames, ..self.workload };
-        let plan = Plan { budget: self.budget, ..geometry.plan(self.formats, self.mode, &work) };
+        let plan =
+            Plan { budget: self.budget, ..geometry.plan_with_dit(self.formats, self.acoustic, self.mode, &work) };
         match self.budget {
             Some(budget) if plan.peak > budget => Err(Error::Invalid(format!(
                 "this song ({frames} frames) needs {} under the loaded plan ({}), over the {} budget: make it shorter or load smaller weights",
@@ -438,18 +465,33 @@ mod tests {
         let choose = |choice, budget: f64| g.choose(choice, None, None, Some(budget), &work);
         let roomy = choose(WeightsChoice::Auto, 80.0 * GB).unwrap();
         assert_eq!((roomy.formats, roomy.mode), (ArFormats::BF16, Mode::Streamed));
-        // Just under bf16's peak: the next most exact streamed plan.
+        // Just under bf16's peak: the next most exact streamed plan, the DiT's blocks in q8; under
+        // that, q8 AR weights with the bf16 DiT.
         let budget = peak(ArFormats::BF16, Mode::Streamed) - 1.0;
         let tight = choose(WeightsChoice::Auto, budget).unwrap();
-        assert_eq!((tight.formats, tight.mode), (ArFormats::Q8, Mode::Streamed));
+        assert_eq!((tight.formats, tight.acoustic, tight.mode), (ArFormats::BF16, DType::Q8, Mode::Streamed));
+        let tighter = choose(WeightsChoice::Auto, tight.peak - 1.0).unwrap();
+        assert_eq!((tighter.formats, tighter.acoustic, tighter.mode), (ArFormats::Q8, DType::BF16, Mode::Streamed));
         // Under every streamed plan: phase by phase, with the most exact weights that fit.
-        let budget = peak(ArFormats::Q4, Mode::Streamed) - 1.0;
+        let budget = g.plan_with_dit(ArFormats::Q4, DType::Q8, Mode::Streamed, &work).peak - 1.0;
         let small = choose(WeightsChoice::Auto, budget).unwrap();
         assert_eq!(small.mode, Mode::PhaseByPhase, "{}", small.describe());
         assert!(small.peak <= budget);
         assert!(peak(ArFormats::Q4, Mode::PhaseByPhase) < peak(ArFormats::BF16, Mode::PhaseByPhase));
         let err = choose(WeightsChoice::Auto, 1.0 * GB).unwrap_err().to_string();
         assert!(err.contains("no plan fits in 1.0 GB") && err.contains("the smallest"), "{err}");
+        // A streamed 4-bit plan over its budget with the bf16 DiT takes the q8 DiT (the 12 GB tier).
+        let streamed_q4 = |budget| g.choose(WeightsChoice::Int4, Some(Mode::Streamed), None, Some(budget), &work);
+        let bf16_dit = g.plan(ArFormats::Q4_LM, Mode::Streamed, &work);
+        let q8_dit = streamed_q4(bf16_dit.peak - 1.0).unwrap();
+        assert_eq!((q8_dit.formats, q8_dit.acoustic, q8_dit.mode), (ArFormats::Q4_LM, DType::Q8, Mode::Streamed));
+        assert!(q8_dit.peak < bf16_dit.peak - 2.0 * GB, "{} against {}", q8_dit.describe(), bf16_dit.describe());
+        assert!(q8_dit.describe().contains("q8 DiT"), "{}", q8_dit.describe());
+        assert!(q8_dit.for_song(&g, 300, frames).is_ok_and(|p| p.acoustic == DType::Q8));
+        // Only the bf16 precision quantizes the DiT.
+        let reference = Workload { precision: Precision::Reference, ..work };
+        let plans = g.choose(WeightsChoice::Int4, Some(Mode::Streamed), None, None, &reference).unwrap();
+        assert_ne!(plans.acoustic, DType::Q8);
         let forced = choose(WeightsChoice::Int8, 80.0 * GB).unwrap();
         assert_eq!(forced.formats, ArFormats::Q8);
         assert!(WeightsChoice::parse("2bit").is_err());

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::model_dir::ModelDir;
+use crate::model_dir::{ACOUSTIC_DTYPE, ModelDir};
 use crate::plan::ArFormats;
 use crate::tensor::Tensor;
 use crate::weights::Checkpoint;
@@ -95,7 +95,7 @@ pub fn run_stage(
             Ok(vec![host("condition", &out)?])
         }
         Stage::Dit => {
-            let dit = model.transformer(device)?;
+            let dit = model.transformer(device, ACOUSTIC_DTYPE)?;
             let t = inputs.tensor("timestep", 1)?.to_f32_vec();
             let [t] = t.as_slice() else {
                 return Err(Error::shape("stage input", "`timestep` must hold one value"));

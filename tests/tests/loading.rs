@@ -5,7 +5,7 @@ use std::path::Path;
 use safetensors::SafeTensors;
 use safetensors::tensor::{Dtype, TensorView};
 use songloom_engine::Error;
-use songloom_engine::model_dir::ModelDir;
+use songloom_engine::model_dir::{ACOUSTIC_DTYPE, ModelDir};
 use songloom_tests::{copy_tiny_model, cpu};
 
 fn vocoder_error(root: &Path) -> Error {
@@ -64,7 +64,7 @@ fn missing_shard_is_named() {
     let shard = dir.path().join("transformer/diffusion_pytorch_model-00002-of-00002.safetensors");
     std::fs::remove_file(&shard).unwrap();
     let model = ModelDir::open(dir.path()).unwrap();
-    let err = model.transformer(&cpu()).err().expect("a missing shard must fail").to_string();
+    let err = model.transformer(&cpu(), ACOUSTIC_DTYPE).err().expect("a missing shard must fail").to_string();
     assert!(err.contains("diffusion_pytorch_model-00002-of-00002.safetensors"), "{err}");
 }
 

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use songloom_engine::model_dir::ModelDir;
+use songloom_engine::model_dir::{ACOUSTIC_DTYPE, ModelDir};
 use songloom_engine::models::scheduler::{FlowMatchEuler, cfg_combine, overlap_blend};
 use songloom_engine::{DType, Device, DeviceKind, Precision, Tensor};
 use songloom_tests::{
@@ -172,7 +172,7 @@ fn condition_encoder_downsampling_matches_reference() {
 // ---------------------------------------------------------------- DiT
 
 fn dit_run(model: &ModelDir, device: &Device, g: &Golden) -> Vec<f32> {
-    let dit = model.transformer(device).unwrap();
+    let dit = model.transformer(device, ACOUSTIC_DTYPE).unwrap();
     let latents = device.upload(g.tensor("latents")).unwrap();
     let condition = device.upload(g.tensor("condition")).unwrap();
     g.values("timesteps")

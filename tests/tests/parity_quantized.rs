@@ -30,7 +30,7 @@
 
 use std::path::Path;
 
-use songloom_engine::model_dir::ModelDir;
+use songloom_engine::model_dir::{ACOUSTIC_DTYPE, ModelDir};
 use songloom_engine::pipeline::rng::Rng;
 use songloom_engine::plan::ArFormats;
 use songloom_engine::quant;
@@ -181,4 +181,72 @@ fn quantized_depth_decoder_matches_the_bf16_reference_within_its_calibrated_boun
             &|model, device, f| depth_run(model, device, f, &codes, &g).1,
         );
     }
+}
+
+// ---------------------------------------------------------------- the DiT in q8
+
+/// The DiT's block matrices, the ones a q8 DiT quantizes (engine/src/models/dit.rs).
+fn is_dit_block_matrix(name: &str) -> bool {
+    const MATRICES: [&str; 6] = [
+        "attn.to_q.weight",
+        "attn.to_k.weight",
+        "attn.to_v.weight",
+        "attn.to_out.0.weight",
+        "ff_in.weight",
+        "ff_out.weight",
+    ];
+    name.starts_with("transformer_blocks.") && MATRICES.iter().any(|m| name.ends_with(m))
+}
+
+/// The tiny model with each DiT block matrix (the `k`th tensor, its values) replaced by `edit`.
+fn dit_edited(edit: impl Fn(usize, &[f32]) -> Vec<f32>) -> tempfile::TempDir {
+    let dir = copy_tiny_model();
+    edit_weights(dir.path(), "transformer", |tensors| {
+        for (k, (name, _, values)) in tensors.iter_mut().enumerate() {
+            if is_dit_block_matrix(name) {
+                *values = edit(k, values);
+            }
+        }
+    });
+    dir
+}
+
+fn dit_run(model: &ModelDir, device: &songloom_engine::Device, format: DType, g: &Golden) -> Vec<f32> {
+    let dit = model.transformer(device, format).unwrap();
+    let latents = device.upload(g.tensor("latents")).unwrap();
+    let condition = device.upload(g.tensor("condition")).unwrap();
+    g.values("timesteps")
+        .into_iter()
+        .flat_map(|t| dit.forward(device, &latents, t, &condition).unwrap().to_f32_vec())
+        .collect()
+}
+
+/// The DiT with q8 block matrices (the 12 GB tier's) against the f32 reference golden: the bound
+/// is twice the distance of the model with each matrix's own q8 rounding errors added back
+/// shuffled, and a copy with each scale one group off must fall outside it. A GPU runs the
+/// products in bf16 after unpacking (kernels/quant.cu) and is held to the same bound.
+#[test]
+fn quantized_dit_matches_the_reference_within_its_calibrated_bound() {
+    let g = Golden::open("dit");
+    let reference = g.values("reference");
+    let control_dir = dit_edited(|k, values| {
+        let back = quant::round_trip(values, DType::Q8).unwrap();
+        let mut errors: Vec<f32> = back.iter().zip(values).map(|(q, v)| q - v).collect();
+        shuffle(&mut errors, k as u64);
+        values.iter().zip(&errors).map(|(v, e)| v + e).collect()
+    });
+    let control = dit_run(&ModelDir::open(control_dir.path()).unwrap(), &cpu(), ACOUSTIC_DTYPE, &g);
+    let bound = Bound::calibrated(distance(&control, &reference), QUANT_FACTOR, 0.0);
+    println!("dit velocity q8: control (shuffled errors) rel {:.3e}", distance(&control, &reference).rel);
+    for device in devices() {
+        let ours = dit_run(&ModelDir::open(&tiny_model_dir()).unwrap(), &device, DType::Q8, &g);
+        bound.check(&format!("{}: dit velocity q8 vs reference", device.kind()), &ours, &reference);
+    }
+    let broken_dir = dit_edited(|_, values| {
+        let mut q = quant::quantize(values, DType::Q8).unwrap();
+        q.scales.rotate_right(1);
+        quant::dequantize(&q)
+    });
+    let broken = dit_run(&ModelDir::open(broken_dir.path()).unwrap(), &cpu(), ACOUSTIC_DTYPE, &g);
+    bound.rejects("dit velocity q8 with scales one group off", &broken, &reference);
 }

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::model_dir::{ACOUSTIC_DTYPE, AR_DTYPE, ModelDir};
 use crate::models::{condition::ConditionEncoder, depth::DepthDecoder, dit::Dit, lm::LanguageModel, vocoder::Vocoder};
 use crate::plan::{ArFormats, Mode, Plan};
+use crate::tensor::DType;
 use crate::weights::VarBuilder;
 
 pub struct ArHalf {
@@ -66,14 +67,15 @@ impl Weights {
         Ok(ArHalf { lm, depth })
     }
 
-    fn load_acoustic(&self, device: &Device, events: LoadEvents) -> Result<AcousticHalf> {
+    /// The acoustic half, the DiT's block matrices in `dit` (q8, or as the precision has them).
+    fn load_acoustic(&self, device: &Device, dit: DType, events: LoadEvents) -> Result<AcousticHalf> {
         let progress = |done| events(Event::Stage { stage: StageName::Load { half: Half::Acoustic }, done, total: 3 });
         progress(0);
         let half = match self {
             Weights::Dir(model) => {
                 let condition = model.condition_encoder(device)?;
                 progress(1);
-                let dit = model.transformer(device)?;
+                let dit = model.transformer(device, dit)?;
                 progress(2);
                 AcousticHalf { condition, dit, vocoder: model.vocoder(device)? }
             }
@@ -82,7 +84,7 @@ impl Weights {
                 let acoustic = VarBuilder::synthetic(*seed, device, ACOUSTIC_DTYPE);
                 let condition = ConditionEncoder::new(&ConditionConfig::default(), &ar)?;
                 progress(1);
-                let dit = Dit::new(&DitConfig::default(), &acoustic)?;
+                let dit = Dit::new(&DitConfig::default(), &acoustic.with_format(dit))?;
                 progress(2);
                 AcousticHalf { condition, dit, vocoder: Vocoder::new(&VocoderConfig::default(), &acoustic)? }
             }
@@ -98,6 +100,8 @@ pub struct Halves {
     pub weights: Weights,
     pub formats: ArFormats,
     pub mode: Mode,
+    /// The DiT's block matrices (the plan's `acoustic`).
+    pub dit: DType,
     ar: Mutex<Option<Arc<ArHalf>>>,
     acoustic: Mutex<Option<Arc<AcousticHalf>>>,
 }
@@ -120,6 +124,7 @@ impl Halves {
             weights,
             formats: plan.formats,
             mode: plan.mode,
+            dit: plan.acoustic,
             ar: Mutex::new(None),
             acoustic: Mutex::new(None),
         };
@@ -151,7 +156,7 @@ impl Halves {
         if self.mode == Mode::PhaseByPhase {
             self.free(&self.ar, device)?;
         }
-        let half = Arc::new(self.weights.load_acoustic(device, events)?);
+        let half = Arc::new(self.weights.load_acoustic(device, self.dit, events)?);
         *self.acoustic.lock().map_err(|_| poisoned())? = Some(half.clone());
         Ok(half)
     }
