@@ -94,9 +94,22 @@ extern "C" __global__ void dequantize_q8_f32(const unsigned int* words, const un
                                              long n) {
     GRID_STRIDE(i, n) out[i] = q8_weight(words, scales, i);
 }
+// To bf16 (a larger product's weights, kernels' tiles of 8): eight weights a thread, read as one
+// or two words and written as one 16-byte store; n is whole groups, so whole eights.
 extern "C" __global__ void dequantize_q8_bf16(const unsigned int* words, const unsigned short* scales, bf16_t* out,
                                               long n) {
-    GRID_STRIDE(i, n) out[i] = f32_to_bf16(q8_weight(words, scales, i));
+    GRID_STRIDE(e, n / 8) {
+        uint2 w = ((const uint2*)words)[e];
+        float s = f16_to_f32(scales[e / (QGROUP / 8)]);
+        unsigned int packed[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            unsigned int word = j < 2 ? w.x : w.y;
+            int lo = (signed char)((word >> (16 * (j & 1))) & 0xff), hi = (signed char)((word >> (16 * (j & 1) + 8)) & 0xff);
+            packed[j] = (unsigned int)f32_to_bf16((float)lo * s) | (unsigned int)f32_to_bf16((float)hi * s) << 16;
+        }
+        ((uint4*)out)[e] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    }
 }
 extern "C" __global__ void dequantize_q4_f32(const unsigned int* words, const unsigned short* scales,
                                              const unsigned short* offsets, float* out, long n) {
@@ -104,7 +117,17 @@ extern "C" __global__ void dequantize_q4_f32(const unsigned int* words, const un
 }
 extern "C" __global__ void dequantize_q4_bf16(const unsigned int* words, const unsigned short* scales,
                                               const unsigned short* offsets, bf16_t* out, long n) {
-    GRID_STRIDE(i, n) out[i] = f32_to_bf16(q4_weight(words, scales, offsets, i));
+    GRID_STRIDE(e, n / 8) {
+        unsigned int word = words[e];
+        float s = f16_to_f32(scales[e / (QGROUP / 8)]), o = f16_to_f32(offsets[e / (QGROUP / 8)]);
+        unsigned int packed[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int lo = (word >> (8 * j)) & 0xf, hi = (word >> (8 * j + 4)) & 0xf;
+            packed[j] = (unsigned int)f32_to_bf16((float)lo * s + o) | (unsigned int)f32_to_bf16((float)hi * s + o) << 16;
+        }
+        ((uint4*)out)[e] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    }
 }
 
 // Rows `ids` of a quantized table [vocab, dim] into out [ids, dim], as f32.

@@ -84,9 +84,11 @@ impl CudaBackend {
         }
         let n64 = q.len as i64;
         b.arg(&mut out).arg(&n64);
+        // The bf16 kernels take eight weights a thread (q.len is whole groups of 32).
+        let threads = if to == "bf16" { q.len / 8 } else { q.len };
         // SAFETY: the kernel reads the q.len weights' words, scales (offsets) and writes q.len values
-        // of `out`, which holds q.len.
-        unsafe { b.launch(grid_1d(q.len)) }.map_err(gpu)?;
+        // of `out`, which holds q.len (16-byte aligned, as every fresh allocation).
+        unsafe { b.launch(grid_1d(threads)) }.map_err(gpu)?;
         Ok(out)
     }
 
