@@ -314,7 +314,7 @@ fn stage_json(stage: &StageName) -> serde_json::Value {
     }
 }
 
-fn event_json(event: &Event) -> serde_json::Value {
+pub fn event_json(event: &Event) -> serde_json::Value {
     match event {
         Event::Stage { stage, done, total } => {
             json!({"event": "stage", "stage": stage_json(stage), "done": done, "total": total})

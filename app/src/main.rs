@@ -11,6 +11,7 @@ mod model_info;
 mod names_and_rules;
 mod output;
 mod player;
+mod serve;
 mod song_job;
 mod stale;
 #[cfg(test)]
@@ -48,6 +49,9 @@ struct Cli {
 enum Command {
     /// Generates a song, plays it while it is made and writes a 44.1 kHz stereo WAV.
     Generate(generate::GenerateArgs),
+    /// Serves the HTTP API (and, later, the window in a browser): songs made one at a time on
+    /// this machine's engine for clients on the network.
+    Serve(serve::ServeArgs),
     /// Prints the assembled prompt and its token ids as JSON.
     Prompt {
         /// The music description.
@@ -184,6 +188,7 @@ fn run(cli: Cli) -> Result<()> {
     };
     match command {
         Command::Generate(args) => generate::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::Prompt { prompt, lyrics, model } => {
             let dir = match model {
                 Some(d) => d,

@@ -1,0 +1,344 @@
+//! The HTTP API of `songloom serve` (documented in the README): songs as jobs, their events as
+//! Server-Sent Events, their audio as a raw stream while they are made and as a WAV once done,
+//! the library, the devices and the model. Every error is a 4xx with a one-line JSON body.
+
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Json, Response};
+use axum::routing::{get, post};
+use futures_util::stream::{self, Stream};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use songloom_engine::pipeline::{Pipeline, Request};
+use songloom_engine::{Device, Precision};
+use songloom_ui::contract::{DEFAULT_GUIDANCE, Recipe};
+
+use super::jobs::{Jobs, State as JobState};
+use crate::library::Library;
+
+/// The largest request body taken (a description and lyrics are a few kilobytes).
+pub const BODY_LIMIT: usize = 64 * 1024;
+
+/// What the handlers share.
+pub struct Server {
+    pub jobs: Arc<Jobs>,
+    pub pipeline: Arc<Pipeline>,
+    pub library: PathBuf,
+    /// The recipe fields the server fixes: device, precision, model, weights, budget.
+    pub base: Recipe,
+    pub precision: Precision,
+    pub model: Value,
+}
+
+type Shared = State<Arc<Server>>;
+
+/// An API error: a status and one line.
+pub struct ApiError(StatusCode, String);
+
+impl ApiError {
+    fn bad(message: impl Into<String>) -> Self {
+        ApiError(StatusCode::BAD_REQUEST, message.into())
+    }
+
+    fn not_found(what: &str) -> Self {
+        ApiError(StatusCode::NOT_FOUND, format!("no {what}"))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({"error": self.1}))).into_response()
+    }
+}
+
+impl From<anyhow::Error> for ApiError {
+    fn from(e: anyhow::Error) -> Self {
+        ApiError(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}"))
+    }
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+pub fn router(server: Arc<Server>) -> Router {
+    Router::new()
+        .route("/api/songs", post(create_song))
+        .route("/api/songs/{id}", get(song).delete(cancel_song))
+        .route("/api/songs/{id}/events", get(events))
+        .route("/api/songs/{id}/stream.pcm", get(pcm))
+        .route("/api/songs/{id}/audio.wav", get(wav))
+        .route("/api/library", get(library))
+        .route("/api/library/{id}", axum::routing::patch(rename).delete(delete))
+        .route("/api/devices", get(devices))
+        .route("/api/model", get(model))
+        .fallback(|| async { ApiError::not_found("such endpoint (see the README's API section)") })
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(server)
+}
+
+/// `POST /api/songs`: the fields of `generate`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SongRequest {
+    description: String,
+    lyrics: String,
+    /// Seconds, or text as `generate --duration` takes it ("1:30", "2m").
+    #[serde(default)]
+    duration: Option<Value>,
+    #[serde(default)]
+    seed: Option<u64>,
+    #[serde(default)]
+    steps: Option<usize>,
+    #[serde(default)]
+    guidance: Option<f32>,
+    /// Must be the server's own, if given (one engine, one precision).
+    #[serde(default)]
+    precision: Option<String>,
+}
+
+fn parse_id(id: &str) -> ApiResult<u64> {
+    id.parse().map_err(|_| ApiError::bad(format!("`{id}` is not a song id")))
+}
+
+/// A request body, or the one-line error for one too large or unreadable.
+fn body_of(body: Result<Bytes, BytesRejection>) -> ApiResult<Bytes> {
+    body.map_err(|e| match e.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the request body is too large (at most {BODY_LIMIT} bytes)"),
+        ),
+        status => ApiError(status, e.body_text()),
+    })
+}
+
+async fn create_song(
+    State(server): Shared,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let body = body_of(body)?;
+    let ask: SongRequest =
+        serde_json::from_slice(&body).map_err(|e| ApiError::bad(format!("the request is not a song: {e}")))?;
+    if let Some(p) = &ask.precision
+        && Precision::parse(p).ok() != Some(server.precision)
+    {
+        return Err(ApiError::bad(format!("this server runs the {} precision, not `{p}`", server.precision.name())));
+    }
+    let duration_s = match &ask.duration {
+        None => 30.0,
+        Some(Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
+        Some(Value::String(text)) => songloom_ui::duration::parse_duration(text).map_err(ApiError::bad)?,
+        Some(other) => {
+            return Err(ApiError::bad(format!("duration must be seconds or text like \"1:30\", not {other}")));
+        }
+    };
+    let request = Request {
+        prompt: ask.description.clone(),
+        lyrics: ask.lyrics.clone(),
+        duration_s,
+        seed: ask.seed.unwrap_or(0),
+        steps: ask.steps.unwrap_or(30),
+        guidance: ask.guidance,
+    };
+    // The checks `generate` makes before it starts: length, the prompt's tokens, the steps.
+    server.pipeline.max_frames(duration_s).map_err(|e| ApiError::bad(e.to_string()))?;
+    server.pipeline.encode_prompt(&request.prompt, &request.lyrics).map_err(|e| ApiError::bad(e.to_string()))?;
+    if !(1..=1000).contains(&request.steps) {
+        return Err(ApiError::bad(format!("steps must be 1 to 1000 (got {})", request.steps)));
+    }
+    if request.guidance.is_some_and(|g| !g.is_finite()) {
+        return Err(ApiError::bad("guidance must be a finite number"));
+    }
+    let recipe = Recipe {
+        description: request.prompt.clone(),
+        lyrics: request.lyrics.clone(),
+        duration_s,
+        seed: request.seed,
+        steps: request.steps,
+        guidance: request.guidance.unwrap_or(DEFAULT_GUIDANCE),
+        ..server.base.clone()
+    };
+    let (id, place) = server.jobs.add(request, recipe);
+    Ok((StatusCode::CREATED, Json(json!({"id": id, "state": "queued", "place": place}))))
+}
+
+/// A job's state, its place while it waits, what went wrong or where it was kept.
+fn describe(server: &Server, id: u64) -> ApiResult<Value> {
+    let place = server.jobs.place(id);
+    server
+        .jobs
+        .with(id, |job| {
+            let mut v = json!({
+                "id": id, "state": job.state.name(), "description": job.recipe.description,
+                "duration_s": job.recipe.duration_s, "seed": job.recipe.seed,
+                "seconds_made": job.audio.len() as f64 / 2.0 / server.pipeline.sample_rate() as f64,
+            });
+            match &job.state {
+                JobState::Queued => v["place"] = json!(place),
+                JobState::Finished { library_id } => v["library_id"] = json!(library_id),
+                JobState::Failed(why) => v["error"] = json!(why),
+                _ => {}
+            }
+            v
+        })
+        .ok_or_else(|| ApiError::not_found("such song"))
+}
+
+async fn song(State(server): Shared, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    Ok(Json(describe(&server, parse_id(&id)?)?))
+}
+
+async fn cancel_song(State(server): Shared, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let id = parse_id(&id)?;
+    server.jobs.cancel(id).ok_or_else(|| ApiError::not_found("such song"))?;
+    Ok(Json(describe(&server, id)?))
+}
+
+/// What a stream of a job has to say next: new items from `seen` on, and whether the job is over.
+fn next_items<T: Clone>(server: &Server, id: u64, seen: usize, items: fn(&super::jobs::Job) -> &[T]) -> (Vec<T>, bool) {
+    server
+        .jobs
+        .with(id, |job| (items(job).get(seen..).unwrap_or_default().to_vec(), job.state.is_over()))
+        .unwrap_or_default()
+}
+
+/// A job's items as they come: those so far, then each addition, until the job is over.
+fn follow<T: Clone + Send + 'static>(
+    server: Arc<Server>,
+    id: u64,
+    items: fn(&super::jobs::Job) -> &[T],
+) -> ApiResult<impl Stream<Item = Vec<T>>> {
+    let watch = server.jobs.with(id, |job| job.watch()).ok_or_else(|| ApiError::not_found("such song"))?;
+    Ok(stream::unfold((server, watch, 0usize, false), move |(server, mut watch, seen, done)| async move {
+        if done {
+            return None;
+        }
+        loop {
+            // Marked seen before reading, so a change after the read wakes the wait below.
+            watch.borrow_and_update();
+            let (new, over) = next_items(&server, id, seen, items);
+            if !new.is_empty() || over {
+                let seen = seen + new.len();
+                return Some((new, (server, watch, seen, over)));
+            }
+            if watch.changed().await.is_err() {
+                return None;
+            }
+        }
+    }))
+}
+
+/// `GET /api/songs/ID/events`: every event as `event: NAME` and its JSON, from the first.
+async fn events(State(server): Shared, Path(id): Path<String>) -> ApiResult<impl IntoResponse> {
+    use futures_util::StreamExt;
+    let stream = follow(server, parse_id(&id)?, |job| &job.events)?.flat_map(|batch| {
+        stream::iter(batch.into_iter().map(|event: Value| {
+            let name = event["event"].as_str().unwrap_or("message").to_string();
+            Ok::<_, Infallible>(SseEvent::default().event(name).data(event.to_string()))
+        }))
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// `GET /api/songs/ID/stream.pcm`: the song's interleaved stereo f32 samples (little-endian, at
+/// the model's rate) from the first, as they are made; the body ends when the song does.
+async fn pcm(State(server): Shared, Path(id): Path<String>) -> ApiResult<Response> {
+    use futures_util::StreamExt;
+    let rate = server.pipeline.sample_rate();
+    let stream = follow(server, parse_id(&id)?, |job| &job.audio)?
+        .map(|samples: Vec<f32>| Ok::<_, Infallible>(Bytes::from(bytemuck_bytes(&samples))));
+    Ok(Response::builder()
+        .header(header::CONTENT_TYPE, "application/octet-stream")
+        .header("x-sample-rate", rate)
+        .header("x-channels", 2)
+        .body(Body::from_stream(stream))
+        .expect("a valid response"))
+}
+
+fn bytemuck_bytes(samples: &[f32]) -> Vec<u8> {
+    samples.iter().flat_map(|s| s.to_le_bytes()).collect()
+}
+
+/// `GET /api/songs/ID/audio.wav`: the finished song's file.
+async fn wav(State(server): Shared, Path(id): Path<String>) -> ApiResult<Response> {
+    let id = parse_id(&id)?;
+    let state = server.jobs.with(id, |job| job.state.clone()).ok_or_else(|| ApiError::not_found("such song"))?;
+    let JobState::Finished { library_id } = state else {
+        return Err(ApiError(StatusCode::CONFLICT, format!("the song is {}, not finished", state.name())));
+    };
+    wav_of(&server, library_id)
+}
+
+fn wav_of(server: &Server, library_id: i64) -> ApiResult<Response> {
+    let song = Library::open(&server.library)?
+        .get(library_id)?
+        .ok_or_else(|| ApiError::not_found("such song in the library (deleted?)"))?;
+    let bytes = std::fs::read(&song.wav).map_err(|e| anyhow::anyhow!("reading {}: {e}", song.wav.display()))?;
+    Ok(([(header::CONTENT_TYPE, "audio/wav")], bytes).into_response())
+}
+
+async fn library(State(server): Shared) -> ApiResult<Json<Value>> {
+    let songs = Library::open(&server.library)?.list("")?;
+    let list: Vec<Value> = songs
+        .iter()
+        .map(|s| {
+            json!({"id": s.id, "title": s.title, "seconds": s.seconds, "created_unix": s.created_unix,
+                        "recipe": s.recipe})
+        })
+        .collect();
+    Ok(Json(json!({"songs": list})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Rename {
+    title: String,
+}
+
+fn library_id(id: &str) -> ApiResult<i64> {
+    id.parse().map_err(|_| ApiError::bad(format!("`{id}` is not a library id")))
+}
+
+async fn rename(
+    State(server): Shared,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<Value>> {
+    let body = body_of(body)?;
+    let id = library_id(&id)?;
+    let ask: Rename =
+        serde_json::from_slice(&body).map_err(|e| ApiError::bad(format!("expected {{\"title\": ...}}: {e}")))?;
+    let library = Library::open(&server.library)?;
+    library.get(id)?.ok_or_else(|| ApiError::not_found("such song in the library"))?;
+    library.rename(id, &ask.title).map_err(|e| ApiError::bad(format!("{e:#}")))?;
+    Ok(Json(json!({"id": id, "title": ask.title})))
+}
+
+async fn delete(State(server): Shared, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let id = library_id(&id)?;
+    let library = Library::open(&server.library)?;
+    library.get(id)?.ok_or_else(|| ApiError::not_found("such song in the library"))?;
+    library.delete(id)?;
+    Ok(Json(json!({"id": id, "deleted": true})))
+}
+
+async fn devices(State(server): Shared) -> Json<Value> {
+    let probes: Vec<Value> = Device::probe_all()
+        .into_iter()
+        .map(|p| match p.status {
+            Ok(description) => json!({"name": p.kind.name(), "available": true, "description": description}),
+            Err(why) => json!({"name": p.kind.name(), "available": false, "reason": why}),
+        })
+        .collect();
+    Json(json!({"devices": probes, "serving_on": server.pipeline.device.description()}))
+}
+
+async fn model(State(server): Shared) -> Json<Value> {
+    Json(server.model.clone())
+}

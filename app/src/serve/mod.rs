@@ -1,0 +1,115 @@
+//! `songloom serve`: one process holding one engine, making the songs that HTTP clients ask for
+//! one at a time (a queue), into the same library as the CLI and the window; see the README's
+//! "HTTP API" section and [`api`].
+
+mod api;
+mod jobs;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use serde_json::json;
+use songloom_engine::pipeline::Pipeline;
+use songloom_engine::plan::WeightsChoice;
+use songloom_engine::{Device, DeviceChoice, DeviceOptions, Precision};
+use songloom_ui::contract::{DEFAULT_GUIDANCE, Recipe};
+
+use crate::output::say;
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// The address to listen on (port 0: any free port, printed at start).
+    #[arg(long, default_value = "127.0.0.1:7878")]
+    listen: SocketAddr,
+    /// A MiniMax-Music3 model directory in the diffusers layout; the embedded test model without it.
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// auto, cpu, cuda or wgpu (auto: CUDA where it works, else the CPU).
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// The DiT and vocoder products on a GPU: reference, tf32 or bf16 (as `generate`).
+    #[arg(long, default_value = "reference")]
+    precision: String,
+    /// The AR half's weights: bf16, 8bit, 4bit, 4bit-all or auto (as `generate`).
+    #[arg(long, default_value = "auto")]
+    weights: String,
+    /// The GPU memory the engine may use, in GB (default: what the device has free).
+    #[arg(long)]
+    max_memory: Option<f64>,
+    /// streamed, phased or auto (as `generate`).
+    #[arg(long, default_value = "auto")]
+    mode: String,
+    /// The library the songs are kept in; the user's data directory without it.
+    #[arg(long)]
+    library: Option<PathBuf>,
+}
+
+pub fn run(args: ServeArgs) -> Result<()> {
+    let (choice, precision) = (DeviceChoice::parse(&args.device)?, Precision::parse(&args.precision)?);
+    let memory = crate::generate::memory_request(&args.weights, args.max_memory, &args.mode)?;
+    let device = Device::open(choice, DeviceOptions { precision, ..DeviceOptions::default() })?;
+    let model_dir = match &args.model {
+        Some(dir) => dir.clone(),
+        None => crate::default_model::path()?,
+    };
+    let plan = Pipeline::plan(&model_dir, &device, memory, None)?;
+    crate::generate::show_plan(&plan, device.kind(), false);
+    let pipeline = Pipeline::load_planned(&model_dir, device, &plan, &|_| {})
+        .with_context(|| format!("loading the model from {}", model_dir.display()))?;
+    let library = args.library.clone().unwrap_or_else(crate::library::default_dir);
+    crate::library::Library::open(&library)?;
+    let base = Recipe {
+        description: String::new(),
+        lyrics: String::new(),
+        duration_s: 0.0,
+        seed: 0,
+        steps: 30,
+        guidance: DEFAULT_GUIDANCE,
+        device: choice.name().to_string(),
+        precision: precision.name().to_string(),
+        model: args.model.as_ref().map(|m| m.display().to_string()).unwrap_or_default(),
+        weights: WeightsChoice::of(plan.formats).name().to_string(),
+        max_memory_gb: args.max_memory,
+    };
+    let model = json!({
+        "path": model_dir, "embedded": args.model.is_none(), "plan": plan.describe(),
+        "sample_rate": pipeline.sample_rate(), "device": pipeline.device.description(),
+    });
+    let server = Arc::new(api::Server {
+        jobs: Arc::default(),
+        pipeline: Arc::new(pipeline),
+        library: library.clone(),
+        base,
+        precision,
+        model,
+    });
+    let worker = {
+        let (jobs, pipeline) = (server.jobs.clone(), server.pipeline.clone());
+        std::thread::Builder::new().name("songloom-jobs".into()).spawn(move || jobs.work(&pipeline, library))?
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let served = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("listening on {}", args.listen))?;
+        say!("serving on http://{}", listener.local_addr()?);
+        let jobs = server.jobs.clone();
+        axum::serve(listener, api::router(server.clone()))
+            .with_graceful_shutdown(async move {
+                let _ = tokio::signal::ctrl_c().await;
+                // Songs waiting or being made are cancelled (leaving no file), which ends their
+                // streams, so open connections close and the server can stop.
+                jobs.close();
+            })
+            .await
+            .context("serving")
+    });
+    server.jobs.close();
+    let _ = worker.join();
+    served?;
+    eprintln!("stopped; songs in progress were cancelled, finished ones are in the library");
+    Ok(())
+}
