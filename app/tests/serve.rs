@@ -230,3 +230,26 @@ fn ctrl_c_stops_the_server_and_cancels_the_song_in_progress() {
     let left: Vec<_> = std::fs::read_dir(&songs).map(|d| d.map(|e| e.unwrap().path()).collect()).unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn a_long_running_server_keeps_only_the_newest_streams_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let ids: Vec<u64> = (0..6)
+        .map(|i| {
+            server.json("POST", "/api/songs", Some(song(&format!("song {i}"), json!(1)))).1["id"].as_u64().unwrap()
+        })
+        .collect();
+    for &id in &ids {
+        assert_eq!(server.wait(id)["state"], "finished");
+    }
+    // The oldest's stream is gone and says where the song is; the newest streams; both WAVs remain.
+    let (status, error) = server.json("GET", &format!("/api/songs/{}/stream.pcm", ids[0]), None);
+    assert_eq!(status, 410, "{error}");
+    assert!(error["error"].as_str().unwrap().contains("audio.wav"), "{error}");
+    let (status, pcm) = server.call("GET", &format!("/api/songs/{}/stream.pcm", ids[5]), None);
+    assert!(status == 200 && !pcm.is_empty());
+    for id in [ids[0], ids[5]] {
+        assert_eq!(server.call("GET", &format!("/api/songs/{id}/audio.wav"), None).0, 200);
+    }
+}

@@ -250,8 +250,12 @@ async fn events(State(server): Shared, Path(id): Path<String>) -> ApiResult<impl
 /// the model's rate) from the first, as they are made; the body ends when the song does.
 async fn pcm(State(server): Shared, Path(id): Path<String>) -> ApiResult<Response> {
     use futures_util::StreamExt;
+    let id = parse_id(&id)?;
+    if server.jobs.with(id, |job| job.audio_dropped) == Some(true) {
+        return Err(ApiError(StatusCode::GONE, format!("song {id}'s stream is over; fetch /api/songs/{id}/audio.wav")));
+    }
     let rate = server.pipeline.sample_rate();
-    let stream = follow(server, parse_id(&id)?, |job| &job.audio)?
+    let stream = follow(server, id, |job| &job.audio)?
         .map(|samples: Vec<f32>| Ok::<_, Infallible>(Bytes::from(bytemuck_bytes(&samples))));
     Ok(Response::builder()
         .header(header::CONTENT_TYPE, "application/octet-stream")

@@ -15,6 +15,10 @@ use tokio::sync::watch;
 use crate::song_job::{self, SongJob, SongSink};
 use crate::wav::WavFormat;
 
+/// Songs over whose audio stays in memory for `stream.pcm`; a long-running server holds no more
+/// (a minute of stereo f32 is 21 MB).
+pub const KEPT_AUDIO: usize = 4;
+
 /// Where a job is.
 #[derive(Debug, Clone, PartialEq)]
 pub enum State {
@@ -51,8 +55,10 @@ pub struct Job {
     pub recipe: Recipe,
     /// The events so far, as JSON objects in order.
     pub events: Vec<Value>,
-    /// Interleaved stereo samples so far.
+    /// Interleaved stereo samples so far (dropped once the song is over and [`KEPT_AUDIO`] newer
+    /// songs are: the library's WAV has them).
     pub audio: Vec<f32>,
+    pub audio_dropped: bool,
     cancel: Cancel,
     /// Bumped whenever the job changes, for streams waiting on it.
     version: watch::Sender<u64>,
@@ -97,6 +103,7 @@ impl Jobs {
             recipe,
             events: Vec::new(),
             audio: Vec::new(),
+            audio_dropped: false,
             cancel: Cancel::default(),
             version,
         };
@@ -200,6 +207,20 @@ impl Jobs {
                     job.state = State::Failed(message);
                 }
             });
+            self.drop_old_audio();
+        }
+    }
+
+    /// Frees the audio of songs over but the newest [`KEPT_AUDIO`].
+    fn drop_old_audio(&self) {
+        let mut q = self.queue.lock().expect("not poisoned");
+        let mut over: Vec<u64> =
+            q.jobs.iter().filter(|(_, j)| j.state.is_over() && !j.audio_dropped).map(|(id, _)| *id).collect();
+        over.sort_unstable();
+        for id in &over[..over.len().saturating_sub(KEPT_AUDIO)] {
+            let job = q.jobs.get_mut(id).expect("listed");
+            job.audio = Vec::new();
+            job.audio_dropped = true;
         }
     }
 }
