@@ -97,6 +97,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
         (None, None) => bail!("give --lyrics or --lyrics-file"),
     };
+    warn_dropped_lyrics(&lyrics, args.json);
     // Parsed here rather than by clap, so a bad name is one line that says what is expected.
     let (choice, precision) = (DeviceChoice::parse(&args.device)?, Precision::parse(&args.precision)?);
     let memory = memory_request(&args.weights, args.max_memory, &args.mode)?;
@@ -189,6 +190,18 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The window's lyrics warning, on standard error (and as an event with `--json`): text after a
+/// tag on its line, which the model drops.
+pub fn warn_dropped_lyrics(lyrics: &str, json: bool) {
+    for dropped in songloom_ui::lyrics::dropped_text(lyrics) {
+        let message = dropped.message();
+        eprintln!("warning: {message}");
+        if json {
+            say!("{}", json!({"event": "warning", "message": message}));
+        }
+    }
 }
 
 /// `--weights` and `--max-memory` as the engine takes them.

@@ -129,8 +129,12 @@ enum ModelCommand {
 enum LibraryCommand {
     /// Saved songs, newest first, as JSON lines; `--search` matches titles, descriptions, lyrics.
     List {
+        /// Only songs whose title or description contains this.
         #[arg(long, default_value = "")]
         search: String,
+        /// One JSON object a line instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Gives a saved song a new title.
     Rename {
@@ -158,7 +162,18 @@ enum LibraryCommand {
 
 fn main() {
     ignore_file_size_signal();
-    let result = run(Cli::parse());
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => match hint_for(&e) {
+            Some(hint) => {
+                eprintln!("error: {hint}");
+                std::process::exit(2);
+            }
+            None => e.exit(),
+        },
+    };
+    let json = std::env::args().any(|a| a == "--json");
+    let result = run(cli);
     if output::closed() {
         // The reader of standard output went away: end quietly, as a killed `cat` would.
         std::process::exit(141);
@@ -169,8 +184,32 @@ fn main() {
             std::process::exit(130);
         }
         eprintln!("error: {e:#}");
+        if json {
+            say!("{}", serde_json::json!({"event": "error", "message": format!("{e:#}")}));
+        }
         std::process::exit(1);
     }
+}
+
+/// `text` cut to `width` characters, an ellipsis marking the cut.
+fn clip(text: &str, width: usize) -> String {
+    let one_line = text.replace('\n', " ");
+    if one_line.chars().count() <= width {
+        return one_line;
+    }
+    one_line.chars().take(width - 1).chain(['…']).collect()
+}
+
+/// A clearer word than clap's for a mistake people make: the description given without `--prompt`.
+fn hint_for(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument || std::env::args().nth(1).as_deref() != Some("generate") {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else { return None };
+    (!arg.starts_with('-')).then(|| {
+        format!("`{arg}` is not a flag: give the description as --prompt \"{arg}\" and the lyrics as --lyrics \"...\"")
+    })
 }
 
 /// A file that outgrows the size limit (`ulimit -f`) gives a write error naming the file, as a
@@ -184,6 +223,15 @@ fn ignore_file_size_signal() {
 
 fn run(cli: Cli) -> Result<()> {
     let Some(command) = cli.command else {
+        if cfg!(target_os = "linux")
+            && ["DISPLAY", "WAYLAND_DISPLAY", "WAYLAND_SOCKET"]
+                .iter()
+                .all(|v| std::env::var_os(v).is_none_or(|x| x.is_empty()))
+        {
+            anyhow::bail!(
+                "there is no display here (DISPLAY and WAYLAND_DISPLAY are unset), and the window needs one: make a song with `songloom generate --prompt ... --lyrics ...`, or run `songloom serve` and use its HTTP API"
+            );
+        }
         return desktop::run();
     };
     match command {
@@ -196,7 +244,9 @@ fn run(cli: Cli) -> Result<()> {
             };
             let model = ModelDir::open(&dir)?;
             let encoder = songloom_engine::prompt::PromptEncoder::new(&model.component("tokenizer"), &model.constants)?;
-            let ids = encoder.encode(&prompt, &lyrics.replace("\\n", "\n"))?;
+            let lyrics = lyrics.replace("\\n", "\n");
+            generate::warn_dropped_lyrics(&lyrics, false);
+            let ids = encoder.encode(&prompt, &lyrics)?;
             say!("{}", serde_json::json!({"text": ids.text, "ids": ids.cond, "uncond_ids": ids.uncond}));
             Ok(())
         }
@@ -233,7 +283,26 @@ fn run(cli: Cli) -> Result<()> {
             }
             let lib = library::Library::open(&dir)?;
             match command {
-                LibraryCommand::List { search } => {
+                LibraryCommand::List { search, json: false } => {
+                    let songs = lib.list(&search)?;
+                    if songs.is_empty() {
+                        say!("no songs in the library in {}", dir.display());
+                    } else {
+                        say!("{:>4}  {:<28}  {:>7}  {:>6}  description", "id", "title", "length", "seed");
+                    }
+                    for song in songs {
+                        let length = format!("{}:{:04.1}", (song.seconds / 60.0) as u64, song.seconds % 60.0);
+                        say!(
+                            "{:>4}  {:<28}  {:>7}  {:>6}  {}",
+                            song.id,
+                            clip(&song.title, 28),
+                            length,
+                            song.recipe.seed,
+                            clip(&song.recipe.description, 60)
+                        );
+                    }
+                }
+                LibraryCommand::List { search, json: true } => {
                     for song in lib.list(&search)? {
                         say!(
                             "{}",

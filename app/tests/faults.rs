@@ -163,7 +163,7 @@ fn an_absurd_sample_rate_is_refused_at_load_naming_the_field() {
 }
 
 fn library_ids(sandbox: &Sandbox, library: &str) -> Vec<i64> {
-    let r = sandbox.run(&["library", "list", "--library", library]);
+    let r = sandbox.run(&["library", "list", "--json", "--library", library]);
     assert!(r.status.success(), "{}", stderr(&r));
     String::from_utf8_lossy(&r.stdout)
         .lines()
@@ -215,7 +215,7 @@ fn a_damaged_library_database_names_itself_and_is_repaired_from_the_song_files()
     let r = sandbox.run(&["library", "repair", "--library", lib]);
     let out = String::from_utf8_lossy(&r.stdout).into_owned();
     assert!(r.status.success() && out.contains("1 songs listed") && out.contains("kept as"), "{out}{}", stderr(&r));
-    let r = sandbox.run(&["library", "list", "--library", lib]);
+    let r = sandbox.run(&["library", "list", "--json", "--library", lib]);
     let listed: serde_json::Value =
         serde_json::from_str(String::from_utf8_lossy(&r.stdout).lines().next().unwrap()).unwrap();
     assert_eq!((listed["id"].as_i64(), listed["title"].as_str()), (Some(1), Some("warm piano")));

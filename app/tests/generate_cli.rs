@@ -219,7 +219,7 @@ fn saved_songs_can_be_listed_renamed_exported_and_deleted() {
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
 
     let list = |search: &str| -> Vec<serde_json::Value> {
-        let r = songloom(dir.path(), &["library", "list", "--search", search, "--library", lib_arg]);
+        let r = songloom(dir.path(), &["library", "list", "--json", "--search", search, "--library", lib_arg]);
         assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
         String::from_utf8_lossy(&r.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
     };
@@ -229,6 +229,15 @@ fn saved_songs_can_be_listed_renamed_exported_and_deleted() {
     let id = songs[0]["id"].to_string();
     assert!(songloom(dir.path(), &["library", "rename", &id, "Night set", "--library", lib_arg]).status.success());
     assert_eq!(list("Night")[0]["title"], "Night set");
+    // Without --json, a table a person reads.
+    let r = songloom(dir.path(), &["library", "list", "--library", lib_arg]);
+    let table = String::from_utf8_lossy(&r.stdout).into_owned();
+    let rows: Vec<&str> = table.lines().collect();
+    assert!(rows[0].contains("title") && rows[0].contains("length"), "{table}");
+    assert!(
+        rows[1].contains("Night set") && rows[1].contains("0:01.0") && rows[1].contains("velvet jazz trio"),
+        "{table}"
+    );
 
     let exported = dir.path().join("exported.wav");
     assert!(
@@ -279,4 +288,44 @@ fn ctrl_c_cancels_and_leaves_no_file() {
     assert!(stderr.contains("cancelled"), "{stderr}");
     assert!(!out.exists());
     assert!(!has_partial(), "the partial file was left behind");
+}
+
+#[test]
+fn the_cli_explains_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    // The description without --prompt: what to type instead.
+    let r = songloom(dir.path(), &["generate", "warm piano"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.code() == Some(2) && err.contains("--prompt \"warm piano\""), "{err}");
+    // Text after a tag on its line: the window's warning, and an event with --json.
+    let out = dir.path().join("song.wav");
+    let mut args = gen_args("piano", "[verse] la la la", "1");
+    args.extend(["--json", "--out", out.to_str().unwrap()]);
+    let r = songloom(dir.path(), &args);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("warning: Line 1: \"la la la\" after [verse] is dropped"), "{err}");
+    let first: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&r.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!(first["event"], "warning", "{first}");
+    let r = songloom(dir.path(), &["prompt", "--prompt", "piano", "--lyrics", "[chorus] sing"]);
+    assert!(String::from_utf8_lossy(&r.stderr).contains("\"sing\" after [chorus]"));
+    // With --json an error is an event too.
+    let mut args = gen_args("piano", "la", "1");
+    args.extend(["--json", "--model", "/nonexistent"]);
+    let r = songloom(dir.path(), &args);
+    let event: serde_json::Value = serde_json::from_str(String::from_utf8_lossy(&r.stdout).trim()).unwrap();
+    assert!(!r.status.success() && event["event"] == "error", "{event}");
+    assert!(event["message"].as_str().unwrap().contains("/nonexistent"), "{event}");
+    // No display: what to use instead of the window.
+    let r = Command::new(env!("CARGO_BIN_EXE_songloom"))
+        .env("XDG_CACHE_HOME", dir.path())
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .env_remove("WAYLAND_SOCKET")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success() && err.contains("no display") && err.contains("songloom serve"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
 }

@@ -252,13 +252,7 @@ impl<E: Engine> SongloomApp<E> {
                 self.draft.lyrics.char_indices().nth(chars).map_or(self.draft.lyrics.len(), |(i, _)| i);
         }
         for dropped in dropped_text(&self.draft.lyrics) {
-            ui.colored_label(
-                Color32::from_rgb(200, 120, 0),
-                format!(
-                    "Line {}: \"{}\" after {} is dropped by the model; put it on its own line.",
-                    dropped.line, dropped.dropped, dropped.tags
-                ),
-            );
+            ui.colored_label(Color32::from_rgb(200, 120, 0), dropped.message());
         }
     }
 

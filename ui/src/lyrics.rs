@@ -14,6 +14,16 @@ pub struct DroppedText {
     pub dropped: String,
 }
 
+impl DroppedText {
+    /// The warning, as the window and the CLI say it.
+    pub fn message(&self) -> String {
+        format!(
+            "Line {}: \"{}\" after {} is dropped by the model; put it on its own line.",
+            self.line, self.dropped, self.tags
+        )
+    }
+}
+
 /// The leading `[tag]`s of a line (after spaces and tabs) and the byte index where they end, or
 /// `None` when the line does not start with a tag. Mirrors `^[ \t]*((?:\[[^\]]+\][ \t]*)+)`.
 fn leading_tags(line: &str) -> Option<usize> {
