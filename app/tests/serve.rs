@@ -144,11 +144,14 @@ fn a_queue_of_two_with_one_cancelled() {
     let (_, first) = server.json("POST", "/api/songs", Some(song("first", json!(30))));
     let (_, second) = server.json("POST", "/api/songs", Some(song("second", json!(2))));
     let (first, second) = (first["id"].as_u64().unwrap(), second["id"].as_u64().unwrap());
-    // The second waits behind the first, and says so.
-    let (_, waiting) = server.json("GET", &format!("/api/songs/{second}"), None);
-    if waiting["state"] == "queued" {
-        assert_eq!(waiting["place"], 1, "{waiting}");
+    // Once the first runs, the second waits next, and says so.
+    let start = Instant::now();
+    while server.json("GET", &format!("/api/songs/{first}"), None).1["state"] == "queued" {
+        assert!(start.elapsed() < Duration::from_secs(30));
+        std::thread::sleep(Duration::from_millis(10));
     }
+    let (_, waiting) = server.json("GET", &format!("/api/songs/{second}"), None);
+    assert_eq!((&waiting["state"], &waiting["place"]), (&json!("queued"), &json!(1)), "{waiting}");
     let (status, _) = server.json("DELETE", &format!("/api/songs/{first}"), None);
     assert_eq!(status, 200);
     assert_eq!(server.wait(first)["state"], "cancelled");
