@@ -35,6 +35,7 @@ pub struct GenerateArgs {
     /// may end the song earlier).
     #[arg(long, default_value = "30", allow_hyphen_values = true)]
     duration: String,
+    /// The seed of the sampling and the noise: the same seed and recipe make the same song.
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Flow-matching steps per window (the reference uses 30).
@@ -65,8 +66,10 @@ pub struct GenerateArgs {
     /// A MiniMax-Music3 model directory in the diffusers layout; the embedded test model without it.
     #[arg(long)]
     model: Option<PathBuf>,
+    /// The WAV file to write (written under a temporary name and moved there when complete).
     #[arg(long, default_value = "song.wav")]
     out: PathBuf,
+    /// The sample format.
     #[arg(long, value_enum, default_value_t = WavFormat::F32)]
     format: WavFormat,
     /// Do not play the song.
@@ -182,6 +185,13 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     let finished = result?;
     let path = finished.out.as_deref().expect("the job names an output file");
     summary(&finished.stats, path, args.json);
+    if let Some(song) = &finished.saved {
+        if args.json {
+            say!("{}", json!({"event": "saved", "library_id": song.id, "title": song.title}));
+        } else {
+            say!("kept in the library as song {} (\"{}\")", song.id, song.title);
+        }
+    }
     if let Some(p) = terminal.player {
         let seconds = finished.stats.samples as f64 / finished.stats.sample_rate as f64;
         let underruns = p.finish(Duration::from_secs_f64(seconds + 2.0));
@@ -280,7 +290,7 @@ impl Progress {
     fn new(json: bool, max_frames: usize, chunk: usize, hop: usize) -> Self {
         let bars = (!json && std::io::stderr().is_terminal()).then(|| {
             let multi = MultiProgress::new();
-            let style = ProgressStyle::with_template("{prefix:>8} [{bar:40}] {pos}/{len} {msg} eta {eta}")
+            let style = ProgressStyle::with_template("{prefix:>8} [{wide_bar}] {pos}/{len} {msg} eta {eta}")
                 .expect("valid template")
                 .progress_chars("=> ");
             let frames = multi.add(ProgressBar::new(max_frames as u64).with_style(style.clone()).with_prefix("frames"));

@@ -109,11 +109,18 @@ enum Command {
 #[derive(Subcommand)]
 enum ModelCommand {
     /// Components, geometry, parameter counts and dtypes of a model directory.
-    Info { dir: PathBuf },
+    Info {
+        /// The model directory (diffusers layout).
+        dir: PathBuf,
+        /// The whole report (configs included) as JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Writes a copy of a model with the language model's and depth decoder's matrices quantized
     /// (the layout is in engine/src/quantized_copy.rs); the copy loads with no quantizing and
     /// makes the same songs as quantizing the original at load.
     Quantize {
+        /// The bf16 model directory to copy (diffusers layout).
         dir: PathBuf,
         /// 8bit, or 4bit (a 4-bit language model with an 8-bit depth decoder); `4bit-all` also
         /// takes the depth decoder to 4 bits.
@@ -140,6 +147,7 @@ enum LibraryCommand {
     Rename {
         /// The song's id (`library list` shows it).
         id: i64,
+        /// The new title.
         title: String,
     },
     /// Removes a saved song and its file.
@@ -152,9 +160,12 @@ enum LibraryCommand {
     Repair,
     /// Writes a saved song to a WAV file, with its recipe in the file's comment.
     Export {
+        /// The song's id (`library list` shows it).
         id: i64,
+        /// The WAV file to write (refused if it exists).
         #[arg(long)]
         out: PathBuf,
+        /// The sample format.
         #[arg(long, value_enum, default_value = "f32")]
         format: wav::WavFormat,
     },
@@ -250,7 +261,7 @@ fn run(cli: Cli) -> Result<()> {
             say!("{}", serde_json::json!({"text": ids.text, "ids": ids.cond, "uncond_ids": ids.uncond}));
             Ok(())
         }
-        Command::Model { command: ModelCommand::Info { dir } } => model_info::run(&dir),
+        Command::Model { command: ModelCommand::Info { dir, json } } => model_info::run(&dir, json),
         Command::Model { command: ModelCommand::Quantize { dir, weights, out } } => {
             use songloom_engine::plan::ArFormats;
             let formats = match weights.as_str() {
@@ -362,5 +373,29 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Bench(args) => bench::run(args),
+    }
+}
+
+#[cfg(test)]
+mod help_tests {
+    use clap::CommandFactory;
+
+    /// Every flag and argument of every command says what it is for.
+    #[test]
+    fn every_flag_and_argument_has_help() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id != "help" && id != "version" && arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in command.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::Cli::command(), "songloom", &mut missing);
+        assert!(missing.is_empty(), "without help: {missing:?}");
     }
 }

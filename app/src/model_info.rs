@@ -19,9 +19,13 @@ const COMPONENTS: [(&str, bool); 5] = [
 
 /// Prints the report; fails (after printing what it could read) when a component is broken or
 /// the tokenizer is missing.
-pub fn run(dir: &Path) -> Result<()> {
+pub fn run(dir: &Path, as_json: bool) -> Result<()> {
     let report = report(dir)?;
-    say!("{}", serde_json::to_string_pretty(&report)?);
+    if as_json {
+        say!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_table(&report);
+    }
     let mut broken: Vec<String> = COMPONENTS
         .iter()
         .filter_map(|(name, _)| report["components"][name]["error"].as_str().map(|why| format!("{name}: {why}")))
@@ -33,6 +37,45 @@ pub fn run(dir: &Path) -> Result<()> {
         anyhow::bail!("{} is not a usable model: {}", dir.display(), broken.join("; "));
     }
     Ok(())
+}
+
+/// The report as a person reads it: a line per component, then the tokenizer.
+fn print_table(report: &serde_json::Value) {
+    say!("model {}", report["path"].as_str().unwrap_or("?"));
+    say!("  {:<20} {:>16} {:>8}  {:<16} runs in", "component", "parameters", "tensors", "stored as");
+    for (name, _) in COMPONENTS {
+        let c = &report["components"][name];
+        if let Some(why) = c["error"].as_str() {
+            say!("  {name:<20} unusable: {why}");
+            continue;
+        }
+        let stored: Vec<String> = c["stored_dtypes"]
+            .as_object()
+            .map(|m| m.iter().map(|(dtype, n)| format!("{dtype} ({n})")).collect())
+            .unwrap_or_default();
+        say!(
+            "  {name:<20} {:>16} {:>8}  {:<16} {}",
+            group_digits(c["parameters"].as_u64().unwrap_or(0)),
+            c["tensors"].as_u64().unwrap_or(0),
+            stored.join(", "),
+            c["runs_in"].as_str().unwrap_or("?")
+        );
+    }
+    let tokenizer = if report["tokenizer"].as_bool() == Some(true) { "present" } else { "missing" };
+    say!("  {:<20} {tokenizer}", "tokenizer");
+}
+
+/// 8584475648 as 8,584,475,648.
+fn group_digits(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// One line for the window: parameters per component and the tokenizer, or what is wrong.

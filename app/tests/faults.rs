@@ -374,8 +374,11 @@ fn model_info_fails_on_a_broken_component_and_still_lists_the_rest() {
     let good = sandbox.model();
     assert!(sandbox.run(&["model", "info", good.to_str().unwrap()]).status.success());
     std::fs::remove_file(good.join("vocoder/config.json")).unwrap();
-    let r = sandbox.run(&["model", "info", good.to_str().unwrap()]);
-    let report: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let r = sandbox.run(&["model", "info", "--json", good.to_str().unwrap()]);
+    // The report, then (as with every --json command) the error as an event.
+    let mut values = serde_json::Deserializer::from_slice(&r.stdout).into_iter::<serde_json::Value>();
+    let report = values.next().unwrap().unwrap();
+    assert_eq!(values.next().unwrap().unwrap()["event"], "error");
     assert!(!r.status.success() && stderr(&r).contains("vocoder"), "{}", stderr(&r));
     assert!(report["components"]["transformer"]["parameters"].as_u64().is_some(), "the rest is still listed");
     let model = sandbox.model();

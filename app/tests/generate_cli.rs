@@ -201,6 +201,11 @@ fn prompt_devices_and_model_info() {
     assert!(r.status.success() && text.contains("cpu") && text.contains("cuda"), "{text}");
 
     let r = songloom(dir.path(), &["model", "info", tiny_model().to_str().unwrap()]);
+    let table = String::from_utf8_lossy(&r.stdout).into_owned();
+    assert!(r.status.success() && table.contains("parameters"), "{table}");
+    let vocoder = table.lines().find(|l| l.trim_start().starts_with("vocoder")).unwrap_or_else(|| panic!("{table}"));
+    assert!(vocoder.contains("90,790") && vocoder.contains("121") && vocoder.contains("f32"), "{vocoder}");
+    let r = songloom(dir.path(), &["model", "info", "--json", tiny_model().to_str().unwrap()]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
     assert_eq!(v["components"]["vocoder"]["tensors"], 121);
@@ -217,6 +222,8 @@ fn saved_songs_can_be_listed_renamed_exported_and_deleted() {
     args.extend(["--save", "--library", lib_arg, "--out", out.to_str().unwrap()]);
     let r = songloom(dir.path(), &args);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let said = String::from_utf8_lossy(&r.stdout);
+    assert!(said.contains("kept in the library as song 1 (\"velvet jazz trio\")"), "{said}");
 
     let list = |search: &str| -> Vec<serde_json::Value> {
         let r = songloom(dir.path(), &["library", "list", "--json", "--search", search, "--library", lib_arg]);
