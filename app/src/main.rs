@@ -1,5 +1,6 @@
 //! `songloom`: the command line of the Songloom engine.
 
+mod advice;
 mod bench;
 mod bench_quant;
 mod default_model;
@@ -366,7 +367,10 @@ fn run(cli: Cli) -> Result<()> {
             for probe in Device::probe_all() {
                 let name = probe.kind.name();
                 match probe.status {
-                    Ok(info) => say!("{name:5} available ({info})"),
+                    Ok(info) => {
+                        say!("{name:5} available ({info})");
+                        say!("      {}", advice::for_device(probe.kind));
+                    }
                     Err(why) => say!("{name:5} unavailable: {why}"),
                 }
             }

@@ -1,0 +1,67 @@
+//! What `songloom devices` advises for the real model: on each GPU that runs here, the plan a
+//! 60 s song would load under (`--precision bf16`, the device's free memory) and what that plan
+//! measured on an H200 (docs/BENCHMARKS.md); on the CPU, what its measured DiT speed implies.
+//! Every figure for a device other than the one measured is labelled an estimate.
+
+use songloom_engine::pipeline::{MemoryRequest, Pipeline};
+use songloom_engine::plan::{ArFormats, Mode, Plan};
+use songloom_engine::{DType, Device, DeviceChoice, DeviceKind, DeviceOptions, Precision};
+
+/// 60 s songs on one H200 by plan, from docs/BENCHMARKS.md ("the tier table in one lease",
+/// 53f834c): the AR formats, the DiT's block matrices, the mode, seconds.
+const MEASURED_ON_H200: [(ArFormats, DType, Mode, f64); 4] = [
+    (ArFormats::BF16, DType::BF16, Mode::Streamed, 23.25),
+    (ArFormats::Q8, DType::BF16, Mode::Streamed, 20.84),
+    (ArFormats::Q4_LM, DType::Q8, Mode::Streamed, 21.16),
+    (ArFormats::Q4, DType::BF16, Mode::PhaseByPhase, 21.99),
+];
+
+/// Seconds a 60 s song took on the H200 under `plan`'s formats and mode, if measured.
+fn measured(plan: &Plan) -> Option<f64> {
+    MEASURED_ON_H200
+        .iter()
+        .find(|(formats, dit, mode, _)| (*formats, *dit, *mode) == (plan.formats, plan.acoustic, plan.mode))
+        .map(|m| m.3)
+}
+
+/// One line of advice for a backend that runs here.
+pub fn for_device(kind: DeviceKind) -> String {
+    if kind == DeviceKind::Cpu {
+        return "the real model here: hours for a minute of music (one 30-step DiT window takes about 25 minutes \
+                on the measured 2-core CPU, docs/BENCHMARKS.md); the embedded model takes seconds"
+            .into();
+    }
+    let options = DeviceOptions { precision: Precision::Bf16, ..DeviceOptions::default() };
+    let plan = Device::open(DeviceChoice::Kind(kind), options)
+        .and_then(|device| Pipeline::synthetic_plan(&device, MemoryRequest::default(), 300, 1500));
+    match plan {
+        Err(e) => format!("the real model here: {e}"),
+        Ok(plan) => {
+            let speed = match measured(&plan) {
+                Some(seconds) => format!(
+                    "a 60 s song took {seconds:.1} s under this plan on an H200; on this GPU, an estimate: about that \
+                     times the H200's memory bandwidth (4.8 TB/s) over this one's"
+                ),
+                None => "this plan has not been timed; docs/BENCHMARKS.md has the measured ones".into(),
+            };
+            format!("the real model here (a 60 s song, --precision bf16): {}; {speed}", plan.describe())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use songloom_engine::plan::{Geometry, WeightsChoice, Workload};
+
+    /// The plans the tiers choose are the ones measured.
+    #[test]
+    fn each_tier_budget_finds_its_measured_song() {
+        let geometry = Geometry { head_rows: 16_389, ..Geometry::default() };
+        let work = Workload { precision: Precision::Bf16, prompt: 300, frames: 1500, runtime: 0.6e9, gpu: true };
+        for (budget, seconds) in [(150e9, 23.25), (16.5e9, 20.84), (12e9, 21.16), (6.9e9, 21.99)] {
+            let plan = geometry.choose(WeightsChoice::Auto, None, None, Some(budget), &work).unwrap();
+            assert_eq!(measured(&plan), Some(seconds), "{}", plan.describe());
+        }
+    }
+}
