@@ -64,6 +64,10 @@ pub struct SongloomApp<E: Engine> {
     devices: Vec<DeviceStatus>,
     next_job: JobId,
     lyrics_cursor: usize,
+    /// Set by a tag button: the Lyrics editor takes the focus back with its cursor here.
+    refocus_lyrics: Option<usize>,
+    /// A library song whose recipe would replace a draft that holds text: asked first.
+    replacing_draft: Option<SongEntry>,
     library_requested: bool,
 }
 
@@ -81,6 +85,8 @@ impl<E: Engine> SongloomApp<E> {
             devices: Vec::new(),
             next_job: 1,
             lyrics_cursor: 0,
+            refocus_lyrics: None,
+            replacing_draft: None,
             library_requested: false,
         }
     }
@@ -157,13 +163,29 @@ impl<E: Engine> SongloomApp<E> {
         }
     }
 
-    /// Starts a new song from a library entry's recipe.
-    pub fn regenerate(&mut self, song: &SongEntry, now_s: f64) {
+    /// Loads a library song's recipe into the composer; a draft with text of its own that would
+    /// be lost is asked about first.
+    pub fn use_recipe(&mut self, song: &SongEntry) {
+        let draft_has_text = !self.draft.description.trim().is_empty() || !self.draft.lyrics.trim().is_empty();
+        if draft_has_text && self.draft != song.recipe {
+            self.replacing_draft = Some(song.clone());
+        } else {
+            self.draft = song.recipe.clone();
+        }
+    }
+
+    /// Makes a library song's recipe again with a new seed, leaving the draft as it is.
+    pub fn variation(&mut self, song: &SongEntry, now_s: f64) {
         if self.is_running() {
             return;
         }
-        self.draft = song.recipe.clone();
-        self.generate(now_s);
+        let recipe = Recipe { seed: variation_seed(song.recipe.seed, self.next_job), ..song.recipe.clone() };
+        let id = self.next_job;
+        self.next_job += 1;
+        self.job = Some(Job { id, progress: Progress::new(now_s) });
+        let title = format!("{} (variation, seed {})", song.title, recipe.seed);
+        self.track = Some(Track { title, job: Some(id), ..Track::default() });
+        self.engine.send(Request::Generate { job: id, recipe });
     }
 
     pub fn ui(&mut self, ui: &mut egui::Ui) {
@@ -209,10 +231,26 @@ impl<E: Engine> SongloomApp<E> {
         }
         ui.separator();
         let running = self.is_running();
+        if let Some(song) = self.replacing_draft.clone() {
+            ui.horizontal(|ui| {
+                ui.label(format!(
+                    "Replace your draft with the recipe of \"{}\"? The draft's text would be lost.",
+                    song.title
+                ));
+                if ui.button("Replace the draft").clicked() {
+                    self.draft = song.recipe.clone();
+                    self.replacing_draft = None;
+                }
+                if ui.button("Keep my draft").clicked() {
+                    self.replacing_draft = None;
+                }
+            });
+        }
         if let Some(action) = self.library.ui(ui, &mut self.settings, running) {
             match action {
                 crate::library_view::Action::Send(request) => self.engine.send(request),
-                crate::library_view::Action::Regenerate(song) => self.regenerate(&song, now),
+                crate::library_view::Action::UseRecipe(song) => self.use_recipe(&song),
+                crate::library_view::Action::Variation(song) => self.variation(&song, now),
             }
         }
         if self.is_running() || playback.playing {
@@ -229,28 +267,39 @@ impl<E: Engine> SongloomApp<E> {
                 .desired_width(f32::INFINITY),
         )
         .labelled_by(label.id);
-        ui.horizontal_wrapped(|ui| {
-            let label = ui.label("Lyrics");
-            for tag in TAGS {
-                if ui.small_button(tag).clicked() {
-                    let (text, cursor) = insert_tag(&self.draft.lyrics, self.lyrics_cursor, tag);
-                    self.draft.lyrics = text;
-                    self.lyrics_cursor = cursor;
-                }
-            }
-            label
-        });
-        let output = egui::TextEdit::multiline(&mut self.draft.lyrics)
+        ui.label("Lyrics");
+        let mut output = egui::TextEdit::multiline(&mut self.draft.lyrics)
+            .id_salt("lyrics")
             .hint_text("[verse]\nfirst line\n[chorus]\n...")
             .desired_rows(8)
             .desired_width(f32::INFINITY)
             .show(ui);
         output.response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::TextInput, true, "Lyrics editor"));
-        if let Some(range) = output.cursor_range {
+        // After a tag button: the focus back in the editor, the cursor after the tag, so the next
+        // keystrokes land in the lyrics.
+        if let Some(at) = self.refocus_lyrics.take() {
+            output.response.request_focus();
+            let chars = self.draft.lyrics[..at.min(self.draft.lyrics.len())].chars().count();
+            let cursor = egui::text::CCursor::new(chars);
+            output.state.cursor.set_char_range(Some(egui::text::CCursorRange::one(cursor)));
+            output.state.store(ui.ctx(), output.response.id);
+        } else if let Some(range) = output.cursor_range {
             let chars = range.primary.index.0;
             self.lyrics_cursor =
                 self.draft.lyrics.char_indices().nth(chars).map_or(self.draft.lyrics.len(), |(i, _)| i);
         }
+        // Below the editor, so Tab goes from the description straight to the lyrics.
+        ui.horizontal_wrapped(|ui| {
+            ui.label("Insert a tag:");
+            for tag in TAGS {
+                if ui.small_button(tag).clicked() {
+                    let (text, cursor) = insert_tag(&self.draft.lyrics, self.lyrics_cursor, tag);
+                    self.draft.lyrics = text;
+                    self.lyrics_cursor = cursor;
+                    self.refocus_lyrics = Some(cursor);
+                }
+            }
+        });
         for dropped in dropped_text(&self.draft.lyrics) {
             ui.colored_label(Color32::from_rgb(200, 120, 0), dropped.message());
         }
@@ -365,6 +414,16 @@ impl<E: Engine> SongloomApp<E> {
 }
 
 /// A drop-down of `options` for `value`, named by the label `label`.
+/// A seed for a variation of a song made with `seed`: different from it and from the other
+/// variations of this session (`job` counts them).
+fn variation_seed(seed: u64, job: JobId) -> u64 {
+    let mut h = seed ^ job.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h = (h ^ (h >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    // Six digits at most, as a person would type a seed.
+    let h = (h ^ (h >> 27)) % 1_000_000;
+    if h == seed { (h + 1) % 1_000_000 } else { h }
+}
+
 pub(crate) fn choice_ui<T: PartialEq + Clone>(
     ui: &mut egui::Ui,
     label: egui::Id,

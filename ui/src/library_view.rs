@@ -1,5 +1,6 @@
-//! The library panel: search, and for each song listen, regenerate from its recipe, rename,
-//! export (float32 or 16-bit, to a folder the settings keep) and delete (after a confirmation).
+//! The library panel: search, and for each song listen, take its recipe into the composer, make a
+//! variation (its recipe with a new seed), rename, export (float32 or 16-bit, to a folder the
+//! settings keep) and delete (after a confirmation).
 
 use crate::app::{Settings, choice_ui};
 use crate::contract::{ExportFormat, Request, SongEntry, SongId};
@@ -7,8 +8,10 @@ use crate::contract::{ExportFormat, Request, SongEntry, SongId};
 /// What the user asked for in the panel.
 pub enum Action {
     Send(Request),
-    /// Start a new song from this one's recipe.
-    Regenerate(SongEntry),
+    /// Load this song's recipe into the composer.
+    UseRecipe(SongEntry),
+    /// Make this song's recipe again with a new seed, the draft untouched.
+    Variation(SongEntry),
 }
 
 #[derive(Default)]
@@ -95,8 +98,12 @@ impl LibraryView {
             if listen.on_disabled_hover_text("the song being made is playing").clicked() {
                 action = Some(Action::Send(Request::PlaySong { id: song.id }));
             }
-            if ui.add_enabled(!busy, egui::Button::new("Regenerate")).clicked() {
-                action = Some(Action::Regenerate(song.clone()));
+            if ui.button("Use recipe").on_hover_text("load this song's recipe into the composer").clicked() {
+                action = Some(Action::UseRecipe(song.clone()));
+            }
+            let variation = ui.add_enabled(!busy, egui::Button::new("Variation"));
+            if variation.on_hover_text("the same recipe with a new seed").clicked() {
+                action = Some(Action::Variation(song.clone()));
             }
             if ui.button("Rename").clicked() {
                 self.renaming = Some((song.id, song.title.clone()));

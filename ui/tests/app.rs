@@ -181,3 +181,104 @@ fn the_model_field_shows_what_the_model_holds_or_why_not_and_guidance_travels() 
     assert!(h.query_by_label_contains("Vocoder:").is_some());
     assert!(h.query_by_label("Prompt tokenized").is_some());
 }
+
+#[test]
+fn tag_buttons_keep_the_cursor_in_the_lyrics_and_tab_goes_from_description_to_lyrics() {
+    let mut h = harness(ScriptedEngine::default());
+    h.get_by_label("Lyrics editor").focus();
+    h.run();
+    h.event(egui::Event::Text("intro words".into()));
+    h.run();
+    h.get_by_label("[chorus]").click();
+    h.run();
+    h.run();
+    // Typed without pointing anywhere: the keystrokes go where the focus is.
+    h.event(egui::Event::Text("sing".into()));
+    h.run();
+    assert_eq!(h.state().draft.lyrics, "intro words\n[chorus]\nsing");
+    // From the description, Tab goes to the lyrics, past no tag button.
+    h.get_by_label("Description").focus();
+    h.run();
+    h.key_press(egui::Key::Tab);
+    h.run();
+    h.event(egui::Event::Text(" more".into()));
+    h.run();
+    assert!(
+        h.state().draft.lyrics.ends_with("sing more") || h.state().draft.lyrics.starts_with(" more"),
+        "{:?}",
+        h.state().draft.lyrics
+    );
+    assert!(h.state().draft.description.is_empty(), "{:?}", h.state().draft.description);
+}
+
+/// A window tall enough to show the library under the composer and the player.
+fn tall_harness(engine: ScriptedEngine) -> Harness<'static, SongloomApp<ScriptedEngine>> {
+    let app = SongloomApp::new(engine, Recipe::default());
+    Harness::builder()
+        .with_size(egui::vec2(1000.0, 1600.0))
+        .build_ui_state(|ui, app: &mut SongloomApp<ScriptedEngine>| app.ui(ui), app)
+}
+
+fn library_song() -> songloom_ui::contract::SongEntry {
+    songloom_ui::contract::SongEntry {
+        id: 7,
+        title: "Harbour lights".into(),
+        recipe: Recipe {
+            description: "slow harbour ballad".into(),
+            lyrics: "[verse]\nlanterns".into(),
+            seed: 42,
+            ..Recipe::default()
+        },
+        seconds: 30.0,
+        created_unix: 0,
+        timings: Timings::default(),
+    }
+}
+
+#[test]
+fn use_recipe_asks_before_it_replaces_a_draft_and_variation_keeps_the_draft() {
+    let mut h = tall_harness(ScriptedEngine::default());
+    h.state_mut().library.songs = vec![library_song()];
+    h.state_mut().draft.description = "my own idea".into();
+    h.run();
+    h.get_by_label("Use recipe").click();
+    h.run();
+    // The draft holds text of its own: asked, and kept when the answer is no.
+    assert_eq!(h.state().draft.description, "my own idea");
+    h.get_by_label("Keep my draft").click();
+    h.run();
+    assert_eq!(h.state().draft.description, "my own idea");
+    assert!(h.query_by_label("Replace the draft").is_none());
+    h.get_by_label("Use recipe").click();
+    h.run();
+    h.get_by_label("Replace the draft").click();
+    h.run();
+    assert_eq!(h.state().draft.description, "slow harbour ballad");
+    assert_eq!(h.state().draft.seed, 42);
+
+    // A variation: the same recipe with another seed, the draft left as it is.
+    h.state_mut().draft.description = "changed again".into();
+    h.get_by_label("Variation").click();
+    h.run();
+    let sent = h.state().engine().sent.borrow().clone();
+    let Some(Request::Generate { recipe, .. }) = sent.iter().rev().find(|r| matches!(r, Request::Generate { .. }))
+    else {
+        panic!("no variation was sent: {sent:?}");
+    };
+    assert_eq!((recipe.description.as_str(), recipe.lyrics.as_str()), ("slow harbour ballad", "[verse]\nlanterns"));
+    assert_ne!(recipe.seed, 42);
+    assert_eq!(h.state().draft.description, "changed again");
+    let title = &h.state().track.as_ref().expect("the variation plays").title;
+    assert!(title.contains("Harbour lights") && title.contains("variation"), "{title}");
+}
+
+#[test]
+fn an_empty_draft_takes_a_recipe_without_asking() {
+    let mut h = tall_harness(ScriptedEngine::default());
+    h.state_mut().library.songs = vec![library_song()];
+    h.run();
+    h.get_by_label("Use recipe").click();
+    h.run();
+    assert_eq!(h.state().draft.description, "slow harbour ballad");
+    assert!(h.query_by_label("Replace the draft").is_none());
+}

@@ -203,10 +203,9 @@ fn the_library_panel_lists_searches_plays_renames_and_deletes() {
     wait_until(&mut h, "the rename", |app| app.library.songs.first().is_some_and(|s| s.title.ends_with("(keeper)")));
     assert_eq!(Library::open(&setup.library_dir()).unwrap().list("").unwrap()[0].title, "Library piano (keeper)");
 
-    h.get_by_label("Regenerate").click();
+    h.get_by_label("Variation").click();
     h.step();
-    assert_eq!(h.state().draft.description, "library piano", "the recipe comes back into the compose panel");
-    assert!(h.state().is_running());
+    assert!(h.state().is_running(), "a variation of the song is being made");
     h.get_by_label("Cancel").click();
     wait_until(&mut h, "the cancel", |app| !app.is_running());
 
