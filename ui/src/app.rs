@@ -12,12 +12,14 @@ use crate::contract::{
 use crate::library_view::LibraryView;
 use crate::lyrics::{TAGS, dropped_text, insert_tag};
 use crate::player_view;
-use crate::progress::Progress;
+use crate::progress::{Progress, in_words};
 
 /// The job in the window and its progress.
 pub struct Job {
     pub id: JobId,
     pub progress: Progress,
+    /// The length asked for, in seconds.
+    pub duration_s: f64,
 }
 
 /// What the player holds: the song being made, or one from the library.
@@ -31,6 +33,8 @@ pub struct Track {
     pub job: Option<JobId>,
     /// Its library entry, once it has one.
     pub song: Option<SongId>,
+    /// The length asked for while it is being made, in seconds (the timeline's length then).
+    pub expected_s: Option<f64>,
 }
 
 /// Settings that outlive a session (the shell persists them with the draft).
@@ -106,8 +110,13 @@ impl<E: Engine> SongloomApp<E> {
         }
         let id = self.next_job;
         self.next_job += 1;
-        self.job = Some(Job { id, progress: Progress::new(now_s) });
-        self.track = Some(Track { title: self.draft.description.clone(), job: Some(id), ..Track::default() });
+        self.job = Some(Job { id, progress: Progress::new(now_s), duration_s: self.draft.duration_s });
+        self.track = Some(Track {
+            title: self.draft.description.clone(),
+            job: Some(id),
+            expected_s: Some(self.draft.duration_s),
+            ..Track::default()
+        });
         self.engine.send(Request::Generate { job: id, recipe: self.draft.clone() });
     }
 
@@ -125,8 +134,14 @@ impl<E: Engine> SongloomApp<E> {
             match event {
                 EngineEvent::Library { songs } => self.library.songs = songs,
                 EngineEvent::Loaded { song, samples, sample_rate } => {
-                    self.track =
-                        Some(Track { title: song.title, audio: samples, sample_rate, job: None, song: Some(song.id) });
+                    self.track = Some(Track {
+                        title: song.title,
+                        audio: samples,
+                        sample_rate,
+                        job: None,
+                        song: Some(song.id),
+                        expected_s: None,
+                    });
                 }
                 EngineEvent::ModelInfo { model, summary } => {
                     if let Some((asked, answer)) = &mut self.model_info
@@ -158,6 +173,7 @@ impl<E: Engine> SongloomApp<E> {
             }
             EngineEvent::Finished { .. } | EngineEvent::Failed { .. } | EngineEvent::Cancelled { .. } => {
                 track.job = None;
+                track.expected_s = None;
             }
             _ => {}
         }
@@ -182,9 +198,9 @@ impl<E: Engine> SongloomApp<E> {
         let recipe = Recipe { seed: variation_seed(song.recipe.seed, self.next_job), ..song.recipe.clone() };
         let id = self.next_job;
         self.next_job += 1;
-        self.job = Some(Job { id, progress: Progress::new(now_s) });
+        self.job = Some(Job { id, progress: Progress::new(now_s), duration_s: recipe.duration_s });
         let title = format!("{} (variation, seed {})", song.title, recipe.seed);
-        self.track = Some(Track { title, job: Some(id), ..Track::default() });
+        self.track = Some(Track { title, job: Some(id), expected_s: Some(recipe.duration_s), ..Track::default() });
         self.engine.send(Request::Generate { job: id, recipe });
     }
 
@@ -371,45 +387,25 @@ impl<E: Engine> SongloomApp<E> {
     fn progress_ui(&self, ui: &mut egui::Ui, now: f64) {
         let Some(job) = &self.job else { return };
         let p = &job.progress;
-        let (done, total) = p.frames;
-        let rate = p.frames_per_s(now).map(|r| format!(", {r:.1} frames/s")).unwrap_or_default();
-        ui.add(
-            egui::ProgressBar::new(if total == 0 { 0.0 } else { done as f32 / total as f32 })
-                .text(format!("AR frames {done} / {total}{rate}")),
-        );
-        let denoise = match p.denoise {
-            Some((window, windows, step, steps)) => {
-                format!("DiT window {} / {windows}, step {step} / {steps}", window + 1)
-            }
-            None => "DiT waiting for frames".to_string(),
-        };
-        ui.add(egui::ProgressBar::new(p.fraction() as f32).text(denoise));
-        if let Some(plan) = &p.plan {
-            ui.small(format!("Plan: {plan}"));
-        }
-        if let Some((acoustic, done, total)) = p.loading {
-            let half = if acoustic { "the acoustic half" } else { "the AR half" };
-            ui.label(format!("Loading {half} of the model ({done} / {total})"));
-        }
-        if let Some((_, windows, _, _)) = p.denoise {
-            ui.label(format!("Vocoder: {} / {windows} windows decoded to audio", p.windows_vocoded));
-        }
-        ui.horizontal(|ui| {
-            ui.label(if p.tokenized { "Prompt tokenized" } else { "Tokenizing the prompt" });
-            let elapsed = p.finished.as_ref().map_or(now - p.started_s, |t| t.total_s);
-            ui.label(format!("Elapsed {elapsed:.1} s"));
-            if let Some(eta) = p.eta_s(now) {
-                ui.label(format!("ETA {eta:.0} s"));
-            }
-            if let Some(first) = p.first_audio_s {
-                ui.label(format!("First audio after {first:.1} s"));
-            }
-        });
+        // A failed or cancelled job: its progress cleared, one line that says what happened.
         if let Some(error) = &p.error {
-            ui.colored_label(Color32::LIGHT_RED, error);
-        } else if p.finished.is_some() {
-            ui.label(format!("Finished: {:.1} s of audio", p.audio_s()));
+            let line = if error == "cancelled" {
+                "Cancelled: nothing was kept.".to_string()
+            } else {
+                format!("Could not make the song: {error}")
+            };
+            ui.colored_label(Color32::LIGHT_RED, line);
+            return;
         }
+        if let Some(timings) = &p.finished {
+            let first =
+                timings.time_to_first_audio_s.map(|f| format!(", first audio after {f:.1} s")).unwrap_or_default();
+            ui.label(format!("Finished: {:.1} s of audio in {}{first}", p.audio_s(), in_words(timings.total_s)));
+            return;
+        }
+        let eta = p.eta_s(now).map(|e| format!(" · about {} left", in_words(e))).unwrap_or_default();
+        ui.add(egui::ProgressBar::new(p.fraction() as f32).text(format!("{}{eta}", p.headline(job.duration_s))));
+        ui.small(p.details(now)).on_hover_text(p.plan.as_deref().map_or(String::new(), |plan| format!("Plan: {plan}")));
     }
 }
 

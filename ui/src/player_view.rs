@@ -1,5 +1,6 @@
 //! The player: what is loaded, play/pause, the playhead's time, a level meter, and the waveform
-//! as it grows, with the playhead drawn on it and click-to-seek.
+//! as it grows on a timeline as long as the song asked for, with the playhead drawn on it and
+//! click-to-seek.
 
 use egui::{Color32, Sense, Stroke, Vec2};
 
@@ -11,23 +12,26 @@ pub fn show(ui: &mut egui::Ui, track: &Track, playback: &PlaybackState) -> Vec<R
     let mut requests = Vec::new();
     let rate = track.sample_rate.max(1) as f64;
     let frames = track.audio.len() / 2;
+    // While a song is made, the timeline is as long as the song asked for, the made part filled.
+    let length = track.expected_s.map_or(frames, |s| ((s * rate) as usize).max(frames));
     ui.horizontal(|ui| {
         let label = if playback.playing { "Pause" } else { "Play" };
         let enabled = playback.unavailable.is_none() && frames > 0;
         if ui.add_enabled(enabled, egui::Button::new(label)).on_hover_text("Space").clicked() {
             requests.push(Request::TogglePlayback);
         }
-        ui.label(format!("{} / {}", clock(playback.position as f64 / rate), clock(frames as f64 / rate)));
+        let made = if length > frames { format!(" · {} made", clock(frames as f64 / rate)) } else { String::new() };
+        ui.label(format!("{} / {}{made}", clock(playback.position as f64 / rate), clock(length as f64 / rate)));
         level_meter(ui, playback.level);
         ui.label(&track.title);
     });
     if let Some(why) = &playback.unavailable {
         ui.label(format!("Not playing: {why}"));
     }
-    let response = waveform_ui(ui, &track.audio, track.sample_rate, (frames > 0).then_some(playback.position));
+    let response = waveform_ui(ui, &track.audio, length, track.sample_rate, (frames > 0).then_some(playback.position));
     if let Some(pos) = response.interact_pointer_pos().filter(|_| response.clicked() && frames > 0) {
         let column = (pos.x - response.rect.left()).max(0.0) as usize;
-        let frame = column * frames_per_column(frames, response.rect.width());
+        let frame = column * frames_per_column(length, response.rect.width());
         requests.push(Request::Seek { frame: frame.min(frames) });
     }
     requests
@@ -55,10 +59,12 @@ fn level_meter(ui: &mut egui::Ui, level: f32) {
     response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::ProgressIndicator, true, "Level"));
 }
 
-/// The song so far, as min/max bars per pixel column of the mixed-down signal, with the playhead.
+/// The song so far, as min/max bars per pixel column of the mixed-down signal, on a timeline of
+/// `length` frames (the part not made yet shaded), with the playhead.
 pub fn waveform_ui(
     ui: &mut egui::Ui,
     interleaved: &[f32],
+    length: usize,
     sample_rate: u32,
     playhead: Option<usize>,
 ) -> egui::Response {
@@ -66,8 +72,15 @@ pub fn waveform_ui(
     let painter = ui.painter_at(rect);
     painter.rect_filled(rect, 4.0, ui.visuals().extreme_bg_color);
     let frames = interleaved.len() / 2;
+    let length = length.max(frames);
+    if length > frames {
+        let per_column = frames_per_column(length, rect.width());
+        let mut unmade = rect;
+        unmade.set_left(rect.left() + (frames / per_column) as f32);
+        painter.rect_filled(unmade, 4.0, ui.visuals().faint_bg_color);
+    }
     if frames > 0 {
-        let per_column = frames_per_column(frames, rect.width());
+        let per_column = frames_per_column(length, rect.width());
         let stroke = Stroke::new(1.0, ui.visuals().selection.bg_fill);
         for (c, chunk) in interleaved.chunks(2 * per_column).enumerate() {
             let (lo, hi) = chunk

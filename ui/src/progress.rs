@@ -103,11 +103,81 @@ impl Progress {
     pub fn is_done(&self) -> bool {
         self.finished.is_some() || self.error.is_some()
     }
+
+    /// What the job is doing, in the listener's words, for a song of `duration_s` seconds:
+    /// loading, reading the lyrics, composing (the AR frames, as seconds of the song), then
+    /// rendering sound (the acoustic windows, as sections).
+    pub fn headline(&self, duration_s: f64) -> String {
+        if let Some((acoustic, done, total)) = self.loading {
+            let half = if acoustic { "sound" } else { "composer" };
+            return format!("Loading the model ({half}): part {} of {total}", done + 1);
+        }
+        let (done, total) = self.frames;
+        if total == 0 {
+            return if self.tokenized { "Starting to compose".into() } else { "Reading the lyrics".into() };
+        }
+        if done < total {
+            let made = done as f64 / total as f64 * duration_s;
+            return format!("Composing: {made:.0} s of {duration_s:.0} s");
+        }
+        match self.denoise {
+            Some((_, windows, _, _)) => {
+                format!("Rendering sound: section {} of {windows}", (self.windows_vocoded + 1).min(windows))
+            }
+            None => "Rendering sound".into(),
+        }
+    }
+
+    /// The engine's own figures, for the details line.
+    pub fn details(&self, now_s: f64) -> String {
+        let mut parts = Vec::new();
+        let (done, total) = self.frames;
+        if total > 0 {
+            let rate = self.frames_per_s(now_s).map(|r| format!(", {r:.1} frames/s")).unwrap_or_default();
+            parts.push(format!("AR frames {done} / {total}{rate}"));
+        }
+        if let Some((window, windows, step, steps)) = self.denoise {
+            parts.push(format!("DiT window {} / {windows}, step {step} / {steps}", window + 1));
+            parts.push(format!("vocoder {} / {windows}", self.windows_vocoded));
+        }
+        let elapsed = self.finished.as_ref().map_or(now_s - self.started_s, |t| t.total_s);
+        parts.push(format!("elapsed {elapsed:.1} s"));
+        if let Some(first) = self.first_audio_s {
+            parts.push(format!("first audio after {first:.1} s"));
+        }
+        parts.join(" · ")
+    }
+}
+
+/// Seconds as a person says them: "8 s", "2 min 10 s".
+pub fn in_words(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    if s < 60 { format!("{s} s") } else { format!("{} min {} s", s / 60, s % 60) }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_headline_speaks_of_the_song_not_the_engine() {
+        let mut p = Progress::new(0.0);
+        assert_eq!(p.headline(30.0), "Reading the lyrics");
+        p.apply(&stage(Stage::Load { acoustic: false }, 0, 2), 0.1);
+        assert_eq!(p.headline(30.0), "Loading the model (composer): part 1 of 2");
+        p.apply(&stage(Stage::Load { acoustic: false }, 2, 2), 0.2);
+        p.apply(&stage(Stage::Tokenize, 1, 1), 0.3);
+        p.apply(&stage(Stage::ArFrames, 300, 750), 1.0);
+        assert_eq!(p.headline(30.0), "Composing: 12 s of 30 s");
+        p.apply(&stage(Stage::ArFrames, 750, 750), 2.0);
+        p.apply(&stage(Stage::Denoise { window: 2, windows: 7 }, 4, 30), 2.5);
+        p.apply(&stage(Stage::Vocoder { window: 1, windows: 7 }, 1, 1), 2.6);
+        assert_eq!(p.headline(30.0), "Rendering sound: section 3 of 7");
+        assert!(
+            p.details(3.0).contains("AR frames 750 / 750") && p.details(3.0).contains("DiT window 3 / 7, step 4 / 30")
+        );
+        assert_eq!((in_words(8.4), in_words(130.0)), ("8 s".to_string(), "2 min 10 s".to_string()));
+    }
 
     fn stage(stage: Stage, done: usize, total: usize) -> EngineEvent {
         EngineEvent::Stage { job: 1, stage, done, total }

@@ -177,9 +177,9 @@ fn the_model_field_shows_what_the_model_holds_or_why_not_and_guidance_travels() 
     let generate = h.state().engine().sent.borrow().iter().find(|r| matches!(r, Request::Generate { .. })).cloned();
     let Some(Request::Generate { recipe, .. }) = generate else { panic!("no generate request") };
     assert_eq!(recipe.guidance, 2.5);
-    assert!(h.query_by_label_contains("frames/s").is_some(), "the AR rate is shown");
-    assert!(h.query_by_label_contains("Vocoder:").is_some());
-    assert!(h.query_by_label("Prompt tokenized").is_some());
+    assert!(h.query_by_label_contains("frames/s").is_some(), "the engine's figures in the details line");
+    assert!(h.query_by_label_contains("vocoder").is_some());
+    assert!(h.query_by_label_contains("Rendering sound").is_some(), "the headline in the listener's words");
 }
 
 #[test]
@@ -281,4 +281,17 @@ fn an_empty_draft_takes_a_recipe_without_asking() {
     h.run();
     assert_eq!(h.state().draft.description, "slow harbour ballad");
     assert!(h.query_by_label("Replace the draft").is_none());
+}
+
+#[test]
+fn while_a_song_is_made_the_timeline_is_the_length_asked_for() {
+    let mut h = harness(ScriptedEngine { per_poll: 1, ..ScriptedEngine::default() });
+    h.state_mut().draft.duration_s = 90.0;
+    h.get_by_label("Generate").click();
+    h.run_steps(9);
+    assert!(h.state().is_running());
+    assert!(h.query_by_label_contains("/ 1:30 · 0:00 made").is_some(), "the timeline of the song asked for");
+    h.run_steps(4);
+    assert!(!h.state().is_running());
+    assert!(h.query_by_label_contains("/ 1:30").is_none(), "once made, the timeline is the song's own");
 }

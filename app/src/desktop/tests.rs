@@ -155,7 +155,8 @@ fn cancel_mid_way_leaves_no_entry_and_no_file() {
     let job = h.state().job.as_ref().unwrap();
     assert_eq!(job.progress.error.as_deref(), Some("cancelled"));
     assert!(job.progress.finished.is_none());
-    assert!(h.query_by_label("cancelled").is_some(), "the window says so");
+    assert!(h.query_by_label("Cancelled: nothing was kept.").is_some(), "the window says so, and no more");
+    assert!(h.query_by_label_contains("Composing").is_none(), "the progress is cleared");
     assert!(Library::open(&setup.library_dir()).unwrap().list("").unwrap().is_empty());
     let wavs: Vec<PathBuf> = files_under(&setup.library_dir())
         .into_iter()
@@ -230,7 +231,9 @@ fn a_missing_model_or_gpu_is_an_error_in_the_window_and_the_next_song_still_runs
     wait_until(&mut h, "the failure", |app| app.job.as_ref().is_some_and(|j| j.progress.is_done()));
     let error = h.state().job.as_ref().unwrap().progress.error.clone().expect("an error");
     assert!(error.contains("no-such-model"), "{error}");
-    assert!(h.query_by_label(error.as_str()).is_some(), "shown in the window");
+    let line = format!("Could not make the song: {error}");
+    assert!(h.query_by_label(&line).is_some(), "shown in the window as one line");
+    assert!(h.query_by_label_contains("elapsed").is_none(), "and the clock stopped");
 
     let cuda = DeviceChoice::Kind(DeviceKind::Cuda);
     if songloom_engine::Device::from_choice(cuda).is_err() {
