@@ -52,6 +52,9 @@ impl Default for Settings {
     }
 }
 
+/// Seconds a notice stays.
+pub const NOTICE_S: f64 = 8.0;
+
 pub struct SongloomApp<E: Engine> {
     engine: E,
     /// The recipe being written; the shell persists it.
@@ -60,8 +63,9 @@ pub struct SongloomApp<E: Engine> {
     pub job: Option<Job>,
     pub track: Option<Track>,
     pub library: LibraryView,
-    /// The last notice or problem outside a job, shown under the player.
-    pub notice: Option<(String, bool)>,
+    /// The last notice or problem outside a job, whether it is a problem, and when it came; shown
+    /// under the player for [`NOTICE_S`].
+    pub notice: Option<(String, bool, f64)>,
     /// The model the last model information was asked for, and the answer once it came.
     model_info: Option<(String, Option<Result<String, String>>)>,
     /// The device choices the engine offers, once it has said.
@@ -151,8 +155,8 @@ impl<E: Engine> SongloomApp<E> {
                     }
                 }
                 EngineEvent::Devices { devices } => self.devices = devices,
-                EngineEvent::Notice { message } => self.notice = Some((message, false)),
-                EngineEvent::Problem { message } => self.notice = Some((message, true)),
+                EngineEvent::Notice { message } => self.notice = Some((message, false, now_s)),
+                EngineEvent::Problem { message } => self.notice = Some((message, true, now_s)),
                 event => self.job_event(event, now_s),
             }
         }
@@ -219,11 +223,38 @@ impl<E: Engine> SongloomApp<E> {
         {
             self.engine.send(Request::TogglePlayback);
         }
+        // Two columns from 720 points on (compose on the left, listen on the right), so at 800x600
+        // Generate and the player are both in view; one scrolling column below that.
+        if ui.available_width() >= 720.0 {
+            ui.columns(2, |columns| {
+                egui::ScrollArea::vertical()
+                    .id_salt("compose")
+                    .show(&mut columns[0], |ui| self.compose_column(ui, now));
+                self.listen_column(&mut columns[1], now);
+            });
+        } else {
+            egui::ScrollArea::vertical().id_salt("window").show(ui, |ui| {
+                self.compose_column(ui, now);
+                ui.separator();
+                self.listen_column(ui, now);
+            });
+        }
+        let playback = self.engine.playback();
+        if self.is_running() || playback.playing {
+            ui.ctx().request_repaint_after(std::time::Duration::from_millis(50));
+        }
+        if let Some((_, _, at)) = &self.notice {
+            let left = NOTICE_S - (now - at);
+            if left > 0.0 {
+                ui.ctx().request_repaint_after(std::time::Duration::from_secs_f64(left));
+            }
+        }
+    }
+
+    /// The song being written: description, lyrics, Generate and its progress, the parameters.
+    fn compose_column(&mut self, ui: &mut egui::Ui, now: f64) {
         ui.heading("Songloom");
         self.compose_ui(ui);
-        ui.separator();
-        self.parameters_ui(ui);
-        ui.separator();
         ui.horizontal(|ui| {
             let running = self.is_running();
             if ui.add_enabled(!running, egui::Button::new("Generate")).on_hover_text("Ctrl+Enter").clicked() {
@@ -235,20 +266,36 @@ impl<E: Engine> SongloomApp<E> {
         });
         self.progress_ui(ui, now);
         ui.separator();
+        self.parameters_ui(ui);
+    }
+
+    /// What there is to hear: the player, a notice line, the library.
+    fn listen_column(&mut self, ui: &mut egui::Ui, now: f64) {
         let playback = self.engine.playback();
-        if let Some(track) = &self.track {
-            for request in player_view::show(ui, track, &playback) {
-                self.engine.send(request);
+        match &self.track {
+            Some(track) => {
+                for request in player_view::show(ui, track, &playback) {
+                    self.engine.send(request);
+                }
+            }
+            None => {
+                ui.label("Nothing to play yet: generate a song, or listen to one from the library.");
             }
         }
-        if let Some((message, problem)) = &self.notice {
-            let color = if *problem { Color32::LIGHT_RED } else { ui.visuals().text_color() };
-            ui.colored_label(color, message);
+        // One line always, so a notice never moves what is below it; it goes after a while.
+        match &self.notice {
+            Some((message, problem, at)) if now - at < NOTICE_S => {
+                let color = if *problem { Color32::LIGHT_RED } else { ui.visuals().text_color() };
+                ui.colored_label(color, message);
+            }
+            _ => {
+                ui.label(" ");
+            }
         }
         ui.separator();
         let running = self.is_running();
         if let Some(song) = self.replacing_draft.clone() {
-            ui.horizontal(|ui| {
+            ui.horizontal_wrapped(|ui| {
                 ui.label(format!(
                     "Replace your draft with the recipe of \"{}\"? The draft's text would be lost.",
                     song.title
@@ -262,15 +309,16 @@ impl<E: Engine> SongloomApp<E> {
                 }
             });
         }
-        if let Some(action) = self.library.ui(ui, &mut self.settings, running) {
+        let action = egui::ScrollArea::vertical()
+            .id_salt("library")
+            .show(ui, |ui| self.library.ui(ui, &mut self.settings, running))
+            .inner;
+        if let Some(action) = action {
             match action {
                 crate::library_view::Action::Send(request) => self.engine.send(request),
                 crate::library_view::Action::UseRecipe(song) => self.use_recipe(&song),
                 crate::library_view::Action::Variation(song) => self.variation(&song, now),
             }
-        }
-        if self.is_running() || playback.playing {
-            ui.ctx().request_repaint_after(std::time::Duration::from_millis(50));
         }
     }
 

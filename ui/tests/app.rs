@@ -295,3 +295,43 @@ fn while_a_song_is_made_the_timeline_is_the_length_asked_for() {
     assert!(!h.state().is_running());
     assert!(h.query_by_label_contains("/ 1:30").is_none(), "once made, the timeline is the song's own");
 }
+
+/// The window at `size` with a song in the player and one in the library.
+fn sized_harness(size: egui::Vec2) -> Harness<'static, SongloomApp<ScriptedEngine>> {
+    let mut app = SongloomApp::new(ScriptedEngine::default(), Recipe::default());
+    app.library.songs = vec![library_song()];
+    app.track = Some(songloom_ui::app::Track {
+        title: "a song".into(),
+        audio: vec![0.1; 88_200],
+        sample_rate: 44_100,
+        ..Default::default()
+    });
+    Harness::builder().with_size(size).build_ui_state(|ui, app: &mut SongloomApp<ScriptedEngine>| app.ui(ui), app)
+}
+
+#[test]
+fn generate_and_the_player_are_in_view_from_800x600_to_full_screen() {
+    for (w, h) in [(800.0, 600.0), (1280.0, 800.0), (1600.0, 1000.0)] {
+        let mut harness = sized_harness(egui::vec2(w, h));
+        harness.run();
+        let screen = egui::Rect::from_min_size(egui::Pos2::ZERO, egui::vec2(w, h));
+        for label in ["Generate", "Play", "Lyrics editor", "Listen"] {
+            let rect = harness.get_by_label(label).rect();
+            assert!(screen.contains_rect(rect), "{label} at {rect:?} is outside {w}x{h}");
+        }
+    }
+}
+
+#[test]
+fn a_notice_moves_nothing_and_goes_away() {
+    let mut h = sized_harness(egui::vec2(1280.0, 800.0));
+    h.run();
+    let before = h.get_by_label("Search library").rect();
+    h.state_mut().notice = Some(("Exported to /music/a song.wav".into(), false, 0.0));
+    h.run();
+    assert!(h.query_by_label("Exported to /music/a song.wav").is_some());
+    assert_eq!(h.get_by_label("Search library").rect(), before, "the library stays where it was");
+    h.state_mut().notice = Some(("Exported to /music/a song.wav".into(), false, -60.0));
+    h.run();
+    assert!(h.query_by_label("Exported to /music/a song.wav").is_none(), "gone after a while");
+}

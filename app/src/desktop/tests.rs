@@ -124,7 +124,7 @@ fn compose_generate_pause_play_export_and_find_it_in_the_library() {
     h.get_by_label("Export").click();
     h.step();
     wait_until(&mut h, "the export", |app| app.notice.is_some());
-    let (notice, problem) = h.state().notice.clone().unwrap();
+    let (notice, problem, _) = h.state().notice.clone().unwrap();
     assert!(!problem && notice.starts_with("Exported to"), "{notice}");
     let exported = setup.export_dir().join("kittest piano.wav");
     let (samples, rate) = crate::wav::read_song(&exported).unwrap();
