@@ -36,7 +36,7 @@ impl LibraryView {
                 action = Some(Action::Send(Request::ListSongs { search: self.search.clone() }));
             }
         });
-        ui.horizontal(|ui| {
+        ui.horizontal_wrapped(|ui| {
             let label = ui.label("Export to");
             ui.add(egui::TextEdit::singleline(&mut settings.export_folder).hint_text("your Music folder"))
                 .labelled_by(label.id);
@@ -93,7 +93,7 @@ impl LibraryView {
             song.recipe.steps,
             song.recipe.description.chars().take(80).collect::<String>()
         ));
-        ui.horizontal(|ui| {
+        ui.horizontal_wrapped(|ui| {
             let listen = ui.add_enabled(!busy, egui::Button::new("Listen"));
             if listen.on_disabled_hover_text("the song being made is playing").clicked() {
                 action = Some(Action::Send(Request::PlaySong { id: song.id }));

@@ -49,7 +49,10 @@ fn restore(storage: Option<&dyn eframe::Storage>) -> (Recipe, Settings) {
 /// Opens the window and runs until it is closed.
 pub fn run() -> anyhow::Result<()> {
     let options = eframe::NativeOptions {
-        viewport: egui::ViewportBuilder::default().with_inner_size([760.0, 1040.0]).with_title("Songloom"),
+        viewport: egui::ViewportBuilder::default()
+            .with_inner_size([1280.0, 800.0])
+            .with_min_inner_size([640.0, 480.0])
+            .with_title("Songloom"),
         ..Default::default()
     };
     eframe::run_native(
