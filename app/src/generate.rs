@@ -9,11 +9,12 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde_json::json;
+use songloom_engine::DeviceKind;
 use songloom_engine::pipeline::{Cancel, Event, Half, MemoryRequest, Pipeline, Request, StageName, Stats};
 use songloom_engine::plan::{Mode, Plan, WeightsChoice};
-use songloom_engine::{Device, DeviceChoice, DeviceKind, DeviceOptions, Precision};
 use songloom_ui::contract::Recipe;
 
+use crate::engine_args::EngineArgs;
 use crate::output::say;
 use crate::player::Player;
 use crate::song_job::{self, SongJob, SongSink};
@@ -44,28 +45,8 @@ pub struct GenerateArgs {
     /// The DiT's classifier-free guidance scale (default: the model's, 1.7).
     #[arg(long)]
     guidance: Option<f32>,
-    /// auto, cpu, cuda or wgpu (auto: CUDA where it works, else the CPU).
-    #[arg(long, default_value = "auto")]
-    device: String,
-    /// The DiT and vocoder products on a GPU: `reference` (exact f32, as diffusers), `tf32` or
-    /// `bf16` (tensor cores, faster; distances to the reference in docs/BENCHMARKS.md).
-    #[arg(long, default_value = "reference")]
-    precision: String,
-    /// The language model's and depth decoder's weights: bf16, 8bit, 4bit (a 4-bit LM, the depth
-    /// decoder 8-bit where it fits), 4bit-all or auto (the most exact that fits the budget).
-    #[arg(long, default_value = "auto")]
-    weights: String,
-    /// The GPU memory the song may use, in GB (default: what the device has free). The plan
-    /// picks the weights and whether both halves fit at once; on the CPU nothing enforces it.
-    #[arg(long)]
-    max_memory: Option<f64>,
-    /// streamed (both halves resident), phased (the AR half, then the acoustic half: less memory,
-    /// first audio later) or auto (streamed where it fits).
-    #[arg(long, default_value = "auto")]
-    mode: String,
-    /// A MiniMax-Music3 model directory in the diffusers layout; the embedded test model without it.
-    #[arg(long)]
-    model: Option<PathBuf>,
+    #[command(flatten)]
+    engine: EngineArgs,
     /// The WAV file to write (written under a temporary name and moved there when complete).
     #[arg(long, default_value = "song.wav")]
     out: PathBuf,
@@ -102,8 +83,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     };
     warn_dropped_lyrics(&lyrics, args.json);
     // Parsed here rather than by clap, so a bad name is one line that says what is expected.
-    let (choice, precision) = (DeviceChoice::parse(&args.device)?, Precision::parse(&args.precision)?);
-    let memory = memory_request(&args.weights, args.max_memory, &args.mode)?;
+    let (choice, precision, memory) = args.engine.parse()?;
     let duration_s = songloom_ui::duration::parse_duration(&args.duration).map_err(anyhow::Error::msg)?;
     let request = Request {
         prompt: args.prompt.clone(),
@@ -113,11 +93,8 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         steps: args.steps,
         guidance: args.guidance,
     };
-    let device = Device::open(choice, DeviceOptions { precision, ..DeviceOptions::default() })?;
-    let model = match &args.model {
-        Some(dir) => dir.clone(),
-        None => crate::default_model::path()?,
-    };
+    let device = EngineArgs::open_device(choice, precision)?;
+    let model = args.engine.model_dir()?;
     // The plan comes before any weight is read: a budget too small is refused with nothing loaded.
     let plan = Pipeline::plan(&model, &device, memory, Some(&request))?;
     let device_kind = device.kind();
@@ -144,10 +121,10 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         guidance: args.guidance.unwrap_or(songloom_ui::contract::DEFAULT_GUIDANCE),
         device: choice.name().to_string(),
         precision: precision.name().to_string(),
-        model: args.model.as_ref().map(|m| m.display().to_string()).unwrap_or_default(),
+        model: args.engine.recipe_model(),
         // What was used, so the recipe makes the same song again.
         weights: WeightsChoice::of(plan.formats).name().to_string(),
-        max_memory_gb: args.max_memory,
+        max_memory_gb: args.engine.max_memory,
     };
     let job = SongJob {
         request,

@@ -5,6 +5,7 @@ mod bench;
 mod bench_quant;
 mod default_model;
 mod desktop;
+mod engine_args;
 mod generate;
 mod library;
 mod model_info;

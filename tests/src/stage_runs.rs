@@ -33,3 +33,15 @@ pub fn depth_run(model: &ModelDir, device: &Device, format: DType, codes: &[u32]
     let (h, l) = depth_teacher_forced(model, &lm, &depth, device, &last_hidden, codes).unwrap();
     (h.to_f32_vec(), l.to_f32_vec())
 }
+
+/// The DiT's velocity at each of the golden's flow times, its block matrices in `format` where
+/// that is quantized (otherwise as the device's precision has them).
+pub fn dit_run(model: &ModelDir, device: &Device, format: DType, g: &Golden) -> Vec<f32> {
+    let dit = model.transformer(device, format).unwrap();
+    let latents = device.upload(g.tensor("latents")).unwrap();
+    let condition = device.upload(g.tensor("condition")).unwrap();
+    g.values("timesteps")
+        .into_iter()
+        .flat_map(|t| dit.forward(device, &latents, t, &condition).unwrap().to_f32_vec())
+        .collect()
+}

@@ -172,13 +172,7 @@ fn condition_encoder_downsampling_matches_reference() {
 // ---------------------------------------------------------------- DiT
 
 fn dit_run(model: &ModelDir, device: &Device, g: &Golden) -> Vec<f32> {
-    let dit = model.transformer(device, ACOUSTIC_DTYPE).unwrap();
-    let latents = device.upload(g.tensor("latents")).unwrap();
-    let condition = device.upload(g.tensor("condition")).unwrap();
-    g.values("timesteps")
-        .into_iter()
-        .flat_map(|t| dit.forward(device, &latents, t, &condition).unwrap().to_f32_vec())
-        .collect()
+    stage_runs::dit_run(model, device, ACOUSTIC_DTYPE, g)
 }
 
 /// The tiny model with the DiT's GLU halves swapped (the gate taken as the value).

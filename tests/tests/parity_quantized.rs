@@ -36,7 +36,7 @@ use songloom_engine::plan::ArFormats;
 use songloom_engine::quant;
 use songloom_engine::quantized_copy::{self, Role};
 use songloom_engine::{DType, DeviceKind};
-use songloom_tests::stage_runs::{depth_run, lm_run};
+use songloom_tests::stage_runs::{depth_run, dit_run, lm_run};
 use songloom_tests::{
     Bound, Golden, bf16_bound, copy_tiny_model, cpu, devices, distance, edit_weights, tiny_model_dir,
 };
@@ -209,16 +209,6 @@ fn dit_edited(edit: impl Fn(usize, &[f32]) -> Vec<f32>) -> tempfile::TempDir {
         }
     });
     dir
-}
-
-fn dit_run(model: &ModelDir, device: &songloom_engine::Device, format: DType, g: &Golden) -> Vec<f32> {
-    let dit = model.transformer(device, format).unwrap();
-    let latents = device.upload(g.tensor("latents")).unwrap();
-    let condition = device.upload(g.tensor("condition")).unwrap();
-    g.values("timesteps")
-        .into_iter()
-        .flat_map(|t| dit.forward(device, &latents, t, &condition).unwrap().to_f32_vec())
-        .collect()
 }
 
 /// The DiT with q8 block matrices (the 12 GB tier's) against the f32 reference golden: the bound

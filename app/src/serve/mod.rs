@@ -14,9 +14,9 @@ use clap::Args;
 use serde_json::json;
 use songloom_engine::pipeline::Pipeline;
 use songloom_engine::plan::WeightsChoice;
-use songloom_engine::{Device, DeviceChoice, DeviceOptions, Precision};
 use songloom_ui::contract::{DEFAULT_GUIDANCE, Recipe};
 
+use crate::engine_args::EngineArgs;
 use crate::output::say;
 
 #[derive(Args)]
@@ -24,37 +24,17 @@ pub struct ServeArgs {
     /// The address to listen on (port 0: any free port, printed at start).
     #[arg(long, default_value = "127.0.0.1:7878")]
     listen: SocketAddr,
-    /// A MiniMax-Music3 model directory in the diffusers layout; the embedded test model without it.
-    #[arg(long)]
-    model: Option<PathBuf>,
-    /// auto, cpu, cuda or wgpu (auto: CUDA where it works, else the CPU).
-    #[arg(long, default_value = "auto")]
-    device: String,
-    /// The DiT and vocoder products on a GPU: reference, tf32 or bf16 (as `generate`).
-    #[arg(long, default_value = "reference")]
-    precision: String,
-    /// The AR half's weights: bf16, 8bit, 4bit, 4bit-all or auto (as `generate`).
-    #[arg(long, default_value = "auto")]
-    weights: String,
-    /// The GPU memory the engine may use, in GB (default: what the device has free).
-    #[arg(long)]
-    max_memory: Option<f64>,
-    /// streamed, phased or auto (as `generate`).
-    #[arg(long, default_value = "auto")]
-    mode: String,
+    #[command(flatten)]
+    engine: EngineArgs,
     /// The library the songs are kept in; the user's data directory without it.
     #[arg(long)]
     library: Option<PathBuf>,
 }
 
 pub fn run(args: ServeArgs) -> Result<()> {
-    let (choice, precision) = (DeviceChoice::parse(&args.device)?, Precision::parse(&args.precision)?);
-    let memory = crate::generate::memory_request(&args.weights, args.max_memory, &args.mode)?;
-    let device = Device::open(choice, DeviceOptions { precision, ..DeviceOptions::default() })?;
-    let model_dir = match &args.model {
-        Some(dir) => dir.clone(),
-        None => crate::default_model::path()?,
-    };
+    let (choice, precision, memory) = args.engine.parse()?;
+    let device = EngineArgs::open_device(choice, precision)?;
+    let model_dir = args.engine.model_dir()?;
     let plan = Pipeline::plan(&model_dir, &device, memory, None)?;
     crate::generate::show_plan(&plan, device.kind(), false);
     let pipeline = Pipeline::load_planned(&model_dir, device, &plan, &|_| {})
@@ -70,12 +50,12 @@ pub fn run(args: ServeArgs) -> Result<()> {
         guidance: DEFAULT_GUIDANCE,
         device: choice.name().to_string(),
         precision: precision.name().to_string(),
-        model: args.model.as_ref().map(|m| m.display().to_string()).unwrap_or_default(),
+        model: args.engine.recipe_model(),
         weights: WeightsChoice::of(plan.formats).name().to_string(),
-        max_memory_gb: args.max_memory,
+        max_memory_gb: args.engine.max_memory,
     };
     let model = json!({
-        "path": model_dir, "embedded": args.model.is_none(), "plan": plan.describe(),
+        "path": model_dir, "embedded": args.engine.model.is_none(), "plan": plan.describe(),
         "sample_rate": pipeline.sample_rate(), "device": pipeline.device.description(),
     });
     let server = Arc::new(api::Server {
