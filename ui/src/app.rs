@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::contract::{
     DeviceStatus, Engine, EngineEvent, ExportFormat, JobId, PRECISIONS, Recipe, Request, SongEntry, SongId, WEIGHTS,
 };
+use crate::duration;
 use crate::library_view::LibraryView;
 use crate::lyrics::{TAGS, dropped_text, insert_tag};
 use crate::player_view;
@@ -72,6 +73,11 @@ pub struct SongloomApp<E: Engine> {
     devices: Vec<DeviceStatus>,
     next_job: JobId,
     lyrics_cursor: usize,
+    /// The Duration field's text, the length it last showed, and what to say of what was typed
+    /// (a clamp, or why it is no length; `true` for the latter, which holds Generate back).
+    duration_text: String,
+    duration_shown: Option<f64>,
+    duration_note: Option<(String, bool)>,
     /// Set by a tag button: the Lyrics editor takes the focus back with its cursor here.
     refocus_lyrics: Option<usize>,
     /// A library song whose recipe would replace a draft that holds text: asked first.
@@ -93,6 +99,9 @@ impl<E: Engine> SongloomApp<E> {
             devices: Vec::new(),
             next_job: 1,
             lyrics_cursor: 0,
+            duration_text: String::new(),
+            duration_shown: None,
+            duration_note: None,
             refocus_lyrics: None,
             replacing_draft: None,
             library_requested: false,
@@ -109,7 +118,7 @@ impl<E: Engine> SongloomApp<E> {
 
     /// Starts a song from the draft.
     pub fn generate(&mut self, now_s: f64) {
-        if self.is_running() {
+        if self.is_running() || !self.draft_is_valid() {
             return;
         }
         let id = self.next_job;
@@ -257,7 +266,8 @@ impl<E: Engine> SongloomApp<E> {
         self.compose_ui(ui);
         ui.horizontal(|ui| {
             let running = self.is_running();
-            if ui.add_enabled(!running, egui::Button::new("Generate")).on_hover_text("Ctrl+Enter").clicked() {
+            let ready = !running && self.draft_is_valid();
+            if ui.add_enabled(ready, egui::Button::new("Generate")).on_hover_text("Ctrl+Enter").clicked() {
                 self.generate(now);
             }
             if ui.add_enabled(running, egui::Button::new("Cancel")).clicked() {
@@ -369,11 +379,51 @@ impl<E: Engine> SongloomApp<E> {
         }
     }
 
+    /// The length as text: `90`, `1:30`, `1m30s`, `2m`; clamped to 1 s..6:00 with a note that says
+    /// so, and an error line for text that is no length (Generate waits for a good one).
+    fn duration_ui(&mut self, ui: &mut egui::Ui, label: egui::Id) {
+        if self.duration_shown != Some(self.draft.duration_s) {
+            self.duration_text = duration::format_duration(self.draft.duration_s);
+            self.duration_shown = Some(self.draft.duration_s);
+            self.duration_note = None;
+        }
+        ui.horizontal(|ui| {
+            let edit = egui::TextEdit::singleline(&mut self.duration_text).desired_width(70.0).hint_text("1:30");
+            if ui.add(edit).labelled_by(label).changed() {
+                self.duration_note = match duration::parse_duration(&self.duration_text) {
+                    Ok(seconds) => {
+                        let taken = seconds.clamp(1.0, duration::MAX_SECONDS);
+                        self.draft.duration_s = taken;
+                        self.duration_shown = Some(taken);
+                        (taken != seconds).then(|| {
+                            let length = duration::format_duration(taken);
+                            (format!("taken as {length}: a song is 1 s to 6:00"), false)
+                        })
+                    }
+                    Err(why) => Some((why, true)),
+                };
+            }
+            match &self.duration_note {
+                Some((note, false)) => {
+                    ui.small(note);
+                }
+                Some((why, true)) => {
+                    ui.colored_label(Color32::LIGHT_RED, why);
+                }
+                None => {}
+            }
+        });
+    }
+
+    /// Whether the draft can be made: a length that parses.
+    fn draft_is_valid(&self) -> bool {
+        !matches!(self.duration_note, Some((_, true)))
+    }
+
     fn parameters_ui(&mut self, ui: &mut egui::Ui) {
         egui::Grid::new("parameters").num_columns(2).show(ui, |ui| {
-            let label = ui.label("Duration (s)");
-            ui.add(egui::DragValue::new(&mut self.draft.duration_s).range(1.0..=360.0).speed(1.0))
-                .labelled_by(label.id);
+            let label = ui.label("Duration");
+            self.duration_ui(ui, label.id);
             ui.end_row();
             let label = ui.label("Seed");
             ui.horizontal(|ui| {

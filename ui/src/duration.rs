@@ -1,6 +1,18 @@
 //! Song lengths as people write them: seconds (`90`, `90.5`, `90s`), minutes and seconds (`1:30`),
 //! or with units (`1m30s`, `2m`, `1m 30s`, `1.5min`). Shared by the window and the CLI.
 
+/// The longest song the model makes, in seconds.
+pub const MAX_SECONDS: f64 = 360.0;
+
+/// `seconds` as the Duration field shows it: `45` below a minute, `1:30` from there (tenths kept
+/// where there are any).
+pub fn format_duration(seconds: f64) -> String {
+    let tenths = (seconds * 10.0).round() as u64;
+    let (whole, tenth) = (tenths / 10, tenths % 10);
+    let fraction = if tenth > 0 { format!(".{tenth}") } else { String::new() };
+    if whole < 60 { format!("{whole}{fraction}") } else { format!("{}:{:02}{fraction}", whole / 60, whole % 60) }
+}
+
 /// The seconds `text` says, or a message that shows how to write one.
 pub fn parse_duration(text: &str) -> Result<f64, String> {
     let t = text.trim();

@@ -335,3 +335,41 @@ fn a_notice_moves_nothing_and_goes_away() {
     h.run();
     assert!(h.query_by_label("Exported to /music/a song.wav").is_none(), "gone after a while");
 }
+
+/// Replaces the Duration field's text with `text`, as a person selecting all and typing would.
+fn type_duration(h: &mut Harness<'static, SongloomApp<ScriptedEngine>>, text: &str) {
+    h.get_by_label("Duration").focus();
+    h.run();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
+    h.run();
+    h.event(egui::Event::Text(text.into()));
+    h.run();
+}
+
+#[test]
+fn duration_takes_the_forms_people_write_and_says_what_it_did() {
+    let mut h = harness(ScriptedEngine::default());
+    h.run();
+    type_duration(&mut h, "1m30s");
+    assert_eq!(h.state().draft.duration_s, 90.0);
+    type_duration(&mut h, "2:15");
+    assert_eq!(h.state().draft.duration_s, 135.0);
+    type_duration(&mut h, "400");
+    assert_eq!(h.state().draft.duration_s, 360.0);
+    assert!(h.query_by_label_contains("taken as 6:00").is_some(), "the clamp is visible");
+    type_duration(&mut h, "soon");
+    assert!(h.query_by_label_contains("is not a length").is_some());
+    assert_eq!(h.state().draft.duration_s, 360.0, "the last good length stays");
+    h.get_by_label("Generate").click();
+    h.run();
+    assert!(!h.state().engine().sent.borrow().iter().any(|r| matches!(r, Request::Generate { .. })), "held back");
+    type_duration(&mut h, "45");
+    assert!(h.query_by_label_contains("is not a length").is_none());
+    h.get_by_label("Generate").click();
+    h.run();
+    let sent = h.state().engine().sent.borrow().clone();
+    assert!(
+        sent.iter().any(|r| matches!(r, Request::Generate { recipe, .. } if recipe.duration_s == 45.0)),
+        "{sent:?}"
+    );
+}
