@@ -23,6 +23,14 @@ pub struct Job {
     pub duration_s: f64,
 }
 
+/// A song asked for while another is made: it waits its turn in the engine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Queued {
+    pub id: JobId,
+    pub title: String,
+    pub duration_s: f64,
+}
+
 /// What the player holds: the song being made, or one from the library.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Track {
@@ -53,6 +61,9 @@ impl Default for Settings {
     }
 }
 
+/// Points the progress band takes, whatever it shows: the bar and one line of details.
+const PROGRESS_BAND: f32 = 44.0;
+
 /// Seconds a notice stays.
 pub const NOTICE_S: f64 = 8.0;
 
@@ -62,6 +73,8 @@ pub struct SongloomApp<E: Engine> {
     pub draft: Recipe,
     pub settings: Settings,
     pub job: Option<Job>,
+    /// Songs waiting their turn, in order.
+    pub queue: Vec<Queued>,
     pub track: Option<Track>,
     pub library: LibraryView,
     /// The last notice or problem outside a job, whether it is a problem, and when it came; shown
@@ -92,6 +105,7 @@ impl<E: Engine> SongloomApp<E> {
             draft,
             settings: Settings::default(),
             job: None,
+            queue: Vec::new(),
             track: None,
             library: LibraryView::default(),
             notice: None,
@@ -116,21 +130,36 @@ impl<E: Engine> SongloomApp<E> {
         self.job.as_ref().is_some_and(|j| !j.progress.is_done())
     }
 
-    /// Starts a song from the draft.
+    /// Starts a song from the draft, or queues it while another is made.
     pub fn generate(&mut self, now_s: f64) {
-        if self.is_running() || !self.draft_is_valid() {
+        if !self.draft_is_valid() {
             return;
         }
+        let title = self.draft.description.clone();
+        self.start_or_queue(self.draft.clone(), title, now_s);
+    }
+
+    fn start_or_queue(&mut self, recipe: Recipe, title: String, now_s: f64) {
         let id = self.next_job;
         self.next_job += 1;
-        self.job = Some(Job { id, progress: Progress::new(now_s), duration_s: self.draft.duration_s });
-        self.track = Some(Track {
-            title: self.draft.description.clone(),
-            job: Some(id),
-            expected_s: Some(self.draft.duration_s),
-            ..Track::default()
-        });
-        self.engine.send(Request::Generate { job: id, recipe: self.draft.clone() });
+        if self.is_running() || !self.queue.is_empty() {
+            self.queue.push(Queued { id, title, duration_s: recipe.duration_s });
+        } else {
+            self.begin(id, title, recipe.duration_s, now_s);
+        }
+        self.engine.send(Request::Generate { job: id, recipe });
+    }
+
+    /// Job `id` is the one being made now: its progress and its track.
+    fn begin(&mut self, id: JobId, title: String, duration_s: f64, now_s: f64) {
+        self.job = Some(Job { id, progress: Progress::new(now_s), duration_s });
+        self.track = Some(Track { title, job: Some(id), expected_s: Some(duration_s), ..Track::default() });
+    }
+
+    /// Takes a waiting song out of the queue; the engine never starts it.
+    pub fn unqueue(&mut self, id: JobId) {
+        self.queue.retain(|q| q.id != id);
+        self.engine.send(Request::Cancel { job: id });
     }
 
     pub fn cancel(&mut self) {
@@ -172,6 +201,11 @@ impl<E: Engine> SongloomApp<E> {
     }
 
     fn job_event(&mut self, event: EngineEvent, now_s: f64) {
+        // A queued song's first event: it is the one being made now.
+        if let Some(at) = self.queue.iter().position(|q| Some(q.id) == event.job()) {
+            let next = self.queue.remove(at);
+            self.begin(next.id, next.title, next.duration_s, now_s);
+        }
         let Some(job) = self.job.as_mut().filter(|j| Some(j.id) == event.job()) else { return };
         job.progress.apply(&event, now_s);
         let Some(track) = self.track.as_mut().filter(|t| t.job == Some(job.id)) else { return };
@@ -203,18 +237,12 @@ impl<E: Engine> SongloomApp<E> {
         }
     }
 
-    /// Makes a library song's recipe again with a new seed, leaving the draft as it is.
+    /// Makes a library song's recipe again with a new seed, leaving the draft as it is (queued
+    /// while another song is made).
     pub fn variation(&mut self, song: &SongEntry, now_s: f64) {
-        if self.is_running() {
-            return;
-        }
         let recipe = Recipe { seed: variation_seed(song.recipe.seed, self.next_job), ..song.recipe.clone() };
-        let id = self.next_job;
-        self.next_job += 1;
-        self.job = Some(Job { id, progress: Progress::new(now_s), duration_s: recipe.duration_s });
         let title = format!("{} (variation, seed {})", song.title, recipe.seed);
-        self.track = Some(Track { title, job: Some(id), expected_s: Some(recipe.duration_s), ..Track::default() });
-        self.engine.send(Request::Generate { job: id, recipe });
+        self.start_or_queue(recipe, title, now_s);
     }
 
     pub fn ui(&mut self, ui: &mut egui::Ui) {
@@ -266,8 +294,8 @@ impl<E: Engine> SongloomApp<E> {
         self.compose_ui(ui);
         ui.horizontal(|ui| {
             let running = self.is_running();
-            let ready = !running && self.draft_is_valid();
-            if ui.add_enabled(ready, egui::Button::new("Generate")).on_hover_text("Ctrl+Enter").clicked() {
+            let hint = if running { "Ctrl+Enter; waits its turn after the song being made" } else { "Ctrl+Enter" };
+            if ui.add_enabled(self.draft_is_valid(), egui::Button::new("Generate")).on_hover_text(hint).clicked() {
                 self.generate(now);
             }
             if ui.add_enabled(running, egui::Button::new("Cancel")).clicked() {
@@ -275,6 +303,21 @@ impl<E: Engine> SongloomApp<E> {
             }
         });
         self.progress_ui(ui, now);
+        let mut removed = None;
+        for (place, waiting) in self.queue.iter().enumerate() {
+            ui.horizontal(|ui| {
+                ui.label(format!("Waiting ({}): {}, {}", place + 1, waiting.title, in_words(waiting.duration_s)));
+                let remove = ui.small_button("Remove");
+                let label = format!("Remove {} from the queue", waiting.title);
+                remove.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Button, true, &label));
+                if remove.clicked() {
+                    removed = Some(waiting.id);
+                }
+            });
+        }
+        if let Some(id) = removed {
+            self.unqueue(id);
+        }
         ui.separator();
         self.parameters_ui(ui);
     }
@@ -482,7 +525,15 @@ impl<E: Engine> SongloomApp<E> {
         };
     }
 
+    /// The progress, in a band of fixed height, so nothing below it moves as it changes.
     fn progress_ui(&self, ui: &mut egui::Ui, now: f64) {
+        let top = ui.cursor().top();
+        self.progress_lines(ui, now);
+        let used = ui.cursor().top() - top;
+        ui.add_space((PROGRESS_BAND - used).max(0.0));
+    }
+
+    fn progress_lines(&self, ui: &mut egui::Ui, now: f64) {
         let Some(job) = &self.job else { return };
         let p = &job.progress;
         // A failed or cancelled job: its progress cleared, one line that says what happened.
@@ -503,7 +554,11 @@ impl<E: Engine> SongloomApp<E> {
         }
         let eta = p.eta_s(now).map(|e| format!(" · about {} left", in_words(e))).unwrap_or_default();
         ui.add(egui::ProgressBar::new(p.fraction() as f32).text(format!("{}{eta}", p.headline(job.duration_s))));
-        ui.small(p.details(now)).on_hover_text(p.plan.as_deref().map_or(String::new(), |plan| format!("Plan: {plan}")));
+        // One line whatever the width (the whole of it on hover), so the band keeps its height.
+        let details = p.details(now);
+        let plan = p.plan.as_deref().map_or(String::new(), |plan| format!("\nPlan: {plan}"));
+        ui.add(egui::Label::new(egui::RichText::new(&details).small()).truncate())
+            .on_hover_text(format!("{details}{plan}"));
     }
 }
 

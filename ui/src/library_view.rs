@@ -101,8 +101,12 @@ impl LibraryView {
             if ui.button("Use recipe").on_hover_text("load this song's recipe into the composer").clicked() {
                 action = Some(Action::UseRecipe(song.clone()));
             }
-            let variation = ui.add_enabled(!busy, egui::Button::new("Variation"));
-            if variation.on_hover_text("the same recipe with a new seed").clicked() {
+            let hint = if busy {
+                "the same recipe with a new seed, after the song being made"
+            } else {
+                "the same recipe with a new seed"
+            };
+            if ui.button("Variation").on_hover_text(hint).clicked() {
                 action = Some(Action::Variation(song.clone()));
             }
             if ui.button("Rename").clicked() {

@@ -15,6 +15,8 @@ struct ScriptedEngine {
     sent: RefCell<Vec<Request>>,
     queue: RefCell<VecDeque<EngineEvent>>,
     per_poll: usize,
+    /// While set, nothing arrives (a song that takes its time).
+    paused: std::cell::Cell<bool>,
 }
 
 impl Engine for ScriptedEngine {
@@ -44,7 +46,8 @@ impl Engine for ScriptedEngine {
                 queue.push_back(EngineEvent::Finished { job, timings: Timings { total_s: 1.0, ..Timings::default() } });
             }
             Request::Cancel { job } => {
-                queue.clear();
+                // As the engine: that job's song stops (or never starts), the others go on.
+                queue.retain(|e| e.job() != Some(*job));
                 queue.push_back(EngineEvent::Cancelled { job: *job });
             }
             Request::ModelInfo { model } => {
@@ -61,6 +64,9 @@ impl Engine for ScriptedEngine {
     }
 
     fn poll(&self) -> Vec<EngineEvent> {
+        if self.paused.get() {
+            return Vec::new();
+        }
         let mut queue = self.queue.borrow_mut();
         let n = if self.per_poll == 0 { queue.len() } else { self.per_poll.min(queue.len()) };
         queue.drain(..n).collect()
@@ -372,4 +378,37 @@ fn duration_takes_the_forms_people_write_and_says_what_it_did() {
         sent.iter().any(|r| matches!(r, Request::Generate { recipe, .. } if recipe.duration_s == 45.0)),
         "{sent:?}"
     );
+}
+
+#[test]
+fn generate_while_a_song_is_made_queues_it_and_a_waiting_song_can_be_removed() {
+    let mut h = harness(ScriptedEngine { per_poll: 1, ..ScriptedEngine::default() });
+    h.state_mut().draft.description = "first".into();
+    h.get_by_label("Generate").click();
+    h.run_steps(2);
+    assert!(h.state().is_running());
+    // The first takes its time while the others are asked for and one is removed.
+    h.state().engine().paused.set(true);
+    for name in ["second", "third"] {
+        h.state_mut().draft.description = name.into();
+        h.get_by_label("Generate").click();
+        h.run_steps(1);
+    }
+    let waiting: Vec<String> = h.state().queue.iter().map(|q| q.title.clone()).collect();
+    assert_eq!(waiting, ["second", "third"]);
+    assert!(h.query_by_label_contains("Waiting (1): second").is_some());
+    assert!(h.query_by_label_contains("Waiting (2): third").is_some());
+    // The second is taken out; the third moves up and is made after the first.
+    h.get_by_label("Remove second from the queue").click();
+    h.run_steps(3);
+    assert!(h.query_by_label_contains("Waiting (1): third").is_some());
+    let sent = h.state().engine().sent.borrow().clone();
+    assert!(sent.iter().any(|r| matches!(r, Request::Cancel { job: 2 })), "{sent:?}");
+    h.state().engine().paused.set(false);
+    h.run_steps(40);
+    assert!(h.state().queue.is_empty());
+    let job = h.state().job.as_ref().expect("the third");
+    assert_eq!(job.id, 3);
+    assert!(job.progress.finished.is_some(), "{:?}", job.progress);
+    assert_eq!(h.state().track.as_ref().unwrap().title, "third");
 }

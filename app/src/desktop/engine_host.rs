@@ -21,6 +21,8 @@ use crate::song_job::{self, SongJob, SongSink};
 use crate::wav::{self, WavFormat};
 
 type Running = Arc<Mutex<Option<(JobId, Cancel)>>>;
+/// Songs cancelled while they waited their turn: the worker skips them.
+type Unqueued = Arc<Mutex<std::collections::HashSet<JobId>>>;
 
 /// Sends an event and wakes the window.
 #[derive(Clone)]
@@ -98,6 +100,7 @@ pub struct InProcessEngine {
     librarian: mpsc::Sender<ToLibrarian>,
     events: mpsc::Receiver<EngineEvent>,
     running: Running,
+    unqueued: Unqueued,
     players: Arc<Players>,
 }
 
@@ -120,10 +123,22 @@ impl InProcessEngine {
             librarian: librarian.clone(),
         };
         let worker_running = running.clone();
+        let unqueued: Unqueued = Arc::default();
+        let worker_unqueued = unqueued.clone();
         std::thread::spawn(move || {
             for (job, recipe) in job_rx {
                 let cancel = Cancel::default();
-                *worker_running.lock().expect("not poisoned") = Some((job, cancel.clone()));
+                {
+                    // Under the lock a Cancel takes first, so it either finds this job running
+                    // or left it in `unqueued` before.
+                    let mut running = worker_running.lock().expect("not poisoned");
+                    if worker_unqueued.lock().expect("not poisoned").remove(&job) {
+                        drop(running);
+                        worker.outbox.send(EngineEvent::Cancelled { job });
+                        continue;
+                    }
+                    *running = Some((job, cancel.clone()));
+                }
                 let last = match worker.run(job, &recipe, &cancel) {
                     Ok(timings) => EngineEvent::Finished { job, timings },
                     Err(_) if cancel.is_cancelled() => EngineEvent::Cancelled { job },
@@ -157,7 +172,7 @@ impl InProcessEngine {
                 }
             }
         });
-        InProcessEngine { jobs, librarian, events, running, players }
+        InProcessEngine { jobs, librarian, events, running, unqueued, players }
     }
 }
 
@@ -168,10 +183,13 @@ impl Engine for InProcessEngine {
                 let _ = self.jobs.send((job, recipe));
             }
             Request::Cancel { job } => {
-                if let Some((running, cancel)) = self.running.lock().expect("not poisoned").as_ref()
-                    && *running == job
-                {
-                    cancel.cancel();
+                let running = self.running.lock().expect("not poisoned");
+                match running.as_ref() {
+                    Some((id, cancel)) if *id == job => cancel.cancel(),
+                    // Not started yet (or over): skipped when its turn comes.
+                    _ => {
+                        self.unqueued.lock().expect("not poisoned").insert(job);
+                    }
                 }
             }
             Request::TogglePlayback => self.players.with_open(Player::toggle),

@@ -348,3 +348,33 @@ fn the_draft_and_the_settings_survive_a_restart() {
     super::persist(&mut storage, &draft, &settings);
     assert_eq!(super::restore(Some(&storage)), (draft, settings));
 }
+
+#[test]
+fn a_queue_of_two_with_the_waiting_one_removed_makes_only_the_first() {
+    let setup = Setup::new();
+    let mut h = setup.harness();
+    h.state_mut().draft.lyrics = "[verse]\nla la".into();
+    h.state_mut().draft.duration_s = 20.0;
+    h.state_mut().draft.description = "first in line".into();
+    h.get_by_label("Generate").click();
+    h.step();
+    h.state_mut().draft.description = "second in line".into();
+    h.get_by_label("Generate").click();
+    h.step();
+    assert_eq!(h.state().queue.len(), 1, "the second waits");
+    h.get_by_label("Remove second in line from the queue").click();
+    h.step();
+    h.step();
+    assert!(h.state().queue.is_empty());
+    wait_until(&mut h, "the first song", |app| app.job.as_ref().is_some_and(|j| j.progress.is_done()));
+    assert_eq!(h.state().job.as_ref().unwrap().progress.error, None, "the first finished");
+    // The engine makes songs in order: had the second not been skipped, it would be made before
+    // a third asked for now.
+    h.state_mut().draft.description = "third in line".into();
+    h.get_by_label("Generate").click();
+    h.step();
+    wait_until(&mut h, "the third song", |app| app.job.as_ref().is_some_and(|j| j.id == 3 && j.progress.is_done()));
+    let songs = Library::open(&setup.library_dir()).unwrap().list("").unwrap();
+    let kept: Vec<&str> = songs.iter().map(|s| s.recipe.description.as_str()).collect();
+    assert_eq!(kept, ["third in line", "first in line"]);
+}
