@@ -91,6 +91,8 @@ pub struct SongloomApp<E: Engine> {
     duration_text: String,
     duration_shown: Option<f64>,
     duration_note: Option<(String, bool)>,
+    /// Set by the banner: the Model field takes the focus.
+    focus_model_field: bool,
     /// Set by a tag button: the Lyrics editor takes the focus back with its cursor here.
     refocus_lyrics: Option<usize>,
     /// A library song whose recipe would replace a draft that holds text: asked first.
@@ -116,6 +118,7 @@ impl<E: Engine> SongloomApp<E> {
             duration_text: String::new(),
             duration_shown: None,
             duration_note: None,
+            focus_model_field: false,
             refocus_lyrics: None,
             replacing_draft: None,
             library_requested: false,
@@ -291,6 +294,9 @@ impl<E: Engine> SongloomApp<E> {
     /// The song being written: description, lyrics, Generate and its progress, the parameters.
     fn compose_column(&mut self, ui: &mut egui::Ui, now: f64) {
         ui.heading("Songloom");
+        if self.draft.model.trim().is_empty() {
+            self.embedded_model_banner(ui);
+        }
         self.compose_ui(ui);
         ui.horizontal(|ui| {
             let running = self.is_running();
@@ -320,6 +326,25 @@ impl<E: Engine> SongloomApp<E> {
         }
         ui.separator();
         self.parameters_ui(ui);
+    }
+
+    /// Said while the embedded model is the one in use: what it can do, and how to get the real one.
+    fn embedded_model_banner(&mut self, ui: &mut egui::Ui) {
+        egui::Frame::group(ui.style()).fill(ui.visuals().faint_bg_color).show(ui, |ui| {
+            ui.strong("You are using the built-in test model.");
+            ui.label(
+                "It is a tiny model with made-up weights: it shows every stage working and makes sound, not \
+                 music. For songs, download MiniMaxAI/MiniMax-Music3 from Hugging Face (28.5 GB; it needs a GPU \
+                 with 7 GB or more: on an H200 a minute of music takes about 22 s, other GPUs are not measured \
+                 yet, a CPU takes hours), then give its folder as the Model below.",
+            );
+            ui.horizontal(|ui| {
+                ui.hyperlink_to("The model on Hugging Face", "https://huggingface.co/MiniMaxAI/MiniMax-Music3");
+                if ui.button("Enter its folder").clicked() {
+                    self.focus_model_field = true;
+                }
+            });
+        });
     }
 
     /// What there is to hear: the player, a notice line, the library.
@@ -510,8 +535,12 @@ impl<E: Engine> SongloomApp<E> {
             });
             ui.end_row();
             let label = ui.label("Model");
-            ui.add(egui::TextEdit::singleline(&mut self.draft.model).hint_text("embedded test model"))
+            let model = ui
+                .add(egui::TextEdit::singleline(&mut self.draft.model).hint_text("embedded test model"))
                 .labelled_by(label.id);
+            if std::mem::take(&mut self.focus_model_field) {
+                model.request_focus();
+            }
             ui.end_row();
         });
         if self.model_info.as_ref().is_none_or(|(asked, _)| *asked != self.draft.model) {

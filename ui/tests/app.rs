@@ -412,3 +412,17 @@ fn generate_while_a_song_is_made_queues_it_and_a_waiting_song_can_be_removed() {
     assert!(job.progress.finished.is_some(), "{:?}", job.progress);
     assert_eq!(h.state().track.as_ref().unwrap().title, "third");
 }
+
+#[test]
+fn the_built_in_model_says_what_it_is_and_where_the_real_one_goes() {
+    let mut h = harness(ScriptedEngine::default());
+    h.run();
+    assert!(h.query_by_label("You are using the built-in test model.").is_some());
+    assert!(h.query_by_label_contains("makes sound, not music").is_some());
+    h.get_by_label("Enter its folder").click();
+    h.run();
+    h.event(egui::Event::Text("/models/MiniMax-Music3".into()));
+    h.run();
+    assert_eq!(h.state().draft.model, "/models/MiniMax-Music3", "the Model field took the focus");
+    assert!(h.query_by_label("You are using the built-in test model.").is_none(), "and the banner goes");
+}

@@ -226,6 +226,8 @@ fn a_missing_model_or_gpu_is_an_error_in_the_window_and_the_next_song_still_runs
     h.state_mut().draft.description = "ambient pads".into();
     h.state_mut().draft.lyrics = "[verse]\nla".into();
     h.state_mut().draft.model = setup.home.path().join("no-such-model").display().to_string();
+    // One frame first: with a model named, the built-in model's banner goes and Generate moves up.
+    h.step();
     h.get_by_label("Generate").click();
     h.step();
     wait_until(&mut h, "the failure", |app| app.job.as_ref().is_some_and(|j| j.progress.is_done()));
@@ -239,6 +241,7 @@ fn a_missing_model_or_gpu_is_an_error_in_the_window_and_the_next_song_still_runs
     if songloom_engine::Device::from_choice(cuda).is_err() {
         h.state_mut().draft.model.clear();
         h.state_mut().draft.device = cuda.name().into();
+        h.step();
         h.get_by_label("Generate").click();
         h.step();
         wait_until(&mut h, "the GPU error", |app| app.job.as_ref().is_some_and(|j| j.progress.is_done()));
@@ -248,6 +251,8 @@ fn a_missing_model_or_gpu_is_an_error_in_the_window_and_the_next_song_still_runs
 
     h.state_mut().draft.model.clear();
     h.state_mut().draft.device = "cpu".into();
+    // One frame first: the built-in model's banner comes back above Generate.
+    h.step();
     h.get_by_label("Generate").click();
     h.step();
     wait_until(&mut h, "the next song", |app| app.job.as_ref().is_some_and(|j| j.progress.is_done()));
