@@ -512,6 +512,12 @@ impl<E: Engine> SongloomApp<E> {
             let label = ui.label("Device");
             device_choice_ui(ui, label.id, &mut self.draft.device, &self.devices);
             ui.end_row();
+            let chosen = self.devices.iter().find(|d| d.name == self.draft.device);
+            if let Some(advice) = chosen.and_then(|d| d.advice.as_ref()) {
+                ui.label("");
+                ui.add(egui::Label::new(egui::RichText::new(advice).small()).wrap());
+                ui.end_row();
+            }
             let label = ui.label("Precision");
             text_choice_ui(ui, label.id, "precision", &mut self.draft.precision, &PRECISIONS);
             ui.end_row();

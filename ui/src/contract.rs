@@ -41,6 +41,9 @@ pub const WEIGHTS: [&str; 5] = ["auto", "bf16", "8bit", "4bit", "4bit-all"];
 pub struct DeviceStatus {
     pub name: String,
     pub available: Result<String, String>,
+    /// What the real model would do there (its plan, how long a minute of music takes, as
+    /// measured or estimated), for a device that runs here.
+    pub advice: Option<String>,
 }
 
 impl Default for Recipe {

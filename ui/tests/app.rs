@@ -426,3 +426,21 @@ fn the_built_in_model_says_what_it_is_and_where_the_real_one_goes() {
     assert_eq!(h.state().draft.model, "/models/MiniMax-Music3", "the Model field took the focus");
     assert!(h.query_by_label("You are using the built-in test model.").is_none(), "and the banner goes");
 }
+
+#[test]
+fn the_chosen_device_says_what_the_real_model_would_do_there() {
+    let mut h = harness(ScriptedEngine::default());
+    let status = |name: &str, advice: &str| songloom_ui::contract::DeviceStatus {
+        name: name.into(),
+        available: Ok("here".into()),
+        advice: Some(advice.into()),
+    };
+    h.state().engine().queue.borrow_mut().push_back(EngineEvent::Devices {
+        devices: vec![status("auto", "the real model here: q8 AR weights, bf16 DiT, streamed"), status("cpu", "hours")],
+    });
+    h.run();
+    assert!(h.query_by_label_contains("q8 AR weights, bf16 DiT, streamed").is_some());
+    h.state_mut().draft.device = "cpu".into();
+    h.run();
+    assert!(h.query_by_label("hours").is_some() && h.query_by_label_contains("q8 AR weights").is_none());
+}

@@ -323,12 +323,23 @@ impl Librarian {
     /// Each device choice and whether it can run here.
     fn send_devices(&self) {
         let probes = Device::probe_all();
-        let auto = match probes.iter().find(|p| p.status.is_ok() && p.kind != songloom_engine::DeviceKind::Cpu) {
-            Some(gpu) => Ok(format!("{} here", gpu.kind)),
-            None => Ok("the CPU here".to_string()),
-        };
-        let mut devices = vec![DeviceStatus { name: DeviceChoice::Auto.name().into(), available: auto }];
-        devices.extend(probes.into_iter().map(|p| DeviceStatus { name: p.kind.name().into(), available: p.status }));
+        let picked = probes
+            .iter()
+            .find(|p| p.status.is_ok() && p.kind != songloom_engine::DeviceKind::Cpu)
+            .map_or(songloom_engine::DeviceKind::Cpu, |gpu| gpu.kind);
+        let advice = |kind| Some(crate::advice::for_device(kind));
+        let auto = Ok(if picked == songloom_engine::DeviceKind::Cpu {
+            "the CPU here".into()
+        } else {
+            format!("{picked} here")
+        });
+        let mut devices =
+            vec![DeviceStatus { name: DeviceChoice::Auto.name().into(), available: auto, advice: advice(picked) }];
+        devices.extend(probes.into_iter().map(|p| DeviceStatus {
+            name: p.kind.name().into(),
+            advice: p.status.is_ok().then(|| crate::advice::for_device(p.kind)),
+            available: p.status,
+        }));
         self.outbox.send(EngineEvent::Devices { devices });
     }
 
