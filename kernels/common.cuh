@@ -7,6 +7,19 @@ typedef unsigned short bf16_t;
 
 __device__ __forceinline__ float bf16_to_f32(bf16_t b) { return __uint_as_float(((unsigned int)b) << 16); }
 
+// f16 (the quantized formats' scales and offsets) through the conversion unit.
+__device__ __forceinline__ float f16_to_f32(unsigned short h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+__device__ __forceinline__ unsigned short f32_to_f16(float f) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+
 // Round to nearest even, as torch's .to(bfloat16); NaN stays NaN.
 __device__ __forceinline__ bf16_t f32_to_bf16(float f) {
     unsigned int u = __float_as_uint(f);

@@ -18,12 +18,6 @@
 #define QEPI_ADD 1
 #define QEPI_SWIGLU 2
 
-__device__ __forceinline__ float qf16(unsigned short h) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return f;
-}
-
 // One quantized matrix: its words, and a scale (and, for q4, an offset) per group of 32.
 struct QMatrix {
     const uint4* words;
@@ -195,8 +189,8 @@ __device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, QInput x, cons
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 p[h][r] = words[h][r][c];
-                s[h][r] = qf16(scales[h][r][group]);
-                o[h][r] = BITS == 4 ? qf16(offsets[h][r][group]) : 0.0f;
+                s[h][r] = f16_to_f32(scales[h][r][group]);
+                o[h][r] = BITS == 4 ? f16_to_f32(offsets[h][r][group]) : 0.0f;
             }
 #pragma unroll
         for (int i = 0; i < M; i++) {

@@ -7,18 +7,6 @@
 // f16 NaN as half::f16::NAN writes it, for the scale of a group that holds a non-finite weight.
 #define F16_NAN 0x7e00
 
-__device__ __forceinline__ float f16_to_f32(unsigned short h) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return f;
-}
-
-__device__ __forceinline__ unsigned short f32_to_f16(float f) {
-    unsigned short h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-    return h;
-}
-
 // Weight i of a q8 or q4 tensor, dequantized.
 __device__ __forceinline__ float q8_weight(const unsigned int* words, const unsigned short* scales, long i) {
     int q = (signed char)((words[i >> 2] >> (8 * (i & 3))) & 0xff);

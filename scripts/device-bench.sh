@@ -6,12 +6,7 @@
 # or DiT forward (PROFILE_STAGES="decode depth dit", under PROFILE_PRECISION), a 60 s song under
 # each of SONGS (e.g. "tf32 bf16 reference"). The logs go to $R/run.tar.gz (the device tool
 # returns at most 8 files) and the summary to $R/summary.txt; the summary is printed last.
-R=/tmp/run
-mkdir -p $R
-export LD_LIBRARY_PATH=$PWD/.device/lib:$LD_LIBRARY_PATH
-export SONGLOOM_FIXTURES=$PWD/tests/fixtures
-mkdir -p /tmp/b
-for b in .device/*.xz; do n=$(basename $b .xz); xz -dc $b > /tmp/b/$n; chmod +x /tmp/b/$n; done
+source scripts/device-unpack.sh
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > $R/smi.txt
 for t in conformance ops parity pipeline kernels; do
   [ -x .device/test-$t ] && { .device/test-$t --nocapture --test-threads=1 > $R/test-$t.log 2>&1; echo "test-$t rc=$?" >> $R/summary.txt; grep "test result" $R/test-$t.log >> $R/summary.txt; grep -B2 -A12 "panicked" $R/test-$t.log | head -40 >> $R/summary.txt; }

@@ -5,12 +5,7 @@
 # each of TIERS, each as "name:precision:weights:mode:max-memory" (max-memory "-" for none), with
 # nvidia-smi sampling the device's memory every 200 ms. Logs go to $OUT/run.tar.gz, the summary
 # to $OUT/summary.txt (printed last).
-R=/tmp/run
-mkdir -p $R
-export LD_LIBRARY_PATH=$PWD/.device/lib:$LD_LIBRARY_PATH
-export SONGLOOM_FIXTURES=$PWD/tests/fixtures
-mkdir -p /tmp/b
-for b in .device/*.xz; do n=$(basename $b .xz); xz -dc $b > /tmp/b/$n; chmod +x /tmp/b/$n; done
+source scripts/device-unpack.sh
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw,memory.used --format=csv > $R/smi.txt
 for t in ${TESTS-conformance memory parity_quantized parity pipeline kernels ops}; do
   [ -x .device/test-$t ] && { .device/test-$t --nocapture --test-threads=1 > $R/test-$t.log 2>&1; echo "test-$t rc=$?" >> $R/summary.txt; grep "test result" $R/test-$t.log >> $R/summary.txt; grep -B2 -A12 "panicked" $R/test-$t.log | head -40 >> $R/summary.txt; }

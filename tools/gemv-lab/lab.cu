@@ -31,12 +31,6 @@
         }                                                                        \
     } while (0)
 
-__device__ unsigned short f32_to_f16_lab(float f) {
-    unsigned short h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-    return h;
-}
-
 __global__ void fill_words(unsigned int* p, long n, unsigned int seed) {
     GRID_STRIDE(i, n) {
         unsigned int h = (unsigned int)i * 2654435761u ^ seed;
@@ -49,7 +43,7 @@ __global__ void fill_half(unsigned short* p, long n, float base, unsigned int se
     GRID_STRIDE(i, n) {
         unsigned int h = (unsigned int)i * 2246822519u ^ seed;
         h ^= h >> 13; h *= 0x5bd1e995u; h ^= h >> 15;
-        p[i] = f32_to_f16_lab(base * (0.5f + (h & 0xffff) / 65536.0f) * ((h >> 16) & 1 ? 1.0f : -1.0f));
+        p[i] = f32_to_f16(base * (0.5f + (h & 0xffff) / 65536.0f) * ((h >> 16) & 1 ? 1.0f : -1.0f));
     }
 }
 
@@ -140,22 +134,6 @@ static std::vector<float> fetch(const float* d, size_t n) {
     return h;
 }
 
-// As many blocks as fit on the device at once, at most `total`.
-template <typename K>
-static int resident(K kernel, int threads, int smem, int total) {
-    struct Seen { const void* k; int threads, smem, blocks; };
-    static std::vector<Seen> seen;
-    for (auto& e : seen)
-        if (e.k == (const void*)kernel && e.threads == threads && e.smem == smem) return e.blocks < total ? e.blocks : total;
-    int per_sm = 0, sms = 0;
-    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
-    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    int g = per_sm * sms;
-    printf("  (%d blocks of %d threads a multiprocessor)\n", per_sm, threads);
-    seen.push_back({(const void*)kernel, threads, smem, g});
-    return g < total ? g : total;
-}
-
 static int engine_threads(int bits, int k, int most) {
     int loads = k / (bits == 8 ? 16 : 32);
     int t = (loads + 31) / 32 * 32;
@@ -193,7 +171,6 @@ int main() {
     CHECK(cudaMalloc(&y3, 8 * 12288 * 4));
     CHECK(cudaMalloc(&gain, 12288 * 2));
     fill_float<<<64, 256>>>(x, 8 * 12288, 3);
-    fill_half<<<64, 256>>>(gain, 12288 / 2, 0.0f, 1);  // overwritten below with bf16 ones
     {
         std::vector<unsigned short> ones(12288, 0x3f80);
         CHECK(cudaMemcpy(gain, ones.data(), 12288 * 2, cudaMemcpyHostToDevice));

@@ -327,18 +327,21 @@ impl Librarian {
             .iter()
             .find(|p| p.status.is_ok() && p.kind != songloom_engine::DeviceKind::Cpu)
             .map_or(songloom_engine::DeviceKind::Cpu, |gpu| gpu.kind);
-        let advice = |kind| Some(crate::advice::for_device(kind));
+        // Each backend that runs here advised once (a GPU's plan opens it); `auto` takes its pick's.
+        let advice: Vec<Option<String>> =
+            probes.iter().map(|p| p.status.is_ok().then(|| crate::advice::for_device(p.kind))).collect();
+        let picked_advice = probes.iter().position(|p| p.kind == picked).and_then(|i| advice[i].clone());
         let auto = Ok(if picked == songloom_engine::DeviceKind::Cpu {
             "the CPU here".into()
         } else {
             format!("{picked} here")
         });
         let mut devices =
-            vec![DeviceStatus { name: DeviceChoice::Auto.name().into(), available: auto, advice: advice(picked) }];
-        devices.extend(probes.into_iter().map(|p| DeviceStatus {
+            vec![DeviceStatus { name: DeviceChoice::Auto.name().into(), available: auto, advice: picked_advice }];
+        devices.extend(probes.into_iter().zip(advice).map(|(p, advice)| DeviceStatus {
             name: p.kind.name().into(),
-            advice: p.status.is_ok().then(|| crate::advice::for_device(p.kind)),
             available: p.status,
+            advice,
         }));
         self.outbox.send(EngineEvent::Devices { devices });
     }

@@ -256,7 +256,7 @@ async fn pcm(State(server): Shared, Path(id): Path<String>) -> ApiResult<Respons
     }
     let rate = server.pipeline.sample_rate();
     let stream = follow(server, id, |job| &job.audio)?
-        .map(|samples: Vec<f32>| Ok::<_, Infallible>(Bytes::from(bytemuck_bytes(&samples))));
+        .map(|samples: Vec<f32>| Ok::<_, Infallible>(Bytes::from(le_bytes(&samples))));
     Ok(Response::builder()
         .header(header::CONTENT_TYPE, "application/octet-stream")
         .header("x-sample-rate", rate)
@@ -265,7 +265,7 @@ async fn pcm(State(server): Shared, Path(id): Path<String>) -> ApiResult<Respons
         .expect("a valid response"))
 }
 
-fn bytemuck_bytes(samples: &[f32]) -> Vec<u8> {
+fn le_bytes(samples: &[f32]) -> Vec<u8> {
     samples.iter().flat_map(|s| s.to_le_bytes()).collect()
 }
 

@@ -14,19 +14,13 @@ use crate::quant::{GROUP, QuantData};
 struct QuantRow {
     values: Vec<i8>,
     scales: Vec<f32>,
-    sums: Vec<f32>,
     /// What rounding lost from each group's sum: `sum(x) - scale * sum(q)`.
     lost: Vec<f32>,
 }
 
 fn quantize_row(x: &[f32]) -> QuantRow {
     let groups = x.len() / GROUP;
-    let mut row = QuantRow {
-        values: vec![0; x.len()],
-        scales: vec![0.0; groups],
-        sums: vec![0.0; groups],
-        lost: vec![0.0; groups],
-    };
+    let mut row = QuantRow { values: vec![0; x.len()], scales: vec![0.0; groups], lost: vec![0.0; groups] };
     for (g, group) in x.chunks_exact(GROUP).enumerate() {
         let finite = group.iter().all(|v| v.is_finite());
         let amax = group.iter().fold(0.0f32, |m, v| m.max(v.abs()));
@@ -37,21 +31,9 @@ fn quantize_row(x: &[f32]) -> QuantRow {
         let scale = if finite { amax / 127.0 } else { f32::NAN };
         let codes: i32 = row.values[g * GROUP..(g + 1) * GROUP].iter().map(|&q| q as i32).sum();
         row.scales[g] = scale;
-        row.sums[g] = group.iter().sum();
-        row.lost[g] = row.sums[g] - scale * codes as f32;
+        row.lost[g] = group.iter().sum::<f32>() - scale * codes as f32;
     }
     row
-}
-
-/// An f16 as f32, by moving its bits for normal numbers (a scale or offset nearly always is), which
-/// is several times quicker than the general conversion without the F16C instructions.
-fn widen(h: half::f16) -> f32 {
-    let bits = h.to_bits() as u32;
-    let exponent = bits & 0x7c00;
-    if exponent == 0 || exponent == 0x7c00 {
-        return h.to_f32();
-    }
-    f32::from_bits((bits & 0x8000) << 16 | ((bits & 0x7fff) + 0x1c000) << 13)
 }
 
 /// `y [m, n] = x [m, k] . w [n, k]^T` for few rows `m`, with `k` whole groups. The kernels' sum
@@ -77,7 +59,7 @@ pub fn quant_gemv(x: &[f32], m: usize, k: usize, q: &QuantData, n: usize, out: &
                 if q4 {
                     let span = r * groups..(r + 1) * groups;
                     for ((middle, o), s) in middles.iter_mut().zip(&q.offsets[span.clone()]).zip(&q.scales[span]) {
-                        *middle = widen(*o) + 7.5 * widen(*s);
+                        *middle = o.to_f32() + 7.5 * s.to_f32();
                     }
                 }
                 let mut dots = [0.0f32; 8];
@@ -126,14 +108,6 @@ mod tests {
             let rel = (err / norm).sqrt();
             assert!(rel < 1e-2, "{dtype:?}: {rel}");
             assert!(rel > 0.0, "{dtype:?}: the activations were not quantized");
-        }
-    }
-
-    #[test]
-    fn widening_an_f16_is_the_general_conversion() {
-        for bits in 0..=u16::MAX {
-            let h = half::f16::from_bits(bits);
-            assert!(widen(h).to_bits() == h.to_f32().to_bits() || h.is_nan() && widen(h).is_nan(), "{bits:#x}");
         }
     }
 
