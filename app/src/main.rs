@@ -175,6 +175,7 @@ enum LibraryCommand {
 
 fn main() {
     ignore_file_size_signal();
+    quiet_vulkan_layers_without_a_session();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => match hint_for(&e) {
@@ -231,6 +232,16 @@ fn ignore_file_size_signal() {
     // SAFETY: setting a signal's disposition to "ignore" at start, before any other thread runs.
     unsafe {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
+/// Without a desktop session (a server, CI), Mesa's device-selection layer, which the Vulkan
+/// loader runs for every instance, would print an error about `XDG_RUNTIME_DIR` on each probe of
+/// the wgpu backend; it only orders adapters for windows, which need a session anyway.
+fn quiet_vulkan_layers_without_a_session() {
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        // SAFETY: at start, before any other thread runs.
+        unsafe { std::env::set_var("NODEVICE_SELECT", "1") };
     }
 }
 

@@ -140,9 +140,6 @@ fn bad_inputs_are_clear_errors() {
     args.extend(["--device", "tpu"]);
     fails(&args, "unknown device");
     let mut args = gen_args("piano", "la", "1");
-    args.extend(["--device", "wgpu"]);
-    fails(&args, "not available");
-    let mut args = gen_args("piano", "la", "1");
     args.extend(["--out", "/nonexistent-dir/song.wav"]);
     fails(&args, "cannot write");
 }
@@ -167,6 +164,35 @@ fn the_same_binary_runs_without_cuda() {
     let r = songloom(dir.path(), &args);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert!(out.exists());
+}
+
+/// The main job on the wgpu backend (lavapipe in CI), where an adapter exists: a song written,
+/// and the same song as the CPU makes within the products' rounding.
+#[test]
+fn the_main_job_runs_on_wgpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let devices = songloom(dir.path(), &["devices"]);
+    let text = String::from_utf8_lossy(&devices.stdout);
+    if !text.contains("wgpu  available") {
+        println!("skipped: no wgpu adapter here ({})", text.lines().find(|l| l.contains("wgpu")).unwrap_or(""));
+        return;
+    }
+    let mut samples = Vec::new();
+    for device in ["wgpu", "cpu"] {
+        let out = dir.path().join(format!("{device}.wav"));
+        let mut args = gen_args("piano", "[verse]\\nla", "1");
+        args.extend(["--device", device, "--seed", "7", "--out", out.to_str().unwrap()]);
+        let r = songloom(dir.path(), &args);
+        assert!(r.status.success(), "{device}: {}", String::from_utf8_lossy(&r.stderr));
+        let mut reader = hound::WavReader::open(&out).unwrap();
+        samples.push(reader.samples::<f32>().map(|s| s.unwrap()).collect::<Vec<_>>());
+    }
+    assert_eq!(samples[0].len(), samples[1].len());
+    let worst = samples[0].iter().zip(&samples[1]).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+    let peak = samples[1].iter().map(|s| s.abs()).fold(0.0, f32::max);
+    println!("wgpu against the CPU: worst sample difference {worst:.3e}, peak {peak:.3e}");
+    assert!(peak > 0.0, "the CPU's song is silent");
+    assert!(worst <= 1e-3 * peak, "wgpu and the CPU differ by {worst} of a peak {peak}");
 }
 
 #[test]

@@ -20,6 +20,7 @@ mod shapes;
 pub mod stage;
 pub mod tensor;
 pub mod weights;
+pub mod wgpu_backend;
 
 pub use device::{AttentionShape, Backend, Device, DeviceChoice, DeviceKind, DeviceOptions, Op, Rotary};
 pub use error::{Error, Result};

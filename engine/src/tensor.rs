@@ -121,6 +121,7 @@ impl CpuStorage {
 pub enum Storage {
     Cpu(CpuStorage),
     Cuda(crate::cuda::CudaStorage),
+    Wgpu(crate::wgpu_backend::WgpuStorage),
 }
 
 impl Storage {
@@ -128,6 +129,7 @@ impl Storage {
         match self {
             Storage::Cpu(s) => s.dtype(),
             Storage::Cuda(s) => s.dtype(),
+            Storage::Wgpu(s) => s.dtype(),
         }
     }
 
@@ -136,6 +138,7 @@ impl Storage {
         match self {
             Storage::Cpu(_) => DeviceKind::Cpu,
             Storage::Cuda(_) => DeviceKind::Cuda,
+            Storage::Wgpu(_) => DeviceKind::Wgpu,
         }
     }
 
@@ -143,6 +146,7 @@ impl Storage {
         match self {
             Storage::Cpu(s) => s.len(),
             Storage::Cuda(s) => s.len(),
+            Storage::Wgpu(s) => s.len(),
         }
     }
 
@@ -151,6 +155,7 @@ impl Storage {
         match self {
             Storage::Cpu(s) => Ok(s.to_f32_vec()),
             Storage::Cuda(s) => s.to_host(),
+            Storage::Wgpu(s) => s.to_host(),
         }
     }
 }

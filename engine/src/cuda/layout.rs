@@ -17,6 +17,7 @@ impl CudaBackend {
         let shape = t.shape().to_vec();
         let storage = match t.into_storage() {
             Storage::Cuda(s) => Storage::Cuda(s),
+            Storage::Wgpu(w) => return self.upload(Tensor::new_unchecked(&shape, Storage::Cpu(w.to_cpu()?))),
             Storage::Cpu(cpu) => {
                 let lane = self.lane()?;
                 match cpu {

@@ -17,6 +17,7 @@ use crate::cpu::CpuBackend;
 use crate::cuda::CudaBackend;
 use crate::error::{Error, Result};
 use crate::precision::{Precision, names};
+use crate::wgpu_backend::WgpuBackend;
 
 /// The compute backends, by the name the CLI, the window and the recipe use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -121,6 +122,7 @@ pub struct Probe {
 pub enum Device {
     Cpu(CpuBackend),
     Cuda(Box<CudaBackend>),
+    Wgpu(Box<WgpuBackend>),
 }
 
 impl Device {
@@ -134,12 +136,13 @@ impl Device {
     }
 
     /// Opens the backend `choice` names. A named backend that cannot run here is an error that says
-    /// why; `auto` takes CUDA where it works, else the CPU.
+    /// why; `auto` takes CUDA where it works, else wgpu on a real GPU adapter (never a CPU
+    /// implementation such as lavapipe, which `wgpu` by name still reaches), else the CPU.
     pub fn open(choice: DeviceChoice, options: DeviceOptions) -> Result<Self> {
         match choice {
-            DeviceChoice::Auto => {
-                Ok(Self::open_kind(DeviceKind::Cuda, options).unwrap_or_else(|_| Device::Cpu(CpuBackend::new(options))))
-            }
+            DeviceChoice::Auto => Ok(Self::open_kind(DeviceKind::Cuda, options)
+                .or_else(|_| WgpuBackend::new_on_gpu(options).map(|w| Device::Wgpu(Box::new(w))))
+                .unwrap_or_else(|_| Device::Cpu(CpuBackend::new(options)))),
             DeviceChoice::Kind(kind) => Self::open_kind(kind, options)
                 .map_err(|e| Error::Invalid(format!("device `{kind}` is not available: {e}"))),
         }
@@ -149,7 +152,7 @@ impl Device {
         match kind {
             DeviceKind::Cpu => Ok(Device::Cpu(CpuBackend::new(options))),
             DeviceKind::Cuda => Ok(Device::Cuda(Box::new(CudaBackend::new(0, options)?))),
-            DeviceKind::Wgpu => Err(Error::Invalid("this build has no wgpu backend yet".into())),
+            DeviceKind::Wgpu => Ok(Device::Wgpu(Box::new(WgpuBackend::new(options)?))),
         }
     }
 
@@ -174,6 +177,7 @@ impl std::ops::Deref for Device {
         match self {
             Device::Cpu(b) => b,
             Device::Cuda(b) => b.as_ref(),
+            Device::Wgpu(b) => b.as_ref(),
         }
     }
 }
@@ -189,6 +193,5 @@ mod tests {
         }
         let err = DeviceChoice::parse("tpu").unwrap_err().to_string();
         assert!(err.contains("`tpu`") && err.contains("auto, cpu, cuda or wgpu"), "{err}");
-        assert!(Device::open(DeviceChoice::Kind(DeviceKind::Wgpu), DeviceOptions::default()).is_err());
     }
 }

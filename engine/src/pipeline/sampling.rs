@@ -84,11 +84,17 @@ pub fn depth_shortlist(c: &PipelineConstants) -> Shortlist {
 /// `rule` applied on the host to every entry of a logit pair: what a backend's shortlist must hold.
 /// Every entry when the rule cannot stand for the rows: a NaN among the masked conditional values,
 /// or a threshold at the floor (`-inf` masked, -1e9 guided), where entries off the list would count.
+/// Applied to a superset of the shortlist (entries by their `index`, holding every entry at or
+/// above the threshold), it gives the same list.
 pub fn shortlist(every: &Candidates, rule: &Shortlist) -> Candidates {
     let (ranked, floor): (Vec<f32>, f32) = match rule {
         Shortlist::Conditional { sampleable, extra, .. } => {
             let keep = |i: usize| sampleable.contains(&i) || *extra == Some(i);
-            let ranked = every.cond.iter().enumerate().map(|(i, &x)| if keep(i) { x } else { f32::NEG_INFINITY });
+            let ranked = every
+                .index
+                .iter()
+                .zip(&every.cond)
+                .map(|(&i, &x)| if keep(i as usize) { x } else { f32::NEG_INFINITY });
             (ranked.collect(), f32::NEG_INFINITY)
         }
         Shortlist::Guided { scale, .. } => {

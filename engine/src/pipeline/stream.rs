@@ -36,6 +36,8 @@ impl Pipeline {
         };
         let (frames, ar_s, acoustic) = match (ar_result, acoustic_result) {
             ((Ok(frames), ar_end), Ok(acoustic)) => (frames, ar_end - tokenize_s, acoustic),
+            // An AR error of its own is the cause: the acoustic half then saw its frames end early.
+            ((Err(e), _), _) if !matches!(e, Error::Cancelled) => return Err(e),
             // The acoustic thread's error is the cause when the AR thread only saw it stop listening.
             (_, Err(e)) => return Err(e),
             ((Err(e), _), _) => return Err(e),

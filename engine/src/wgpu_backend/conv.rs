@@ -1,0 +1,85 @@
+//! The vocoder's 1-D convolutions and Snake (conv.wgsl, snake.wgsl).
+
+use super::shaders::Program;
+use super::{WgpuBackend, WgpuStorage, tensor_bindings, word};
+use crate::device::Op;
+use crate::error::Result;
+use crate::shapes;
+use crate::tensor::Tensor;
+
+impl WgpuBackend {
+    #[allow(clippy::too_many_arguments)]
+    fn conv(
+        &self,
+        op: Op,
+        x: &Tensor,
+        w: &Tensor,
+        bias: Option<&Tensor>,
+        conv: shapes::Conv,
+        padding: usize,
+        step: usize,
+    ) -> Result<Tensor> {
+        let shapes::Conv { c_in, t, c_out, k, t_out } = conv;
+        let src = self.f32s(x, op)?;
+        let weight = self.storage(w, op)?;
+        let bias_storage: &WgpuStorage = match bias {
+            Some(b) => self.storage(b, op)?,
+            None => weight,
+        };
+        let out = self.alloc(op, c_out * t_out)?;
+        let mut buffers = vec![(1, src.buffer()), (2, out.buffer())];
+        buffers.extend(tensor_bindings(3, weight));
+        buffers.extend(tensor_bindings(6, bias_storage));
+        let params = [
+            (op == Op::ConvTranspose1d) as u32,
+            word(op, c_in)?,
+            word(op, t)?,
+            word(op, c_out)?,
+            word(op, k)?,
+            word(op, t_out)?,
+            word(op, padding)?,
+            word(op, step)?,
+            bias.is_some() as u32,
+        ];
+        let formats = [weight.dtype, bias_storage.dtype];
+        self.run(Program::Conv, &formats, &params, &buffers, word(op, (c_out * t_out).div_ceil(256))?)?;
+        Ok(self.wrap(&[c_out, t_out], out))
+    }
+
+    pub(super) fn conv1d(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        bias: Option<&Tensor>,
+        padding: usize,
+        dilation: usize,
+    ) -> Result<Tensor> {
+        let conv = shapes::conv1d(x, w, padding, dilation)?;
+        self.conv(Op::Conv1d, x, w, bias, conv, padding, dilation)
+    }
+
+    pub(super) fn conv_transpose1d(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        bias: Option<&Tensor>,
+        stride: usize,
+        padding: usize,
+    ) -> Result<Tensor> {
+        let conv = shapes::conv_transpose1d(x, w, stride, padding)?;
+        self.conv(Op::ConvTranspose1d, x, w, bias, conv, padding, stride)
+    }
+
+    pub(super) fn snake(&self, x: &Tensor, alpha: &Tensor) -> Result<Tensor> {
+        let op = Op::Snake;
+        let (c, t) = shapes::snake(x, alpha)?;
+        let src = self.f32s(x, op)?;
+        let a = self.storage(alpha, op)?;
+        let out = self.alloc(op, c * t)?;
+        let mut buffers = vec![(1, src.buffer()), (2, out.buffer())];
+        buffers.extend(tensor_bindings(3, a));
+        let params = [word(op, c * t)?, word(op, t.max(1))?];
+        self.run(Program::Snake, &[a.dtype], &params, &buffers, word(op, (c * t).div_ceil(256))?)?;
+        Ok(self.wrap(x.shape(), out))
+    }
+}

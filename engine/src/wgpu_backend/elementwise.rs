@@ -1,0 +1,75 @@
+//! Elementwise ops, the synthetic fill and the non-finite count.
+
+use super::shaders::Program;
+use super::{WgpuBackend, bits, word};
+use crate::device::Op;
+use crate::error::{Error, Result};
+use crate::tensor::{DType, Tensor};
+
+impl WgpuBackend {
+    /// SiLU, tanh or a scale by `factor` (unary.wgsl).
+    pub(super) fn unary(&self, x: &Tensor, op: Op, factor: f32) -> Result<Tensor> {
+        let src = self.f32s(x, op)?;
+        let n = x.elem_count();
+        let out = self.alloc(op, n)?;
+        let code = match op {
+            Op::Silu => 0,
+            Op::Tanh => 1,
+            _ => 2,
+        };
+        let params = [word(op, n)?, code, bits(factor)];
+        self.run(Program::Unary, &[], &params, &[(1, src.buffer()), (2, out.buffer())], word(op, n.div_ceil(256))?)?;
+        Ok(self.wrap(x.shape(), out))
+    }
+
+    /// A sum, or SiLU of `a` times `b` (binary.wgsl).
+    pub(super) fn binary(&self, a: &Tensor, b: &Tensor, op: Op) -> Result<Tensor> {
+        if a.shape() != b.shape() {
+            return Err(Error::Shape { op: op.name(), detail: format!("{:?} vs {:?}", a.shape(), b.shape()) });
+        }
+        let (sa, sb) = (self.f32s(a, op)?, self.f32s(b, op)?);
+        let n = a.elem_count();
+        let out = self.alloc(op, n)?;
+        let params = [word(op, n)?, if op == Op::Add { 0 } else { 1 }];
+        let buffers = [(1, sa.buffer()), (2, sb.buffer()), (3, out.buffer())];
+        self.run(Program::Binary, &[], &params, &buffers, word(op, n.div_ceil(256))?)?;
+        Ok(self.wrap(a.shape(), out))
+    }
+
+    pub(super) fn fill_uniform(
+        &self,
+        shape: &[usize],
+        dtype: DType,
+        seed: u64,
+        center: f32,
+        half_width: f32,
+    ) -> Result<Tensor> {
+        let op = Op::FillUniform;
+        if !matches!(dtype, DType::F32 | DType::BF16) {
+            return Err(Error::unsupported(op, dtype, crate::device::DeviceKind::Wgpu));
+        }
+        let n: usize = shape.iter().product();
+        let out = self.alloc_as(op, dtype, n)?;
+        let bf16 = dtype == DType::BF16;
+        let params = [word(op, n)?, bf16 as u32, seed as u32, (seed >> 32) as u32, bits(center), bits(half_width)];
+        let threads = if bf16 { n.div_ceil(2) } else { n };
+        self.run(Program::FillUniform, &[], &params, &[(1, out.buffer())], word(op, threads.div_ceil(256))?)?;
+        Ok(self.wrap(shape, out))
+    }
+
+    pub(super) fn count_non_finite(&self, x: &Tensor) -> Result<usize> {
+        let op = Op::CountNonFinite;
+        let src = self.f32s(x, op)?;
+        let n = x.elem_count();
+        let count = self.shared.pool.upload(&[0; 4])?;
+        self.run(
+            Program::CountNonFinite,
+            &[],
+            &[word(op, n)?],
+            &[(1, src.buffer()), (2, count.raw())],
+            word(op, n.div_ceil(256))?,
+        )?;
+        let bytes = self.shared.queue.read(count.raw(), 4)?;
+        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize)
+    }
+}

@@ -1,0 +1,134 @@
+//! Data movement: copies where the data is contiguous (rows, a cache append), layout.wgsl where it
+//! is not (a transpose, a column range, resampling), and the embedding gather.
+
+use std::sync::Arc;
+
+use super::shaders::Program;
+use super::{WgpuBackend, bits, tensor_bindings, word};
+use crate::device::{DeviceKind, Op};
+use crate::error::{Error, Result};
+use crate::shapes;
+use crate::tensor::Tensor;
+
+const TRANSPOSE: u32 = 0;
+const COLUMNS: u32 = 1;
+const RESAMPLE: u32 = 2;
+
+impl WgpuBackend {
+    /// One layout.wgsl pass: `rows x out_cols` outputs from a `[.., cols]` input.
+    fn layout_pass(
+        &self,
+        op: Op,
+        x: &Tensor,
+        rows: usize,
+        out_cols: usize,
+        params: [u32; 4],
+    ) -> Result<super::WgpuStorage> {
+        let src = self.f32s(x, op)?;
+        let (_, cols) = x.dims2(op.name())?;
+        let n = rows * out_cols;
+        let out = self.alloc(op, n)?;
+        let [code, first, scale, mode] = params;
+        let params = [code, word(op, rows)?, word(op, cols)?, first, word(op, out_cols)?, scale, mode];
+        self.run(Program::Layout, &[], &params, &[(1, src.buffer()), (2, out.buffer())], word(op, n.div_ceil(256))?)?;
+        Ok(out)
+    }
+
+    pub(super) fn transpose(&self, x: &Tensor) -> Result<Tensor> {
+        let (r, c) = x.dims2("transpose")?;
+        let out = self.layout_pass(Op::Transpose, x, c, r, [TRANSPOSE, 0, 0, 0])?;
+        Ok(self.wrap(&[c, r], out))
+    }
+
+    pub(super) fn slice_cols(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
+        let (r, c) = x.dims2("slice_cols")?;
+        shapes::range("slice_cols", start, end, c)?;
+        let out = self.layout_pass(Op::SliceCols, x, r, end - start, [COLUMNS, word(Op::SliceCols, start)?, 0, 0])?;
+        Ok(self.wrap(&[r, end - start], out))
+    }
+
+    pub(super) fn resample_nearest(&self, x: &Tensor, out_len: usize) -> Result<Tensor> {
+        let (c, t) = x.dims2("resample_nearest")?;
+        // The rule of the CPU: the same index, half of it, or torch's f32 step.
+        let mode = if out_len == t {
+            1
+        } else if out_len == 2 * t {
+            2
+        } else {
+            0
+        };
+        let scale = bits(t as f32 / out_len as f32);
+        let out = self.layout_pass(Op::ResampleNearest, x, c, out_len, [RESAMPLE, 0, scale, mode])?;
+        Ok(self.wrap(&[c, out_len], out))
+    }
+
+    pub(super) fn slice_rows(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
+        let (r, c) = x.dims2("slice_rows")?;
+        shapes::range("slice_rows", start, end, r)?;
+        let src = self.f32s(x, Op::SliceRows)?;
+        let out = self.alloc(Op::SliceRows, (end - start) * c)?;
+        self.shared.queue.copy(src.buffer(), (start * c * 4) as u64, out.buffer(), 0, ((end - start) * c * 4) as u64);
+        Ok(self.wrap(&[end - start, c], out))
+    }
+
+    pub(super) fn cat_rows(&self, parts: &[&Tensor]) -> Result<Tensor> {
+        let (rows, cols) = shapes::cat_rows(parts)?;
+        let out = self.alloc(Op::CatRows, rows * cols)?;
+        let mut at = 0u64;
+        for p in parts {
+            let src = self.f32s(p, Op::CatRows)?;
+            let bytes = (p.elem_count() * 4) as u64;
+            self.shared.queue.copy(src.buffer(), 0, out.buffer(), at, bytes);
+            at += bytes;
+        }
+        Ok(self.wrap(&[rows, cols], out))
+    }
+
+    pub(super) fn write_rows(&self, dst: &mut Tensor, src: &Tensor, batch: usize, row: usize) -> Result<()> {
+        let (capacity, n, cols) = shapes::write_rows(dst, src, batch, row)?;
+        let from = self.f32s(src, Op::WriteRows)?.clone();
+        let dtype = dst.dtype();
+        let crate::tensor::Storage::Wgpu(to) = dst.storage_mut() else {
+            return Err(Error::WrongDevice {
+                op: Op::WriteRows,
+                backend: DeviceKind::Wgpu,
+                found: dst.storage().kind(),
+            });
+        };
+        if dtype != crate::tensor::DType::F32 {
+            return Err(Error::unsupported(Op::WriteRows, dtype, DeviceKind::Wgpu));
+        }
+        // A cache shared with a clone is copied first, so the clone keeps what it held.
+        if Arc::strong_count(&to.buffers[0]) > 1 {
+            let copy = self.alloc(Op::WriteRows, to.len)?;
+            self.shared.queue.copy(to.buffer(), 0, copy.buffer(), 0, (to.len * 4) as u64);
+            *to = copy;
+        }
+        let bytes = (n * cols * 4) as u64;
+        for b in 0..batch {
+            let at = ((b * capacity + row) * cols * 4) as u64;
+            self.shared.queue.copy(from.buffer(), b as u64 * bytes, to.buffer(), at, bytes);
+        }
+        Ok(())
+    }
+
+    pub(super) fn embedding(&self, table: &Tensor, ids: &[u32]) -> Result<Tensor> {
+        let op = Op::Embedding;
+        let (vocab, dim) = table.dims2("embedding")?;
+        if let Some(&id) = ids.iter().find(|&&id| id as usize >= vocab) {
+            return Err(Error::Invalid(format!("token id {id} is outside the embedding table of {vocab} rows")));
+        }
+        let t = self.storage(table, op)?;
+        let out = self.alloc(op, ids.len() * dim)?;
+        if ids.is_empty() {
+            return Ok(self.wrap(&[0, dim], out));
+        }
+        let id_buffer = self.shared.pool.upload(bytemuck::cast_slice(ids))?;
+        let mut buffers = vec![(1, id_buffer.raw()), (2, out.buffer())];
+        buffers.extend(tensor_bindings(3, t));
+        let n = ids.len() * dim;
+        let params = [word(op, ids.len())?, word(op, dim)?];
+        self.run(Program::Gather, &[t.dtype], &params, &buffers, word(op, n.div_ceil(256))?)?;
+        Ok(self.wrap(&[ids.len(), dim], out))
+    }
+}

@@ -1,0 +1,383 @@
+//! The wgpu backend: WGSL compute shaders (`shaders/`) on any Vulkan, Metal or DX12 adapter.
+//! Activations are f32; weights keep their format on the device (f32, bf16, f16, q8, q4) and are
+//! unpacked in the shaders as they are read, with f32 arithmetic throughout.
+//!
+//! A file per op family: `products` (the tiled GEMM and the decode GEMV), `attention` (and the
+//! rotary embedding), `norms`, `conv` (and Snake), `elementwise`, `layout` (data movement);
+//! `sampling` (the shortlist); `context` opens the adapter, `queue` records and submits the work, `memory` pools the buffers,
+//! `shaders` composes the programs, `storage` holds the tensors. Each family implements its ops
+//! as methods of [`WgpuBackend`]; the [`Backend`] impl below forwards to them.
+
+mod attention;
+mod context;
+mod conv;
+mod elementwise;
+mod layout;
+mod memory;
+mod norms;
+mod products;
+mod queue;
+mod sampling;
+pub mod shaders;
+mod storage;
+
+use std::sync::Arc;
+
+use self::memory::{GpuBuffer, Pool};
+use self::queue::Queue;
+use self::shaders::Program;
+pub use self::storage::WgpuStorage;
+use crate::device::{
+    AttentionShape, Backend, Candidates, DeviceKind, DeviceOptions, MemoryUse, Op, Operand, Rotary, Shortlist,
+};
+use crate::error::{Error, Result};
+use crate::precision::Precision;
+use crate::tensor::{CpuStorage, DType, Storage, Tensor};
+
+/// What every tensor of one device shares: the queue its work goes to and the buffer pool.
+pub struct Shared {
+    queue: Queue,
+    pool: Pool,
+}
+
+pub struct WgpuBackend {
+    shared: Arc<Shared>,
+    description: String,
+    precision: Precision,
+    memory: Option<u64>,
+    limits: wgpu::Limits,
+    sentinel_fill: bool,
+    /// A small buffer bound where a program declares a binding an op does not use.
+    unused: GpuBuffer,
+    angles: attention::AngleTables,
+}
+
+impl WgpuBackend {
+    /// Opens the preferred wgpu adapter ([`context::open`]).
+    pub fn new(options: DeviceOptions) -> Result<Self> {
+        Self::open(options, false)
+    }
+
+    /// Opens the preferred adapter only where it is a real GPU (what `auto` may pick).
+    pub fn new_on_gpu(options: DeviceOptions) -> Result<Self> {
+        Self::open(options, true)
+    }
+
+    fn open(options: DeviceOptions, real_gpu_only: bool) -> Result<Self> {
+        let opened = context::open(real_gpu_only)?;
+        let description = context::describe(&opened);
+        let pool = Pool::new(opened.device.clone());
+        let unused = pool.upload(&[0; 16])?;
+        let shared = Arc::new(Shared { queue: Queue::new(opened.device, opened.queue), pool });
+        Ok(WgpuBackend {
+            shared,
+            description,
+            precision: options.precision,
+            memory: opened.memory,
+            limits: opened.limits,
+            sentinel_fill: options.sentinel_fill,
+            unused,
+            angles: attention::AngleTables::default(),
+        })
+    }
+
+    fn storage<'a>(&self, t: &'a Tensor, op: Op) -> Result<&'a WgpuStorage> {
+        match t.storage() {
+            Storage::Wgpu(s) => Ok(s),
+            other => Err(Error::WrongDevice { op, backend: DeviceKind::Wgpu, found: other.kind() }),
+        }
+    }
+
+    /// An activation: f32 on this device.
+    fn f32s<'a>(&self, t: &'a Tensor, op: Op) -> Result<&'a WgpuStorage> {
+        let s = self.storage(t, op)?;
+        if s.dtype != DType::F32 {
+            return Err(Error::unsupported(op, s.dtype, DeviceKind::Wgpu));
+        }
+        Ok(s)
+    }
+
+    /// A buffer that fits within one binding of this device.
+    fn check_binding(&self, op: Op, bytes: u64) -> Result<()> {
+        let limit = self.limits.max_storage_buffer_binding_size;
+        if bytes > limit {
+            return Err(Error::BackendLimit {
+                op,
+                backend: DeviceKind::Wgpu,
+                detail: format!(
+                    "a tensor of {} MB is more than one binding of this adapter holds ({} MB)",
+                    bytes / 1_000_000,
+                    limit / 1_000_000
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// A fresh f32 result of `n` values, holding the sentinel where the options ask for it.
+    fn alloc(&self, op: Op, n: usize) -> Result<WgpuStorage> {
+        self.alloc_as(op, DType::F32, n)
+    }
+
+    fn alloc_as(&self, op: Op, dtype: DType, n: usize) -> Result<WgpuStorage> {
+        let mut buffers = Vec::new();
+        for bytes in storage::byte_sizes(dtype, n) {
+            self.check_binding(op, bytes)?;
+            let buffer = self.shared.pool.take(bytes)?;
+            if self.sentinel_fill {
+                let words = (buffer.size() / 4) as u32;
+                self.run(
+                    Program::Fill,
+                    &[],
+                    &[words, crate::device::SENTINEL_BITS[0]],
+                    &[(1, buffer.raw())],
+                    words.div_ceil(256),
+                )?;
+            }
+            buffers.push(Arc::new(buffer));
+        }
+        Ok(WgpuStorage { dtype, len: n, buffers, shared: self.shared.clone() })
+    }
+
+    fn wrap(&self, shape: &[usize], storage: WgpuStorage) -> Tensor {
+        Tensor::new_unchecked(shape, Storage::Wgpu(storage))
+    }
+
+    /// Records `workgroups` of `program` (readers in `formats`), folded as dispatches need.
+    fn run(
+        &self,
+        program: Program,
+        formats: &[DType],
+        params: &[u32],
+        buffers: &[(u32, &wgpu::Buffer)],
+        workgroups: u32,
+    ) -> Result<()> {
+        if workgroups == 0 {
+            return Ok(());
+        }
+        let pipeline = self.shared.queue.pipeline(program, formats)?;
+        self.shared.queue.dispatch(&pipeline, params, buffers, queue::fold(workgroups)?)
+    }
+
+    /// The same as [`run`](Self::run) with a two-dimensional grid of workgroups.
+    fn run_grid(
+        &self,
+        program: Program,
+        formats: &[DType],
+        params: &[u32],
+        buffers: &[(u32, &wgpu::Buffer)],
+        grid: (u32, u32),
+    ) -> Result<()> {
+        if grid.0 == 0 || grid.1 == 0 {
+            return Ok(());
+        }
+        if grid.0 > queue::MAX_WORKGROUPS || grid.1 > queue::MAX_WORKGROUPS {
+            return Err(Error::Gpu(format!("a grid of {grid:?} workgroups is more than one dispatch holds")));
+        }
+        let pipeline = self.shared.queue.pipeline(program, formats)?;
+        self.shared.queue.dispatch(&pipeline, params, buffers, grid)
+    }
+
+    fn upload_storage(&self, cpu: &CpuStorage) -> Result<WgpuStorage> {
+        let mut buffers = Vec::new();
+        for bytes in storage::to_bytes(cpu) {
+            self.check_binding(Op::Upload, bytes.len() as u64)?;
+            buffers.push(Arc::new(self.shared.pool.upload(&bytes)?));
+        }
+        Ok(WgpuStorage { dtype: cpu.dtype(), len: cpu.len(), buffers, shared: self.shared.clone() })
+    }
+}
+
+/// `binding`, `binding + 1`, ... holding the buffers of `t` (a reader's bindings).
+fn tensor_bindings(binding: u32, t: &WgpuStorage) -> impl Iterator<Item = (u32, &wgpu::Buffer)> {
+    t.buffers.iter().enumerate().map(move |(i, b)| (binding + i as u32, b.raw()))
+}
+
+/// An f32 as the bits a parameter word holds.
+fn bits(v: f32) -> u32 {
+    v.to_bits()
+}
+
+/// A count as a parameter word, or an error where it does not fit 32 bits.
+fn word(op: Op, n: usize) -> Result<u32> {
+    u32::try_from(n).map_err(|_| Error::BackendLimit {
+        op,
+        backend: DeviceKind::Wgpu,
+        detail: format!("{n} is more than a 32-bit index holds"),
+    })
+}
+
+impl Backend for WgpuBackend {
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Wgpu
+    }
+
+    fn description(&self) -> String {
+        self.description.clone()
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.shared.queue.wait()
+    }
+
+    fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    fn memory(&self) -> Option<MemoryUse> {
+        let usage = self.shared.pool.usage();
+        let total = self.memory.unwrap_or(self.limits.max_buffer_size).max(usage.held);
+        Some(MemoryUse { in_use: usage.live, peak: usage.peak, free: total - usage.held, total })
+    }
+
+    fn set_memory_limit(&self, bytes: Option<u64>) -> Result<()> {
+        self.shared.pool.set_budget(bytes);
+        Ok(())
+    }
+
+    fn release_unused_memory(&self) -> Result<()> {
+        self.shared.queue.wait()?;
+        self.shared.pool.release();
+        Ok(())
+    }
+
+    /// Every weight format for products' weights, tables and parameters (the shaders' readers take
+    /// them all), f32 activations, f32 and bf16 synthetic fills; anything can be read back.
+    fn supports(&self, op: Op, dtype: DType) -> bool {
+        match op.operand() {
+            Operand::Activation => dtype == DType::F32,
+            Operand::Result if op == Op::FillUniform => matches!(dtype, DType::F32 | DType::BF16),
+            _ => true,
+        }
+    }
+
+    fn upload(&self, t: Tensor) -> Result<Tensor> {
+        let shape = t.shape().to_vec();
+        let cpu = match t.into_storage() {
+            Storage::Cpu(c) => c,
+            Storage::Wgpu(s) => return Ok(self.wrap(&shape, s)),
+            other => CpuStorage::F32(Tensor::new_unchecked(&shape, other).to_host()?),
+        };
+        Ok(self.wrap(&shape, self.upload_storage(&cpu)?))
+    }
+
+    fn to_host(&self, t: &Tensor) -> Result<Vec<f32>> {
+        t.to_host()
+    }
+
+    /// Through the host, with the CPU's rounding, so every device converts bit for bit alike.
+    fn cast(&self, t: &Tensor, dtype: DType) -> Result<Tensor> {
+        let s = self.storage(t, Op::Cast)?;
+        if s.dtype == dtype {
+            return Ok(t.clone());
+        }
+        let converted = s.to_cpu()?.to_dtype(dtype)?;
+        Ok(self.wrap(t.shape(), self.upload_storage(&converted)?))
+    }
+
+    fn product_weight(&self, w: Tensor) -> Result<Tensor> {
+        match (self.precision, w.dtype()) {
+            (Precision::Bf16, DType::F32) => self.cast(&w, DType::BF16),
+            _ => Ok(w),
+        }
+    }
+
+    fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        WgpuBackend::linear(self, x, w, bias)
+    }
+
+    fn embedding(&self, table: &Tensor, ids: &[u32]) -> Result<Tensor> {
+        WgpuBackend::embedding(self, table, ids)
+    }
+
+    fn rms_norm(&self, x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
+        WgpuBackend::rms_norm(self, x, w, eps)
+    }
+
+    fn layer_norm(&self, x: &Tensor, w: &Tensor, b: &Tensor, eps: f32) -> Result<Tensor> {
+        WgpuBackend::layer_norm(self, x, w, b, eps)
+    }
+
+    fn rope(&self, x: &Tensor, rotary: Rotary) -> Result<Tensor> {
+        WgpuBackend::rope(self, x, rotary)
+    }
+
+    fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, shape: AttentionShape) -> Result<Tensor> {
+        WgpuBackend::attention(self, q, k, v, shape)
+    }
+
+    fn write_rows(&self, dst: &mut Tensor, src: &Tensor, batch: usize, row: usize) -> Result<()> {
+        WgpuBackend::write_rows(self, dst, src, batch, row)
+    }
+
+    fn candidates(&self, logits: &Tensor, shortlist: &Shortlist) -> Result<Candidates> {
+        WgpuBackend::candidates(self, logits, shortlist)
+    }
+
+    fn silu_mul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        self.binary(a, b, Op::SiluMul)
+    }
+
+    fn silu(&self, x: &Tensor) -> Result<Tensor> {
+        self.unary(x, Op::Silu, 1.0)
+    }
+
+    fn tanh(&self, x: &Tensor) -> Result<Tensor> {
+        self.unary(x, Op::Tanh, 1.0)
+    }
+
+    fn add(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        self.binary(a, b, Op::Add)
+    }
+
+    fn scale(&self, x: &Tensor, factor: f32) -> Result<Tensor> {
+        self.unary(x, Op::Scale, factor)
+    }
+
+    fn transpose(&self, x: &Tensor) -> Result<Tensor> {
+        WgpuBackend::transpose(self, x)
+    }
+
+    fn slice_cols(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
+        WgpuBackend::slice_cols(self, x, start, end)
+    }
+
+    fn slice_rows(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
+        WgpuBackend::slice_rows(self, x, start, end)
+    }
+
+    fn cat_rows(&self, parts: &[&Tensor]) -> Result<Tensor> {
+        WgpuBackend::cat_rows(self, parts)
+    }
+
+    fn conv1d(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, padding: usize, dilation: usize) -> Result<Tensor> {
+        WgpuBackend::conv1d(self, x, w, bias, padding, dilation)
+    }
+
+    fn conv_transpose1d(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        bias: Option<&Tensor>,
+        stride: usize,
+        padding: usize,
+    ) -> Result<Tensor> {
+        WgpuBackend::conv_transpose1d(self, x, w, bias, stride, padding)
+    }
+
+    fn snake(&self, x: &Tensor, alpha: &Tensor) -> Result<Tensor> {
+        WgpuBackend::snake(self, x, alpha)
+    }
+
+    fn fill_uniform(&self, shape: &[usize], dtype: DType, seed: u64, center: f32, half_width: f32) -> Result<Tensor> {
+        WgpuBackend::fill_uniform(self, shape, dtype, seed, center, half_width)
+    }
+
+    fn resample_nearest(&self, x: &Tensor, out_len: usize) -> Result<Tensor> {
+        WgpuBackend::resample_nearest(self, x, out_len)
+    }
+
+    fn count_non_finite(&self, x: &Tensor) -> Result<usize> {
+        WgpuBackend::count_non_finite(self, x)
+    }
+}

@@ -1,0 +1,71 @@
+//! Matrix products `x [m, k] @ w [n, k]^T (+ bias)`: up to 8 rows the decode GEMV (gemv.wgsl),
+//! which reads each weight once for every row, beyond that the tiled GEMM (linear.wgsl). Against
+//! a quantized weight the GEMV takes its input rounded as the integer decode products do
+//! (quantize_rows.wgsl), the arithmetic the CPU and CUDA share; the GEMM dequantizes as it reads.
+
+use super::shaders::Program;
+use super::{WgpuBackend, bits, tensor_bindings, word};
+use crate::device::Op;
+use crate::error::Result;
+use crate::quant::GROUP;
+use crate::shapes;
+use crate::tensor::Tensor;
+
+/// Up to this many rows a product is a GEMV.
+const GEMV_MAX_ROWS: usize = 8;
+/// Weight rows a GEMV workgroup computes.
+const GEMV_ROWS: usize = 8;
+/// Output tile of the GEMM, each way.
+const TILE: usize = 64;
+
+impl WgpuBackend {
+    pub(super) fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        let op = Op::Linear;
+        let (m, k, n) = shapes::linear(x, w, bias)?;
+        let src = self.f32s(x, op)?;
+        let weight = self.storage(w, op)?;
+        let bias_storage = match bias {
+            Some(b) => self.storage(b, op)?,
+            None => weight,
+        };
+        let formats = [weight.dtype, bias_storage.dtype];
+        let out = self.alloc(op, m * n)?;
+        let mut params = vec![word(op, m)?, word(op, n)?, word(op, k)?, bias.is_some() as u32];
+        if m <= GEMV_MAX_ROWS {
+            let groups = k / GROUP;
+            // Against a quantized weight the rows go in rounded, with what rounding lost.
+            let rounded = if weight.dtype.is_quantized() && k.is_multiple_of(GROUP) && m > 0 {
+                let rounded = self.alloc(op, m * k)?;
+                let lost = self.alloc(op, m * groups)?;
+                let buffers = [(1, src.buffer()), (2, rounded.buffer()), (3, lost.buffer())];
+                let total = m * groups;
+                self.run(
+                    Program::QuantizeRows,
+                    &[],
+                    &[word(op, total)?, bits(f32::NAN)],
+                    &buffers,
+                    word(op, total.div_ceil(256))?,
+                )?;
+                Some((rounded, lost))
+            } else {
+                None
+            };
+            let (input, lost) = match &rounded {
+                Some((r, l)) => (r.buffer(), l.buffer()),
+                None => (src.buffer(), self.unused.raw()),
+            };
+            params.push(word(op, groups)?);
+            let mut buffers = vec![(1, input), (2, out.buffer()), (9, lost)];
+            buffers.extend(tensor_bindings(3, weight));
+            buffers.extend(tensor_bindings(6, bias_storage));
+            self.run(Program::Gemv, &formats, &params, &buffers, word(op, n.div_ceil(GEMV_ROWS))?)?;
+        } else {
+            let mut buffers = vec![(1, src.buffer()), (2, out.buffer())];
+            buffers.extend(tensor_bindings(3, weight));
+            buffers.extend(tensor_bindings(6, bias_storage));
+            let grid = (word(op, n.div_ceil(TILE))?, word(op, m.div_ceil(TILE))?);
+            self.run_grid(Program::Linear, &formats, &params, &buffers, grid)?;
+        }
+        Ok(self.wrap(&[m, n], out))
+    }
+}

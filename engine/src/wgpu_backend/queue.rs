@@ -1,0 +1,237 @@
+//! Recording work: every op's dispatches and copies go into one open command encoder, with their
+//! parameters in one uniform buffer, and are submitted together when the host needs a value
+//! back, when the device is waited for, or when a batch grows long. So a decode step, a depth
+//! frame or a DiT forward is a few submissions, not one per op.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use super::shaders::Program;
+use crate::error::{Error, Result};
+use crate::tensor::DType;
+
+/// Bytes of parameters each dispatch gets (the largest uniform offset alignment WebGPU allows).
+const PARAM_SLOT: u64 = 256;
+/// Dispatches a batch holds before it is submitted without waiting.
+const BATCH_DISPATCHES: usize = 1024;
+/// Workgroups one dimension of a dispatch can hold.
+pub const MAX_WORKGROUPS: u32 = 65_535;
+
+/// A program and the formats of its readers.
+type PipelineKey = (Program, Vec<DType>);
+
+/// A compiled program and its bind group layout.
+pub struct Pipeline {
+    pipeline: wgpu::ComputePipeline,
+    layout: wgpu::BindGroupLayout,
+}
+
+struct Batch {
+    encoder: Option<wgpu::CommandEncoder>,
+    params: Vec<u8>,
+    dispatches: usize,
+}
+
+pub struct Queue {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    batch: Mutex<Batch>,
+    params: wgpu::Buffer,
+    pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
+    /// The first error the device reported outside an error scope (a bug, or a lost device).
+    error: Arc<Mutex<Option<String>>>,
+}
+
+/// `n` workgroups as a two-dimensional dispatch whose rows hold at most [`MAX_WORKGROUPS`]
+/// (shaders index them with `workgroup_index`, and skip the ones past the end).
+pub fn fold(n: u32) -> Result<(u32, u32)> {
+    let x = n.clamp(1, MAX_WORKGROUPS);
+    let y = n.div_ceil(x).max(1);
+    if y > MAX_WORKGROUPS {
+        return Err(Error::Gpu(format!("{n} workgroups are more than one dispatch can hold")));
+    }
+    Ok((x, y))
+}
+
+impl Queue {
+    pub fn new(device: wgpu::Device, queue: wgpu::Queue) -> Self {
+        let error: Arc<Mutex<Option<String>>> = Arc::default();
+        let sink = error.clone();
+        device.on_uncaptured_error(Arc::new(move |e| {
+            let mut first = sink.lock().unwrap_or_else(|e| e.into_inner());
+            first.get_or_insert_with(|| e.to_string());
+        }));
+        let params = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("params"),
+            size: PARAM_SLOT * BATCH_DISPATCHES as u64,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Queue {
+            device,
+            queue,
+            batch: Mutex::new(Batch { encoder: None, params: Vec::new(), dispatches: 0 }),
+            params,
+            pipelines: Mutex::default(),
+            error,
+        }
+    }
+
+    /// The pipeline of `program` with readers in `formats`, compiled on first use.
+    pub fn pipeline(&self, program: Program, formats: &[DType]) -> Result<Arc<Pipeline>> {
+        let key = (program, formats.to_vec());
+        if let Some(p) = self.pipelines.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return Ok(p.clone());
+        }
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(program.name()),
+            source: wgpu::ShaderSource::Wgsl(program.source(formats).into()),
+        });
+        let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(program.name()),
+            layout: None,
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(Error::Gpu(format!("building shader {} for {formats:?}: {e}", program.name())));
+        }
+        let layout = pipeline.get_bind_group_layout(0);
+        let built = Arc::new(Pipeline { pipeline, layout });
+        self.pipelines.lock().unwrap_or_else(|e| e.into_inner()).insert(key, built.clone());
+        Ok(built)
+    }
+
+    fn batch(&self) -> std::sync::MutexGuard<'_, Batch> {
+        self.batch.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records one dispatch of `workgroups` (x, y) with `params` at binding 0 and `buffers` at
+    /// their bindings.
+    pub fn dispatch(
+        &self,
+        pipeline: &Pipeline,
+        params: &[u32],
+        buffers: &[(u32, &wgpu::Buffer)],
+        workgroups: (u32, u32),
+    ) -> Result<()> {
+        assert!(params.len() * 4 <= PARAM_SLOT as usize, "parameters fit their slot");
+        let mut batch = self.batch();
+        if batch.dispatches == BATCH_DISPATCHES {
+            self.submit(&mut batch, None)?;
+        }
+        let offset = (batch.dispatches as u64) * PARAM_SLOT;
+        batch.params.resize(offset as usize, 0);
+        batch.params.extend(params.iter().flat_map(|v| v.to_le_bytes()));
+        batch.dispatches += 1;
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: &self.params,
+                offset,
+                size: wgpu::BufferSize::new(PARAM_SLOT),
+            }),
+        }];
+        entries.extend(
+            buffers
+                .iter()
+                .map(|&(binding, buffer)| wgpu::BindGroupEntry { binding, resource: buffer.as_entire_binding() }),
+        );
+        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.layout,
+            entries: &entries,
+        });
+        let encoder = self.encoder(&mut batch);
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+        pass.set_pipeline(&pipeline.pipeline);
+        pass.set_bind_group(0, &group, &[]);
+        pass.dispatch_workgroups(workgroups.0, workgroups.1, 1);
+        Ok(())
+    }
+
+    fn encoder<'a>(&self, batch: &'a mut Batch) -> &'a mut wgpu::CommandEncoder {
+        batch.encoder.get_or_insert_with(|| self.device.create_command_encoder(&Default::default()))
+    }
+
+    /// Records a copy of `bytes` between buffers.
+    pub fn copy(&self, src: &wgpu::Buffer, src_offset: u64, dst: &wgpu::Buffer, dst_offset: u64, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        let mut batch = self.batch();
+        self.encoder(&mut batch).copy_buffer_to_buffer(src, src_offset, dst, dst_offset, bytes);
+    }
+
+    /// Submits what is recorded, with `then` (a copy into a staging buffer) at the end.
+    fn submit(&self, batch: &mut Batch, then: Option<(&wgpu::Buffer, &wgpu::Buffer, u64)>) -> Result<()> {
+        let mut encoder =
+            batch.encoder.take().unwrap_or_else(|| self.device.create_command_encoder(&Default::default()));
+        if let Some((src, staging, bytes)) = then {
+            encoder.copy_buffer_to_buffer(src, 0, staging, 0, bytes);
+        }
+        if !batch.params.is_empty() {
+            self.queue.write_buffer(&self.params, 0, &batch.params);
+        }
+        self.queue.submit([encoder.finish()]);
+        batch.params.clear();
+        batch.dispatches = 0;
+        self.check()
+    }
+
+    /// Submits what is recorded.
+    pub fn flush(&self) -> Result<()> {
+        let mut batch = self.batch();
+        if batch.encoder.is_none() {
+            return self.check();
+        }
+        self.submit(&mut batch, None)
+    }
+
+    /// Waits until the device has done everything submitted.
+    pub fn wait(&self) -> Result<()> {
+        self.flush()?;
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(e.to_string()))?;
+        self.check()
+    }
+
+    /// The first `bytes` of `buffer`, after everything recorded before.
+    pub fn read(&self, buffer: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>> {
+        if bytes == 0 {
+            return Ok(Vec::new());
+        }
+        let size = bytes.div_ceil(4) * 4;
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("read back"),
+            size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.submit(&mut self.batch(), Some((buffer, &staging, size)))?;
+        let (done, result) = std::sync::mpsc::channel();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = done.send(r);
+        });
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(e.to_string()))?;
+        result
+            .recv()
+            .map_err(|_| Error::Gpu("the read-back never completed".into()))?
+            .map_err(|e| Error::Gpu(format!("reading back: {e}")))?;
+        let bytes =
+            staging.slice(..).get_mapped_range().map_err(|e| Error::Gpu(e.to_string()))?[..bytes as usize].to_vec();
+        staging.unmap();
+        self.check()?;
+        Ok(bytes)
+    }
+
+    /// The device's first uncaptured error, as an error.
+    fn check(&self) -> Result<()> {
+        match self.error.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            Some(e) => Err(Error::Gpu(format!("the wgpu device reported: {e}"))),
+            None => Ok(()),
+        }
+    }
+}

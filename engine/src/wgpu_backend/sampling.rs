@@ -1,0 +1,61 @@
+//! The sampling shortlist on the wgpu backend (shortlist.wgsl): the device sends back the entries
+//! near and above the k-th largest, and the host applies the exact rule to them.
+
+use super::shaders::Program;
+use super::{WgpuBackend, bits, word};
+use crate::device::{Candidates, Op, Shortlist};
+use crate::error::Result;
+use crate::pipeline::sampling::shortlist;
+use crate::tensor::{DType, Tensor};
+
+/// Keys (ulps) below the k-th largest that still come back: a guided value's rounding on the
+/// device may differ from the host's in its last bit.
+const MARGIN: u32 = 64;
+
+impl WgpuBackend {
+    pub(super) fn candidates(&self, logits: &Tensor, rule: &Shortlist) -> Result<Candidates> {
+        if let [2, width] = *logits.shape()
+            && logits.dtype() == DType::F32
+            && let Some(superset) = self.superset(logits, width, rule)?
+        {
+            return Ok(shortlist(&superset, rule));
+        }
+        Ok(Candidates::of_rows(logits.to_host()?))
+    }
+
+    /// The entries the device keeps, ascending, or `None` where every entry must come back.
+    fn superset(&self, logits: &Tensor, width: usize, rule: &Shortlist) -> Result<Option<Candidates>> {
+        let op = Op::Candidates;
+        let clip = |i: usize| i.min(width) as u32;
+        let (mode, k, scale, lo, hi, extra) = match rule {
+            Shortlist::Conditional { k, sampleable, extra } => {
+                (0, *k, 0.0, clip(sampleable.start), clip(sampleable.end), extra.map_or(u32::MAX, clip))
+            }
+            Shortlist::Guided { k, scale } => (1, *k, *scale, 0, 0, u32::MAX),
+        };
+        let k = k.clamp(1, width.max(1));
+        // Room for ties and the margin; a list as long as the rows would save nothing.
+        let cap = (4 * k).max(256);
+        if cap >= width || width >= 1 << 24 {
+            return Ok(None);
+        }
+        let src = self.f32s(logits, op)?;
+        let out = self.alloc(op, 1 + 3 * cap)?;
+        let params = [word(op, width)?, mode, bits(scale), word(op, k)?, lo, hi, extra, word(op, cap)?, MARGIN];
+        self.run(Program::Shortlist, &[], &params, &[(1, src.buffer()), (2, out.buffer())], 1)?;
+        let packed = out.to_host()?;
+        if packed[0] < 0.0 {
+            return Ok(None);
+        }
+        let count = packed[0] as usize;
+        let mut entries: Vec<(u32, f32, f32)> =
+            (0..count).map(|j| (packed[1 + j] as u32, packed[1 + cap + j], packed[1 + 2 * cap + j])).collect();
+        entries.sort_unstable_by_key(|e| e.0);
+        Ok(Some(Candidates {
+            width,
+            index: entries.iter().map(|e| e.0).collect(),
+            cond: entries.iter().map(|e| e.1).collect(),
+            uncond: entries.iter().map(|e| e.2).collect(),
+        }))
+    }
+}

@@ -1,0 +1,232 @@
+//! The WGSL programs of the wgpu backend: each is `shaders/common.wgsl`, then a reader for each
+//! tensor the program takes in a weight format (generated here, since WGSL has no generics), then
+//! the program's own file. A program is named by its file and the formats of its readers, and
+//! compiled once per device ([`super::pipelines`]).
+
+use crate::tensor::DType;
+
+const COMMON: &str = include_str!("../../../shaders/common.wgsl");
+
+/// A shader file, with the names of the tensor readers it calls (`w(i)`, `bias(i)`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Program {
+    Unary,
+    Binary,
+    Fill,
+    FillUniform,
+    Layout,
+    Gather,
+    Norms,
+    Rope,
+    Attention,
+    Linear,
+    Gemv,
+    QuantizeRows,
+    Conv,
+    Snake,
+    CountNonFinite,
+    Shortlist,
+}
+
+impl Program {
+    pub const ALL: [Program; 16] = [
+        Program::Unary,
+        Program::Binary,
+        Program::Fill,
+        Program::FillUniform,
+        Program::Layout,
+        Program::Gather,
+        Program::Norms,
+        Program::Rope,
+        Program::Attention,
+        Program::Linear,
+        Program::Gemv,
+        Program::QuantizeRows,
+        Program::Conv,
+        Program::Snake,
+        Program::CountNonFinite,
+        Program::Shortlist,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Program::Unary => "unary",
+            Program::Binary => "binary",
+            Program::Fill => "fill",
+            Program::FillUniform => "fill_uniform",
+            Program::Layout => "layout",
+            Program::Gather => "gather",
+            Program::Norms => "norms",
+            Program::Rope => "rope",
+            Program::Attention => "attention",
+            Program::Linear => "linear",
+            Program::Gemv => "gemv",
+            Program::QuantizeRows => "quantize_rows",
+            Program::Conv => "conv",
+            Program::Snake => "snake",
+            Program::CountNonFinite => "count_non_finite",
+            Program::Shortlist => "shortlist",
+        }
+    }
+
+    fn body(self) -> &'static str {
+        match self {
+            Program::Unary => include_str!("../../../shaders/unary.wgsl"),
+            Program::Binary => include_str!("../../../shaders/binary.wgsl"),
+            Program::Fill => include_str!("../../../shaders/fill.wgsl"),
+            Program::FillUniform => include_str!("../../../shaders/fill_uniform.wgsl"),
+            Program::Layout => include_str!("../../../shaders/layout.wgsl"),
+            Program::Gather => include_str!("../../../shaders/gather.wgsl"),
+            Program::Norms => include_str!("../../../shaders/norms.wgsl"),
+            Program::Rope => include_str!("../../../shaders/rope.wgsl"),
+            Program::Attention => include_str!("../../../shaders/attention.wgsl"),
+            Program::Linear => include_str!("../../../shaders/linear.wgsl"),
+            Program::Gemv => include_str!("../../../shaders/gemv.wgsl"),
+            Program::QuantizeRows => include_str!("../../../shaders/quantize_rows.wgsl"),
+            Program::Conv => include_str!("../../../shaders/conv.wgsl"),
+            Program::Snake => include_str!("../../../shaders/snake.wgsl"),
+            Program::CountNonFinite => include_str!("../../../shaders/count_non_finite.wgsl"),
+            Program::Shortlist => include_str!("../../../shaders/shortlist.wgsl"),
+        }
+    }
+
+    /// The readers the program calls, with the first binding of each.
+    pub fn readers(self) -> &'static [(&'static str, u32)] {
+        match self {
+            Program::Gather => &[("table", 3)],
+            Program::Norms => &[("weight", 3), ("bias", 6)],
+            Program::Linear | Program::Gemv | Program::Conv => &[("w", 3), ("bias", 6)],
+            Program::Snake => &[("alpha", 3)],
+            _ => &[],
+        }
+    }
+
+    /// The full source with the readers in `formats` (one for each of [`readers`](Self::readers)).
+    pub fn source(self, formats: &[DType]) -> String {
+        assert_eq!(formats.len(), self.readers().len(), "{}: a format for each reader", self.name());
+        let mut source = String::from(COMMON);
+        for (&(name, binding), &dtype) in self.readers().iter().zip(formats) {
+            source.push_str(&reader(name, binding, dtype));
+        }
+        source.push_str(self.body());
+        source
+    }
+}
+
+/// Every format a reader can take.
+pub const READER_FORMATS: [DType; 5] = [DType::F32, DType::BF16, DType::F16, DType::Q8, DType::Q4];
+
+/// How many bindings a tensor in `dtype` takes: its data, then the group scales and offsets of the
+/// quantized formats.
+pub fn bindings_of(dtype: DType) -> u32 {
+    match dtype {
+        DType::Q8 => 2,
+        DType::Q4 => 3,
+        _ => 1,
+    }
+}
+
+/// WGSL for `fn {name}(i: u32) -> f32`, element `i` of a tensor in `dtype` read as f32, with its
+/// bindings from `binding` on; and, for the decode products, `{name}_corrects_rounding` and
+/// `{name}_middle(g)`, q4's `offset + 7.5 * scale` of group `g` (the quantized layouts: `quant`).
+fn reader(name: &str, binding: u32, dtype: DType) -> String {
+    let data = |ty: &str| format!("@group(0) @binding({binding}) var<storage, read> {name}_data: array<{ty}>;\n");
+    let scales = format!("@group(0) @binding({}) var<storage, read> {name}_scales: array<u32>;\n", binding + 1);
+    let offsets = format!("@group(0) @binding({}) var<storage, read> {name}_offsets: array<u32>;\n", binding + 2);
+    let half = |array: &str, index: &str| format!("unpack2x16float({name}_{array}[{index} >> 1u])[{index} & 1u]");
+    let no_middle =
+        format!("const {name}_corrects_rounding: bool = false;\nfn {name}_middle(g: u32) -> f32 {{ return 0.0; }}\n");
+    match dtype {
+        DType::F32 => format!("{}fn {name}(i: u32) -> f32 {{ return {name}_data[i]; }}\n{no_middle}", data("f32")),
+        DType::BF16 => format!(
+            "{}fn {name}(i: u32) -> f32 {{\n    let word = {name}_data[i >> 1u];\n    \
+             return bitcast<f32>(select(word << 16u, word & 0xffff0000u, (i & 1u) == 1u));\n}}\n{no_middle}",
+            data("u32")
+        ),
+        DType::F16 => {
+            format!("{}fn {name}(i: u32) -> f32 {{ return {}; }}\n{no_middle}", data("u32"), half("data", "i"))
+        }
+        DType::Q8 => format!(
+            "{}{scales}fn {name}(i: u32) -> f32 {{\n    let g = i / 32u;\n    \
+             let byte = ({name}_data[i >> 2u] >> (8u * (i & 3u))) & 0xffu;\n    \
+             return f32(bitcast<i32>(byte << 24u) >> 24u) * {};\n}}\n{no_middle}",
+            data("u32"),
+            half("scales", "g")
+        ),
+        DType::Q4 => format!(
+            "{}{scales}{offsets}fn {name}(i: u32) -> f32 {{\n    let g = i / 32u;\n    \
+             let code = ({name}_data[i >> 3u] >> (4u * (i & 7u))) & 0xfu;\n    \
+             return f32(code) * {} + {};\n}}\n\
+             const {name}_corrects_rounding: bool = true;\n\
+             fn {name}_middle(g: u32) -> f32 {{ return {} + 7.5 * {}; }}\n",
+            data("u32"),
+            half("scales", "g"),
+            half("offsets", "g"),
+            half("offsets", "g"),
+            half("scales", "g"),
+        ),
+    }
+}
+
+/// Every program with every combination of reader formats it can be built with, for the test that
+/// validates them all.
+pub fn every_variant() -> Vec<(Program, Vec<DType>)> {
+    let mut all = Vec::new();
+    for program in Program::ALL {
+        let mut combos: Vec<Vec<DType>> = vec![Vec::new()];
+        for _ in program.readers() {
+            combos = combos
+                .into_iter()
+                .flat_map(|c| {
+                    READER_FORMATS.iter().map(move |&d| {
+                        let mut next = c.clone();
+                        next.push(d);
+                        next
+                    })
+                })
+                .collect();
+        }
+        all.extend(combos.into_iter().map(|formats| (program, formats)));
+    }
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every program in every reader format parses and validates as WGSL (naga, the compiler wgpu
+    /// itself uses), on a machine without a GPU.
+    /// What naga is told the device can do: the f16 packing built-ins every Vulkan, Metal and
+    /// DX12 adapter has (the backend refuses an adapter without them), nothing optional.
+    fn validate(source: &str) -> Result<(), String> {
+        let module = naga::front::wgsl::parse_str(source).map_err(|e| e.emit_to_string(source))?;
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32,
+        )
+        .validate(&module)
+        .map(|_| ())
+        .map_err(|e| e.emit_to_string(source))
+    }
+
+    #[test]
+    fn every_shader_variant_is_valid_wgsl() {
+        let variants = every_variant();
+        assert!(variants.len() > Program::ALL.len(), "the reader formats multiply the programs");
+        for (program, formats) in variants {
+            if let Err(e) = validate(&program.source(&formats)) {
+                panic!("{} {formats:?}: {e}", program.name());
+            }
+        }
+    }
+
+    /// The negative control: a shader with an error in it is refused.
+    #[test]
+    fn a_broken_shader_fails_validation() {
+        let source = Program::Unary.source(&[]).replace("y[i] = silu(v);", "y[i] = silu(v) + p.n;");
+        assert!(validate(&source).is_err(), "an f32 plus a u32 is refused");
+        let half = Program::Gather.source(&[DType::F16]);
+        assert!(validate(&half).is_ok());
+    }
+}

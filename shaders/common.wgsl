@@ -1,0 +1,13 @@
+// Helpers every shader of the wgpu backend starts with (the host prepends this file, then the
+// tensor readers it generates, `engine/src/wgpu/shaders.rs`).
+
+// The index of a workgroup in a dispatch folded into x and y: a dimension holds at most 65,535
+// workgroups, so the host spreads a long dispatch over rows of them.
+fn workgroup_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return wid.y * nwg.x + wid.x;
+}
+
+// Whether `v` is neither NaN nor infinite (by its exponent bits, which no compiler folds away).
+fn is_finite(v: f32) -> bool {
+    return (bitcast<u32>(v) & 0x7f800000u) != 0x7f800000u;
+}

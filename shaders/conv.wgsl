@@ -1,0 +1,58 @@
+// 1-D convolutions of `x [c_in, t]`, one thread an output element: forward (`op` 0, stride 1,
+// `w [c_out, c_in, k]`) and transposed (`op` 1, `w [c_in, c_out, k]`, as torch lays them out).
+// `w(i)` and `bias(i)` read the parameters' format.
+
+struct Params {
+    op: u32,
+    c_in: u32,
+    t: u32,
+    c_out: u32,
+    k: u32,
+    t_out: u32,
+    padding: u32,
+    // forward: the dilation; transposed: the stride.
+    step: u32,
+    has_bias: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let e = workgroup_index(wid, nwg) * 256u + lid;
+    if e >= p.c_out * p.t_out {
+        return;
+    }
+    let co = e / p.t_out;
+    let to = e % p.t_out;
+    var acc = 0.0;
+    if p.op == 0u {
+        for (var ci = 0u; ci < p.c_in; ci++) {
+            for (var j = 0u; j < p.k; j++) {
+                let src = i32(to + j * p.step) - i32(p.padding);
+                if src >= 0 && u32(src) < p.t {
+                    acc = fma(w((co * p.c_in + ci) * p.k + j), x[ci * p.t + u32(src)], acc);
+                }
+            }
+        }
+    } else {
+        let pos = to + p.padding;
+        for (var j = 0u; j < p.k; j++) {
+            if j <= pos && (pos - j) % p.step == 0u {
+                let ti = (pos - j) / p.step;
+                if ti < p.t {
+                    for (var ci = 0u; ci < p.c_in; ci++) {
+                        acc = fma(w((ci * p.c_out + co) * p.k + j), x[ci * p.t + ti], acc);
+                    }
+                }
+            }
+        }
+    }
+    if p.has_bias != 0u {
+        acc += bias(co);
+    }
+    y[e] = acc;
+}

@@ -1,0 +1,68 @@
+// `y [m, n] = x [m, k] @ w [n, k]^T (+ bias)` for at most 8 rows (decode steps): 32 threads a
+// weight row, 8 weight rows a workgroup, so each weight is read once for all rows of x. Against a
+// quantized weight, `x` holds the activations already rounded to int8 per group of 32
+// (quantize_rows.wgsl) and, for q4, `lost` what the rounding took from each group's sum, counted at
+// the middle of the codes: the arithmetic of the CPU's and the CUDA kernels' integer products.
+
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+    has_bias: u32,
+    groups: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(9) var<storage, read> lost: array<f32>;
+
+const LANES: u32 = 32u;
+const ROWS: u32 = 8u;
+const MAX_M: u32 = 8u;
+var<workgroup> partial: array<f32, 2048>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let lane = lid % LANES;
+    let r = workgroup_index(wid, nwg) * ROWS + lid / LANES;
+    var acc: array<f32, MAX_M>;
+    if r < p.n {
+        for (var j = lane; j < p.k; j += LANES) {
+            let wv = w(r * p.k + j);
+            for (var i = 0u; i < p.m; i++) {
+                acc[i] = fma(x[i * p.k + j], wv, acc[i]);
+            }
+        }
+        if w_corrects_rounding {
+            for (var g = lane; g < p.groups; g += LANES) {
+                let middle = w_middle(r * p.groups + g);
+                for (var i = 0u; i < p.m; i++) {
+                    acc[i] += middle * lost[i * p.groups + g];
+                }
+            }
+        }
+    }
+    for (var i = 0u; i < MAX_M; i++) {
+        partial[i * 256u + lid] = acc[i];
+    }
+    workgroupBarrier();
+    for (var stride = LANES / 2u; stride > 0u; stride = stride / 2u) {
+        if lane < stride {
+            for (var i = 0u; i < MAX_M; i++) {
+                partial[i * 256u + lid] += partial[i * 256u + lid + stride];
+            }
+        }
+        workgroupBarrier();
+    }
+    if lane == 0u && r < p.n {
+        for (var i = 0u; i < p.m; i++) {
+            var v = partial[i * 256u + lid];
+            if p.has_bias != 0u {
+                v += bias(r);
+            }
+            y[i * p.n + r] = v;
+        }
+    }
+}
