@@ -9,7 +9,7 @@
 source scripts/device-unpack.sh
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > $R/smi.txt
 for t in conformance ops parity pipeline kernels; do
-  [ -x .device/test-$t ] && { .device/test-$t --nocapture --test-threads=1 > $R/test-$t.log 2>&1; echo "test-$t rc=$?" >> $R/summary.txt; grep "test result" $R/test-$t.log >> $R/summary.txt; grep -B2 -A12 "panicked" $R/test-$t.log | head -40 >> $R/summary.txt; }
+  [ -x /tmp/b/test-$t ] && { /tmp/b/test-$t --nocapture --test-threads=1 > $R/test-$t.log 2>&1; echo "test-$t rc=$?" >> $R/summary.txt; grep "test result" $R/test-$t.log >> $R/summary.txt; grep -B2 -A12 "panicked" $R/test-$t.log | head -40 >> $R/summary.txt; }
 done
 /tmp/b/songloom bench --device cuda --what gemm > $R/gemm.txt 2>&1
 for r in $(seq ${ROUNDS:-1}); do

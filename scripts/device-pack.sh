@@ -3,7 +3,8 @@
 # this tree's release binary, the CUDA-capable test binaries (conformance, ops, parity,
 # parity_quantized, pipeline, memory, kernels), and libasound for the binary to load.
 # With PREV=path/to/songloom, that binary goes along as songloom-prev, the version to time against.
-# Binaries travel xz-compressed (the carry limit is 64 MiB with the tracked tree).
+# Binaries travel xz-compressed (the carry limit is 64 MiB with the tracked tree); the GPU side
+# unpacks them into /tmp/b (scripts/device-unpack.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked -p songloom
@@ -16,6 +17,6 @@ for t in conformance ops parity parity_quantized pipeline memory kernels; do
     cp "$(ls -t target/release/deps/$t-* | grep -v '\.d$' | head -1)" ".device/test-$t"
 done
 strip .device/songloom* .device/test-*
-xz -T2 -6 .device/songloom*
+xz -T2 -6 .device/songloom* .device/test-*
 cp -L /usr/lib/x86_64-linux-gnu/libasound.so.2 .device/lib/
 du -sh .device

@@ -8,7 +8,7 @@
 source scripts/device-unpack.sh
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw,memory.used --format=csv > $R/smi.txt
 for t in ${TESTS-conformance memory parity_quantized parity pipeline kernels ops}; do
-  [ -x .device/test-$t ] && { .device/test-$t --nocapture --test-threads=1 > $R/test-$t.log 2>&1; echo "test-$t rc=$?" >> $R/summary.txt; grep "test result" $R/test-$t.log >> $R/summary.txt; grep -B2 -A12 "panicked" $R/test-$t.log | head -40 >> $R/summary.txt; }
+  [ -x /tmp/b/test-$t ] && { /tmp/b/test-$t --nocapture --test-threads=1 > $R/test-$t.log 2>&1; echo "test-$t rc=$?" >> $R/summary.txt; grep "test result" $R/test-$t.log >> $R/summary.txt; grep -B2 -A12 "panicked" $R/test-$t.log | head -40 >> $R/summary.txt; }
 done
 grep -h "cuda: .*q[48]" $R/test-parity_quantized.log >> $R/summary.txt 2>/dev/null
 B=/tmp/b/songloom

@@ -117,10 +117,16 @@ pub fn cpu() -> Device {
 }
 
 /// Every backend that can run here, each opened with `options`: the CPU always, the others where
-/// they work (else the reason is printed and the backend skipped).
+/// they work (else the reason is printed and the backend skipped) and where
+/// `SONGLOOM_TEST_DEVICES`, if set, names them.
 pub fn devices_with(options: DeviceOptions) -> Vec<Device> {
+    // `SONGLOOM_TEST_DEVICES=wgpu` (say) keeps the GPU runs to the backends named, beside the CPU.
+    let wanted = std::env::var("SONGLOOM_TEST_DEVICES").ok();
     DeviceKind::ALL
         .into_iter()
+        .filter(|kind| {
+            *kind == DeviceKind::Cpu || wanted.as_deref().is_none_or(|w| w.split(',').any(|n| n == kind.name()))
+        })
         .filter_map(|kind| match Device::open(DeviceChoice::Kind(kind), options) {
             Ok(device) => Some(device),
             Err(e) => {
