@@ -2,7 +2,7 @@
 # Runs on the GPU machine over what scripts/device-pack.sh packed into .device/: the wgpu backend
 # through NVIDIA's Vulkan driver (the loader unpacked from .gl/, see the device tool's README):
 # the devices it sees, the tests (TESTS) on wgpu beside the CPU, the main job on the embedded
-# model, then the benchmarks (WHAT, default gemm and stages) on wgpu and on CUDA in the same run,
+# model, then the benchmarks (WHAT, default gemm and stages) on DEVICES (wgpu and CUDA) in one run,
 # with nvidia-smi sampling memory. Logs to $OUT/run.tar.gz, the summary to $OUT/summary.txt.
 source scripts/device-unpack.sh
 for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
@@ -19,13 +19,13 @@ for t in ${TESTS-conformance ops parity pipeline memory}; do
   grep -h "test result\|^wgpu\|wgpu:" $R/test-$t.log | head -20 >> $R/summary.txt
   grep -B2 -A12 "panicked" $R/test-$t.log | head -30 >> $R/summary.txt
 done
-for d in wgpu cuda; do
+for d in ${MAIN_DEVICES-wgpu cuda}; do
   /usr/bin/time -f "$d main job: %e s wall" $B generate --device $d --prompt "a calm piano piece" \
     --lyrics "[verse]\nla la la" --duration 10 --seed 3 --no-play --out $R/main-$d.wav >> $R/summary.txt 2>&1
   echo "main job on $d rc=$?" >> $R/summary.txt
 done
 for what in ${WHAT-gemm stages}; do
-  for d in wgpu cuda; do
+  for d in ${DEVICES-wgpu cuda}; do
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > $R/smi-$what-$d.txt &
     smi=$!
     timeout ${BENCH_LIMIT:-300} $B bench --device $d --what $what --precision ${PRECISION:-bf16} ${BENCH_ARGS:-} > $R/bench-$what-$d.txt 2>&1

@@ -6,7 +6,8 @@ as_root() {
 }
 
 missing=()
-for pkg in build-essential pkg-config libasound2-dev; do
+# mesa-vulkan-drivers (lavapipe) and libvulkan1: the wgpu backend runs its tests on the CPU.
+for pkg in build-essential pkg-config libasound2-dev mesa-vulkan-drivers libvulkan1; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -1,8 +1,9 @@
-// `y [m, n] = x [m, k] @ w [n, k]^T (+ bias)` for at most 8 rows (decode steps): 32 threads a
-// weight row, 8 weight rows a workgroup, so each weight is read once for all rows of x. Against a
-// quantized weight, `x` holds the activations already rounded to int8 per group of 32
-// (quantize_rows.wgsl) and, for q4, `lost` what the rounding took from each group's sum, counted at
-// the middle of the codes: the arithmetic of the CPU's and the CUDA kernels' integer products.
+// `y [m, n] = x [m, k] @ w [n, k]^T (+ bias)` for at most 8 rows (decode steps), k a multiple of
+// 4: 32 threads a weight row, 8 weight rows a workgroup, each thread reading 4 weights at a time
+// (`w4`), so each weight is read once for every row of x. Against a quantized weight, `x` holds
+// the activations already rounded to int8 per group of 32 (quantize_rows.wgsl) and, for q4,
+// `lost` what the rounding took from each group's sum, counted at the middle of the codes: the
+// arithmetic of the CPU's and the CUDA kernels' integer products.
 
 struct Params {
     m: u32,
@@ -13,7 +14,7 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(9) var<storage, read> lost: array<f32>;
 
@@ -27,19 +28,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {
     let lane = lid % LANES;
     let r = workgroup_index(wid, nwg) * ROWS + lid / LANES;
+    let k4 = p.k / 4u;
     var acc: array<f32, MAX_M>;
     if r < p.n {
-        for (var j = lane; j < p.k; j += LANES) {
-            let wv = w(r * p.k + j);
-            for (var i = 0u; i < p.m; i++) {
-                acc[i] = fma(x[i * p.k + j], wv, acc[i]);
+        for (var j = lane; j < k4; j += LANES) {
+            let wv = w4(r * p.k + 4u * j);
+            for (var i = 0u; i < MAX_M; i++) {
+                if i < p.m {
+                    acc[i] += dot(x[i * k4 + j], wv);
+                }
             }
         }
         if w_corrects_rounding {
             for (var g = lane; g < p.groups; g += LANES) {
                 let middle = w_middle(r * p.groups + g);
-                for (var i = 0u; i < p.m; i++) {
-                    acc[i] += middle * lost[i * p.groups + g];
+                for (var i = 0u; i < MAX_M; i++) {
+                    if i < p.m {
+                        acc[i] += middle * lost[i * p.groups + g];
+                    }
                 }
             }
         }
@@ -57,12 +63,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         workgroupBarrier();
     }
     if lane == 0u && r < p.n {
-        for (var i = 0u; i < p.m; i++) {
-            var v = partial[i * 256u + lid];
-            if p.has_bias != 0u {
-                v += bias(r);
+        for (var i = 0u; i < MAX_M; i++) {
+            if i < p.m {
+                var v = partial[i * 256u + lid];
+                if p.has_bias != 0u {
+                    v += bias(r);
+                }
+                y[i * p.n + r] = v;
             }
-            y[i * p.n + r] = v;
         }
     }
 }

@@ -1,6 +1,7 @@
 // `y [m, n] = x [m, k] @ w [n, k]^T (+ bias)` for many rows: 64 x 64 output tiles, 16 x 16
-// threads of 4 x 4 outputs, 16-deep slices of x and w staged in workgroup memory, f32
-// accumulation. `w(i)` reads the weight's format (f32, bf16, f16, q8 or q4), unpacked as read.
+// threads of 4 x 4 outputs held in four vec4 registers, 16-deep slices of x and w staged in
+// workgroup memory, f32 accumulation. `w(i)` reads the weight's format (f32, bf16, f16, q8 or q4),
+// unpacked as read.
 
 struct Params {
     m: u32,
@@ -15,16 +16,20 @@ struct Params {
 
 const TILE: u32 = 64u;
 const DEPTH: u32 = 16u;
-// Slices stored depth-major, [DEPTH][TILE], so the inner loop reads along the tile.
-var<workgroup> xs: array<f32, 1024>;
-var<workgroup> ws: array<f32, 1024>;
+// Slices stored depth-major, [DEPTH][TILE / 4] vec4s, so a thread reads its four rows (or
+// columns) of one depth as one vec4.
+var<workgroup> xs: array<vec4<f32>, 256>;
+var<workgroup> ws: array<vec4<f32>, 256>;
 
 @compute @workgroup_size(16, 16)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) tid: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let n0 = wid.x * TILE;
     let m0 = wid.y * TILE;
-    var acc: array<f32, 16>;
+    var acc0 = vec4<f32>();
+    var acc1 = vec4<f32>();
+    var acc2 = vec4<f32>();
+    var acc3 = vec4<f32>();
     for (var k0 = 0u; k0 < p.k; k0 += DEPTH) {
         for (var r = 0u; r < 4u; r++) {
             let e = lid + r * 256u;
@@ -35,39 +40,39 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) tid
             if m0 + row < p.m && kk < p.k {
                 xv = x[(m0 + row) * p.k + kk];
             }
-            xs[col * TILE + row] = xv;
+            xs[col * 16u + row / 4u][row % 4u] = xv;
             var wv = 0.0;
             if n0 + row < p.n && kk < p.k {
                 wv = w((n0 + row) * p.k + kk);
             }
-            ws[col * TILE + row] = wv;
+            ws[col * 16u + row / 4u][row % 4u] = wv;
         }
         workgroupBarrier();
         for (var kk = 0u; kk < DEPTH; kk++) {
-            var a: array<f32, 4>;
-            var b: array<f32, 4>;
-            for (var i = 0u; i < 4u; i++) {
-                a[i] = xs[kk * TILE + tid.y * 4u + i];
-                b[i] = ws[kk * TILE + tid.x * 4u + i];
-            }
-            for (var i = 0u; i < 4u; i++) {
-                for (var j = 0u; j < 4u; j++) {
-                    acc[i * 4u + j] = fma(a[i], b[j], acc[i * 4u + j]);
-                }
-            }
+            let a = xs[kk * 16u + tid.y];
+            let b = ws[kk * 16u + tid.x];
+            acc0 = fma(vec4<f32>(a.x), b, acc0);
+            acc1 = fma(vec4<f32>(a.y), b, acc1);
+            acc2 = fma(vec4<f32>(a.z), b, acc2);
+            acc3 = fma(vec4<f32>(a.w), b, acc3);
         }
         workgroupBarrier();
     }
+    let col0 = n0 + tid.x * 4u;
+    var bias4 = vec4<f32>();
+    if p.has_bias != 0u {
+        for (var j = 0u; j < 4u; j++) {
+            if col0 + j < p.n {
+                bias4[j] = bias(col0 + j);
+            }
+        }
+    }
+    let rows = array<vec4<f32>, 4>(acc0 + bias4, acc1 + bias4, acc2 + bias4, acc3 + bias4);
     for (var i = 0u; i < 4u; i++) {
         let row = m0 + tid.y * 4u + i;
         for (var j = 0u; j < 4u; j++) {
-            let col = n0 + tid.x * 4u + j;
-            if row < p.m && col < p.n {
-                var v = acc[i * 4u + j];
-                if p.has_bias != 0u {
-                    v += bias(col);
-                }
-                y[row * p.n + col] = v;
+            if row < p.m && col0 + j < p.n {
+                y[row * p.n + col0 + j] = rows[i][j];
             }
         }
     }

@@ -31,7 +31,8 @@ impl WgpuBackend {
         let formats = [weight.dtype, bias_storage.dtype];
         let out = self.alloc(op, m * n)?;
         let mut params = vec![word(op, m)?, word(op, n)?, word(op, k)?, bias.is_some() as u32];
-        if m <= GEMV_MAX_ROWS {
+        // The GEMV reads four weights at a time.
+        if m <= GEMV_MAX_ROWS && k.is_multiple_of(4) {
             let groups = k / GROUP;
             // Against a quantized weight the rows go in rounded, with what rounding lost.
             let rounded = if weight.dtype.is_quantized() && k.is_multiple_of(GROUP) && m > 0 {

@@ -17,8 +17,13 @@ const BATCH_DISPATCHES: usize = 1024;
 /// Workgroups one dimension of a dispatch can hold.
 pub const MAX_WORKGROUPS: u32 = 65_535;
 
-/// A program and the formats of its readers.
-type PipelineKey = (Program, Vec<DType>);
+/// A program and the formats of its readers (at most two), without allocating.
+type PipelineKey = (Program, [Option<DType>; 2]);
+
+fn pipeline_key(program: Program, formats: &[DType]) -> PipelineKey {
+    assert!(formats.len() <= 2, "a program has at most two readers");
+    (program, [formats.first().copied(), formats.get(1).copied()])
+}
 
 /// A compiled program and its bind group layout.
 pub struct Pipeline {
@@ -28,8 +33,17 @@ pub struct Pipeline {
 
 struct Batch {
     encoder: Option<wgpu::CommandEncoder>,
+    /// The compute pass the dispatches go into, open until a copy or the submission ends it (a
+    /// pass per dispatch costs the host several microseconds each).
+    pass: Option<wgpu::ComputePass<'static>>,
     params: Vec<u8>,
     dispatches: usize,
+}
+
+impl Batch {
+    fn end_pass(&mut self) {
+        self.pass = None;
+    }
 }
 
 pub struct Queue {
@@ -70,7 +84,7 @@ impl Queue {
         Queue {
             device,
             queue,
-            batch: Mutex::new(Batch { encoder: None, params: Vec::new(), dispatches: 0 }),
+            batch: Mutex::new(Batch { encoder: None, pass: None, params: Vec::new(), dispatches: 0 }),
             params,
             pipelines: Mutex::default(),
             error,
@@ -79,15 +93,20 @@ impl Queue {
 
     /// The pipeline of `program` with readers in `formats`, compiled on first use.
     pub fn pipeline(&self, program: Program, formats: &[DType]) -> Result<Arc<Pipeline>> {
-        let key = (program, formats.to_vec());
+        let key = pipeline_key(program, formats);
         if let Some(p) = self.pipelines.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return Ok(p.clone());
         }
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        let descriptor = wgpu::ShaderModuleDescriptor {
             label: Some(program.name()),
             source: wgpu::ShaderSource::Wgsl(program.source(formats).into()),
-        });
+        };
+        // SAFETY: the programs index only within the sizes the host checked and passed them, and
+        // every loop ends (the conformance suite runs each); without the runtime checks wgpu would
+        // add, bounds clamps on every access and counters on every loop, the loops unroll.
+        let module =
+            unsafe { self.device.create_shader_module_trusted(descriptor, wgpu::ShaderRuntimeChecks::unchecked()) };
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(program.name()),
             layout: None,
@@ -145,8 +164,11 @@ impl Queue {
             layout: &pipeline.layout,
             entries: &entries,
         });
-        let encoder = self.encoder(&mut batch);
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+        if batch.pass.is_none() {
+            let pass = self.encoder(&mut batch).begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            batch.pass = Some(pass.forget_lifetime());
+        }
+        let pass = batch.pass.as_mut().expect("a pass was just opened");
         pass.set_pipeline(&pipeline.pipeline);
         pass.set_bind_group(0, &group, &[]);
         pass.dispatch_workgroups(workgroups.0, workgroups.1, 1);
@@ -163,11 +185,13 @@ impl Queue {
             return;
         }
         let mut batch = self.batch();
+        batch.end_pass();
         self.encoder(&mut batch).copy_buffer_to_buffer(src, src_offset, dst, dst_offset, bytes);
     }
 
     /// Submits what is recorded, with `then` (a copy into a staging buffer) at the end.
     fn submit(&self, batch: &mut Batch, then: Option<(&wgpu::Buffer, &wgpu::Buffer, u64)>) -> Result<()> {
+        batch.end_pass();
         let mut encoder =
             batch.encoder.take().unwrap_or_else(|| self.device.create_command_encoder(&Default::default()));
         if let Some((src, staging, bytes)) = then {

@@ -126,45 +126,97 @@ pub fn bindings_of(dtype: DType) -> u32 {
     }
 }
 
-/// WGSL for `fn {name}(i: u32) -> f32`, element `i` of a tensor in `dtype` read as f32, with its
+/// WGSL for `fn {name}(i: u32) -> f32`, element `i` of a tensor in `dtype` read as f32, and
+/// `fn {name}4(i: u32) -> vec4<f32>`, elements `i..i + 4` for `i` a multiple of 4, with its
 /// bindings from `binding` on; and, for the decode products, `{name}_corrects_rounding` and
 /// `{name}_middle(g)`, q4's `offset + 7.5 * scale` of group `g` (the quantized layouts: `quant`).
 fn reader(name: &str, binding: u32, dtype: DType) -> String {
     let data = |ty: &str| format!("@group(0) @binding({binding}) var<storage, read> {name}_data: array<{ty}>;\n");
-    let scales = format!("@group(0) @binding({}) var<storage, read> {name}_scales: array<u32>;\n", binding + 1);
-    let offsets = format!("@group(0) @binding({}) var<storage, read> {name}_offsets: array<u32>;\n", binding + 2);
+    let scales =
+        format!("@group(0) @binding({}) var<storage, read> {name}_scales: array<u32>;\n", binding + 1);
+    let offsets =
+        format!("@group(0) @binding({}) var<storage, read> {name}_offsets: array<u32>;\n", binding + 2);
     let half = |array: &str, index: &str| format!("unpack2x16float({name}_{array}[{index} >> 1u])[{index} & 1u]");
-    let no_middle =
-        format!("const {name}_corrects_rounding: bool = false;\nfn {name}_middle(g: u32) -> f32 {{ return 0.0; }}\n");
+    let no_middle = format!(
+        "const {name}_corrects_rounding: bool = false;\nfn {name}_middle(g: u32) -> f32 {{ return 0.0; }}\n"
+    );
+    let scalar = |body: &str| format!("fn {name}(i: u32) -> f32 {{\n{body}\n}}\n");
+    let vector = |body: &str| format!("fn {name}4(i: u32) -> vec4<f32> {{\n{body}\n}}\n");
+    let bf16_pair = "vec2<f32>(bitcast<f32>(word << 16u), bitcast<f32>(word & 0xffff0000u))";
     match dtype {
-        DType::F32 => format!("{}fn {name}(i: u32) -> f32 {{ return {name}_data[i]; }}\n{no_middle}", data("f32")),
-        DType::BF16 => format!(
-            "{}fn {name}(i: u32) -> f32 {{\n    let word = {name}_data[i >> 1u];\n    \
-             return bitcast<f32>(select(word << 16u, word & 0xffff0000u, (i & 1u) == 1u));\n}}\n{no_middle}",
-            data("u32")
-        ),
-        DType::F16 => {
-            format!("{}fn {name}(i: u32) -> f32 {{ return {}; }}\n{no_middle}", data("u32"), half("data", "i"))
-        }
-        DType::Q8 => format!(
-            "{}{scales}fn {name}(i: u32) -> f32 {{\n    let g = i / 32u;\n    \
-             let byte = ({name}_data[i >> 2u] >> (8u * (i & 3u))) & 0xffu;\n    \
-             return f32(bitcast<i32>(byte << 24u) >> 24u) * {};\n}}\n{no_middle}",
+        DType::F32 => [
+            data("f32"),
+            scalar(&format!("    return {name}_data[i];")),
+            vector(&format!(
+                "    return vec4<f32>({name}_data[i], {name}_data[i + 1u], {name}_data[i + 2u], {name}_data[i + 3u]);"
+            )),
+            no_middle,
+        ]
+        .concat(),
+        DType::BF16 => [
             data("u32"),
-            half("scales", "g")
-        ),
-        DType::Q4 => format!(
-            "{}{scales}{offsets}fn {name}(i: u32) -> f32 {{\n    let g = i / 32u;\n    \
-             let code = ({name}_data[i >> 3u] >> (4u * (i & 7u))) & 0xfu;\n    \
-             return f32(code) * {} + {};\n}}\n\
-             const {name}_corrects_rounding: bool = true;\n\
-             fn {name}_middle(g: u32) -> f32 {{ return {} + 7.5 * {}; }}\n",
+            scalar(&format!(
+                "    let word = {name}_data[i >> 1u];\n    \
+                 return bitcast<f32>(select(word << 16u, word & 0xffff0000u, (i & 1u) == 1u));"
+            )),
+            vector(&format!(
+                "    var word = {name}_data[i >> 1u];\n    let low = {bf16_pair};\n    \
+                 word = {name}_data[(i >> 1u) + 1u];\n    return vec4<f32>(low, {bf16_pair});"
+            )),
+            no_middle,
+        ]
+        .concat(),
+        DType::F16 => [
             data("u32"),
-            half("scales", "g"),
-            half("offsets", "g"),
-            half("offsets", "g"),
-            half("scales", "g"),
-        ),
+            scalar(&format!("    return {};", half("data", "i"))),
+            vector(&format!(
+                "    return vec4<f32>(unpack2x16float({name}_data[i >> 1u]), unpack2x16float({name}_data[(i >> 1u) + 1u]));"
+            )),
+            no_middle,
+        ]
+        .concat(),
+        DType::Q8 => [
+            data("u32"),
+            scales,
+            scalar(&format!(
+                "    let g = i / 32u;\n    let byte = ({name}_data[i >> 2u] >> (8u * (i & 3u))) & 0xffu;\n    \
+                 return f32(bitcast<i32>(byte << 24u) >> 24u) * {};",
+                half("scales", "g")
+            )),
+            vector(&format!(
+                "    let g = i / 32u;\n    let word = bitcast<i32>({name}_data[i >> 2u]);\n    \
+                 let codes = vec4<i32>(word << 24u, word << 16u, word << 8u, word) >> vec4<u32>(24u);\n    \
+                 return vec4<f32>(codes) * {};",
+                half("scales", "g")
+            )),
+            no_middle,
+        ]
+        .concat(),
+        DType::Q4 => [
+            data("u32"),
+            scales,
+            offsets,
+            scalar(&format!(
+                "    let g = i / 32u;\n    let code = ({name}_data[i >> 3u] >> (4u * (i & 7u))) & 0xfu;\n    \
+                 return f32(code) * {} + {};",
+                half("scales", "g"),
+                half("offsets", "g")
+            )),
+            vector(&format!(
+                "    let g = i / 32u;\n    let word = {name}_data[i >> 3u] >> (4u * (i & 7u));\n    \
+                 let codes = (vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(0xfu);\n    \
+                 return vec4<f32>(codes) * {} + vec4<f32>({});",
+                half("scales", "g"),
+                half("offsets", "g")
+            )),
+            format!(
+                "const {name}_corrects_rounding: bool = true;\n\
+                 fn {name}_middle(g: u32) -> f32 {{ return {} + 7.5 * {}; }}\n",
+                half("offsets", "g"),
+                half("scales", "g")
+            ),
+        ]
+        .concat(),
     }
 }
 
