@@ -31,18 +31,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let k4 = p.k / 4u;
     var acc: array<f32, MAX_M>;
     if r < p.n {
-        // Two loads of weights in flight per thread: the step is bound by their latency.
-        var j = lane;
-        for (; j + LANES < k4; j += 2u * LANES) {
-            let wa = w4(r * p.k + 4u * j);
-            let wb = w4(r * p.k + 4u * (j + LANES));
-            for (var i = 0u; i < MAX_M; i++) {
-                if i < p.m {
-                    acc[i] += dot(x[i * k4 + j], wa) + dot(x[i * k4 + j + LANES], wb);
-                }
-            }
-        }
-        if j < k4 {
+        for (var j = lane; j < k4; j += LANES) {
             let wv = w4(r * p.k + 4u * j);
             for (var i = 0u; i < MAX_M; i++) {
                 if i < p.m {
@@ -62,17 +51,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
     }
     for (var i = 0u; i < MAX_M; i++) {
-        if i < p.m {
-            partial[i * 256u + lid] = acc[i];
-        }
+        partial[i * 256u + lid] = acc[i];
     }
     workgroupBarrier();
     for (var stride = LANES / 2u; stride > 0u; stride = stride / 2u) {
         if lane < stride {
             for (var i = 0u; i < MAX_M; i++) {
-                if i < p.m {
-                    partial[i * 256u + lid] += partial[i * 256u + lid + stride];
-                }
+                partial[i * 256u + lid] += partial[i * 256u + lid + stride];
             }
         }
         workgroupBarrier();

@@ -25,6 +25,12 @@ fn measured(plan: &Plan) -> Option<f64> {
 }
 
 /// One line of advice for a backend that runs here.
+/// What the wgpu backend's stages measured on the H200 through Vulkan imply for a song
+/// (docs/BENCHMARKS.md, "wgpu backend"): a decode step 19.1 ms and a depth frame 13.1 ms (AR about
+/// 48 s for 1500 frames), a DiT pair 0.82 s (30 steps of 14 windows, about 340 s).
+const WGPU_SPEED: &str = "on the H200 through Vulkan the wgpu shaders measured about 15 times CUDA's time a stage, \
+     about 6 minutes for a 60 s song (docs/BENCHMARKS.md); other GPUs scale with their memory bandwidth and FP32 rate";
+
 pub fn for_device(kind: DeviceKind) -> String {
     if kind == DeviceKind::Cpu {
         return "the real model here: hours for a minute of music (one 30-step DiT window takes about 25 minutes \
@@ -38,6 +44,8 @@ pub fn for_device(kind: DeviceKind) -> String {
         Err(e) => format!("the real model here: {e}"),
         Ok(plan) => {
             let speed = match measured(&plan) {
+                // The H200 table is CUDA's; the shaders are timed apart, per stage.
+                _ if kind == DeviceKind::Wgpu => WGPU_SPEED.into(),
                 Some(seconds) => format!(
                     "a 60 s song took {seconds:.1} s under this plan on an H200; on this GPU, an estimate: about that \
                      times the H200's memory bandwidth (4.8 TB/s) over this one's"

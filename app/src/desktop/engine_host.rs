@@ -325,7 +325,7 @@ impl Librarian {
         let probes = Device::probe_all();
         let picked = probes
             .iter()
-            .find(|p| p.status.is_ok() && p.kind != songloom_engine::DeviceKind::Cpu)
+            .find(|p| p.status.is_ok() && p.auto && p.kind != songloom_engine::DeviceKind::Cpu)
             .map_or(songloom_engine::DeviceKind::Cpu, |gpu| gpu.kind);
         // Each backend that runs here advised once (a GPU's plan opens it); `auto` takes its pick's.
         let advice: Vec<Option<String>> =

@@ -383,3 +383,50 @@ fn a_queue_of_two_with_the_waiting_one_removed_makes_only_the_first() {
     let kept: Vec<&str> = songs.iter().map(|s| s.recipe.description.as_str()).collect();
     assert_eq!(kept, ["third in line", "first in line"]);
 }
+
+/// The window runs a song with Device set to wgpu through the Device drop-down (lavapipe in CI,
+/// wherever an adapter exists; skipped with the reason elsewhere).
+#[test]
+fn a_song_runs_with_the_device_set_to_wgpu() {
+    if let Err(e) = songloom_engine::Device::from_choice(DeviceChoice::Kind(DeviceKind::Wgpu)) {
+        println!("skipped: no wgpu adapter here ({e})");
+        return;
+    }
+    let setup = Setup::new();
+    let mut h = setup.harness();
+    h.state_mut().draft.description = "wgpu organ".into();
+    h.state_mut().draft.lyrics = "[verse]\nla la".into();
+    // Short and few steps: lavapipe runs the shaders on two CPU cores in CI.
+    h.state_mut().draft.duration_s = 2.0;
+    h.state_mut().draft.steps = 1;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        h.get_by_role_and_label(egui::accesskit::Role::ComboBox, "Device").click();
+        // The drop-down's list is drawn from the frame after the click.
+        h.step();
+        h.step();
+        if let Some(option) = h.query_by_label("wgpu") {
+            option.click();
+            h.step();
+            break;
+        }
+        if Instant::now() >= deadline {
+            panic!("the Device drop-down never offered wgpu: {:?}", h.root());
+        }
+        h.key_press(egui::Key::Escape);
+        std::thread::sleep(Duration::from_millis(20));
+        h.step();
+    }
+    assert_eq!(h.state().draft.device, "wgpu", "the drop-down set the device");
+    h.step();
+    h.get_by_label("Generate").click();
+    h.step();
+    wait_until(&mut h, "the song on wgpu", |app| app.job.as_ref().is_some_and(|j| j.progress.is_done()));
+    let app = h.state();
+    let progress = &app.job.as_ref().unwrap().progress;
+    assert!(progress.finished.is_some(), "{:?}", progress.error);
+    let frames = app.track.as_ref().unwrap().audio.len() / 2;
+    assert!(frames > 44100 * 3 / 2, "about 2 s of audio, got {frames} frames");
+    let songs = Library::open(&setup.library_dir()).unwrap().list("").unwrap();
+    assert_eq!(songs[0].recipe.device, "wgpu", "the library keeps the device it was made on");
+}

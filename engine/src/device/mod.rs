@@ -116,6 +116,8 @@ pub const SENTINEL_BITS: [u32; 2] = [u32::MAX, 0xffff_0000];
 pub struct Probe {
     pub kind: DeviceKind,
     pub status: std::result::Result<String, String>,
+    /// Whether `auto` may take it: not a wgpu adapter that is a CPU implementation (lavapipe).
+    pub auto: bool,
 }
 
 /// The device a model runs on, picked at run time.
@@ -160,11 +162,14 @@ impl Device {
     pub fn probe_all() -> Vec<Probe> {
         DeviceKind::ALL
             .into_iter()
-            .map(|kind| Probe {
-                kind,
-                status: Self::open_kind(kind, DeviceOptions::default())
-                    .map(|d| d.description())
-                    .map_err(|e| e.to_string()),
+            .map(|kind| {
+                let opened = Self::open_kind(kind, DeviceOptions::default());
+                let auto = match &opened {
+                    Ok(Device::Wgpu(w)) => w.is_real_gpu(),
+                    Ok(_) => true,
+                    Err(_) => false,
+                };
+                Probe { kind, status: opened.map(|d| d.description()).map_err(|e| e.to_string()), auto }
             })
             .collect()
     }

@@ -43,6 +43,8 @@ pub struct Shared {
 pub struct WgpuBackend {
     shared: Arc<Shared>,
     description: String,
+    /// The adapter is a GPU, not a CPU implementation such as lavapipe.
+    real_gpu: bool,
     precision: Precision,
     memory: Option<u64>,
     limits: wgpu::Limits,
@@ -72,6 +74,7 @@ impl WgpuBackend {
         Ok(WgpuBackend {
             shared,
             description,
+            real_gpu: context::is_real_gpu(opened.info.device_type),
             precision: options.precision,
             memory: opened.memory,
             limits: opened.limits,
@@ -79,6 +82,11 @@ impl WgpuBackend {
             unused,
             angles: attention::AngleTables::default(),
         })
+    }
+
+    /// Whether the adapter is a GPU, which `auto` may take.
+    pub fn is_real_gpu(&self) -> bool {
+        self.real_gpu
     }
 
     fn storage<'a>(&self, t: &'a Tensor, op: Op) -> Result<&'a WgpuStorage> {

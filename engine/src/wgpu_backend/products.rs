@@ -1,5 +1,6 @@
 //! Matrix products `x [m, k] @ w [n, k]^T (+ bias)`: up to 8 rows the decode GEMV (gemv.wgsl),
-//! which reads each weight once for every row, beyond that the tiled GEMM (linear.wgsl). Against
+//! which reads each weight once for every row, beyond that the tiled GEMM (linear.wgsl), and from
+//! 256 rows the GEMM of larger tiles (linear_wide.wgsl). Against
 //! a quantized weight the GEMV takes its input rounded as the integer decode products do
 //! (quantize_rows.wgsl), the arithmetic the CPU and CUDA share; the GEMM dequantizes as it reads.
 
@@ -15,8 +16,11 @@ use crate::tensor::Tensor;
 const GEMV_MAX_ROWS: usize = 8;
 /// Weight rows a GEMV workgroup computes.
 const GEMV_ROWS: usize = 8;
-/// Output tile of the GEMM, each way.
+/// Output tile of the GEMM, each way; from [`WIDE_MIN_ROWS`] rows on, the wide GEMM's.
 const TILE: usize = 64;
+const WIDE_TILE: usize = 128;
+/// From this many rows on, the 128-row tiles are mostly full.
+const WIDE_MIN_ROWS: usize = 256;
 
 impl WgpuBackend {
     pub(super) fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
@@ -64,8 +68,10 @@ impl WgpuBackend {
             let mut buffers = vec![(1, src.buffer()), (2, out.buffer())];
             buffers.extend(tensor_bindings(3, weight));
             buffers.extend(tensor_bindings(6, bias_storage));
-            let grid = (word(op, n.div_ceil(TILE))?, word(op, m.div_ceil(TILE))?);
-            self.run_grid(Program::Linear, &formats, &params, &buffers, grid)?;
+            let (program, tile) =
+                if m >= WIDE_MIN_ROWS { (Program::LinearWide, WIDE_TILE) } else { (Program::Linear, TILE) };
+            let grid = (word(op, n.div_ceil(tile))?, word(op, m.div_ceil(tile))?);
+            self.run_grid(program, &formats, &params, &buffers, grid)?;
         }
         Ok(self.wrap(&[m, n], out))
     }

@@ -14,6 +14,9 @@ use crate::tensor::DType;
 const PARAM_SLOT: u64 = 256;
 /// Dispatches a batch holds before it is submitted without waiting.
 const BATCH_DISPATCHES: usize = 1024;
+/// Dispatches one compute pass holds: a pass a dispatch costs the host microseconds each, and
+/// lavapipe's recording of one pass grows worse than linearly with its dispatches.
+const PASS_DISPATCHES: usize = 64;
 /// Workgroups one dimension of a dispatch can hold.
 pub const MAX_WORKGROUPS: u32 = 65_535;
 
@@ -36,6 +39,8 @@ struct Batch {
     /// The compute pass the dispatches go into, open until a copy or the submission ends it (a
     /// pass per dispatch costs the host several microseconds each).
     pass: Option<wgpu::ComputePass<'static>>,
+    /// Dispatches in the open pass.
+    in_pass: usize,
     params: Vec<u8>,
     dispatches: usize,
 }
@@ -43,6 +48,7 @@ struct Batch {
 impl Batch {
     fn end_pass(&mut self) {
         self.pass = None;
+        self.in_pass = 0;
     }
 }
 
@@ -84,7 +90,7 @@ impl Queue {
         Queue {
             device,
             queue,
-            batch: Mutex::new(Batch { encoder: None, pass: None, params: Vec::new(), dispatches: 0 }),
+            batch: Mutex::new(Batch { encoder: None, pass: None, in_pass: 0, params: Vec::new(), dispatches: 0 }),
             params,
             pipelines: Mutex::default(),
             error,
@@ -164,10 +170,14 @@ impl Queue {
             layout: &pipeline.layout,
             entries: &entries,
         });
+        if batch.in_pass == PASS_DISPATCHES {
+            batch.end_pass();
+        }
         if batch.pass.is_none() {
             let pass = self.encoder(&mut batch).begin_compute_pass(&wgpu::ComputePassDescriptor::default());
             batch.pass = Some(pass.forget_lifetime());
         }
+        batch.in_pass += 1;
         let pass = batch.pass.as_mut().expect("a pass was just opened");
         pass.set_pipeline(&pipeline.pipeline);
         pass.set_bind_group(0, &group, &[]);

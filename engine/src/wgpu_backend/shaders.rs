@@ -20,6 +20,7 @@ pub enum Program {
     Rope,
     Attention,
     Linear,
+    LinearWide,
     Gemv,
     QuantizeRows,
     Conv,
@@ -29,7 +30,7 @@ pub enum Program {
 }
 
 impl Program {
-    pub const ALL: [Program; 16] = [
+    pub const ALL: [Program; 17] = [
         Program::Unary,
         Program::Binary,
         Program::Fill,
@@ -40,6 +41,7 @@ impl Program {
         Program::Rope,
         Program::Attention,
         Program::Linear,
+        Program::LinearWide,
         Program::Gemv,
         Program::QuantizeRows,
         Program::Conv,
@@ -60,6 +62,7 @@ impl Program {
             Program::Rope => "rope",
             Program::Attention => "attention",
             Program::Linear => "linear",
+            Program::LinearWide => "linear_wide",
             Program::Gemv => "gemv",
             Program::QuantizeRows => "quantize_rows",
             Program::Conv => "conv",
@@ -81,6 +84,7 @@ impl Program {
             Program::Rope => include_str!("../../../shaders/rope.wgsl"),
             Program::Attention => include_str!("../../../shaders/attention.wgsl"),
             Program::Linear => include_str!("../../../shaders/linear.wgsl"),
+            Program::LinearWide => include_str!("../../../shaders/linear_wide.wgsl"),
             Program::Gemv => include_str!("../../../shaders/gemv.wgsl"),
             Program::QuantizeRows => include_str!("../../../shaders/quantize_rows.wgsl"),
             Program::Conv => include_str!("../../../shaders/conv.wgsl"),
@@ -95,7 +99,7 @@ impl Program {
         match self {
             Program::Gather => &[("table", 3)],
             Program::Norms => &[("weight", 3), ("bias", 6)],
-            Program::Linear | Program::Gemv | Program::Conv => &[("w", 3), ("bias", 6)],
+            Program::Linear | Program::LinearWide | Program::Gemv | Program::Conv => &[("w", 3), ("bias", 6)],
             Program::Snake => &[("alpha", 3)],
             _ => &[],
         }
@@ -132,14 +136,11 @@ pub fn bindings_of(dtype: DType) -> u32 {
 /// `{name}_middle(g)`, q4's `offset + 7.5 * scale` of group `g` (the quantized layouts: `quant`).
 fn reader(name: &str, binding: u32, dtype: DType) -> String {
     let data = |ty: &str| format!("@group(0) @binding({binding}) var<storage, read> {name}_data: array<{ty}>;\n");
-    let scales =
-        format!("@group(0) @binding({}) var<storage, read> {name}_scales: array<u32>;\n", binding + 1);
-    let offsets =
-        format!("@group(0) @binding({}) var<storage, read> {name}_offsets: array<u32>;\n", binding + 2);
+    let scales = format!("@group(0) @binding({}) var<storage, read> {name}_scales: array<u32>;\n", binding + 1);
+    let offsets = format!("@group(0) @binding({}) var<storage, read> {name}_offsets: array<u32>;\n", binding + 2);
     let half = |array: &str, index: &str| format!("unpack2x16float({name}_{array}[{index} >> 1u])[{index} & 1u]");
-    let no_middle = format!(
-        "const {name}_corrects_rounding: bool = false;\nfn {name}_middle(g: u32) -> f32 {{ return 0.0; }}\n"
-    );
+    let no_middle =
+        format!("const {name}_corrects_rounding: bool = false;\nfn {name}_middle(g: u32) -> f32 {{ return 0.0; }}\n");
     let scalar = |body: &str| format!("fn {name}(i: u32) -> f32 {{\n{body}\n}}\n");
     let vector = |body: &str| format!("fn {name}4(i: u32) -> vec4<f32> {{\n{body}\n}}\n");
     let bf16_pair = "vec2<f32>(bitcast<f32>(word << 16u), bitcast<f32>(word & 0xffff0000u))";
