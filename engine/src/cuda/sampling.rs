@@ -45,18 +45,6 @@ impl CudaBackend {
         // SAFETY: logits hold 2 * width floats; the kernel writes at most 1 + 3 * cap floats of `out`.
         unsafe { b.launch(cfg) }.map_err(gpu)?;
         let packed = lane.stream.clone_dtoh(&out).map_err(gpu)?;
-        if packed[0] < 0.0 {
-            return Ok(None);
-        }
-        let count = packed[0] as usize;
-        let mut entries: Vec<(u32, f32, f32)> =
-            (0..count).map(|j| (packed[1 + j] as u32, packed[1 + cap + j], packed[1 + 2 * cap + j])).collect();
-        entries.sort_unstable_by_key(|e| e.0);
-        Ok(Some(Candidates {
-            width,
-            index: entries.iter().map(|e| e.0).collect(),
-            cond: entries.iter().map(|e| e.1).collect(),
-            uncond: entries.iter().map(|e| e.2).collect(),
-        }))
+        Ok(Candidates::unpack(width, cap, &packed))
     }
 }

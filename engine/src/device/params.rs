@@ -91,6 +91,25 @@ impl Candidates {
         Candidates { width: cond.len(), index: (0..cond.len() as u32).collect(), cond, uncond }
     }
 
+    /// A device shortlist as the GPU backends pack it, `[count, index[cap], cond[cap],
+    /// uncond[cap]]` in any order, ascending by index; `None` for a count of -1 (the list could
+    /// not stand for the rows).
+    pub fn unpack(width: usize, cap: usize, packed: &[f32]) -> Option<Self> {
+        if packed[0] < 0.0 {
+            return None;
+        }
+        let count = packed[0] as usize;
+        let mut entries: Vec<(u32, f32, f32)> =
+            (0..count).map(|j| (packed[1 + j] as u32, packed[1 + cap + j], packed[1 + 2 * cap + j])).collect();
+        entries.sort_unstable_by_key(|e| e.0);
+        Some(Candidates {
+            width,
+            index: entries.iter().map(|e| e.0).collect(),
+            cond: entries.iter().map(|e| e.1).collect(),
+            uncond: entries.iter().map(|e| e.2).collect(),
+        })
+    }
+
     /// Every entry of a `[2, width]` pair of rows read back from the device.
     pub fn of_rows(rows: Vec<f32>) -> Self {
         let mut cond = rows;

@@ -44,18 +44,6 @@ impl WgpuBackend {
         let params = [word(op, width)?, mode, bits(scale), word(op, k)?, lo, hi, extra, word(op, cap)?, MARGIN];
         self.run(Program::Shortlist, &[], &params, &[(1, src.buffer()), (2, out.buffer())], 1)?;
         let packed = out.to_host()?;
-        if packed[0] < 0.0 {
-            return Ok(None);
-        }
-        let count = packed[0] as usize;
-        let mut entries: Vec<(u32, f32, f32)> =
-            (0..count).map(|j| (packed[1 + j] as u32, packed[1 + cap + j], packed[1 + 2 * cap + j])).collect();
-        entries.sort_unstable_by_key(|e| e.0);
-        Ok(Some(Candidates {
-            width,
-            index: entries.iter().map(|e| e.0).collect(),
-            cond: entries.iter().map(|e| e.1).collect(),
-            uncond: entries.iter().map(|e| e.2).collect(),
-        }))
+        Ok(Candidates::unpack(width, cap, &packed))
     }
 }
