@@ -148,7 +148,8 @@ pub struct Workload {
     pub prompt: usize,
     /// Frames of the song.
     pub frames: usize,
-    /// The device's own memory: CUDA's context and libraries (none on the CPU).
+    /// The device's own memory: the driver's context and libraries (CUDA's measured; none on
+    /// the CPU).
     pub runtime: f64,
     /// The device is a GPU: the language model's embedding table lives in host memory, and the
     /// precision policy decides the DiT's weights.
@@ -423,7 +424,7 @@ impl Plan {
             ("KV cache", s.kv_cache),
             ("AR workspace", s.ar_workspace),
             ("acoustic workspace", s.acoustic_workspace),
-            ("CUDA runtime", s.runtime),
+            ("GPU runtime", s.runtime),
         ];
         let mut lines: Vec<String> = rows.iter().map(|(name, b)| format!("  {name:<20} {:>6.2} GB", b / GB)).collect();
         if s.host_table > 0.0 {
