@@ -11,6 +11,9 @@ pub struct Opened {
     pub features: wgpu::Features,
     /// The device-local memory of the adapter, where the platform says (Vulkan).
     pub memory: Option<u64>,
+    /// The matrix shapes wgpu's experimental cooperative-matrix feature offers here (tensor
+    /// cores from WGSL); none where the adapter lacks the feature. Not used yet.
+    pub cooperative_shapes: usize,
 }
 
 /// How far an adapter type is preferred: real GPUs first, a software rasterizer last.
@@ -72,7 +75,12 @@ pub fn open(real_gpu_only: bool) -> Result<Opened> {
     }))
     .map_err(|e| Error::Gpu(format!("opening {}: {e}", info.name)))?;
     let memory = device_local_memory(&adapter);
-    Ok(Opened { device, queue, info, limits, features, memory })
+    let cooperative_shapes = if adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+        adapter.cooperative_matrix_properties().len()
+    } else {
+        0
+    };
+    Ok(Opened { device, queue, info, limits, features, memory, cooperative_shapes })
 }
 
 /// The largest device-local heap, read from Vulkan (wgpu itself does not say).
@@ -116,9 +124,13 @@ pub fn describe(opened: &Opened) -> String {
     let memory = opened.memory.map(|m| format!(" with {:.1} GiB", gib(m))).unwrap_or_default();
     let yes = |f: wgpu::Features| if opened.features.contains(f) { "yes" } else { "no" };
     let auto = if is_real_gpu(opened.info.device_type) { "" } else { "; `auto` passes it over" };
+    let cooperative = match opened.cooperative_shapes {
+        0 => "no".to_string(),
+        n => format!("{n} shapes, unused"),
+    };
     format!(
         "{}: {} {kind}{memory}; largest binding {:.2} GiB, buffer {:.2} GiB, workgroup memory {} KiB; f16 {}, \
-         subgroups {}{auto}",
+         subgroups {}, cooperative matrices {cooperative}{auto}",
         opened.info.name,
         api_name(opened.info.backend),
         gib(opened.limits.max_storage_buffer_binding_size),
