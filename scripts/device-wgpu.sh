@@ -4,6 +4,9 @@
 # the devices it sees, the tests (TESTS) on wgpu beside the CPU, the main job on the embedded
 # model, then the benchmarks (WHAT, default gemm and stages) on DEVICES (wgpu and CUDA) in one run,
 # with nvidia-smi sampling memory. Logs to $OUT/run.tar.gz, the summary to $OUT/summary.txt.
+# .gl/ (git-ignored through .git/info/exclude) is made once on the development machine:
+#   mkdir -p .gl /tmp/amd64/partial; o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
+#   apt-get $o update; (cd .gl && apt-get $o download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
 source scripts/device-unpack.sh
 for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
 icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
