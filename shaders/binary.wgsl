@@ -23,6 +23,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if p.op == ADD {
         y[i] = u + b[i];
     } else {
-        y[i] = u / (1.0 + exp(-u)) * b[i];
+        y[i] = silu(u) * b[i];
     }
 }

@@ -11,3 +11,7 @@ fn workgroup_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 fn is_finite(v: f32) -> bool {
     return (bitcast<u32>(v) & 0x7f800000u) != 0x7f800000u;
 }
+
+fn silu(v: f32) -> f32 {
+    return v / (1.0 + exp(-v));
+}

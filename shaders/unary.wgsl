@@ -13,10 +13,6 @@ struct Params {
 const SILU: u32 = 0u;
 const TANH: u32 = 1u;
 
-fn silu(v: f32) -> f32 {
-    return v / (1.0 + exp(-v));
-}
-
 // tanh through its exponential form overflows to NaN on some drivers for large |v|; beyond 10 it
 // is +-1 in f32 anyway.
 fn safe_tanh(v: f32) -> f32 {

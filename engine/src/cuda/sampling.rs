@@ -5,7 +5,7 @@ use cudarc::driver::{LaunchConfig, PushKernelArg};
 
 use super::context::gpu;
 use super::{CudaBackend, CudaStorage};
-use crate::device::{Candidates, Op, Shortlist};
+use crate::device::{Candidates, DeviceShortlist, Op, Shortlist};
 use crate::error::Result;
 use crate::tensor::{Storage, Tensor};
 
@@ -22,22 +22,13 @@ impl CudaBackend {
     /// The shortlist of `logits [2, width]` from one block on the device, or `None` when it cannot
     /// stand for the rows (then every entry is read back).
     pub(super) fn shortlist(&self, logits: &Tensor, width: usize, shortlist: &Shortlist) -> Result<Option<Candidates>> {
-        let (mode, k, scale, lo, hi, extra) = match shortlist {
-            Shortlist::Conditional { k, sampleable, extra } => {
-                let clip = |i: usize| i.min(width) as i32;
-                (0i32, *k, 0.0f32, clip(sampleable.start), clip(sampleable.end), extra.map_or(-1, clip))
-            }
-            Shortlist::Guided { k, scale } => (1i32, *k, *scale, 0, 0, -1),
-        };
-        let k = k.clamp(1, width);
-        // Room for ties at the threshold; a list as long as the rows would save nothing.
-        let cap = (4 * k).max(256);
-        if cap >= width || width >= 1 << 24 {
+        let Some(DeviceShortlist { mode, k, scale, lo, hi, extra, cap }) = shortlist.on_device(width) else {
             return Ok(None);
-        }
+        };
         let lane = self.lane()?;
         let mut out = self.alloc(&lane, 1 + 3 * cap)?;
-        let (width32, k32, cap32) = (width as i32, k as i32, cap as i32);
+        let (width32, k32, cap32, mode) = (width as i32, k as i32, cap as i32, mode as i32);
+        let (lo, hi, extra) = (lo as i32, hi as i32, extra.map_or(-1, |e| e as i32));
         let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
         let mut b = lane.stream.launch_builder(self.kernels.get("shortlist_top_k")?);
         b.arg(self.f32s(logits, Op::Candidates)?).arg(&width32).arg(&mode).arg(&scale).arg(&k32);

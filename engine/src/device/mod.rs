@@ -10,7 +10,8 @@ mod params;
 pub use backend::Backend;
 pub use op::{Op, Operand};
 pub use params::{
-    AttentionInputs, AttentionShape, Candidates, KvSlot, MemoryUse, RmsNorm, Rotary, Shortlist, ThreadPriority,
+    AttentionInputs, AttentionShape, Candidates, DeviceShortlist, KvSlot, MemoryUse, RmsNorm, Rotary, Shortlist,
+    ThreadPriority,
 };
 
 use crate::cpu::CpuBackend;
@@ -198,5 +199,20 @@ mod tests {
         }
         let err = DeviceChoice::parse("tpu").unwrap_err().to_string();
         assert!(err.contains("`tpu`") && err.contains("auto, cpu, cuda or wgpu"), "{err}");
+    }
+
+    /// `auto` never takes what the probes say it may not (a wgpu adapter that is a CPU
+    /// implementation, lavapipe here), and the window's account of its pick agrees.
+    #[test]
+    fn auto_passes_over_what_the_probes_mark_unfit() {
+        let probes = Device::probe_all();
+        let picked = Device::open(DeviceChoice::Auto, DeviceOptions::default()).unwrap().kind();
+        let probe = probes.iter().find(|p| p.kind == picked).expect("a probe of every kind");
+        assert!(probe.status.is_ok() && probe.auto, "auto took {picked}: {probe:?}");
+        for p in &probes {
+            if let (Err(_), true) = (&p.status, p.auto) {
+                panic!("{} cannot run here but is marked for auto", p.kind);
+            }
+        }
     }
 }

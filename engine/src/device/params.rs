@@ -75,6 +75,37 @@ pub enum Shortlist {
     Guided { k: usize, scale: f32 },
 }
 
+/// A shortlist as the GPU kernels take it (kernels/sampling.cu, shaders/shortlist.wgsl), for rows
+/// `width` wide: `mode` 0 ranks the conditional value inside `[lo, hi)` and at `extra`, mode 1 the
+/// guided value; at most `cap` entries come back, packed as [`Candidates::unpack`] reads them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeviceShortlist {
+    pub mode: u32,
+    pub k: usize,
+    pub scale: f32,
+    pub lo: usize,
+    pub hi: usize,
+    pub extra: Option<usize>,
+    pub cap: usize,
+}
+
+impl Shortlist {
+    /// The kernels' form for rows `width` wide, or `None` where a list would save nothing (room
+    /// for ties makes it as long as the rows) or the indices would not survive an f32.
+    pub fn on_device(&self, width: usize) -> Option<DeviceShortlist> {
+        let clip = |i: usize| i.min(width);
+        let (mode, k, scale, lo, hi, extra) = match self {
+            Shortlist::Conditional { k, sampleable, extra } => {
+                (0, *k, 0.0, clip(sampleable.start), clip(sampleable.end), extra.map(clip))
+            }
+            Shortlist::Guided { k, scale } => (1, *k, *scale, 0, 0, None),
+        };
+        let k = k.clamp(1, width.max(1));
+        let cap = (4 * k).max(256);
+        (cap < width && width < 1 << 24).then_some(DeviceShortlist { mode, k, scale, lo, hi, extra, cap })
+    }
+}
+
 /// Entries of a pair of logit rows `width` wide: ascending indices with their conditional and
 /// unconditional values.
 #[derive(Debug, Clone, PartialEq)]

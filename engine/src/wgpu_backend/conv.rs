@@ -1,7 +1,7 @@
 //! The vocoder's 1-D convolutions and Snake (conv.wgsl, snake.wgsl).
 
 use super::shaders::Program;
-use super::{WgpuBackend, WgpuStorage, tensor_bindings, word};
+use super::{WgpuBackend, tensor_bindings, weight_and_bias_bindings, word};
 use crate::device::Op;
 use crate::error::Result;
 use crate::shapes;
@@ -21,15 +21,10 @@ impl WgpuBackend {
     ) -> Result<Tensor> {
         let shapes::Conv { c_in, t, c_out, k, t_out } = conv;
         let src = self.f32s(x, op)?;
-        let weight = self.storage(w, op)?;
-        let bias_storage: &WgpuStorage = match bias {
-            Some(b) => self.storage(b, op)?,
-            None => weight,
-        };
+        let readers = self.weight_and_bias(op, w, bias)?;
         let out = self.alloc(op, c_out * t_out)?;
         let mut buffers = vec![(1, src.buffer()), (2, out.buffer())];
-        buffers.extend(tensor_bindings(3, weight));
-        buffers.extend(tensor_bindings(6, bias_storage));
+        buffers.extend(weight_and_bias_bindings(readers));
         let params = [
             (op == Op::ConvTranspose1d) as u32,
             word(op, c_in)?,
@@ -41,7 +36,7 @@ impl WgpuBackend {
             word(op, step)?,
             bias.is_some() as u32,
         ];
-        let formats = [weight.dtype, bias_storage.dtype];
+        let formats = [readers.0.dtype, readers.1.dtype];
         self.run(Program::Conv, &formats, &params, &buffers, word(op, (c_out * t_out).div_ceil(256))?)?;
         Ok(self.wrap(&[c_out, t_out], out))
     }

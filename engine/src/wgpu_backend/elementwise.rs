@@ -2,7 +2,7 @@
 
 use super::shaders::Program;
 use super::{WgpuBackend, bits, word};
-use crate::device::Op;
+use crate::device::{Backend, Op};
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor};
 
@@ -45,7 +45,7 @@ impl WgpuBackend {
         half_width: f32,
     ) -> Result<Tensor> {
         let op = Op::FillUniform;
-        if !matches!(dtype, DType::F32 | DType::BF16) {
+        if !self.supports(op, dtype) {
             return Err(Error::unsupported(op, dtype, crate::device::DeviceKind::Wgpu));
         }
         let n: usize = shape.iter().product();

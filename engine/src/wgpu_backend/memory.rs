@@ -96,7 +96,7 @@ impl Pool {
     /// whatever it last held: the caller writes it before reading.
     pub fn take(&self, bytes: u64) -> Result<GpuBuffer> {
         let size = size_class(bytes);
-        if let Some(buffer) = {
+        let pooled = {
             let mut account = self.account();
             Self::admit(&mut account, size)?;
             let found = account.free.get_mut(&size).and_then(Vec::pop);
@@ -105,11 +105,14 @@ impl Pool {
                 Self::count(&mut account, size);
             }
             found
-        } {
-            return Ok(GpuBuffer { buffer: Some(buffer), size, pool: self.clone() });
-        }
-        self.reserve(size)?;
-        let buffer = self.create(size, false).inspect_err(|_| self.account().live -= size)?;
+        };
+        let buffer = match pooled {
+            Some(buffer) => buffer,
+            None => {
+                self.reserve(size)?;
+                self.create(size, false).inspect_err(|_| self.account().live -= size)?
+            }
+        };
         Ok(GpuBuffer { buffer: Some(buffer), size, pool: self.clone() })
     }
 

@@ -3,9 +3,9 @@
 //! unpacked in the shaders as they are read, with f32 arithmetic throughout.
 //!
 //! A file per op family: `products` (the tiled GEMM and the decode GEMV), `attention` (and the
-//! rotary embedding), `norms`, `conv` (and Snake), `elementwise`, `layout` (data movement);
-//! `sampling` (the shortlist); `context` opens the adapter, `queue` records and submits the work, `memory` pools the buffers,
-//! `shaders` composes the programs, `storage` holds the tensors. Each family implements its ops
+//! rotary embedding), `norms`, `conv` (and Snake), `elementwise`, `layout` (data movement),
+//! `sampling` (the shortlist); `context` opens the adapter, `queue` records and submits the work,
+//! `memory` pools the buffers, `shaders` composes the programs, `storage` holds the tensors. Each family implements its ops
 //! as methods of [`WgpuBackend`]; the [`Backend`] impl below forwards to them.
 
 mod attention;
@@ -163,11 +163,10 @@ impl WgpuBackend {
         if workgroups == 0 {
             return Ok(());
         }
-        let pipeline = self.shared.queue.pipeline(program, formats)?;
-        self.shared.queue.dispatch(&pipeline, params, buffers, queue::fold(workgroups)?)
+        self.run_grid(program, formats, params, buffers, queue::fold(workgroups)?)
     }
 
-    /// The same as [`run`](Self::run) with a two-dimensional grid of workgroups.
+    /// [`run`](Self::run) with a two-dimensional grid of workgroups.
     fn run_grid(
         &self,
         program: Program,
@@ -186,6 +185,22 @@ impl WgpuBackend {
         self.shared.queue.dispatch(&pipeline, params, buffers, grid)
     }
 
+    /// The storages a program's `w`/`weight` reader (bindings 3-5) and `bias` reader (6-8) read:
+    /// without a bias, the weight stands in for it (the program is told not to read it).
+    fn weight_and_bias<'a>(
+        &self,
+        op: Op,
+        weight: &'a Tensor,
+        bias: Option<&'a Tensor>,
+    ) -> Result<(&'a WgpuStorage, &'a WgpuStorage)> {
+        let weight = self.storage(weight, op)?;
+        let bias = match bias {
+            Some(b) => self.storage(b, op)?,
+            None => weight,
+        };
+        Ok((weight, bias))
+    }
+
     fn upload_storage(&self, cpu: &CpuStorage) -> Result<WgpuStorage> {
         let mut buffers = Vec::new();
         for bytes in storage::to_bytes(cpu) {
@@ -199,6 +214,14 @@ impl WgpuBackend {
 /// `binding`, `binding + 1`, ... holding the buffers of `t` (a reader's bindings).
 fn tensor_bindings(binding: u32, t: &WgpuStorage) -> impl Iterator<Item = (u32, &wgpu::Buffer)> {
     t.buffers.iter().enumerate().map(move |(i, b)| (binding + i as u32, b.raw()))
+}
+
+/// The bindings of a weight's reader (from 3) and a bias's (from 6), as [`WgpuBackend::weight_and_bias`]
+/// gives them.
+fn weight_and_bias_bindings<'a>(
+    (weight, bias): (&'a WgpuStorage, &'a WgpuStorage),
+) -> impl Iterator<Item = (u32, &'a wgpu::Buffer)> {
+    tensor_bindings(3, weight).chain(tensor_bindings(6, bias))
 }
 
 /// An f32 as the bits a parameter word holds.

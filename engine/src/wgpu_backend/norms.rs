@@ -1,7 +1,7 @@
 //! RMSNorm and LayerNorm (norms.wgsl), one workgroup a row.
 
 use super::shaders::Program;
-use super::{WgpuBackend, bits, tensor_bindings, word};
+use super::{WgpuBackend, bits, weight_and_bias_bindings, word};
 use crate::device::Op;
 use crate::error::Result;
 use crate::shapes;
@@ -14,18 +14,13 @@ impl WgpuBackend {
             None => shapes::rows_with_params(op.name(), x, &[w])?,
         };
         let src = self.f32s(x, op)?;
-        let weight = self.storage(w, op)?;
-        // RMSNorm binds its weight where LayerNorm's bias goes; the shader does not read it.
-        let bias = match b {
-            Some(b) => self.storage(b, op)?,
-            None => weight,
-        };
+        // RMSNorm's weight stands in for LayerNorm's bias; the shader does not read it.
+        let readers = self.weight_and_bias(op, w, b)?;
         let out = self.alloc(op, rows * dim)?;
         let mut buffers = vec![(1, src.buffer()), (2, out.buffer())];
-        buffers.extend(tensor_bindings(3, weight));
-        buffers.extend(tensor_bindings(6, bias));
+        buffers.extend(weight_and_bias_bindings(readers));
         let params = [word(op, rows)?, word(op, dim)?, bits(eps), b.is_some() as u32];
-        self.run(Program::Norms, &[weight.dtype, bias.dtype], &params, &buffers, word(op, rows)?)?;
+        self.run(Program::Norms, &[readers.0.dtype, readers.1.dtype], &params, &buffers, word(op, rows)?)?;
         Ok(self.wrap(x.shape(), out))
     }
 

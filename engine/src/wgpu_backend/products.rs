@@ -5,7 +5,7 @@
 //! (quantize_rows.wgsl), the arithmetic the CPU and CUDA share; the GEMM dequantizes as it reads.
 
 use super::shaders::Program;
-use super::{WgpuBackend, bits, tensor_bindings, word};
+use super::{WgpuBackend, bits, weight_and_bias_bindings, word};
 use crate::device::Op;
 use crate::error::Result;
 use crate::quant::GROUP;
@@ -27,12 +27,9 @@ impl WgpuBackend {
         let op = Op::Linear;
         let (m, k, n) = shapes::linear(x, w, bias)?;
         let src = self.f32s(x, op)?;
-        let weight = self.storage(w, op)?;
-        let bias_storage = match bias {
-            Some(b) => self.storage(b, op)?,
-            None => weight,
-        };
-        let formats = [weight.dtype, bias_storage.dtype];
+        let readers = self.weight_and_bias(op, w, bias)?;
+        let weight = readers.0;
+        let formats = [weight.dtype, readers.1.dtype];
         let out = self.alloc(op, m * n)?;
         let mut params = vec![word(op, m)?, word(op, n)?, word(op, k)?, bias.is_some() as u32];
         // The GEMV reads four weights at a time.
@@ -61,13 +58,11 @@ impl WgpuBackend {
             };
             params.push(word(op, groups)?);
             let mut buffers = vec![(1, input), (2, out.buffer()), (9, lost)];
-            buffers.extend(tensor_bindings(3, weight));
-            buffers.extend(tensor_bindings(6, bias_storage));
+            buffers.extend(weight_and_bias_bindings(readers));
             self.run(Program::Gemv, &formats, &params, &buffers, word(op, n.div_ceil(GEMV_ROWS))?)?;
         } else {
             let mut buffers = vec![(1, src.buffer()), (2, out.buffer())];
-            buffers.extend(tensor_bindings(3, weight));
-            buffers.extend(tensor_bindings(6, bias_storage));
+            buffers.extend(weight_and_bias_bindings(readers));
             let (program, tile) =
                 if m >= WIDE_MIN_ROWS { (Program::LinearWide, WIDE_TILE) } else { (Program::Linear, TILE) };
             let grid = (word(op, n.div_ceil(tile))?, word(op, m.div_ceil(tile))?);

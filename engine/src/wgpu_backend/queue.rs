@@ -36,8 +36,8 @@ pub struct Pipeline {
 
 struct Batch {
     encoder: Option<wgpu::CommandEncoder>,
-    /// The compute pass the dispatches go into, open until a copy or the submission ends it (a
-    /// pass per dispatch costs the host several microseconds each).
+    /// The compute pass the dispatches go into, open until a copy, the submission or
+    /// [`PASS_DISPATCHES`] ends it.
     pass: Option<wgpu::ComputePass<'static>>,
     /// Dispatches in the open pass.
     in_pass: usize,

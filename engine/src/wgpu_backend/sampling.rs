@@ -3,7 +3,7 @@
 
 use super::shaders::Program;
 use super::{WgpuBackend, bits, word};
-use crate::device::{Candidates, Op, Shortlist};
+use crate::device::{Candidates, DeviceShortlist, Op, Shortlist};
 use crate::error::Result;
 use crate::pipeline::sampling::shortlist;
 use crate::tensor::{DType, Tensor};
@@ -26,19 +26,10 @@ impl WgpuBackend {
     /// The entries the device keeps, ascending, or `None` where every entry must come back.
     fn superset(&self, logits: &Tensor, width: usize, rule: &Shortlist) -> Result<Option<Candidates>> {
         let op = Op::Candidates;
-        let clip = |i: usize| i.min(width) as u32;
-        let (mode, k, scale, lo, hi, extra) = match rule {
-            Shortlist::Conditional { k, sampleable, extra } => {
-                (0, *k, 0.0, clip(sampleable.start), clip(sampleable.end), extra.map_or(u32::MAX, clip))
-            }
-            Shortlist::Guided { k, scale } => (1, *k, *scale, 0, 0, u32::MAX),
-        };
-        let k = k.clamp(1, width.max(1));
-        // Room for ties and the margin; a list as long as the rows would save nothing.
-        let cap = (4 * k).max(256);
-        if cap >= width || width >= 1 << 24 {
+        let Some(DeviceShortlist { mode, k, scale, lo, hi, extra, cap }) = rule.on_device(width) else {
             return Ok(None);
-        }
+        };
+        let (lo, hi, extra) = (word(op, lo)?, word(op, hi)?, extra.map_or(Ok(u32::MAX), |e| word(op, e))?);
         let src = self.f32s(logits, op)?;
         let out = self.alloc(op, 1 + 3 * cap)?;
         let params = [word(op, width)?, mode, bits(scale), word(op, k)?, lo, hi, extra, word(op, cap)?, MARGIN];
