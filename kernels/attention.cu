@@ -2,15 +2,16 @@
 // memory in tiles, softmax kept online (running max and sum), so the score matrix never exists.
 // Grouped KV heads, an optional causal mask, and a KV cache of fixed capacity per batch entry.
 //
-// q   [batch * q_len, heads * D]        k, v [batch * kv_cap, kv_heads * D]
+// q   [batch * q_len, heads * D]        k, v [batch * kv_cap, kv_heads * D], f32 or bf16 (KV)
 // out [batch * q_len, heads * D]        grid (ceil(q_len / WARPS), heads, batch), block 32 * WARPS
 
 #define WARPS 4
 #define MAX_PER_LANE 8  // head dims up to 256
 
-extern "C" __global__ void attention_f32(const float* q, const float* k, const float* v, float* out, int q_len,
-                                         int kv_len, int kv_cap, int heads, int kv_heads, int head_dim, int causal,
-                                         float scale, int tile) {
+template <typename KV>
+__device__ __forceinline__ void attention_rows(const float* q, const KV* k, const KV* v, float* out, int q_len,
+                                               int kv_len, int kv_cap, int heads, int kv_heads, int head_dim,
+                                               int causal, float scale, int tile) {
     extern __shared__ float smem[];
     float* k_tile = smem;
     float* v_tile = smem + tile * head_dim;
@@ -43,8 +44,8 @@ extern "C" __global__ void attention_f32(const float* q, const float* k, const f
         for (int i = threadIdx.x; i < n * head_dim; i += blockDim.x) {
             int j = i / head_dim, d = i % head_dim;
             long src = ((long)b * kv_cap + start + j) * kv_width + kvh * head_dim + d;
-            k_tile[i] = k[src];
-            v_tile[i] = v[src];
+            k_tile[i] = load_f(k, src);
+            v_tile[i] = load_f(v, src);
         }
         __syncthreads();
         int limit = min(n, visible - start);
@@ -77,6 +78,15 @@ extern "C" __global__ void attention_f32(const float* q, const float* k, const f
         }
     }
 }
+
+#define ATTENTION_ROWS(NAME, KV)                                                                                   \
+    extern "C" __global__ void NAME(const float* q, const KV* k, const KV* v, float* out, int q_len, int kv_len,   \
+                                    int kv_cap, int heads, int kv_heads, int head_dim, int causal, float scale,    \
+                                    int tile) {                                                                    \
+        attention_rows<KV>(q, k, v, out, q_len, kv_len, kv_cap, heads, kv_heads, head_dim, causal, scale, tile);  \
+    }
+ATTENTION_ROWS(attention_f32, float)
+ATTENTION_ROWS(attention_kv_bf16, bf16_t)
 
 // Tiled flash attention for head dim 64 (the DiT's): a block holds 64 queries, streams the keys
 // and values in tiles of 32 through shared memory, and keeps each row's running max and sum in
@@ -417,9 +427,9 @@ __device__ __forceinline__ void merge_if_last(const float* part_m, const float* 
     if (threadIdx.x == 0) *ticket = 0u;
 }
 
-template <int G>
-__device__ __forceinline__ void attention_decode_split(const float* __restrict__ q, const float* __restrict__ k,
-                                                       const float* __restrict__ v, float* __restrict__ part_m,
+template <int G, typename KV>
+__device__ __forceinline__ void attention_decode_split(const float* __restrict__ q, const KV* __restrict__ k,
+                                                       const KV* __restrict__ v, float* __restrict__ part_m,
                                                        float* __restrict__ part_l, float* __restrict__ part_acc,
                                                        unsigned* __restrict__ tickets, float* __restrict__ out,
                                                        int kv_len, int kv_cap, int heads, int kv_heads, int head_dim,
@@ -460,8 +470,8 @@ __device__ __forceinline__ void attention_decode_split(const float* __restrict__
             int j = j0 + u * DEC_WARPS;
             long row = ((long)b * kv_cap + j) * kv_width + (long)kvh * head_dim + d;
             bool load = has_dims && j < end;
-            ks[u] = load ? *(const float4*)(k + row) : make_float4(0.f, 0.f, 0.f, 0.f);
-            vs[u] = load ? *(const float4*)(v + row) : make_float4(0.f, 0.f, 0.f, 0.f);
+            ks[u] = load ? load4(k + row, 0) : make_float4(0.f, 0.f, 0.f, 0.f);
+            vs[u] = load ? load4(v + row, 0) : make_float4(0.f, 0.f, 0.f, 0.f);
         }
 #pragma unroll
         for (int u = 0; u < DEC_UNROLL; u++) {
@@ -530,16 +540,20 @@ __device__ __forceinline__ void attention_decode_split(const float* __restrict__
                   heads, head_dim);
 }
 
-#define DECODE_SPLIT_FOR_G(G)                                                                                    \
-    extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32) attention_decode_g##G(                           \
-        const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,                   \
+#define DECODE_SPLIT_FOR_G(G, KV, SUFFIX)                                                                        \
+    extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32) attention_decode_g##G##SUFFIX(                   \
+        const float* __restrict__ q, const KV* __restrict__ k, const KV* __restrict__ v,                         \
         float* __restrict__ part_m, float* __restrict__ part_l, float* __restrict__ part_acc,                    \
         unsigned* __restrict__ tickets, float* __restrict__ out, int kv_len, int kv_cap, int heads, int kv_heads, \
         int head_dim, int split_len, float scale) {                                                              \
-        attention_decode_split<G>(q, k, v, part_m, part_l, part_acc, tickets, out, kv_len, kv_cap, heads,        \
-                                  kv_heads, head_dim, split_len, scale);                                         \
+        attention_decode_split<G, KV>(q, k, v, part_m, part_l, part_acc, tickets, out, kv_len, kv_cap, heads,    \
+                                      kv_heads, head_dim, split_len, scale);                                     \
     }
-DECODE_SPLIT_FOR_G(1)
-DECODE_SPLIT_FOR_G(2)
-DECODE_SPLIT_FOR_G(4)
-DECODE_SPLIT_FOR_G(8)
+DECODE_SPLIT_FOR_G(1, float, _f32)
+DECODE_SPLIT_FOR_G(2, float, _f32)
+DECODE_SPLIT_FOR_G(4, float, _f32)
+DECODE_SPLIT_FOR_G(8, float, _f32)
+DECODE_SPLIT_FOR_G(1, bf16_t, _bf16)
+DECODE_SPLIT_FOR_G(2, bf16_t, _bf16)
+DECODE_SPLIT_FOR_G(4, bf16_t, _bf16)
+DECODE_SPLIT_FOR_G(8, bf16_t, _bf16)

@@ -28,6 +28,27 @@ __device__ __forceinline__ bf16_t f32_to_bf16(float f) {
     return (bf16_t)(u >> 16);
 }
 
+// Elements 4c..4c+3 as f32.
+__device__ __forceinline__ float4 load4(const float* p, long c) { return *(const float4*)(p + 4 * c); }
+__device__ __forceinline__ float4 load4(const bf16_t* p, long c) {
+    uint2 w = *(const uint2*)(p + 4 * c);
+    return make_float4(__uint_as_float(w.x << 16), __uint_as_float(w.x & 0xffff0000u), __uint_as_float(w.y << 16),
+                       __uint_as_float(w.y & 0xffff0000u));
+}
+
+// Four values into elements 0..3 of `p`, rounded to nearest even for bf16.
+__device__ __forceinline__ void store4(float* p, float4 v) { *(float4*)p = v; }
+__device__ __forceinline__ void store4(bf16_t* p, float4 v) {
+    uint2 w;
+    w.x = (unsigned)f32_to_bf16(v.x) | ((unsigned)f32_to_bf16(v.y) << 16);
+    w.y = (unsigned)f32_to_bf16(v.z) | ((unsigned)f32_to_bf16(v.w) << 16);
+    *(uint2*)p = w;
+}
+
+// One element as the cache dtype holds it.
+__device__ __forceinline__ void store_f(float* p, long i, float v) { p[i] = v; }
+__device__ __forceinline__ void store_f(bf16_t* p, long i, float v) { p[i] = f32_to_bf16(v); }
+
 // One thread per element, for grids that may hold fewer threads than elements.
 #define GRID_STRIDE(i, n) for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < (n); i += (long)gridDim.x * blockDim.x)
 

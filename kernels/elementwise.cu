@@ -165,26 +165,32 @@ extern "C" __global__ void fill_uniform_bf16(bf16_t* out, long n, unsigned long 
 
 // src [batch * n, cols] into rows [row, row + n) of each batch entry of dst [batch * capacity, cols]
 // (a KV cache append) in one launch.
-extern "C" __global__ void write_rows_f32(const float* src, float* dst, long total, int n, int cols, int capacity,
-                                          int row) {
-    GRID_STRIDE(i, total) {
-        long r = i / cols, c = i % cols;
-        long b = r / n, j = r % n;
-        dst[(b * capacity + row + j) * cols + c] = src[i];
-    }
+// Rows of f32 into rows [row, row + n) of each batch entry of a cache in dtype C.
+#define WRITE_ROWS(NAME, C) \
+extern "C" __global__ void NAME(const float* src, C* dst, long total, int n, int cols, int capacity, int row) { \
+    GRID_STRIDE(i, total) { \
+        long r = i / cols, c = i % cols; \
+        long b = r / n, j = r % n; \
+        store_f(dst, (b * capacity + row + j) * cols + c, src[i]); \
+    } \
 }
+WRITE_ROWS(write_rows_f32, float)
+WRITE_ROWS(write_rows_bf16, bf16_t)
 
-// write_rows_f32 for a cache layer's keys and values at once (same shapes).
-extern "C" __global__ void write_kv_f32(const float* k_src, float* k_dst, const float* v_src, float* v_dst, long total,
-                                        int n, int cols, int capacity, int row) {
-    GRID_STRIDE(i, total) {
-        long r = i / cols, c = i % cols;
-        long b = r / n, j = r % n;
-        long at = (b * capacity + row + j) * cols + c;
-        k_dst[at] = k_src[i];
-        v_dst[at] = v_src[i];
-    }
+// write_rows for a cache layer's keys and values at once (same shapes).
+#define WRITE_KV(NAME, C) \
+extern "C" __global__ void NAME(const float* k_src, C* k_dst, const float* v_src, C* v_dst, long total, int n, \
+                                int cols, int capacity, int row) { \
+    GRID_STRIDE(i, total) { \
+        long r = i / cols, c = i % cols; \
+        long b = r / n, j = r % n; \
+        long at = (b * capacity + row + j) * cols + c; \
+        store_f(k_dst, at, k_src[i]); \
+        store_f(v_dst, at, v_src[i]); \
+    } \
 }
+WRITE_KV(write_kv_f32, float)
+WRITE_KV(write_kv_bf16, bf16_t)
 
 // Adds the number of NaN and infinite values of x[0, n) to *count (one atomic per warp).
 extern "C" __global__ void count_non_finite_f32(const float* x, long n, unsigned int* count) {

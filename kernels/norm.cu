@@ -16,12 +16,6 @@ RMS_NORM(rms_norm_bf16, bf16_t)
 // chunks of the row in registers between the two passes, and the block is sized to the row, so a
 // decode step's [2, 4096] norm runs 1024 threads a row and a head norm of 128 one warp a row.
 #define RMS_VEC 4
-__device__ __forceinline__ float4 load4(const float* w, int c) { return *(const float4*)(w + 4 * c); }
-__device__ __forceinline__ float4 load4(const bf16_t* w, int c) {
-    uint2 p = *(const uint2*)(w + 4 * c);
-    return make_float4(__uint_as_float(p.x << 16), __uint_as_float(p.x & 0xffff0000u), __uint_as_float(p.y << 16),
-                       __uint_as_float(p.y & 0xffff0000u));
-}
 #define RMS_NORM_VEC(NAME, T) \
 extern "C" __global__ void NAME(const float* __restrict__ x, const T* __restrict__ w, float* __restrict__ out, \
                                 int cols, float eps) { \
@@ -89,12 +83,13 @@ extern "C" __global__ void rope_f32(const float* x, float* out, long rows, int h
 // One decoder layer's attention inputs in one launch (Qwen3, head dim 128, full rotary): per-head
 // RMSNorm of the queries and keys (rms_norm_vec's arithmetic), then rotate-half rotary (rope_f32's;
 // lane l holds dims 4l..4l+3, whose partners d +- 64 sit in lane l ^ 16); the queries go to
-// `q_out`, the keys and the values are appended to the layer's cache at `row`. One warp per
-// (row, head) over the query heads, then the KV heads; rows are batch-major, n per batch entry.
-#define QK_NORM_ROPE_APPEND(NAME, T) \
+// `q_out`, the keys and the values are appended to the layer's cache at `row` (in the cache's
+// dtype C: f32, or bf16 rounded to nearest even). One warp per (row, head) over the query heads,
+// then the KV heads; rows are batch-major, n per batch entry.
+#define QK_NORM_ROPE_APPEND(NAME, T, C) \
 extern "C" __global__ void NAME(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, \
                                 const T* __restrict__ q_norm, const T* __restrict__ k_norm, float* __restrict__ q_out, \
-                                float* __restrict__ keys, float* __restrict__ values, int rows, int heads, int kv_heads, \
+                                C* __restrict__ keys, C* __restrict__ values, int rows, int heads, int kv_heads, \
                                 float eps, float theta, int first_position, int n, int capacity, int row) { \
     pdl_wait(); \
     pdl_trigger(); \
@@ -126,9 +121,11 @@ extern "C" __global__ void NAME(const float* __restrict__ q, const float* __rest
         *(float4*)(q_out + src) = out; \
     } else { \
         long at = ((long)(r / n) * capacity + row + r % n) * width + h * 128 + 4 * lane; \
-        *(float4*)(keys + at) = out; \
-        *(float4*)(values + at) = *(const float4*)(v + src); \
+        store4(keys + at, out); \
+        store4(values + at, *(const float4*)(v + src)); \
     } \
 }
-QK_NORM_ROPE_APPEND(qk_norm_rope_append128_f32, float)
-QK_NORM_ROPE_APPEND(qk_norm_rope_append128_bf16, bf16_t)
+QK_NORM_ROPE_APPEND(qk_norm_rope_append128_f32, float, float)
+QK_NORM_ROPE_APPEND(qk_norm_rope_append128_bf16, bf16_t, float)
+QK_NORM_ROPE_APPEND(qk_norm_rope_append128_f32_kv_bf16, float, bf16_t)
+QK_NORM_ROPE_APPEND(qk_norm_rope_append128_bf16_kv_bf16, bf16_t, bf16_t)

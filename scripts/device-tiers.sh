@@ -1,7 +1,7 @@
 #!/bin/bash
 # Runs on the GPU machine over what scripts/device-pack.sh packed into .device/: the CUDA tests
 # (TESTS), the GEMMs and quantized GEMVs against the device-copy ceiling, the stages under each of
-# FORMATS (alternating, ROUNDS times), the formats' distances at full size, and a 60 s song under
+# FORMATS (alternating, ROUNDS times, with songloom-prev's beside them when packed), the formats' distances at full size, and a 60 s song under
 # each of TIERS, each as "name:precision:weights:mode:max-memory" (max-memory "-" for none), with
 # nvidia-smi sampling the device's memory every 200 ms. Logs go to $OUT/run.tar.gz, the summary
 # to $OUT/summary.txt (printed last).
@@ -15,6 +15,7 @@ B=/tmp/b/songloom
 [ -n "${GEMM-1}" ] && $B bench --device cuda --what gemm > $R/gemm.txt 2>&1
 for r in $(seq ${ROUNDS:-1}); do
   for w in ${FORMATS-bf16 8bit 4bit}; do
+    [ -x /tmp/b/songloom-prev ] && /tmp/b/songloom-prev bench --device cuda --what stages --precision bf16 --weights $w > $R/stages-prev-$w-$r.txt 2>&1
     $B bench --device cuda --what stages --precision bf16 --weights $w > $R/stages-$w-$r.txt 2>&1
   done
 done

@@ -18,8 +18,7 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
-@group(0) @binding(3) var<storage, read> k: array<f32>;
-@group(0) @binding(4) var<storage, read> v: array<f32>;
+// The keys `k(i)` and the values `v(i)` are read through generated readers (f32 or bf16).
 
 const TILE: u32 = 64u;
 const DIMS: u32 = 4u;
@@ -61,7 +60,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let key = kv_base + j * kv_width;
             var dot = 0.0;
             for (var i = 0u; i < d; i++) {
-                dot += query[i] * k[key + i];
+                dot += query[i] * k(key + i);
             }
             s = dot * p.scale;
         }
@@ -84,7 +83,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var c = 0u; c < DIMS; c++) {
                 let dim = lid + c * TILE;
                 if dim < d {
-                    acc[c] += weight * v[value + dim];
+                    acc[c] += weight * v(value + dim);
                 }
             }
         }

@@ -278,10 +278,11 @@ impl Geometry {
         bytes(params as f64 * 1.05, DType::F32)
     }
 
-    /// The LM's KV cache for `positions` (f32, both CFG rows).
+    /// The LM's KV cache for `positions` (both CFG rows, in the caches' dtype).
     fn kv_cache(&self, positions: usize) -> f64 {
         let c = &self.lm;
-        (c.num_hidden_layers * 2 * 2 * positions * c.num_key_value_heads * c.head_dim * 4) as f64
+        let bytes = crate::models::kv_cache::KV_DTYPE.bits_per_weight() / 8.0;
+        (c.num_hidden_layers * 2 * 2 * positions * c.num_key_value_heads * c.head_dim) as f64 * bytes
     }
 
     /// A window's DiT activations, or the vocoder's last stage: a time span's im2col matrix

@@ -48,6 +48,7 @@ pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, s: &AttentionShape) -> Resu
     let ok = q.shape() == [s.batch * s.q_len, s.heads * s.head_dim]
         && k.shape() == [s.batch * s.kv_capacity, s.kv_heads * s.head_dim]
         && v.shape() == k.shape()
+        && v.dtype() == k.dtype()
         && s.kv_len <= s.kv_capacity
         && s.kv_len > 0
         && s.kv_heads > 0
@@ -56,7 +57,7 @@ pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, s: &AttentionShape) -> Resu
     if !ok {
         return Err(Error::shape(
             "attention",
-            format!("q {:?} k {:?} v {:?} for {s:?}", q.shape(), k.shape(), v.shape()),
+            format!("q {:?} k {:?} {} v {:?} {} for {s:?}", q.shape(), k.shape(), k.dtype(), v.shape(), v.dtype()),
         ));
     }
     Ok(())

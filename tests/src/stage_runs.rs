@@ -8,9 +8,9 @@ use songloom_engine::{DType, Device, Tensor};
 use crate::Golden;
 
 /// The language model's last hidden state after the golden's prefill, then after each of its
-/// feedback steps, concatenated.
-pub fn lm_run(model: &ModelDir, device: &Device, format: DType, g: &Golden) -> Vec<f32> {
-    let lm = model.language_model(device, None, format).unwrap();
+/// feedback steps, concatenated; its KV cache in `kv_dtype`.
+pub fn lm_run(model: &ModelDir, device: &Device, format: DType, kv_dtype: DType, g: &Golden) -> Vec<f32> {
+    let lm = model.language_model(device, None, format).unwrap().with_kv_dtype(kv_dtype);
     let ids = g.ids("input_ids");
     let feedback = g.tensor("feedback");
     let steps = feedback.shape()[0];
@@ -25,10 +25,18 @@ pub fn lm_run(model: &ModelDir, device: &Device, format: DType, g: &Golden) -> V
     out
 }
 
-/// One teacher-forced depth-decoder frame: its hidden states and logits.
-pub fn depth_run(model: &ModelDir, device: &Device, format: DType, codes: &[u32], g: &Golden) -> (Vec<f32>, Vec<f32>) {
+/// One teacher-forced depth-decoder frame: its hidden states and logits; its KV cache in
+/// `kv_dtype`.
+pub fn depth_run(
+    model: &ModelDir,
+    device: &Device,
+    format: DType,
+    kv_dtype: DType,
+    codes: &[u32],
+    g: &Golden,
+) -> (Vec<f32>, Vec<f32>) {
     let lm = model.language_model(device, Some(0..0), format).unwrap();
-    let depth = model.depth_decoder(device, format).unwrap();
+    let depth = model.depth_decoder(device, format).unwrap().with_kv_dtype(kv_dtype);
     let last_hidden = device.upload(g.tensor("last_hidden")).unwrap();
     let (h, l) = depth_teacher_forced(model, &lm, &depth, device, &last_hidden, codes).unwrap();
     (h.to_f32_vec(), l.to_f32_vec())

@@ -31,6 +31,7 @@
 use std::path::Path;
 
 use songloom_engine::model_dir::{ACOUSTIC_DTYPE, ModelDir};
+use songloom_engine::models::kv_cache::KV_DTYPE;
 use songloom_engine::pipeline::rng::Rng;
 use songloom_engine::plan::ArFormats;
 use songloom_engine::quant;
@@ -157,7 +158,7 @@ fn quantized_lm_matches_the_bf16_reference_within_its_calibrated_bound() {
     let device_bound = bf16_bound(&g, "reference", "control");
     for (formats, format) in FORMATS {
         check_format("lm hidden", formats, format, &g.values("reference"), device_bound, &|model, device, f| {
-            lm_run(model, device, f, &g)
+            lm_run(model, device, f, KV_DTYPE, &g)
         });
     }
 }
@@ -170,7 +171,7 @@ fn quantized_depth_decoder_matches_the_bf16_reference_within_its_calibrated_boun
         (bf16_bound(&g, "reference", "control"), bf16_bound(&g, "reference_logits", "control_logits"));
     for (formats, format) in FORMATS {
         check_format("depth hiddens", formats, format, &g.values("reference"), hiddens_bound, &|model, device, f| {
-            depth_run(model, device, f, &codes, &g).0
+            depth_run(model, device, f, KV_DTYPE, &codes, &g).0
         });
         check_format(
             "depth logits",
@@ -178,7 +179,7 @@ fn quantized_depth_decoder_matches_the_bf16_reference_within_its_calibrated_boun
             format,
             &g.values("reference_logits"),
             logits_bound,
-            &|model, device, f| depth_run(model, device, f, &codes, &g).1,
+            &|model, device, f| depth_run(model, device, f, KV_DTYPE, &codes, &g).1,
         );
     }
 }

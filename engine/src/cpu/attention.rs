@@ -1,6 +1,11 @@
-//! Scaled dot-product attention on the CPU: one task per (batch, head, block of queries), scores
-//! kept per query row, so memory stays O(kv_len) per task.
+//! Scaled dot-product attention on the CPU: long sequences as two GEMMs per (batch, head), a few
+//! queries as dot products per (batch, KV head, block of queries) with the scores kept per query
+//! row. Keys and values come in f32 or in bf16 (a KV cache); a bf16 head's rows are widened once
+//! per task.
 
+use std::borrow::Cow;
+
+use half::bf16;
 use rayon::prelude::*;
 
 use super::gemm::{MatRef, dot_f32, gemm_f32};
@@ -10,15 +15,37 @@ const QUERY_BLOCK: usize = 16;
 /// From this many queries on, scores and outputs are computed as two GEMMs per head.
 const GEMM_MIN_QUERIES: usize = 32;
 
+/// Keys or values, `[batch * kv_capacity, kv_heads * head_dim]`.
+#[derive(Clone, Copy)]
+pub enum KvRows<'a> {
+    F32(&'a [f32]),
+    BF16(&'a [bf16]),
+}
+
+/// The first `rows` keys (or values) of one (batch entry, KV head) starting at element `base`, as
+/// f32 rows `stride` apart: a view of an f32 tensor, a widened copy of a bf16 one.
+fn head_rows(kv: KvRows<'_>, base: usize, rows: usize, kv_width: usize, d: usize) -> (Cow<'_, [f32]>, usize) {
+    match kv {
+        KvRows::F32(x) => (Cow::Borrowed(&x[base..]), kv_width),
+        KvRows::BF16(x) => {
+            let mut out = Vec::with_capacity(rows * d);
+            for j in 0..rows {
+                out.extend(x[base + j * kv_width..][..d].iter().map(|v| v.to_f32()));
+            }
+            (Cow::Owned(out), d)
+        }
+    }
+}
+
 /// The attention output `[batch * q_len, heads * head_dim]`, in a buffer that starts out holding
 /// `fill` (every element is then overwritten).
-pub fn attention(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape, fill: f32) -> Vec<f32> {
+pub fn attention(q: &[f32], k: KvRows<'_>, v: KvRows<'_>, s: AttentionShape, fill: f32) -> Vec<f32> {
     if s.q_len >= GEMM_MIN_QUERIES { attention_gemm(q, k, v, s, fill) } else { attention_rows(q, k, v, s, fill) }
 }
 
 /// Long sequences (DiT windows, prefill): `softmax(Q K^T * scale) V` per (batch, head) with the
 /// score matrix in memory, `q_len x kv_len` floats per task.
-fn attention_gemm(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape, fill: f32) -> Vec<f32> {
+fn attention_gemm(q: &[f32], k: KvRows<'_>, v: KvRows<'_>, s: AttentionShape, fill: f32) -> Vec<f32> {
     let AttentionShape { batch, q_len, kv_len, kv_capacity, heads, kv_heads, head_dim: d, causal } = s;
     let (q_width, kv_width) = (heads * d, kv_heads * d);
     let group = heads / kv_heads;
@@ -30,7 +57,9 @@ fn attention_gemm(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape, fill: f32)
             let kvh = h / group;
             let q_view = MatRef { data: &q[b * q_len * q_width + h * d..], row_stride: q_width, col_stride: 1 };
             let kv_base = b * kv_capacity * kv_width + kvh * d;
-            let k_t = MatRef { data: &k[kv_base..], row_stride: 1, col_stride: kv_width };
+            let (keys, key_stride) = head_rows(k, kv_base, kv_len, kv_width, d);
+            let (values, value_stride) = head_rows(v, kv_base, kv_len, kv_width, d);
+            let k_t = MatRef { data: &keys, row_stride: 1, col_stride: key_stride };
             let mut scores = vec![0.0f32; q_len * kv_len];
             gemm_f32(q_len, kv_len, d, q_view, k_t, &mut scores, false);
             for (i, row) in scores.chunks_mut(kv_len).enumerate() {
@@ -46,7 +75,7 @@ fn attention_gemm(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape, fill: f32)
                 row[visible..].fill(0.0);
             }
             let p = MatRef { data: &scores, row_stride: kv_len, col_stride: 1 };
-            let v_view = MatRef { data: &v[kv_base..], row_stride: kv_width, col_stride: 1 };
+            let v_view = MatRef { data: &values, row_stride: value_stride, col_stride: 1 };
             let mut out = vec![0.0f32; q_len * d];
             gemm_f32(q_len, d, kv_len, p, v_view, &mut out, false);
             (b, h, out)
@@ -62,48 +91,54 @@ fn attention_gemm(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape, fill: f32)
     out
 }
 
-/// Few queries (decode steps): one dot product per key, no score matrix.
-fn attention_rows(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape, fill: f32) -> Vec<f32> {
+/// Few queries (decode steps): one dot product per key, no score matrix. A task is a (batch
+/// entry, KV head, block of queries) and runs every query head of the group, so each key and value
+/// row is read (or widened) once per task.
+fn attention_rows(q: &[f32], k: KvRows<'_>, v: KvRows<'_>, s: AttentionShape, fill: f32) -> Vec<f32> {
     let AttentionShape { batch, q_len, kv_len, kv_capacity, heads, kv_heads, head_dim: d, causal } = s;
     let q_width = heads * d;
     let kv_width = kv_heads * d;
     let group = heads / kv_heads;
     let scale = (d as f32).powf(-0.5);
     let blocks = q_len.div_ceil(QUERY_BLOCK);
-    let results: Vec<(usize, usize, usize, Vec<f32>)> = (0..batch * heads * blocks)
+    let results: Vec<(usize, usize, usize, Vec<f32>)> = (0..batch * kv_heads * blocks)
         .into_par_iter()
-        .map(|task| {
-            let (b, rest) = (task / (heads * blocks), task % (heads * blocks));
-            let (h, blk) = (rest / blocks, rest % blocks);
-            let kvh = h / group;
+        .flat_map_iter(|task| {
+            let (b, rest) = (task / (kv_heads * blocks), task % (kv_heads * blocks));
+            let (kvh, blk) = (rest / blocks, rest % blocks);
             let q0 = blk * QUERY_BLOCK;
             let q1 = (q0 + QUERY_BLOCK).min(q_len);
-            let mut out = vec![0.0f32; (q1 - q0) * d];
+            let kv_base = b * kv_capacity * kv_width + kvh * d;
+            let (keys, key_stride) = head_rows(k, kv_base, kv_len, kv_width, d);
+            let (values, value_stride) = head_rows(v, kv_base, kv_len, kv_width, d);
             let mut scores = vec![0.0f32; kv_len];
-            for (qi, out_row) in (q0..q1).zip(out.chunks_mut(d)) {
-                let q_row = &q[(b * q_len + qi) * q_width + h * d..][..d];
-                let visible = if causal { kv_len - q_len + qi + 1 } else { kv_len };
-                let mut max = f32::NEG_INFINITY;
-                for (j, score) in scores.iter_mut().enumerate().take(visible) {
-                    let k_row = &k[(b * kv_capacity + j) * kv_width + kvh * d..][..d];
-                    *score = dot_f32(q_row, k_row) * scale;
-                    max = max.max(*score);
-                }
-                let mut sum = 0.0f32;
-                for score in scores.iter_mut().take(visible) {
-                    *score = (*score - max).exp();
-                    sum += *score;
-                }
-                let inv = 1.0 / sum;
-                for (j, score) in scores.iter().enumerate().take(visible) {
-                    let p = score * inv;
-                    let v_row = &v[(b * kv_capacity + j) * kv_width + kvh * d..][..d];
-                    for (o, vv) in out_row.iter_mut().zip(v_row) {
-                        *o += p * vv;
+            let mut done = Vec::with_capacity(group);
+            for h in kvh * group..(kvh + 1) * group {
+                let mut out = vec![0.0f32; (q1 - q0) * d];
+                for (qi, out_row) in (q0..q1).zip(out.chunks_mut(d)) {
+                    let q_row = &q[(b * q_len + qi) * q_width + h * d..][..d];
+                    let visible = if causal { kv_len - q_len + qi + 1 } else { kv_len };
+                    let mut max = f32::NEG_INFINITY;
+                    for (j, score) in scores.iter_mut().enumerate().take(visible) {
+                        *score = dot_f32(q_row, &keys[j * key_stride..][..d]) * scale;
+                        max = max.max(*score);
+                    }
+                    let mut sum = 0.0f32;
+                    for score in scores.iter_mut().take(visible) {
+                        *score = (*score - max).exp();
+                        sum += *score;
+                    }
+                    let inv = 1.0 / sum;
+                    for (j, score) in scores.iter().enumerate().take(visible) {
+                        let p = score * inv;
+                        for (o, vv) in out_row.iter_mut().zip(&values[j * value_stride..][..d]) {
+                            *o += p * vv;
+                        }
                     }
                 }
+                done.push((b, h, q0, out));
             }
-            (b, h, q0, out)
+            done
         })
         .collect();
     let mut out = vec![fill; batch * q_len * q_width];

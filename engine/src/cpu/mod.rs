@@ -40,6 +40,15 @@ fn f32s(t: &Tensor, op: Op) -> Result<&[f32]> {
     }
 }
 
+/// Keys or values in a dtype a cache takes.
+fn kv_rows(t: &Tensor, op: Op) -> Result<attention::KvRows<'_>> {
+    match storage(t, op)? {
+        CpuStorage::F32(v) => Ok(attention::KvRows::F32(v)),
+        CpuStorage::BF16(v) => Ok(attention::KvRows::BF16(v)),
+        other => Err(Error::unsupported(op, other.dtype(), DeviceKind::Cpu)),
+    }
+}
+
 /// A small parameter (norm weight, bias, alpha) or a weight widened to f32.
 fn param(t: &Tensor, op: Op) -> Result<std::borrow::Cow<'_, [f32]>> {
     Ok(match storage(t, op)? {
@@ -86,7 +95,11 @@ impl Backend for CpuBackend {
     /// Weights, tables and parameters in any dtype, the quantized formats included (widened to f32
     /// as they are read); activations in f32.
     fn supports(&self, op: Op, dtype: DType) -> bool {
-        op.operand() != Operand::Activation || dtype == DType::F32
+        match op.operand() {
+            Operand::Activation => dtype == DType::F32,
+            Operand::Cache => matches!(dtype, DType::F32 | DType::BF16),
+            _ => true,
+        }
     }
 
     fn upload(&self, t: Tensor) -> Result<Tensor> {
@@ -187,21 +200,31 @@ impl Backend for CpuBackend {
 
     fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, s: AttentionShape) -> Result<Tensor> {
         shapes::attention(q, k, v, &s)?;
-        let (q, k, v) = (f32s(q, Op::Attention)?, f32s(k, Op::Attention)?, f32s(v, Op::Attention)?);
+        let (q, k, v) = (f32s(q, Op::Attention)?, kv_rows(k, Op::Attention)?, kv_rows(v, Op::Attention)?);
         let y = attention::attention(q, k, v, s, self.fresh);
         out(&[s.batch * s.q_len, s.heads * s.head_dim], y)
     }
 
     fn write_rows(&self, dst: &mut Tensor, src: &Tensor, batch: usize, row: usize) -> Result<()> {
         let (capacity, n, cols) = shapes::write_rows(dst, src, batch, row)?;
-        let src = f32s(src, Op::WriteRows)?.to_vec();
+        let src = f32s(src, Op::WriteRows)?;
         let dtype = dst.dtype();
-        let Storage::Cpu(CpuStorage::F32(d)) = dst.storage_mut() else {
-            return Err(Error::unsupported(Op::WriteRows, dtype, DeviceKind::Cpu));
-        };
-        for b in 0..batch {
-            let at = (b * capacity + row) * cols;
-            d[at..at + n * cols].copy_from_slice(&src[b * n * cols..(b + 1) * n * cols]);
+        let rows = |b: usize| &src[b * n * cols..(b + 1) * n * cols];
+        let at = |b: usize| (b * capacity + row) * cols;
+        match dst.storage_mut() {
+            Storage::Cpu(CpuStorage::F32(d)) => {
+                for b in 0..batch {
+                    d[at(b)..at(b) + n * cols].copy_from_slice(rows(b));
+                }
+            }
+            Storage::Cpu(CpuStorage::BF16(d)) => {
+                for b in 0..batch {
+                    for (to, &from) in d[at(b)..at(b) + n * cols].iter_mut().zip(rows(b)) {
+                        *to = half::bf16::from_f32(from);
+                    }
+                }
+            }
+            _ => return Err(Error::unsupported(Op::WriteRows, dtype, DeviceKind::Cpu)),
         }
         Ok(())
     }

@@ -7,10 +7,11 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use super::CudaBackend;
 use super::context::{Lane, gpu};
 use super::launch::Overlapped;
+use super::storage::Float;
 use crate::device::{AttentionShape, DeviceKind, Op};
 use crate::error::{Error, Result};
 use crate::shapes;
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 
 /// What single-query attention reuses from launch to launch on one stream: the splits' partials
 /// and one ticket per (batch, KV head), which the kernel leaves at zero.
@@ -28,8 +29,7 @@ impl CudaBackend {
         &self,
         lane: &Lane,
         q: &Tensor,
-        k: &Tensor,
-        v: &Tensor,
+        (k, v): (Float, Float),
         s: &AttentionShape,
         scale: f32,
         out: &mut CudaSlice<f32>,
@@ -63,8 +63,15 @@ impl CudaBackend {
             shared_mem_bytes: 0,
         };
         let group = s.heads / s.kv_heads;
-        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&format!("attention_decode_g{group}"))?);
-        b.input(self.f32s(q, Op::Attention)?).input(self.f32s(k, Op::Attention)?).input(self.f32s(v, Op::Attention)?);
+        let dtype = if k.dtype() == DType::BF16 { "bf16" } else { "f32" };
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&format!("attention_decode_g{group}_{dtype}"))?);
+        b.input(self.f32s(q, Op::Attention)?);
+        for rows in [k, v] {
+            match rows {
+                Float::F32(x) => b.input(x),
+                Float::BF16(x) => b.input(x),
+            };
+        }
         b.output(&mut part_m).output(&mut part_l).output(&mut part_acc).output(tickets).output(out);
         b.int(kv_len).int(cap).int(heads).int(kv_heads).int(hd).int(split).float(scale);
         // SAFETY: shapes checked by the caller (head dim <= 128 and a multiple of 4, 1, 2, 4 or 8
@@ -85,6 +92,8 @@ impl CudaBackend {
                 detail: format!("head dim {} is over the 256 its kernels take", s.head_dim),
             });
         }
+        let (keys, values) = (self.float(k, Op::Attention)?, self.float(v, Op::Attention)?);
+        let kv_bf16 = keys.dtype() == DType::BF16;
         let lane = self.lane()?;
         let mut out = self.alloc(&lane, s.batch * s.q_len * s.heads * s.head_dim)?;
         let scale = (s.head_dim as f32).powf(-0.5);
@@ -97,8 +106,8 @@ impl CudaBackend {
             s.head_dim as i32,
             s.causal as i32,
         );
-        if s.head_dim == 64 && s.q_len >= 64 {
-            // Long sequences at head dim 64 (the DiT): the tiled kernel.
+        if s.head_dim == 64 && s.q_len >= 64 && !kv_bf16 {
+            // Long sequences at head dim 64 (the DiT, whose keys and values are f32): the tiled kernel.
             let cfg = LaunchConfig {
                 grid_dim: (s.q_len.div_ceil(64) as u32, s.heads as u32, s.batch as u32),
                 block_dim: (128, 1, 1),
@@ -119,7 +128,7 @@ impl CudaBackend {
         }
         let group = s.heads / s.kv_heads;
         if s.q_len == 1 && s.head_dim <= 128 && s.head_dim.is_multiple_of(4) && [1, 2, 4, 8].contains(&group) {
-            self.attention_decode(&lane, q, k, v, &s, scale, &mut out)?;
+            self.attention_decode(&lane, q, (keys, values), &s, scale, &mut out)?;
             return self.wrap(&[s.batch, s.heads * s.head_dim], out);
         }
         let tile: i32 = if s.head_dim <= 128 { 32 } else { 16 };
@@ -129,11 +138,16 @@ impl CudaBackend {
             block_dim: (32 * warps, 1, 1),
             shared_mem_bytes: (2 * tile as usize * s.head_dim * 4) as u32,
         };
-        let mut b = lane.stream.launch_builder(self.kernels.get("attention_f32")?);
-        b.arg(self.f32s(q, Op::Attention)?)
-            .arg(self.f32s(k, Op::Attention)?)
-            .arg(self.f32s(v, Op::Attention)?)
-            .arg(&mut out);
+        let kernel = if kv_bf16 { "attention_kv_bf16" } else { "attention_f32" };
+        let mut b = lane.stream.launch_builder(self.kernels.get(kernel)?);
+        b.arg(self.f32s(q, Op::Attention)?);
+        for rows in [&keys, &values] {
+            match rows {
+                Float::F32(x) => b.arg(*x),
+                Float::BF16(x) => b.arg(*x),
+            };
+        }
+        b.arg(&mut out);
         b.arg(&q_len).arg(&kv_len).arg(&cap).arg(&heads).arg(&kv_heads).arg(&hd).arg(&causal).arg(&scale).arg(&tile);
         // SAFETY: shapes checked above; shared memory sized for two tiles of keys and values.
         unsafe { b.launch(cfg) }.map_err(gpu)?;

@@ -147,16 +147,25 @@ impl CudaBackend {
         let lane = self.lane()?;
         let src = self.f32s(src, Op::WriteRows)?;
         let dtype = dst.dtype();
-        let Storage::Cuda(CudaStorage::F32(d)) = dst.storage_mut() else {
-            return Err(Error::unsupported(Op::WriteRows, dtype, DeviceKind::Cuda));
-        };
         let total = (batch * n * cols) as i64;
         if total == 0 {
             return Ok(());
         }
         let (n32, cols32, cap32, row32) = (n as i32, cols as i32, capacity as i32, row as i32);
-        let mut b = lane.stream.launch_builder(self.kernels.get("write_rows_f32")?);
-        b.arg(src).arg(d).arg(&total).arg(&n32).arg(&cols32).arg(&cap32).arg(&row32);
+        let mut b = match dst.storage_mut() {
+            Storage::Cuda(CudaStorage::F32(d)) => {
+                let mut b = lane.stream.launch_builder(self.kernels.get("write_rows_f32")?);
+                b.arg(src).arg(d);
+                b
+            }
+            Storage::Cuda(CudaStorage::BF16(d)) => {
+                let mut b = lane.stream.launch_builder(self.kernels.get("write_rows_bf16")?);
+                b.arg(src).arg(d);
+                b
+            }
+            _ => return Err(Error::unsupported(Op::WriteRows, dtype, DeviceKind::Cuda)),
+        };
+        b.arg(&total).arg(&n32).arg(&cols32).arg(&cap32).arg(&row32);
         // SAFETY: shapes checked: each batch entry's rows [row, row + n) lie inside dst.
         unsafe { b.launch(grid_1d(total as usize)) }.map_err(gpu)?;
         Ok(())
@@ -172,7 +181,8 @@ impl CudaBackend {
         row: usize,
     ) -> Result<()> {
         let key_shape = shapes::write_rows(keys, k, batch, row)?;
-        if shapes::write_rows(values, v, batch, row)? != key_shape || keys.shape() != values.shape() {
+        let same = keys.shape() == values.shape() && keys.dtype() == values.dtype();
+        if shapes::write_rows(values, v, batch, row)? != key_shape || !same {
             self.write_rows(keys, k, batch, row)?;
             return self.write_rows(values, v, batch, row);
         }
@@ -184,16 +194,23 @@ impl CudaBackend {
         }
         let lane = self.lane()?;
         let dtype = keys.dtype();
-        let (Storage::Cuda(CudaStorage::F32(k_dst)), Storage::Cuda(CudaStorage::F32(v_dst))) =
-            (keys.storage_mut(), values.storage_mut())
-        else {
-            return Err(Error::unsupported(Op::WriteKv, dtype, DeviceKind::Cuda));
+        let mut b = match (keys.storage_mut(), values.storage_mut()) {
+            (Storage::Cuda(CudaStorage::F32(k_dst)), Storage::Cuda(CudaStorage::F32(v_dst))) => {
+                let mut b = lane.stream.launch_builder(self.kernels.get("write_kv_f32")?);
+                b.arg(k_src).arg(k_dst).arg(v_src).arg(v_dst);
+                b
+            }
+            (Storage::Cuda(CudaStorage::BF16(k_dst)), Storage::Cuda(CudaStorage::BF16(v_dst))) => {
+                let mut b = lane.stream.launch_builder(self.kernels.get("write_kv_bf16")?);
+                b.arg(k_src).arg(k_dst).arg(v_src).arg(v_dst);
+                b
+            }
+            _ => return Err(Error::unsupported(Op::WriteKv, dtype, DeviceKind::Cuda)),
         };
         let (n32, cols32, cap32, row32) = (n as i32, cols as i32, capacity as i32, row as i32);
-        let mut b = lane.stream.launch_builder(self.kernels.get("write_kv_f32")?);
-        b.arg(k_src).arg(k_dst).arg(v_src).arg(v_dst).arg(&total).arg(&n32).arg(&cols32).arg(&cap32).arg(&row32);
-        // SAFETY: both caches have the same shape and the rows [row, row + n) of each batch entry lie
-        // inside them (checked above).
+        b.arg(&total).arg(&n32).arg(&cols32).arg(&cap32).arg(&row32);
+        // SAFETY: both caches have the same shape and dtype, and the rows [row, row + n) of each
+        // batch entry lie inside them (checked above).
         unsafe { b.launch(grid_1d(total as usize)) }.map_err(gpu)?;
         Ok(())
     }

@@ -137,7 +137,7 @@ impl Backend for CudaBackend {
         match op.operand() {
             Operand::ReadBack => true,
             Operand::Activation => dtype == DType::F32,
-            Operand::Parameter => float,
+            Operand::Parameter | Operand::Cache => float,
             Operand::Result if op == Op::FillUniform => float,
             Operand::Matrix | Operand::HostTensor | Operand::Result => float || dtype.is_quantized(),
         }

@@ -122,7 +122,8 @@ impl CudaBackend {
             && inputs.k_norm.elem_count() == 128
             && same_norm_dtype
             && r.seq_len == n
-            && slot.keys.shape() == slot.values.shape();
+            && slot.keys.shape() == slot.values.shape()
+            && slot.keys.dtype() == slot.values.dtype();
         let placement = shapes::write_rows(slot.keys, &inputs.k, slot.batch, slot.row).ok();
         let Some((capacity, _, _)) = placement.filter(|_| fused) else {
             return composed::attention_inputs(self, inputs, slot);
@@ -135,18 +136,11 @@ impl CudaBackend {
             self.f32s(inputs.v, Op::AttentionInputs)?,
         );
         let cache_dtype = slot.keys.dtype();
-        let (Storage::Cuda(CudaStorage::F32(keys)), Storage::Cuda(CudaStorage::F32(values))) =
-            (slot.keys.storage_mut(), slot.values.storage_mut())
-        else {
-            return Err(Error::unsupported(Op::AttentionInputs, cache_dtype, DeviceKind::Cuda));
-        };
+        let norm_dtype = if matches!(norms.0, Storage::Cuda(CudaStorage::F32(_))) { "f32" } else { "bf16" };
+        let cache_suffix = if cache_dtype == DType::BF16 { "_kv_bf16" } else { "" };
+        let kernel = format!("qk_norm_rope_append128_{norm_dtype}{cache_suffix}");
         let (heads, kv_heads) = (q_width / 128, k_width / 128);
-        let kernel = if matches!(norms.0, Storage::Cuda(CudaStorage::F32(_))) {
-            "qk_norm_rope_append128_f32"
-        } else {
-            "qk_norm_rope_append128_bf16"
-        };
-        let mut b = Overlapped::new(&lane.stream, self.kernels.get(kernel)?);
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&kernel)?);
         b.input(q).input(k).input(v);
         for norm in [inputs.q_norm, inputs.k_norm] {
             match self.float(norm, Op::AttentionInputs)? {
@@ -154,7 +148,17 @@ impl CudaBackend {
                 Float::BF16(s) => b.input(s),
             };
         }
-        b.output(&mut q_out).output(keys).output(values).int(q_rows as i32).int(heads as i32).int(kv_heads as i32);
+        b.output(&mut q_out);
+        match (slot.keys.storage_mut(), slot.values.storage_mut()) {
+            (Storage::Cuda(CudaStorage::F32(keys)), Storage::Cuda(CudaStorage::F32(values))) => {
+                b.output(keys).output(values)
+            }
+            (Storage::Cuda(CudaStorage::BF16(keys)), Storage::Cuda(CudaStorage::BF16(values))) => {
+                b.output(keys).output(values)
+            }
+            _ => return Err(Error::unsupported(Op::AttentionInputs, cache_dtype, DeviceKind::Cuda)),
+        };
+        b.int(q_rows as i32).int(heads as i32).int(kv_heads as i32);
         b.float(inputs.eps).float(r.theta).int(r.first_position as i32).int(n as i32).int(capacity as i32);
         b.int(slot.row as i32);
         let warps = q_rows * (heads + kv_heads);

@@ -129,13 +129,9 @@ impl Op {
             | Op::LinearGlu
             | Op::Linear3
             | Op::Embedding => Operand::Matrix,
-            Op::Conv1d | Op::ConvTranspose1d | Op::RmsNorm | Op::LayerNorm | Op::AttentionInputs | Op::Snake => {
-                Operand::Parameter
-            }
+            Op::Conv1d | Op::ConvTranspose1d | Op::RmsNorm | Op::LayerNorm | Op::Snake => Operand::Parameter,
+            Op::Attention | Op::AttentionInputs | Op::WriteRows | Op::WriteKv => Operand::Cache,
             Op::Rope
-            | Op::Attention
-            | Op::WriteRows
-            | Op::WriteKv
             | Op::SiluMul
             | Op::Silu
             | Op::Tanh
@@ -166,6 +162,10 @@ pub enum Operand {
     Parameter,
     /// The activations, which every backend keeps in f32.
     Activation,
+    /// The keys and values of a KV cache (or of attention without one): f32, or bf16 as the
+    /// reference keeps them ([`KV_DTYPE`](crate::models::kv_cache::KV_DTYPE)). The queries and the
+    /// rows written into a cache are f32 activations.
+    Cache,
 }
 
 impl std::fmt::Display for Op {

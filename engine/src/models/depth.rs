@@ -6,12 +6,12 @@
 //! causal with learned absolute positions, so keeping each frame's keys and values and running one
 //! new position per codebook computes the same thing.
 
-use super::kv_cache::KvCache;
+use super::kv_cache::{KV_DTYPE, KvCache};
 use super::swiglu::SwiGlu;
 use crate::config::DepthConfig;
 use crate::device::{AttentionShape, Device, RmsNorm};
 use crate::error::{Error, Result};
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 use crate::weights::VarBuilder;
 
 const RMS_EPS: f32 = 1e-6;
@@ -33,6 +33,7 @@ pub struct DepthDecoder {
     layers: Vec<Layer>,
     norm: Tensor,
     heads: Vec<Tensor>,
+    kv_dtype: DType,
 }
 
 /// One frame in progress: its KV cache over the CFG pair.
@@ -73,7 +74,14 @@ impl DepthDecoder {
             layers,
             norm: vb.get(&[h], "norm.weight")?,
             heads,
+            kv_dtype: KV_DTYPE,
         })
+    }
+
+    /// The decoder with its frames' KV caches in `dtype` rather than [`KV_DTYPE`] (f32 for a test
+    /// that holds it against an f32 computation).
+    pub fn with_kv_dtype(self, dtype: DType) -> Self {
+        DepthDecoder { kv_dtype: dtype, ..self }
     }
 
     pub fn config(&self) -> &DepthConfig {
@@ -85,7 +93,8 @@ impl DepthDecoder {
     /// codebook 1, `[batch, hidden]`.
     pub fn start_frame(&self, device: &Device, lm_hidden: &Tensor, c0_embed: &Tensor) -> Result<(DepthFrame, Tensor)> {
         let batch = lm_hidden.shape()[0];
-        let cache = KvCache::new(device, self.cfg.num_layers, batch, self.cfg.num_codebooks, self.cfg.hidden_size)?;
+        let (layers, rows, width) = (self.cfg.num_layers, self.cfg.num_codebooks, self.cfg.hidden_size);
+        let cache = KvCache::new(device, layers, batch, rows, width, self.kv_dtype)?;
         let mut frame = DepthFrame { cache };
         // Batch-major rows: [b0 p0, b0 p1, b1 p0, b1 p1].
         let mut rows = Vec::with_capacity(2 * batch);

@@ -3,7 +3,12 @@
 
 use crate::device::{Device, KvSlot};
 use crate::error::{Error, Result};
-use crate::tensor::Tensor;
+use crate::tensor::{CpuStorage, DType, Storage, Tensor};
+
+/// The dtype the caches keep keys and values in: bf16, as the reference's bf16 language model and
+/// depth decoder keep them (their projections' outputs), at half the memory and half the bytes a
+/// decode step's attention reads of f32.
+pub const KV_DTYPE: DType = DType::BF16;
 
 pub struct KvCache {
     keys: Vec<Tensor>,
@@ -14,8 +19,17 @@ pub struct KvCache {
 }
 
 impl KvCache {
-    pub fn new(device: &Device, layers: usize, batch: usize, capacity: usize, width: usize) -> Result<Self> {
-        let zeros = || device.upload(Tensor::zeros(&[batch * capacity, width]));
+    /// A cache of zeros in `dtype` (f32 or bf16; [`KV_DTYPE`] unless a test asks otherwise).
+    pub fn new(
+        device: &Device,
+        layers: usize,
+        batch: usize,
+        capacity: usize,
+        width: usize,
+        dtype: DType,
+    ) -> Result<Self> {
+        let zeros = CpuStorage::F32(vec![0.0; batch * capacity * width]).to_dtype(dtype)?;
+        let zeros = || device.upload(Tensor::new(&[batch * capacity, width], Storage::Cpu(zeros.clone()))?);
         let keys = (0..layers).map(|_| zeros()).collect::<Result<_>>()?;
         let values = (0..layers).map(|_| zeros()).collect::<Result<_>>()?;
         Ok(KvCache { keys, values, batch, capacity, len: 0 })

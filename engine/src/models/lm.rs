@@ -8,12 +8,12 @@
 
 use std::ops::Range;
 
-use super::kv_cache::KvCache;
+use super::kv_cache::{KV_DTYPE, KvCache};
 use super::swiglu::SwiGlu;
 use crate::config::LmConfig;
 use crate::device::{AttentionInputs, AttentionShape, Device, RmsNorm, Rotary};
 use crate::error::Result;
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 use crate::weights::VarBuilder;
 
 struct Layer {
@@ -34,6 +34,7 @@ pub struct LanguageModel {
     norm: Tensor,
     head: Tensor,
     head_rows: Range<u32>,
+    kv_dtype: DType,
 }
 
 impl LanguageModel {
@@ -66,7 +67,14 @@ impl LanguageModel {
             norm: m.get(&[h], "norm.weight")?,
             head,
             head_rows,
+            kv_dtype: KV_DTYPE,
         })
+    }
+
+    /// The model with its KV caches in `dtype` rather than [`KV_DTYPE`] (f32 for a test that holds
+    /// the model against an f32 computation).
+    pub fn with_kv_dtype(self, dtype: DType) -> Self {
+        LanguageModel { kv_dtype: dtype, ..self }
     }
 
     pub fn config(&self) -> &LmConfig {
@@ -80,7 +88,7 @@ impl LanguageModel {
 
     pub fn new_cache(&self, device: &Device, batch: usize, capacity: usize) -> Result<KvCache> {
         let width = self.cfg.num_key_value_heads * self.cfg.head_dim;
-        KvCache::new(device, self.cfg.num_hidden_layers, batch, capacity, width)
+        KvCache::new(device, self.cfg.num_hidden_layers, batch, capacity, width, self.kv_dtype)
     }
 
     /// `embed_tokens` rows of `ids`, `[ids.len(), hidden]`.

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use super::memory::GpuBuffer;
 use super::shaders::Program;
 use super::{WgpuBackend, bits, word};
+use crate::device::Backend;
 use crate::device::{AttentionShape, DeviceKind, Op, Rotary};
 use crate::error::{Error, Result};
 use crate::shapes;
@@ -83,7 +84,10 @@ impl WgpuBackend {
                 detail: format!("head_dim {} is over the 256 the shader holds", s.head_dim),
             });
         }
-        let (sq, sk, sv) = (self.f32s(q, op)?, self.f32s(k, op)?, self.f32s(v, op)?);
+        let (sq, sk, sv) = (self.f32s(q, op)?, self.storage(k, op)?, self.storage(v, op)?);
+        if !self.supports(op, sk.dtype) {
+            return Err(Error::unsupported(op, sk.dtype, DeviceKind::Wgpu));
+        }
         let out = self.alloc(op, s.batch * s.q_len * s.heads * s.head_dim)?;
         let tasks = s.batch * s.heads * s.q_len;
         let params = [
@@ -97,8 +101,8 @@ impl WgpuBackend {
             s.causal as u32,
             bits((s.head_dim as f32).powf(-0.5)),
         ];
-        let buffers = [(1, sq.buffer()), (2, out.buffer()), (3, sk.buffer()), (4, sv.buffer())];
-        self.run(Program::Attention, &[], &params, &buffers, word(op, tasks)?)?;
+        let buffers = [(1, sq.buffer()), (2, out.buffer()), (3, sk.buffer()), (6, sv.buffer())];
+        self.run(Program::Attention, &[sk.dtype, sv.dtype], &params, &buffers, word(op, tasks)?)?;
         Ok(self.wrap(&[s.batch * s.q_len, s.heads * s.head_dim], out))
     }
 }

@@ -8,7 +8,7 @@ use super::{WgpuBackend, bits, tensor_bindings, word};
 use crate::device::{DeviceKind, Op};
 use crate::error::{Error, Result};
 use crate::shapes;
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 
 const TRANSPOSE: u32 = 0;
 const COLUMNS: u32 = 1;
@@ -85,24 +85,35 @@ impl WgpuBackend {
     }
 
     pub(super) fn write_rows(&self, dst: &mut Tensor, src: &Tensor, batch: usize, row: usize) -> Result<()> {
+        let op = Op::WriteRows;
         let (capacity, n, cols) = shapes::write_rows(dst, src, batch, row)?;
-        let from = self.f32s(src, Op::WriteRows)?.clone();
+        let from = self.f32s(src, op)?.clone();
         let dtype = dst.dtype();
         let crate::tensor::Storage::Wgpu(to) = dst.storage_mut() else {
-            return Err(Error::WrongDevice {
-                op: Op::WriteRows,
-                backend: DeviceKind::Wgpu,
-                found: dst.storage().kind(),
-            });
+            return Err(Error::WrongDevice { op, backend: DeviceKind::Wgpu, found: dst.storage().kind() });
         };
-        if dtype != crate::tensor::DType::F32 {
-            return Err(Error::unsupported(Op::WriteRows, dtype, DeviceKind::Wgpu));
+        if !matches!(dtype, DType::F32 | DType::BF16) {
+            return Err(Error::unsupported(op, dtype, DeviceKind::Wgpu));
+        }
+        if dtype == DType::BF16 && !cols.is_multiple_of(2) {
+            return Err(Error::BackendLimit {
+                op,
+                backend: DeviceKind::Wgpu,
+                detail: format!("a bf16 cache {cols} wide: its rows must be whole words"),
+            });
         }
         // A cache shared with a clone is copied first, so the clone keeps what it held.
         if Arc::strong_count(&to.buffers[0]) > 1 {
-            let copy = self.alloc(Op::WriteRows, to.len)?;
-            self.shared.queue.copy(to.buffer(), 0, copy.buffer(), 0, (to.len * 4) as u64);
+            let copy = self.alloc_as(op, dtype, to.len)?;
+            let held = super::storage::byte_sizes(dtype, to.len)[0].next_multiple_of(4);
+            self.shared.queue.copy(to.buffer(), 0, copy.buffer(), 0, held);
             *to = copy;
+        }
+        if dtype == DType::BF16 {
+            let words = batch * n * cols / 2;
+            let params = [word(op, words)?, word(op, n)?, word(op, cols / 2)?, word(op, capacity)?, word(op, row)?];
+            let buffers = [(1, from.buffer()), (2, to.buffer())];
+            return self.run(Program::WriteRowsBf16, &[], &params, &buffers, word(op, words.div_ceil(256))?);
         }
         let bytes = (n * cols * 4) as u64;
         for b in 0..batch {

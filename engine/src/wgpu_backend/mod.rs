@@ -277,6 +277,7 @@ impl Backend for WgpuBackend {
     fn supports(&self, op: Op, dtype: DType) -> bool {
         match op.operand() {
             Operand::Activation => dtype == DType::F32,
+            Operand::Cache => matches!(dtype, DType::F32 | DType::BF16),
             Operand::Result if op == Op::FillUniform => matches!(dtype, DType::F32 | DType::BF16),
             _ => true,
         }

@@ -15,6 +15,7 @@ pub enum Program {
     Fill,
     FillUniform,
     Layout,
+    WriteRowsBf16,
     Gather,
     Norms,
     Rope,
@@ -30,12 +31,13 @@ pub enum Program {
 }
 
 impl Program {
-    pub const ALL: [Program; 17] = [
+    pub const ALL: [Program; 18] = [
         Program::Unary,
         Program::Binary,
         Program::Fill,
         Program::FillUniform,
         Program::Layout,
+        Program::WriteRowsBf16,
         Program::Gather,
         Program::Norms,
         Program::Rope,
@@ -57,6 +59,7 @@ impl Program {
             Program::Fill => "fill",
             Program::FillUniform => "fill_uniform",
             Program::Layout => "layout",
+            Program::WriteRowsBf16 => "write_rows_bf16",
             Program::Gather => "gather",
             Program::Norms => "norms",
             Program::Rope => "rope",
@@ -79,6 +82,7 @@ impl Program {
             Program::Fill => include_str!("../../../shaders/fill.wgsl"),
             Program::FillUniform => include_str!("../../../shaders/fill_uniform.wgsl"),
             Program::Layout => include_str!("../../../shaders/layout.wgsl"),
+            Program::WriteRowsBf16 => include_str!("../../../shaders/write_rows_bf16.wgsl"),
             Program::Gather => include_str!("../../../shaders/gather.wgsl"),
             Program::Norms => include_str!("../../../shaders/norms.wgsl"),
             Program::Rope => include_str!("../../../shaders/rope.wgsl"),
@@ -101,6 +105,8 @@ impl Program {
             Program::Norms => &[("weight", 3), ("bias", 6)],
             Program::Linear | Program::LinearWide | Program::Gemv | Program::Conv => &[("w", 3), ("bias", 6)],
             Program::Snake => &[("alpha", 3)],
+            // The keys from 3, the values from 6 (room for a quantized reader's three bindings).
+            Program::Attention => &[("k", 3), ("v", 6)],
             _ => &[],
         }
     }

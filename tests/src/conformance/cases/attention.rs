@@ -1,4 +1,5 @@
-//! Attention and a decoder layer's attention inputs. The shapes reach each kernel a GPU
+//! Attention and a decoder layer's attention inputs, with f32 queries and the keys and values
+//! in the case's dtype (f32, or bf16 as the KV caches keep them). The shapes reach each kernel a GPU
 //! dispatches to: head dim 8 with several queries (one warp per query), head dim 64 with 64+
 //! queries (the DiT's tiled kernel), and a single query (a decode step) over 1 to 35 splits of 32
 //! keys, a partial last split, and 1, 2, 4 and 8 query heads per KV head (the LM's 32/8 among
@@ -9,7 +10,7 @@ use songloom_engine::device::{AttentionInputs, KvSlot, SENTINEL_BITS};
 use songloom_engine::{AttentionShape, DType, Op, Rotary};
 
 use super::{naive_rms_norm, naive_rope};
-use crate::conformance::{Case, FLOAT_DTYPES, Input, WEIGHT_DTYPES};
+use crate::conformance::{Case, FLOAT_DTYPES, Input};
 
 /// (head dim, queries, valid keys, capacity, causal, heads, KV heads)
 const SHAPES: [(usize, usize, usize, usize, bool, usize, usize); 15] = [
@@ -46,13 +47,19 @@ pub fn cases() -> Vec<Case> {
             cases.push(attention(shape, dtype, Poison::None));
         }
     }
-    for shape in [SHAPES[1], SHAPES[7], SHAPES[9], SHAPES[14]] {
-        cases.push(attention(shape, DType::F32, Poison::SeenNan));
-        cases.push(attention(shape, DType::F32, Poison::UnseenNan));
+    for dtype in [DType::F32, DType::BF16] {
+        for shape in [SHAPES[1], SHAPES[7], SHAPES[9], SHAPES[14]] {
+            cases.push(attention(shape, dtype, Poison::SeenNan));
+            cases.push(attention(shape, dtype, Poison::UnseenNan));
+        }
     }
-    for dtype in WEIGHT_DTYPES {
-        for head_dim in [128, 64] {
-            cases.push(attention_inputs(head_dim, dtype));
+    // The norms in the dtypes every backend takes for a parameter (the others are the norms' own
+    // cases).
+    for cache in FLOAT_DTYPES {
+        for norm in [DType::F32, DType::BF16] {
+            for head_dim in [128, 64] {
+                cases.push(attention_inputs(head_dim, cache, norm));
+            }
         }
     }
     cases
@@ -79,7 +86,7 @@ fn attention(
         dtype,
         label,
         |s| {
-            let q = s.random(&[batch * q_len, heads * d], dtype);
+            let q = s.random(&[batch * q_len, heads * d], DType::F32);
             let (mut k, mut v) =
                 (s.random(&[batch * capacity, kv_width], dtype), s.random(&[batch * capacity, kv_width], dtype));
             match poison {
@@ -123,29 +130,28 @@ fn naive_attention(q: &[f32], k: &[f32], v: &[f32], s: AttentionShape) -> Vec<f3
     out
 }
 
-/// One layer's attention inputs: rows [3, 5) of each of 2 batch entries in a cache of 6, the
-/// cache's other rows holding the sentinel, which they must keep. A GPU fuses head dim 128 and
-/// composes 64.
-fn attention_inputs(head_dim: usize, dtype: DType) -> Case {
+/// One layer's attention inputs: rows [3, 5) of each of 2 batch entries in a cache of 6 in
+/// `cache`'s dtype, the cache's other rows holding the sentinel, which they must keep, and the
+/// norms in `norm`'s. A GPU fuses head dim 128 and composes 64.
+fn attention_inputs(head_dim: usize, cache: DType, norm: DType) -> Case {
     let (batch, n, heads, kv_heads, capacity, row) = (2, 2, 4, 2, 6, 3);
     let rotary = Rotary { heads: 0, head_dim, rotary_dim: head_dim, theta: 1e6, first_position: row, seq_len: n };
     let (q_width, kv_width) = (heads * head_dim, kv_heads * head_dim);
     let sentinel = f32::from_bits(SENTINEL_BITS[0]);
     Case::new(
         Op::AttentionInputs,
-        dtype,
-        format!("head dim {head_dim}, rows {row}..{} of {capacity}, heads {heads}/{kv_heads}", row + n),
+        cache,
+        format!("head dim {head_dim}, rows {row}..{} of {capacity}, heads {heads}/{kv_heads}, {norm} norms", row + n),
         |s| {
-            let cache =
-                Input::new(&[batch * capacity, kv_width], DType::F32, vec![sentinel; batch * capacity * kv_width]);
+            let rows = Input::new(&[batch * capacity, kv_width], cache, vec![sentinel; batch * capacity * kv_width]);
             vec![
                 s.random(&[batch * n, q_width], DType::F32),
                 s.random(&[batch * n, kv_width], DType::F32),
                 s.random(&[batch * n, kv_width], DType::F32),
-                s.random(&[head_dim], dtype),
-                s.random(&[head_dim], dtype),
-                cache.clone(),
-                cache,
+                s.random(&[head_dim], norm),
+                s.random(&[head_dim], norm),
+                rows.clone(),
+                rows,
             ]
         },
         move |d, mut t| {
@@ -171,13 +177,15 @@ fn attention_inputs(head_dim: usize, dtype: DType) -> Case {
             };
             let q = norm_rope(&i[0].values, &i[3].values, q_width);
             let k = norm_rope(&i[1].values, &i[4].values, kv_width);
-            let append = |cache: &[f32], rows: &[f32]| {
-                let mut cache = cache.to_vec();
+            let append = |held: &[f32], rows: &[f32]| {
+                let mut held = held.to_vec();
                 for b in 0..batch {
                     let at = (b * capacity + row) * kv_width;
-                    cache[at..at + n * kv_width].copy_from_slice(&rows[b * n * kv_width..(b + 1) * n * kv_width]);
+                    for (to, from) in held[at..at + n * kv_width].iter_mut().zip(&rows[b * n * kv_width..]) {
+                        *to = cache.round(*from);
+                    }
                 }
-                cache
+                held
             };
             vec![q, append(&i[5].values, &k), append(&i[6].values, &i[2].values)]
         },

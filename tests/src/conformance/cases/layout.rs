@@ -149,7 +149,8 @@ fn embedding(dtype: DType) -> Case {
     )
 }
 
-/// Rows [3, 5) of each of 2 batch entries of a cache of 6 rows (keys and values for `write_kv`).
+/// Rows [3, 5) of each of 2 batch entries of a cache of 6 rows in `dtype` (keys and values for
+/// `write_kv`), from f32 rows, which a bf16 cache rounds to nearest even.
 fn write_rows(op: Op, dtype: DType) -> Case {
     let (batch, n, capacity, row, cols) = (2, 2, 6, 3, 8);
     let caches = if op == Op::WriteKv { 2 } else { 1 };
@@ -160,7 +161,7 @@ fn write_rows(op: Op, dtype: DType) -> Case {
         format!("rows {row}..{} of {capacity}, batch {batch}, {cols} wide", row + n),
         |s| {
             let cache = Input::new(&[batch * capacity, cols], dtype, vec![sentinel; batch * capacity * cols]);
-            (0..caches).flat_map(|_| [cache.clone(), with_non_finite(s, &[batch * n, cols], dtype)]).collect()
+            (0..caches).flat_map(|_| [cache.clone(), with_non_finite(s, &[batch * n, cols], DType::F32)]).collect()
         },
         move |d, mut t| {
             if op == Op::WriteKv {
@@ -181,7 +182,9 @@ fn write_rows(op: Op, dtype: DType) -> Case {
                     let (mut cache, rows) = (pair[0].values.clone(), &pair[1].values);
                     for b in 0..batch {
                         let at = (b * capacity + row) * cols;
-                        cache[at..at + n * cols].copy_from_slice(&rows[b * n * cols..(b + 1) * n * cols]);
+                        for (to, from) in cache[at..at + n * cols].iter_mut().zip(&rows[b * n * cols..]) {
+                            *to = dtype.round(*from);
+                        }
                     }
                     cache
                 })
