@@ -1,5 +1,7 @@
 //! Embeds the tiny default model (`tests/fixtures/tiny-music3`, made by `tools/oracle`) in the
-//! binary: generates a list of its files with `include_bytes!`.
+//! binary: generates a list of its files with `include_bytes!`. And says whether the browser page's
+//! bundle (web/dist, made by scripts/build-web.sh) is there to embed (`cfg(web_bundle)`), so
+//! `songloom serve` needs no files beside it; without it the binary says how to build it.
 
 use std::path::{Path, PathBuf};
 
@@ -34,4 +36,13 @@ fn main() {
     code.push_str("];\n");
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("default_model_files.rs");
     std::fs::write(out, code).unwrap();
+
+    println!("cargo::rustc-check-cfg=cfg(web_bundle)");
+    // The web folder, which always exists (a missing path would rerun this script every build).
+    let web = Path::new(&manifest).join("../web");
+    println!("cargo:rerun-if-changed={}", web.display());
+    let dist = web.join("dist");
+    if ["songloom_web.js", "songloom_web_bg.wasm"].iter().all(|f| dist.join(f).is_file()) {
+        println!("cargo::rustc-cfg=web_bundle");
+    }
 }

@@ -6,8 +6,9 @@ as_root() {
 }
 
 missing=()
-# mesa-vulkan-drivers (lavapipe) and libvulkan1: the wgpu backend runs its tests on the CPU.
-for pkg in build-essential pkg-config libasound2-dev mesa-vulkan-drivers libvulkan1; do
+# mesa-vulkan-drivers (lavapipe) and libvulkan1: the wgpu backend runs its tests on the CPU;
+# chromium and chromium-driver: the browser test of the page `songloom serve` serves.
+for pkg in build-essential pkg-config libasound2-dev mesa-vulkan-drivers libvulkan1 chromium chromium-driver; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -4,8 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 cargo fmt --all -- --check
+# The browser page first: the songloom binary the tests build embeds it.
+bash scripts/build-web.sh
 cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo nextest run --workspace --locked --no-fail-fast
-# The interface crate also builds for the browser.
-rustup target list --installed 2>/dev/null | grep -q wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
-cargo check --locked --target wasm32-unknown-unknown -p songloom-ui
+cargo clippy --locked --target wasm32-unknown-unknown -p songloom-web -- -D warnings
+SONGLOOM_REQUIRE_BROWSER=1 cargo nextest run --workspace --locked --no-fail-fast

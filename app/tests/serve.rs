@@ -3,96 +3,14 @@
 //! of two with one cancelled; every bad request a 4xx with a one-line JSON error; Ctrl-C stops the
 //! server and leaves no half-written file.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::io::Read;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-struct Server {
-    child: Child,
-    addr: String,
-}
+mod common;
 
-impl Server {
-    fn start(dir: &Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_songloom"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--device", "cpu", "--library"])
-            .arg(dir.join("library"))
-            .env("XDG_CACHE_HOME", dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().expect("a line").unwrap();
-        let addr = first.strip_prefix("serving on http://").unwrap_or_else(|| panic!("{first}")).to_string();
-        Server { child, addr }
-    }
-
-    /// One request; the status and the body.
-    fn call(&self, method: &str, path: &str, body: Option<&str>) -> (u16, Vec<u8>) {
-        let mut stream = TcpStream::connect(&self.addr).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
-        let body = body.unwrap_or("");
-        write!(
-            stream,
-            "{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).unwrap();
-        let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("a response head");
-        let head = String::from_utf8_lossy(&raw[..split]).to_string();
-        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-        let mut body = raw[split + 4..].to_vec();
-        if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
-            body = dechunk(&body);
-        }
-        (status, body)
-    }
-
-    fn json(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        let (status, bytes) = self.call(method, path, body.map(|b| b.to_string()).as_deref());
-        let text = String::from_utf8_lossy(&bytes);
-        (status, serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}")))
-    }
-
-    /// Polls a song until it is over.
-    fn wait(&self, id: u64) -> Value {
-        let start = Instant::now();
-        loop {
-            let (_, song) = self.json("GET", &format!("/api/songs/{id}"), None);
-            if !matches!(song["state"].as_str(), Some("queued" | "running")) {
-                return song;
-            }
-            assert!(start.elapsed() < Duration::from_secs(120), "song {id} never ended: {song}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-    }
-}
-
-fn dechunk(mut body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = body.windows(2).position(|w| w == b"\r\n").unwrap();
-        let size = usize::from_str_radix(std::str::from_utf8(&body[..line_end]).unwrap().trim(), 16).unwrap();
-        if size == 0 {
-            return out;
-        }
-        out.extend_from_slice(&body[line_end + 2..line_end + 2 + size]);
-        body = &body[line_end + 2 + size + 2..];
-    }
-}
+use common::Server;
 
 fn song(description: &str, duration: Value) -> Value {
     json!({"description": description, "lyrics": "[verse]\nla la la", "duration": duration, "seed": 3, "steps": 2})
@@ -135,6 +53,18 @@ fn a_song_is_queued_streamed_and_fetched_over_http() {
     assert_eq!(status, 200);
     let (_, list) = server.json("GET", "/api/library", None);
     assert_eq!(list["songs"][0]["title"], "Morning");
+    // A library song's file, as stored and as 16-bit PCM for a download, with its title in it.
+    let (status, stored) = server.call("GET", &format!("/api/library/{library_id}/audio.wav"), None);
+    assert_eq!(status, 200);
+    let stored: Vec<f32> =
+        hound::WavReader::new(std::io::Cursor::new(stored)).unwrap().into_samples().map(Result::unwrap).collect();
+    assert_eq!(stored, samples);
+    let (status, pcm16) =
+        server.call("GET", &format!("/api/library/{library_id}/audio.wav?format=pcm16&download=1"), None);
+    assert_eq!(status, 200);
+    let reader = hound::WavReader::new(std::io::Cursor::new(&pcm16)).unwrap();
+    assert_eq!((reader.spec().bits_per_sample, reader.len() as usize), (16, samples.len()));
+    assert!(pcm16.windows(7).any(|w| w == b"Morning"), "the title is in the file's tags");
 }
 
 #[test]
@@ -194,6 +124,8 @@ fn bad_requests_are_one_line_json_errors() {
         ("GET", "/api/songs/abc", None, 400, "not a song id"),
         ("DELETE", "/api/library/5", None, 404, "no such song"),
         ("PATCH", "/api/library/5", Some("{}".into()), 400, "title"),
+        ("GET", "/api/library/5/audio.wav", None, 404, "no such song"),
+        ("GET", "/api/library/5/audio.wav?format=mp3", None, 400, "float32 or pcm16"),
         ("GET", "/api/nowhere", None, 404, "no such endpoint"),
     ];
     for (method, path, body, status, words) in cases {

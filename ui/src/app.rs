@@ -67,8 +67,28 @@ const PROGRESS_BAND: f32 = 44.0;
 /// Seconds a notice stays.
 pub const NOTICE_S: f64 = 8.0;
 
+/// Where the fields a user starts with were last drawn, for a shell that drives the window from
+/// outside (the browser test clicks and types there).
+#[derive(Debug, Clone, Default)]
+pub struct Landmarks {
+    pub description: Option<egui::Rect>,
+    pub lyrics: Option<egui::Rect>,
+    pub generate: Option<egui::Rect>,
+}
+
+impl Landmarks {
+    /// Each drawn landmark by name.
+    pub fn all(&self) -> Vec<(&'static str, egui::Rect)> {
+        [("description", self.description), ("lyrics", self.lyrics), ("generate", self.generate)]
+            .into_iter()
+            .filter_map(|(name, rect)| Some((name, rect?)))
+            .collect()
+    }
+}
+
 pub struct SongloomApp<E: Engine> {
     engine: E,
+    pub landmarks: Landmarks,
     /// The recipe being written; the shell persists it.
     pub draft: Recipe,
     pub settings: Settings,
@@ -104,6 +124,7 @@ impl<E: Engine> SongloomApp<E> {
     pub fn new(engine: E, draft: Recipe) -> Self {
         SongloomApp {
             engine,
+            landmarks: Landmarks::default(),
             draft,
             settings: Settings::default(),
             job: None,
@@ -301,7 +322,9 @@ impl<E: Engine> SongloomApp<E> {
         ui.horizontal(|ui| {
             let running = self.is_running();
             let hint = if running { "Ctrl+Enter; waits its turn after the song being made" } else { "Ctrl+Enter" };
-            if ui.add_enabled(self.draft_is_valid(), egui::Button::new("Generate")).on_hover_text(hint).clicked() {
+            let generate = ui.add_enabled(self.draft_is_valid(), egui::Button::new("Generate")).on_hover_text(hint);
+            self.landmarks.generate = Some(generate.rect);
+            if generate.clicked() {
                 self.generate(now);
             }
             if ui.add_enabled(running, egui::Button::new("Cancel")).clicked() {
@@ -402,13 +425,15 @@ impl<E: Engine> SongloomApp<E> {
 
     fn compose_ui(&mut self, ui: &mut egui::Ui) {
         let label = ui.label("Description");
-        ui.add(
-            egui::TextEdit::multiline(&mut self.draft.description)
-                .hint_text("dreamy synth-pop, female vocals, 100 BPM")
-                .desired_rows(2)
-                .desired_width(f32::INFINITY),
-        )
-        .labelled_by(label.id);
+        let description = ui
+            .add(
+                egui::TextEdit::multiline(&mut self.draft.description)
+                    .hint_text("dreamy synth-pop, female vocals, 100 BPM")
+                    .desired_rows(2)
+                    .desired_width(f32::INFINITY),
+            )
+            .labelled_by(label.id);
+        self.landmarks.description = Some(description.rect);
         ui.label("Lyrics");
         let mut output = egui::TextEdit::multiline(&mut self.draft.lyrics)
             .id_salt("lyrics")
@@ -417,6 +442,7 @@ impl<E: Engine> SongloomApp<E> {
             .desired_width(f32::INFINITY)
             .show(ui);
         output.response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::TextInput, true, "Lyrics editor"));
+        self.landmarks.lyrics = Some(output.response.rect);
         // After a tag button: the focus back in the editor, the cursor after the tag, so the next
         // keystrokes land in the lyrics.
         if let Some(at) = self.refocus_lyrics.take() {

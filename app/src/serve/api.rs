@@ -76,6 +76,10 @@ pub fn router(server: Arc<Server>) -> Router {
         .route("/api/songs/{id}/audio.wav", get(wav))
         .route("/api/library", get(library))
         .route("/api/library/{id}", axum::routing::patch(rename).delete(delete))
+        .route("/api/library/{id}/audio.wav", get(library_wav))
+        .route("/", get(super::page::index))
+        .route("/pkg/songloom_web.js", get(super::page::script))
+        .route("/pkg/songloom_web_bg.wasm", get(super::page::wasm))
         .route("/api/devices", get(devices))
         .route("/api/model", get(model))
         .fallback(|| async { ApiError::not_found("such endpoint (see the README's API section)") })
@@ -285,6 +289,43 @@ fn wav_of(server: &Server, library_id: i64) -> ApiResult<Response> {
         .ok_or_else(|| ApiError::not_found("such song in the library (deleted?)"))?;
     let bytes = std::fs::read(&song.wav).map_err(|e| anyhow::anyhow!("reading {}: {e}", song.wav.display()))?;
     Ok(([(header::CONTENT_TYPE, "audio/wav")], bytes).into_response())
+}
+
+/// `GET /api/library/ID/audio.wav[?format=pcm16][&download=1]`: a library song's file, with its
+/// title and recipe in its tags.
+async fn library_wav(
+    State(server): Shared,
+    Path(id): Path<String>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+) -> ApiResult<Response> {
+    let id = library_id(&id)?;
+    let (mut format, mut download) = (crate::wav::WavFormat::F32, false);
+    for pair in query.as_deref().unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=').unwrap_or((pair, "")) {
+            ("format", "float32") => format = crate::wav::WavFormat::F32,
+            ("format", "pcm16") => format = crate::wav::WavFormat::Pcm16,
+            ("format", other) => return Err(ApiError::bad(format!("format must be float32 or pcm16, not `{other}`"))),
+            ("download", _) => download = true,
+            (other, _) => return Err(ApiError::bad(format!("unknown parameter `{other}` (format, download)"))),
+        }
+    }
+    let song = Library::open(&server.library)?
+        .get(id)?
+        .ok_or_else(|| ApiError::not_found("such song in the library (deleted?)"))?;
+    let recipe = serde_json::to_string(&song.recipe).map_err(anyhow::Error::from)?;
+    let dir = tempfile::tempdir().map_err(anyhow::Error::from)?;
+    let file = crate::wav::export(&song.wav, &dir.path().join("song.wav"), format, &song.title, &recipe)?;
+    let bytes = std::fs::read(&file).map_err(|e| anyhow::anyhow!("reading the exported song: {e}"))?;
+    let mut response = ([(header::CONTENT_TYPE, "audio/wav")], bytes).into_response();
+    if download {
+        let name: String =
+            song.title.chars().map(|c| if c.is_alphanumeric() || " -_().".contains(c) { c } else { '_' }).collect();
+        let value = format!("attachment; filename=\"{}.wav\"", name.trim());
+        if let Ok(value) = header::HeaderValue::from_str(&value) {
+            response.headers_mut().insert(header::CONTENT_DISPOSITION, value);
+        }
+    }
+    Ok(response)
 }
 
 async fn library(State(server): Shared) -> ApiResult<Json<Value>> {

@@ -4,6 +4,7 @@
 
 mod api;
 mod jobs;
+mod page;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -76,6 +77,9 @@ pub fn run(args: ServeArgs) -> Result<()> {
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
         say!("serving on http://{}", listener.local_addr()?);
+        if !page::HAS_PAGE {
+            say!("(the web page is not built into this binary: run scripts/build-web.sh and build again)");
+        }
         let jobs = server.jobs.clone();
         axum::serve(listener, api::router(server.clone()))
             .with_graceful_shutdown(async move {

@@ -1,0 +1,202 @@
+//! The page `songloom serve` serves, in a real browser: headless Chromium, driven through its
+//! WebDriver (chromedriver), opens it, clicks into Description and Lyrics and types as a person
+//! would, presses Generate, and waits until the song is made, heard (every frame reached the page's
+//! player) and in the library; the page is saved as a screenshot (target/browser/page.png; the
+//! committed one is docs/screenshots/browser.png). Skips with the reason where Chromium, its driver
+//! or the page's bundle is missing, unless SONGLOOM_REQUIRE_BROWSER is set (the test command sets
+//! it, so CI cannot skip).
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Server, json_call};
+use serde_json::{Value, json};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// A chromedriver on a free port, stopped when dropped.
+struct Driver {
+    child: Child,
+    addr: String,
+}
+
+impl Driver {
+    fn start() -> Driver {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let addr = format!("127.0.0.1:{port}");
+        let start = Instant::now();
+        while std::net::TcpStream::connect(&addr).is_err() {
+            assert!(start.elapsed() < Duration::from_secs(20), "chromedriver did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Driver { child, addr }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+/// One browser session.
+struct Session<'a> {
+    driver: &'a Driver,
+    id: String,
+}
+
+impl Session<'_> {
+    fn command(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let (status, answer) = json_call(&self.driver.addr, method, &format!("/session/{}{path}", self.id), body);
+        assert_eq!(status, 200, "WebDriver {method} {path}: {answer}");
+        answer["value"].clone()
+    }
+
+    fn script(&self, script: &str) -> Value {
+        self.command("POST", "/execute/sync", Some(json!({"script": script, "args": []})))
+    }
+
+    /// Polls `script` until it returns something that `done` takes, or fails the test.
+    fn wait_for(&self, what: &str, timeout: Duration, script: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let start = Instant::now();
+        loop {
+            let value = self.script(script);
+            if done(&value) {
+                return value;
+            }
+            assert!(start.elapsed() < timeout, "waited {timeout:?} for {what}; last: {value}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// A click at the middle of a landmark the page publishes (`window.songloomLandmarks`).
+    fn click(&self, landmark: &str) {
+        let rect = self.script(&format!("return window.songloomLandmarks.{landmark};"));
+        let (x, y) = (rect[0].as_f64().unwrap() + rect[2].as_f64().unwrap() / 2.0, rect[1].as_f64().unwrap() + 8.0);
+        let pointer = json!({"type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"}, "actions": [
+            {"type": "pointerMove", "x": x as i64, "y": y as i64, "origin": "viewport"},
+            {"type": "pointerDown", "button": 0}, {"type": "pause", "duration": 50}, {"type": "pointerUp", "button": 0},
+        ]});
+        self.command("POST", "/actions", Some(json!({"actions": [pointer]})));
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    /// Key presses, one character at a time (`\n` as Enter).
+    fn type_text(&self, text: &str) {
+        let mut keys = Vec::new();
+        for c in text.chars() {
+            let key = if c == '\n' { "\u{E007}".to_string() } else { c.to_string() };
+            keys.push(json!({"type": "keyDown", "value": key}));
+            keys.push(json!({"type": "keyUp", "value": key}));
+        }
+        self.command(
+            "POST",
+            "/actions",
+            Some(json!({"actions": [{"type": "key", "id": "keyboard", "actions": keys}]})),
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    fn screenshot(&self, path: &Path) {
+        let png = self.command("GET", "/screenshot", None);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, base64_decode(png.as_str().unwrap())).unwrap();
+    }
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        let _ = json_call(&self.driver.addr, "DELETE", &format!("/session/{}", self.id), None);
+    }
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        _ => 63,
+    };
+    let digits: Vec<u8> = text.bytes().filter(|c| !b"=\r\n".contains(c)).map(value).collect();
+    digits
+        .chunks(4)
+        .flat_map(|q| {
+            let n = q.iter().enumerate().fold(0u32, |n, (i, &d)| n | (d as u32) << (18 - 6 * i));
+            let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+            bytes.into_iter().take(q.len() - 1)
+        })
+        .collect()
+}
+
+/// Why the test cannot run here, if it cannot.
+fn missing(server: &Server) -> Option<String> {
+    for tool in [CHROMIUM, CHROMEDRIVER] {
+        if !Path::new(tool).exists() {
+            return Some(format!("{tool} is not installed (Debian: apt-get install chromium chromium-driver)"));
+        }
+    }
+    let (status, _) = server.call("GET", "/", None);
+    (status != 200).then(|| "the web page is not built into this songloom (run scripts/build-web.sh)".into())
+}
+
+#[test]
+fn a_song_is_made_and_heard_in_a_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    if let Some(why) = missing(&server) {
+        assert!(std::env::var_os("SONGLOOM_REQUIRE_BROWSER").is_none(), "the browser test must run here: {why}");
+        println!("skipped: {why}");
+        return;
+    }
+    let driver = Driver::start();
+    let chrome = json!({"binary": CHROMIUM, "args": [
+        "--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,800",
+        "--autoplay-policy=no-user-gesture-required", "--use-angle=swiftshader", "--enable-unsafe-swiftshader",
+        format!("--user-data-dir={}", dir.path().join("chromium").display()),
+    ]});
+    let capabilities =
+        json!({"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": chrome}}});
+    let (status, answer) = json_call(&driver.addr, "POST", "/session", Some(capabilities));
+    assert_eq!(status, 200, "a browser session: {answer}");
+    let session = Session { driver: &driver, id: answer["value"]["sessionId"].as_str().unwrap().to_string() };
+
+    session.command("POST", "/url", Some(json!({"url": format!("http://{}/", server.addr)})));
+    let ready = "return window.songloomLandmarks && window.songloomLandmarks.generate ? true : false;";
+    session.wait_for("the page to draw", Duration::from_secs(60), ready, |v| v == true);
+
+    session.click("description");
+    session.type_text("a bright folk tune on a plucked guitar");
+    session.click("lyrics");
+    session.type_text("[verse]\nla la la\n[chorus]\noh oh oh");
+    session.click("generate");
+
+    let state = session.wait_for("the song", Duration::from_secs(240), "return window.songloomState;", |v| {
+        !matches!(v.as_str(), Some("idle" | "running") | None)
+    });
+    assert_eq!(state, "finished", "the song did not finish");
+    // Every frame of the song reached the page's player, in order (the engine counts them).
+    let frames = session.script("return window.songloomFrames;").as_f64().unwrap_or(0.0) as usize;
+    let (_, songs) = server.json("GET", "/api/library", None);
+    let song = &songs["songs"][0];
+    assert_eq!(song["recipe"]["description"], "a bright folk tune on a plucked guitar", "what was typed arrived");
+    assert_eq!(song["recipe"]["lyrics"], "[verse]\nla la la\n[chorus]\noh oh oh");
+    let seconds = song["seconds"].as_f64().unwrap();
+    assert!(frames > 0 && (frames as f64 - seconds * 44_100.0).abs() < 2.0, "{frames} frames for {seconds} s");
+
+    std::thread::sleep(Duration::from_millis(500));
+    let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser/page.png");
+    session.screenshot(&shot);
+    println!("screenshot: {}", shot.display());
+}

@@ -1,0 +1,127 @@
+//! What the tests of `songloom serve` share: the server on a free port, and a minimal HTTP/1.1
+//! client (the API's and a WebDriver's).
+#![allow(dead_code)] // Each test crate uses its own part.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub struct Server {
+    pub child: Child,
+    pub addr: String,
+}
+
+impl Server {
+    pub fn start(dir: &Path) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_songloom"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--device", "cpu", "--library"])
+            .arg(dir.join("library"))
+            .env("XDG_CACHE_HOME", dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("a line").unwrap();
+        let addr = first.strip_prefix("serving on http://").unwrap_or_else(|| panic!("{first}")).to_string();
+        Server { child, addr }
+    }
+
+    /// One request; the status and the body.
+    pub fn call(&self, method: &str, path: &str, body: Option<&str>) -> (u16, Vec<u8>) {
+        call(&self.addr, method, path, body)
+    }
+
+    pub fn json(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        json_call(&self.addr, method, path, body)
+    }
+
+    /// Polls a song until it is over.
+    pub fn wait(&self, id: u64) -> Value {
+        let start = Instant::now();
+        loop {
+            let (_, song) = self.json("GET", &format!("/api/songs/{id}"), None);
+            if !matches!(song["state"].as_str(), Some("queued" | "running")) {
+                return song;
+            }
+            assert!(start.elapsed() < Duration::from_secs(120), "song {id} never ended: {song}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+pub fn dechunk(mut body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = body.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size = usize::from_str_radix(std::str::from_utf8(&body[..line_end]).unwrap().trim(), 16).unwrap();
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&body[line_end + 2..line_end + 2 + size]);
+        body = &body[line_end + 2 + size + 2..];
+    }
+}
+
+/// One HTTP/1.1 request to `addr`; the status and the body.
+pub fn call(addr: &str, method: &str, path: &str, body: Option<&str>) -> (u16, Vec<u8>) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    let body = body.unwrap_or("");
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    // Read the head, then as much body as it announces (a server may keep the connection open),
+    // or to the end.
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 16384];
+    let split = loop {
+        if let Some(at) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at;
+        }
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "the connection closed before a response head");
+        raw.extend_from_slice(&buf[..n]);
+    };
+    let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let mut body = raw[split + 4..].to_vec();
+    let length =
+        head.lines().find_map(|l| l.strip_prefix("content-length:")).map(|v| v.trim().parse::<usize>().unwrap());
+    match length {
+        Some(length) => {
+            while body.len() < length {
+                let n = stream.read(&mut buf).unwrap();
+                assert!(n > 0, "the connection closed inside a body");
+                body.extend_from_slice(&buf[..n]);
+            }
+        }
+        None => {
+            stream.read_to_end(&mut body).unwrap();
+        }
+    }
+    if head.contains("transfer-encoding: chunked") {
+        body = dechunk(&body);
+    }
+    (status, body)
+}
+
+/// A request with a JSON body (or none) whose answer is JSON.
+pub fn json_call(addr: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let (status, bytes) = call(addr, method, path, body.map(|b| b.to_string()).as_deref());
+    let text = String::from_utf8_lossy(&bytes);
+    (status, serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}")))
+}
