@@ -1,7 +1,8 @@
 //! The page `songloom serve` serves, in a real browser: headless Chromium, driven through its
 //! WebDriver (chromedriver), opens it, clicks into Description and Lyrics and types as a person
-//! would, presses Generate, and waits until the song is made, heard (every frame reached the page's
-//! player) and in the library; the page is saved as a screenshot (target/browser/page.png; the
+//! would, presses Generate, and waits until the song is made, played (every frame reached the
+//! page's player, whose clock ran) and in the library, then exports it (a download equal to the
+//! library's file); the page is saved as a screenshot (target/browser/page.png; the
 //! committed one is docs/screenshots/browser.png). Skips with the reason where Chromium, its driver
 //! or the page's bundle is missing, unless SONGLOOM_REQUIRE_BROWSER is set (the test command sets
 //! it, so CI cannot skip).
@@ -152,7 +153,7 @@ fn missing(server: &Server) -> Option<String> {
 }
 
 #[test]
-fn a_song_is_made_and_heard_in_a_browser() {
+fn a_song_is_made_played_and_exported_in_a_browser() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path());
     if let Some(why) = missing(&server) {
@@ -161,7 +162,10 @@ fn a_song_is_made_and_heard_in_a_browser() {
         return;
     }
     let driver = Driver::start();
-    let chrome = json!({"binary": CHROMIUM, "args": [
+    let downloads = dir.path().join("downloads");
+    std::fs::create_dir_all(&downloads).unwrap();
+    let prefs = json!({"download.default_directory": downloads, "download.prompt_for_download": false});
+    let chrome = json!({"binary": CHROMIUM, "prefs": prefs, "args": [
         "--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,800",
         "--autoplay-policy=no-user-gesture-required", "--use-angle=swiftshader", "--enable-unsafe-swiftshader",
         format!("--user-data-dir={}", dir.path().join("chromium").display()),
@@ -194,6 +198,33 @@ fn a_song_is_made_and_heard_in_a_browser() {
     assert_eq!(song["recipe"]["lyrics"], "[verse]\nla la la\n[chorus]\noh oh oh");
     let seconds = song["seconds"].as_f64().unwrap();
     assert!(frames > 0 && (frames as f64 - seconds * 44_100.0).abs() < 2.0, "{frames} frames for {seconds} s");
+    let played =
+        session.wait_for("the player's clock", Duration::from_secs(20), "return window.songloomPlayedTo;", |v| {
+            v.as_f64().is_some_and(|f| f > 0.0)
+        });
+    println!("played to frame {played} of {frames}");
+
+    // Export: the browser downloads the song's WAV, the same samples as the library's file.
+    session.click("export");
+    let start = Instant::now();
+    let file = loop {
+        let done = std::fs::read_dir(&downloads)
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.extension().is_some_and(|x| x == "wav"));
+        if let Some(file) = done {
+            break file;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "no download arrived in {}", downloads.display());
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let exported: Vec<f32> = hound::WavReader::open(&file).unwrap().into_samples().map(Result::unwrap).collect();
+    let id = song["id"].as_i64().unwrap();
+    let (_, stored) = server.call("GET", &format!("/api/library/{id}/audio.wav"), None);
+    let stored: Vec<f32> =
+        hound::WavReader::new(std::io::Cursor::new(stored)).unwrap().into_samples().map(Result::unwrap).collect();
+    assert_eq!(exported.len(), 2 * frames, "{}", file.display());
+    assert_eq!(exported, stored, "the download differs from the library's file");
 
     std::thread::sleep(Duration::from_millis(500));
     let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser/page.png");

@@ -3,14 +3,14 @@
 //! of two with one cancelled; every bad request a 4xx with a one-line JSON error; Ctrl-C stops the
 //! server and leaves no half-written file.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 mod common;
 
-use common::Server;
+use common::{Server, request};
 
 fn song(description: &str, duration: Value) -> Value {
     json!({"description": description, "lyrics": "[verse]\nla la la", "duration": duration, "seed": 3, "steps": 2})
@@ -45,6 +45,21 @@ fn a_song_is_queued_streamed_and_fetched_over_http() {
     let streamed: Vec<f32> = pcm.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
     assert!(!samples.is_empty() && samples.len() == streamed.len(), "{} against {}", samples.len(), streamed.len());
     assert!(samples.iter().zip(&streamed).all(|(a, b)| (a - b).abs() <= 1e-6));
+    // The same request and seed through the CLI make the same samples.
+    let cli_wav = dir.path().join("cli.wav");
+    let cli = std::process::Command::new(env!("CARGO_BIN_EXE_songloom"))
+        .args(["generate", "--device", "cpu", "--duration", "0:03", "--seed", "3", "--steps", "2", "--lyrics"])
+        .arg("[verse]\nla la la")
+        .arg("--out")
+        .arg(&cli_wav)
+        .args(["--prompt", "warm lo-fi piano"])
+        .env("XDG_CACHE_HOME", dir.path())
+        .output()
+        .unwrap();
+    assert!(cli.status.success(), "{}", String::from_utf8_lossy(&cli.stderr));
+    let from_cli: Vec<f32> =
+        hound::WavReader::open(&cli_wav).unwrap().into_samples::<f32>().map(Result::unwrap).collect();
+    assert_eq!(from_cli, streamed, "the CLI's song and the server's stream differ");
     // Kept in the library, which the API lists and renames.
     let library_id = song["library_id"].as_i64().unwrap();
     let (_, list) = server.json("GET", "/api/library", None);
@@ -68,29 +83,39 @@ fn a_song_is_queued_streamed_and_fetched_over_http() {
 }
 
 #[test]
-fn a_queue_of_two_with_one_cancelled() {
+fn a_queue_of_three_with_one_cancelled_running_and_one_waiting() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path());
-    let (_, first) = server.json("POST", "/api/songs", Some(song("first", json!(30))));
-    let (_, second) = server.json("POST", "/api/songs", Some(song("second", json!(2))));
-    let (first, second) = (first["id"].as_u64().unwrap(), second["id"].as_u64().unwrap());
-    // Once the first runs, the second waits next, and says so.
+    let ids: Vec<u64> = [("first", 30), ("second", 2), ("third", 2)]
+        .into_iter()
+        .map(|(name, seconds)| {
+            server.json("POST", "/api/songs", Some(song(name, json!(seconds)))).1["id"].as_u64().unwrap()
+        })
+        .collect();
+    let (first, second, third) = (ids[0], ids[1], ids[2]);
+    // Once the first runs, the others wait in order, and say so.
     let start = Instant::now();
     while server.json("GET", &format!("/api/songs/{first}"), None).1["state"] == "queued" {
         assert!(start.elapsed() < Duration::from_secs(30));
         std::thread::sleep(Duration::from_millis(10));
     }
-    let (_, waiting) = server.json("GET", &format!("/api/songs/{second}"), None);
-    assert_eq!((&waiting["state"], &waiting["place"]), (&json!("queued"), &json!(1)), "{waiting}");
-    let (status, _) = server.json("DELETE", &format!("/api/songs/{first}"), None);
-    assert_eq!(status, 200);
+    for (id, place) in [(second, 1), (third, 2)] {
+        let (_, waiting) = server.json("GET", &format!("/api/songs/{id}"), None);
+        assert_eq!((&waiting["state"], &waiting["place"]), (&json!("queued"), &json!(place)), "{waiting}");
+    }
+    // The running one and a waiting one cancelled: the waiting one never runs, the third moves up.
+    assert_eq!(server.json("DELETE", &format!("/api/songs/{second}"), None).0, 200);
+    assert_eq!(server.json("GET", &format!("/api/songs/{third}"), None).1["place"], 1);
+    assert_eq!(server.json("DELETE", &format!("/api/songs/{first}"), None).0, 200);
     assert_eq!(server.wait(first)["state"], "cancelled");
-    assert_eq!(server.wait(second)["state"], "finished");
+    assert_eq!(server.wait(second)["state"], "cancelled");
+    assert_eq!(server.wait(third)["state"], "finished");
     let (status, error) = server.json("GET", &format!("/api/songs/{first}/audio.wav"), None);
     assert_eq!(status, 409, "{error}");
-    // Only the finished song is in the library; the cancelled one left no file.
+    // Only the finished song is in the library; the cancelled ones left no file.
     let (_, list) = server.json("GET", "/api/library", None);
     assert_eq!(list["songs"].as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list["songs"][0]["recipe"]["description"], "third");
     let files = std::fs::read_dir(dir.path().join("library/songs")).unwrap().count();
     assert_eq!(files, 1);
 }
@@ -187,4 +212,75 @@ fn a_long_running_server_keeps_only_the_newest_streams_in_memory() {
     for id in [ids[0], ids[5]] {
         assert_eq!(server.call("GET", &format!("/api/songs/{id}/audio.wav"), None).0, 200);
     }
+}
+
+#[test]
+fn beyond_loopback_every_request_needs_the_token() {
+    let dir = tempfile::tempdir().unwrap();
+    // Listening on every interface without a token: one is made up and printed.
+    let (server, token) = Server::start_with(dir.path(), &["--listen", "0.0.0.0:0"]);
+    let token = token.expect("a token");
+    assert!(token.len() >= 32, "{token}");
+    let addr = server.addr.replace("0.0.0.0", "127.0.0.1");
+    let (status, _, body) = request(&addr, "GET", "/api/model", &[], None);
+    assert_eq!(status, 401);
+    let error: Value = serde_json::from_slice(&body).unwrap();
+    assert!(error["error"].as_str().unwrap().contains("token"), "{error}");
+    for path in ["/", "/api/library", "/api/songs/1/events", "/pkg/songloom_web_bg.wasm"] {
+        assert_eq!(request(&addr, "GET", path, &[], None).0, 401, "{path} without the token");
+    }
+    let bearer = format!("Authorization: Bearer {token}");
+    assert_eq!(request(&addr, "GET", "/api/model", &[&bearer], None).0, 200);
+    assert_eq!(request(&addr, "GET", "/api/model", &["Authorization: Bearer wrong"], None).0, 401);
+    // The page's address carries it once; the cookie it sets carries it after.
+    let (status, head, _) = request(&addr, "GET", &format!("/?token={token}"), &[], None);
+    assert_ne!(status, 401);
+    assert!(head.contains(&format!("set-cookie: songloom_token={}; httponly; samesite=strict", token.to_lowercase())));
+    let cookie = format!("Cookie: songloom_token={token}");
+    assert_eq!(request(&addr, "GET", "/api/library", &[&cookie], None).0, 200);
+    // No CORS: no other site's page may read the answers.
+    let (_, head, _) = request(&addr, "GET", "/api/model", &[&bearer, "Origin: http://elsewhere"], None);
+    assert!(!head.contains("access-control-allow-origin"), "{head}");
+}
+
+#[test]
+fn a_token_given_on_loopback_is_checked_there_too_and_must_be_long() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = "a-long-enough-token-1234";
+    let (server, printed) = Server::start_with(dir.path(), &["--listen", "127.0.0.1:0", "--token", token]);
+    assert_eq!(printed.as_deref(), Some(token));
+    assert_eq!(request(&server.addr, "GET", "/api/model", &[], None).0, 401);
+    assert_eq!(request(&server.addr, "GET", "/api/model", &[&format!("Authorization: Bearer {token}")], None).0, 200);
+    let short = std::process::Command::new(env!("CARGO_BIN_EXE_songloom"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--token", "short"])
+        .output()
+        .unwrap();
+    assert!(!short.status.success());
+    assert!(
+        String::from_utf8_lossy(&short.stderr).contains("at least 16"),
+        "{}",
+        String::from_utf8_lossy(&short.stderr)
+    );
+}
+
+#[test]
+fn a_client_that_leaves_mid_song_does_not_stop_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let (_, created) = server.json("POST", "/api/songs", Some(song("left behind", json!(8))));
+    let id = created["id"].as_u64().unwrap();
+    // Two clients start reading the events and the audio, and go away after their first bytes.
+    for path in [format!("/api/songs/{id}/events"), format!("/api/songs/{id}/stream.pcm")] {
+        let mut stream = std::net::TcpStream::connect(&server.addr).unwrap();
+        write!(stream, "GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").unwrap();
+        let mut first = [0u8; 64];
+        assert!(stream.read(&mut first).unwrap() > 0);
+        drop(stream);
+    }
+    let song = server.wait(id);
+    assert_eq!(song["state"], "finished", "{song}");
+    // And a client that comes after reads the whole song.
+    let (status, pcm) = server.call("GET", &format!("/api/songs/{id}/stream.pcm"), None);
+    assert_eq!(status, 200);
+    assert_eq!(pcm.len() / 8, (song["seconds_made"].as_f64().unwrap() * 44_100.0).round() as usize, "{song}");
 }

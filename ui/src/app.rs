@@ -74,15 +74,22 @@ pub struct Landmarks {
     pub description: Option<egui::Rect>,
     pub lyrics: Option<egui::Rect>,
     pub generate: Option<egui::Rect>,
+    /// The newest library song's Export button.
+    pub export: Option<egui::Rect>,
 }
 
 impl Landmarks {
     /// Each drawn landmark by name.
     pub fn all(&self) -> Vec<(&'static str, egui::Rect)> {
-        [("description", self.description), ("lyrics", self.lyrics), ("generate", self.generate)]
-            .into_iter()
-            .filter_map(|(name, rect)| Some((name, rect?)))
-            .collect()
+        [
+            ("description", self.description),
+            ("lyrics", self.lyrics),
+            ("generate", self.generate),
+            ("export", self.export),
+        ]
+        .into_iter()
+        .filter_map(|(name, rect)| Some((name, rect?)))
+        .collect()
     }
 }
 
@@ -414,6 +421,7 @@ impl<E: Engine> SongloomApp<E> {
             .id_salt("library")
             .show(ui, |ui| self.library.ui(ui, &mut self.settings, running))
             .inner;
+        self.landmarks.export = self.library.newest_export;
         if let Some(action) = action {
             match action {
                 crate::library_view::Action::Send(request) => self.engine.send(request),

@@ -23,6 +23,8 @@ pub struct LibraryView {
     renaming: Option<(SongId, String)>,
     /// The song whose Delete was pressed once.
     confirming_delete: Option<SongId>,
+    /// Where the newest song's Export button was last drawn ([`Landmarks`](crate::app::Landmarks)).
+    pub newest_export: Option<egui::Rect>,
 }
 
 impl LibraryView {
@@ -53,9 +55,10 @@ impl LibraryView {
             ui.label(if self.search.is_empty() { "No songs yet." } else { "No song matches." });
         }
         let songs = std::mem::take(&mut self.songs);
-        for song in &songs {
+        self.newest_export = None;
+        for (i, song) in songs.iter().enumerate() {
             ui.separator();
-            if let Some(a) = self.song_ui(ui, song, settings, busy) {
+            if let Some(a) = self.song_ui(ui, song, settings, busy, i == 0) {
                 action = Some(a);
             }
         }
@@ -63,7 +66,14 @@ impl LibraryView {
         action
     }
 
-    fn song_ui(&mut self, ui: &mut egui::Ui, song: &SongEntry, settings: &Settings, busy: bool) -> Option<Action> {
+    fn song_ui(
+        &mut self,
+        ui: &mut egui::Ui,
+        song: &SongEntry,
+        settings: &Settings,
+        busy: bool,
+        newest: bool,
+    ) -> Option<Action> {
         let mut action = None;
         let renaming = &mut self.renaming;
         match renaming {
@@ -112,7 +122,11 @@ impl LibraryView {
             if ui.button("Rename").clicked() {
                 self.renaming = Some((song.id, song.title.clone()));
             }
-            if ui.button("Export").clicked() {
+            let export = ui.button("Export");
+            if newest {
+                self.newest_export = Some(export.rect);
+            }
+            if export.clicked() {
                 action = Some(Action::Send(Request::ExportSong {
                     id: song.id,
                     folder: settings.export_folder.clone(),

@@ -2,7 +2,8 @@
 //! in the background, each answer an [`EngineEvent`] for the window's next [`poll`](Engine::poll).
 //! A song's progress comes from its Server-Sent Events, its audio from its raw stream, which the
 //! player plays as it arrives. The page's state is also written where a test can read it
-//! (`window.songloomState`: `idle`, `running`, `finished`, `failed` or `cancelled`).
+//! (`window.songloomState`: `idle`, `running`, `finished`, `failed` or `cancelled`; the frames
+//! that arrived, `songloomFrames`, and the furthest the player has played, `songloomPlayedTo`).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -28,6 +29,8 @@ struct Shared {
     cancelled: Vec<JobId>,
     /// The window's context, to draw again when something arrives.
     repaint: Option<egui::Context>,
+    /// The furthest frame the player's clock has reached (for `window.songloomPlayedTo`).
+    played_to: usize,
 }
 
 #[derive(Clone)]
@@ -336,7 +339,13 @@ impl Engine for RemoteEngine {
 
     fn poll(&self) -> Vec<EngineEvent> {
         self.player.borrow_mut().schedule();
-        std::mem::take(&mut self.shared.borrow_mut().events)
+        let position = self.player.borrow().position();
+        let mut shared = self.shared.borrow_mut();
+        if position > shared.played_to {
+            shared.played_to = position;
+            set_global("songloomPlayedTo", &(position as f64).into());
+        }
+        std::mem::take(&mut shared.events)
     }
 
     fn playback(&self) -> PlaybackState {

@@ -67,7 +67,8 @@ impl From<anyhow::Error> for ApiError {
 
 type ApiResult<T> = Result<T, ApiError>;
 
-pub fn router(server: Arc<Server>) -> Router {
+/// The API and the page, behind the token check of [`access`](super::access) when `token` is set.
+pub fn router(server: Arc<Server>, token: Option<String>) -> Router {
     Router::new()
         .route("/api/songs", post(create_song))
         .route("/api/songs/{id}", get(song).delete(cancel_song))
@@ -84,6 +85,7 @@ pub fn router(server: Arc<Server>) -> Router {
         .route("/api/model", get(model))
         .fallback(|| async { ApiError::not_found("such endpoint (see the README's API section)") })
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(axum::middleware::from_fn_with_state(Arc::new(token), super::access::check))
         .with_state(server)
 }
 
@@ -306,6 +308,7 @@ async fn library_wav(
             ("format", "pcm16") => format = crate::wav::WavFormat::Pcm16,
             ("format", other) => return Err(ApiError::bad(format!("format must be float32 or pcm16, not `{other}`"))),
             ("download", _) => download = true,
+            ("token", _) => {}
             (other, _) => return Err(ApiError::bad(format!("unknown parameter `{other}` (format, download)"))),
         }
     }

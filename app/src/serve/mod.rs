@@ -2,6 +2,7 @@
 //! one at a time (a queue), into the same library as the CLI and the window; see the README's
 //! "HTTP API" section and [`api`].
 
+mod access;
 mod api;
 mod jobs;
 mod page;
@@ -22,9 +23,14 @@ use crate::output::say;
 
 #[derive(Args)]
 pub struct ServeArgs {
-    /// The address to listen on (port 0: any free port, printed at start).
+    /// The address to listen on (port 0: any free port, printed at start). Beyond loopback every
+    /// request must carry the server's token.
     #[arg(long, default_value = "127.0.0.1:7878")]
     listen: SocketAddr,
+    /// The token requests must carry (at least 16 letters and digits); without it one is made up
+    /// and printed when listening beyond loopback. Given on loopback, it is checked there too.
+    #[arg(long)]
+    token: Option<String>,
     #[command(flatten)]
     engine: EngineArgs,
     /// The library the songs are kept in; the user's data directory without it.
@@ -33,6 +39,7 @@ pub struct ServeArgs {
 }
 
 pub fn run(args: ServeArgs) -> Result<()> {
+    let token = access::token_for(args.listen, args.token.clone())?;
     let (choice, precision, memory) = args.engine.parse()?;
     let device = EngineArgs::open_device(choice, precision)?;
     let model_dir = args.engine.model_dir()?;
@@ -77,11 +84,17 @@ pub fn run(args: ServeArgs) -> Result<()> {
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
         say!("serving on http://{}", listener.local_addr()?);
+        if let Some(token) = &token {
+            say!(
+                "token: {token} (open http://{}/?token={token}, or send `Authorization: Bearer {token}`)",
+                listener.local_addr()?
+            );
+        }
         if !page::HAS_PAGE {
             say!("(the web page is not built into this binary: run scripts/build-web.sh and build again)");
         }
         let jobs = server.jobs.clone();
-        axum::serve(listener, api::router(server.clone()))
+        axum::serve(listener, api::router(server.clone(), token.clone()))
             .with_graceful_shutdown(async move {
                 let _ = tokio::signal::ctrl_c().await;
                 // Songs waiting or being made are cancelled (leaving no file), which ends their

@@ -17,8 +17,15 @@ pub struct Server {
 
 impl Server {
     pub fn start(dir: &Path) -> Server {
+        Server::start_with(dir, &["--listen", "127.0.0.1:0"]).0
+    }
+
+    /// The server with `args`; the line after the address (the token's, when it prints one).
+    pub fn start_with(dir: &Path, args: &[&str]) -> (Server, Option<String>) {
         let mut child = Command::new(env!("CARGO_BIN_EXE_songloom"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--device", "cpu", "--library"])
+            .arg("serve")
+            .args(args)
+            .args(["--device", "cpu", "--library"])
             .arg(dir.join("library"))
             .env("XDG_CACHE_HOME", dir)
             .stdout(Stdio::piped())
@@ -28,7 +35,14 @@ impl Server {
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let first = lines.next().expect("a line").unwrap();
         let addr = first.strip_prefix("serving on http://").unwrap_or_else(|| panic!("{first}")).to_string();
-        Server { child, addr }
+        let token = args.iter().any(|a| a.starts_with("--token") || a.starts_with("0.0.0.0")).then(|| {
+            let line = lines.next().expect("the token's line").unwrap();
+            line.strip_prefix("token: ")
+                .and_then(|t| t.split(' ').next())
+                .unwrap_or_else(|| panic!("{line}"))
+                .to_string()
+        });
+        (Server { child, addr }, token)
     }
 
     /// One request; the status and the body.
@@ -75,12 +89,19 @@ pub fn dechunk(mut body: &[u8]) -> Vec<u8> {
 
 /// One HTTP/1.1 request to `addr`; the status and the body.
 pub fn call(addr: &str, method: &str, path: &str, body: Option<&str>) -> (u16, Vec<u8>) {
+    let (status, _, body) = request(addr, method, path, &[], body);
+    (status, body)
+}
+
+/// One HTTP/1.1 request with extra header lines; the status, the head (lower case) and the body.
+pub fn request(addr: &str, method: &str, path: &str, headers: &[&str], body: Option<&str>) -> (u16, String, Vec<u8>) {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
     let body = body.unwrap_or("");
+    let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{extra}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -116,7 +137,7 @@ pub fn call(addr: &str, method: &str, path: &str, body: Option<&str>) -> (u16, V
     if head.contains("transfer-encoding: chunked") {
         body = dechunk(&body);
     }
-    (status, body)
+    (status, head, body)
 }
 
 /// A request with a JSON body (or none) whose answer is JSON.
