@@ -1,7 +1,8 @@
 // Synthetic weights: `center + half_width * u` with `u` uniform in [-1, 1) from the splitmix64
 // hash of the seed and the index, the same values as `hash::uniform` on the CPU. WGSL has no
 // 64-bit integers, so a u64 is a vec2 of its low and high words. With `bf16` set, each invocation
-// writes two values rounded to bf16 into one word.
+// writes two values rounded to bf16 into one word. The buffer holds elements `first..first + n`
+// of the tensor (a piece of a matrix kept in pieces).
 
 struct Params {
     n: u32,
@@ -10,6 +11,7 @@ struct Params {
     seed_hi: u32,
     center: f32,
     half_width: f32,
+    first: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -54,7 +56,8 @@ fn mix64(z0: vec2<u32>) -> vec2<u32> {
     return xor_shift(z, 31u);
 }
 
-fn uniform_value(i: u32) -> f32 {
+fn uniform_value(local: u32) -> f32 {
+    let i = p.first + local;
     let z = mix64(add64(vec2<u32>(p.seed_lo, p.seed_hi), mul64(vec2<u32>(i, 0u), GOLDEN)));
     let u = f32(z.y >> 8u) * (1.0 / 16777216.0) * 2.0 - 1.0;
     return p.center + p.half_width * u;

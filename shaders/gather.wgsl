@@ -1,4 +1,6 @@
-// Rows of a table picked by id (an embedding lookup); `table(i)` reads the table's format.
+// Rows of a table picked by id (an embedding lookup); `table(i)` reads the table's format. For a
+// table kept in pieces, each piece runs with the ids of the rows it holds and 0xffffffff for the
+// rest, which it leaves to the others.
 
 struct Params {
     rows: u32,
@@ -16,6 +18,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if i >= p.rows * p.dim {
         return;
     }
-    let r = i / p.dim;
-    y[i] = table(ids[r] * p.dim + i % p.dim);
+    let id = ids[i / p.dim];
+    if id == 0xffffffffu {
+        return;
+    }
+    y[i] = table(id * p.dim + i % p.dim);
 }

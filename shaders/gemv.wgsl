@@ -5,11 +5,15 @@
 // `lost` what the rounding took from each group's sum, counted at the middle of the codes: the
 // arithmetic of the CPU's and the CUDA kernels' integer products.
 
+// `n` weight rows (a piece of a weight kept in pieces, whose columns of `y` start at `y_offset`
+// in rows `y_stride` wide).
 struct Params {
     m: u32,
     n: u32,
     k: u32,
     has_bias: u32,
+    y_stride: u32,
+    y_offset: u32,
     groups: u32,
 }
 
@@ -67,9 +71,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             if i < p.m {
                 var v = partial[i * 256u + lid];
                 if p.has_bias != 0u {
-                    v += bias(r);
+                    v += bias(p.y_offset + r);
                 }
-                y[i * p.n + r] = v;
+                y[i * p.y_stride + p.y_offset + r] = v;
             }
         }
     }

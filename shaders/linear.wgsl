@@ -3,11 +3,15 @@
 // workgroup memory, f32 accumulation. `w(i)` reads the weight's format (f32, bf16, f16, q8 or q4),
 // unpacked as read.
 
+// `n` weight rows (a piece of a weight kept in pieces, whose columns of `y` start at `y_offset`
+// in rows `y_stride` wide).
 struct Params {
     m: u32,
     n: u32,
     k: u32,
     has_bias: u32,
+    y_stride: u32,
+    y_offset: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -63,7 +67,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) tid
     if p.has_bias != 0u {
         for (var j = 0u; j < 4u; j++) {
             if col0 + j < p.n {
-                bias4[j] = bias(col0 + j);
+                bias4[j] = bias(p.y_offset + col0 + j);
             }
         }
     }
@@ -72,7 +76,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) tid
         let row = m0 + tid.y * 4u + i;
         for (var j = 0u; j < 4u; j++) {
             if row < p.m && col0 + j < p.n {
-                y[row * p.n + col0 + j] = rows[i][j];
+                y[row * p.y_stride + p.y_offset + col0 + j] = rows[i][j];
             }
         }
     }

@@ -4,11 +4,15 @@
 // make each value read from workgroup memory serve eight products (linear.wgsl's 4 x 4: four).
 // `w(i)` reads the weight's format, unpacked as read.
 
+// `n` weight rows (a piece of a weight kept in pieces, whose columns of `y` start at `y_offset`
+// in rows `y_stride` wide).
 struct Params {
     m: u32,
     n: u32,
     k: u32,
     has_bias: u32,
+    y_stride: u32,
+    y_offset: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -64,7 +68,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) tid
     if p.has_bias != 0u {
         for (var j = 0u; j < 8u; j++) {
             if col0 + j < p.n {
-                bias8[j / 4u][j % 4u] = bias(col0 + j);
+                bias8[j / 4u][j % 4u] = bias(p.y_offset + col0 + j);
             }
         }
     }
@@ -76,7 +80,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) tid
                 for (var j = 0u; j < 4u; j++) {
                     let col = col0 + 4u * h + j;
                     if col < p.n {
-                        y[row * p.n + col] = v[j];
+                        y[row * p.y_stride + p.y_offset + col] = v[j];
                     }
                 }
             }

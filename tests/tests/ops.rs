@@ -131,3 +131,49 @@ fn fast_precision_attention_matches_naive_softmax() {
     }
     println!("cuda tf32 attention: worst |d| / (1 + |want|) {worst:.3e}, tolerance {tol:.0e}");
 }
+
+/// A matrix kept in pieces of whole rows (what wgpu does with one larger than a binding, the
+/// embedding table on most adapters) gives the products and lookups of the whole matrix bit for
+/// bit, in every weight format, through the GEMV, the GEMM and the wide GEMM; any other op refuses
+/// it with an error saying why.
+#[test]
+fn a_wgpu_matrix_in_pieces_computes_what_the_whole_one_does() {
+    let Some(songloom_engine::Device::Wgpu(gpu)) = devices().into_iter().find(|d| d.kind() == DeviceKind::Wgpu) else {
+        println!("skipped: no wgpu adapter here");
+        return;
+    };
+    let device = songloom_engine::Device::Wgpu(gpu);
+    let songloom_engine::Device::Wgpu(backend) = &device else { unreachable!() };
+    let (rows, cols) = (70, 64);
+    for dtype in [DType::F32, DType::BF16, DType::F16, DType::Q8, DType::Q4] {
+        let host = songloom_engine::CpuStorage::F32(noise(rows * cols, 7)).to_dtype(dtype).unwrap();
+        let host = Tensor::new(&[rows, cols], songloom_engine::Storage::Cpu(host)).unwrap();
+        let whole = device.upload(host.clone()).unwrap();
+        // Pieces of 16 rows: four whole ones and a last of 6.
+        let pieces = backend.upload_in_pieces(host, 16).unwrap();
+        assert!(same_bits(&whole.to_f32_vec(), &pieces.to_f32_vec()), "{dtype}: read back");
+        let bias = device.upload(t(&[rows], 9)).unwrap();
+        for m in [2, 20, 300] {
+            let x = device.upload(t(&[m, cols], m as u64)).unwrap();
+            let want = device.linear(&x, &whole, Some(&bias)).unwrap().to_f32_vec();
+            let got = device.linear(&x, &pieces, Some(&bias)).unwrap().to_f32_vec();
+            assert!(same_bits(&want, &got), "{dtype}: a product of {m} rows");
+        }
+        let ids = [0u32, 69, 15, 16, 33, 64, 64, 2];
+        let want = device.embedding(&whole, &ids).unwrap().to_f32_vec();
+        assert!(same_bits(&want, &device.embedding(&pieces, &ids).unwrap().to_f32_vec()), "{dtype}: lookup");
+        if dtype == DType::F32 {
+            let err = device.tanh(&pieces).unwrap_err();
+            assert!(err.to_string().contains("larger than one binding"), "{err}");
+        }
+    }
+    // Past the adapter's own largest binding (lavapipe's is 128 MiB), synthetic weights are made in
+    // pieces too, the CPU's values bit for bit.
+    let (rows, cols) = (35, 1 << 20);
+    let big = device.fill_uniform(&[rows, cols], DType::F32, 5, 0.0, 1.0).unwrap();
+    let on_cpu = songloom_tests::cpu().fill_uniform(&[rows, cols], DType::F32, 5, 0.0, 1.0).unwrap();
+    assert!(same_bits(&big.to_f32_vec(), &on_cpu.to_f32_vec()), "a synthetic matrix of 147 MB");
+    let ids = [0u32, 34, 17];
+    let want = songloom_tests::cpu().embedding(&on_cpu, &ids).unwrap().to_f32_vec();
+    assert!(same_bits(&device.embedding(&big, &ids).unwrap().to_f32_vec(), &want), "its rows looked up");
+}

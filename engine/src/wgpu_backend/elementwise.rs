@@ -49,12 +49,31 @@ impl WgpuBackend {
             return Err(Error::unsupported(op, dtype, crate::device::DeviceKind::Wgpu));
         }
         let n: usize = shape.iter().product();
-        let out = self.alloc_as(op, dtype, n)?;
+        let bytes = super::storage::byte_sizes(dtype, n)[0];
+        let limit = self.limits.max_storage_buffer_binding_size;
+        // A matrix larger than a binding is made in pieces of whole rows, as an upload keeps it.
+        let (rows, cols) = match shape {
+            [rows, cols] if bytes > limit && *rows > 1 => (*rows, *cols),
+            _ => (1, n),
+        };
+        let rows_each = if rows > 1 { ((limit / bytes.div_ceil(rows as u64).max(1)) as usize).max(1) } else { 1 };
         let bf16 = dtype == DType::BF16;
-        let params = [word(op, n)?, bf16 as u32, seed as u32, (seed >> 32) as u32, bits(center), bits(half_width)];
-        let threads = if bf16 { n.div_ceil(2) } else { n };
-        self.run(Program::FillUniform, &[], &params, &[(1, out.buffer())], word(op, threads.div_ceil(256))?)?;
-        Ok(self.wrap(shape, out))
+        let mut pieces = Vec::new();
+        for first_row in (0..rows).step_by(rows_each) {
+            let len = (rows_each.min(rows - first_row)) * cols;
+            let piece = self.alloc_as(op, dtype, len)?;
+            let first = word(op, first_row * cols)?;
+            let params =
+                [word(op, len)?, bf16 as u32, seed as u32, (seed >> 32) as u32, bits(center), bits(half_width), first];
+            let threads = if bf16 { len.div_ceil(2) } else { len };
+            self.run(Program::FillUniform, &[], &params, &[(1, piece.buffer())], word(op, threads.div_ceil(256))?)?;
+            pieces.push((first_row, piece));
+        }
+        if pieces.len() == 1 {
+            return Ok(self.wrap(shape, pieces.pop().expect("one piece").1));
+        }
+        let shared = self.shared.clone();
+        Ok(self.wrap(shape, super::WgpuStorage { dtype, len: n, buffers: Vec::new(), pieces, shared }))
     }
 
     pub(super) fn count_non_finite(&self, x: &Tensor) -> Result<usize> {

@@ -129,17 +129,35 @@ impl WgpuBackend {
         if let Some(&id) = ids.iter().find(|&&id| id as usize >= vocab) {
             return Err(Error::Invalid(format!("token id {id} is outside the embedding table of {vocab} rows")));
         }
-        let t = self.storage(table, op)?;
+        let t = self.matrix(table, op)?;
         let out = self.alloc(op, ids.len() * dim)?;
         if ids.is_empty() {
             return Ok(self.wrap(&[0, dim], out));
         }
-        let id_buffer = self.shared.pool.upload(bytemuck::cast_slice(ids))?;
-        let mut buffers = vec![(1, id_buffer.raw()), (2, out.buffer())];
-        buffers.extend(tensor_bindings(3, t));
-        let n = ids.len() * dim;
-        let params = [word(op, ids.len())?, word(op, dim)?];
-        self.run(Program::Gather, &[t.dtype], &params, &buffers, word(op, n.div_ceil(256))?)?;
+        // A table kept in pieces: each piece writes the rows it holds (the others' ids are
+        // `NOT_HERE` to it).
+        for (first_row, piece) in t.pieces() {
+            let rows = if dim > 0 { piece.len / dim } else { vocab };
+            let local: Vec<u32> = ids
+                .iter()
+                .map(|&id| {
+                    let id = id as usize;
+                    if (first_row..first_row + rows).contains(&id) { (id - first_row) as u32 } else { NOT_HERE }
+                })
+                .collect();
+            if local.iter().all(|&id| id == NOT_HERE) {
+                continue;
+            }
+            let id_buffer = self.shared.pool.upload(bytemuck::cast_slice(&local))?;
+            let mut buffers = vec![(1, id_buffer.raw()), (2, out.buffer())];
+            buffers.extend(tensor_bindings(3, piece));
+            let n = ids.len() * dim;
+            let params = [word(op, ids.len())?, word(op, dim)?];
+            self.run(Program::Gather, &[piece.dtype], &params, &buffers, word(op, n.div_ceil(256))?)?;
+        }
         Ok(self.wrap(&[ids.len(), dim], out))
     }
 }
+
+/// The id a piece of a table skips: a row another piece holds.
+const NOT_HERE: u32 = u32::MAX;

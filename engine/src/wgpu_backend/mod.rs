@@ -89,7 +89,26 @@ impl WgpuBackend {
         self.real_gpu
     }
 
+    /// A tensor on this device, whole (a matrix kept in pieces goes only where [`matrix`](Self::matrix)
+    /// takes it).
     fn storage<'a>(&self, t: &'a Tensor, op: Op) -> Result<&'a WgpuStorage> {
+        let s = self.matrix(t, op)?;
+        if !s.pieces.is_empty() {
+            return Err(Error::BackendLimit {
+                op,
+                backend: DeviceKind::Wgpu,
+                detail: format!(
+                    "a {:?} tensor larger than one binding of this adapter ({} MB) goes only into products and lookups",
+                    t.shape(),
+                    self.limits.max_storage_buffer_binding_size / 1_000_000
+                ),
+            });
+        }
+        Ok(s)
+    }
+
+    /// A tensor on this device, whole or, for a product's weight or a lookup's table, in pieces.
+    fn matrix<'a>(&self, t: &'a Tensor, op: Op) -> Result<&'a WgpuStorage> {
         match t.storage() {
             Storage::Wgpu(s) => Ok(s),
             other => Err(Error::WrongDevice { op, backend: DeviceKind::Wgpu, found: other.kind() }),
@@ -144,7 +163,7 @@ impl WgpuBackend {
             }
             buffers.push(Arc::new(buffer));
         }
-        Ok(WgpuStorage { dtype, len: n, buffers, shared: self.shared.clone() })
+        Ok(WgpuStorage { dtype, len: n, buffers, pieces: Vec::new(), shared: self.shared.clone() })
     }
 
     fn wrap(&self, shape: &[usize], storage: WgpuStorage) -> Tensor {
@@ -194,6 +213,16 @@ impl WgpuBackend {
         bias: Option<&'a Tensor>,
     ) -> Result<(&'a WgpuStorage, &'a WgpuStorage)> {
         let weight = self.storage(weight, op)?;
+        self.with_bias(op, weight, bias)
+    }
+
+    /// A weight's storage (or one piece of it) with the bias's, or the weight standing in for it.
+    fn with_bias<'a>(
+        &self,
+        op: Op,
+        weight: &'a WgpuStorage,
+        bias: Option<&'a Tensor>,
+    ) -> Result<(&'a WgpuStorage, &'a WgpuStorage)> {
         let bias = match bias {
             Some(b) => self.storage(b, op)?,
             None => weight,
@@ -207,7 +236,52 @@ impl WgpuBackend {
             self.check_binding(Op::Upload, bytes.len() as u64)?;
             buffers.push(Arc::new(self.shared.pool.upload(&bytes)?));
         }
-        Ok(WgpuStorage { dtype: cpu.dtype(), len: cpu.len(), buffers, shared: self.shared.clone() })
+        Ok(WgpuStorage { dtype: cpu.dtype(), len: cpu.len(), buffers, pieces: Vec::new(), shared: self.shared.clone() })
+    }
+
+    /// A host tensor on this device: whole where one binding holds it, else a matrix in pieces of
+    /// as many whole rows as a binding holds.
+    fn upload_shaped(&self, shape: &[usize], cpu: &CpuStorage) -> Result<WgpuStorage> {
+        let largest = storage::byte_sizes(cpu.dtype(), cpu.len()).into_iter().max().unwrap_or(0);
+        let limit = self.limits.max_storage_buffer_binding_size;
+        match shape {
+            [rows, cols] if largest > limit && *rows > 1 => {
+                let per_row = largest.div_ceil(*rows as u64).max(1);
+                self.upload_pieces(cpu, *cols, (limit / per_row).max(1) as usize)
+            }
+            _ => self.upload_storage(cpu),
+        }
+    }
+
+    /// A host matrix `cols` wide in pieces of `rows_each` rows.
+    fn upload_pieces(&self, cpu: &CpuStorage, cols: usize, rows_each: usize) -> Result<WgpuStorage> {
+        let rows = cpu.len() / cols.max(1);
+        if cpu.dtype().is_quantized() && !cols.is_multiple_of(crate::quant::GROUP) {
+            return Err(Error::BackendLimit {
+                op: Op::Upload,
+                backend: DeviceKind::Wgpu,
+                detail: format!("a {} matrix {cols} wide in pieces: its rows must be whole groups", cpu.dtype()),
+            });
+        }
+        let pieces = (0..rows)
+            .step_by(rows_each.max(1))
+            .map(|r0| {
+                let r1 = (r0 + rows_each).min(rows);
+                Ok((r0, self.upload_storage(&storage::host_rows(cpu, cols, r0, r1))?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(WgpuStorage { dtype: cpu.dtype(), len: cpu.len(), buffers: Vec::new(), pieces, shared: self.shared.clone() })
+    }
+
+    /// A host matrix on this device in pieces of `rows_each` rows, as [`Backend::upload`] keeps one
+    /// larger than a binding: tests split small matrices with it on any adapter.
+    pub fn upload_in_pieces(&self, t: Tensor, rows_each: usize) -> Result<Tensor> {
+        let (_, cols) = t.dims2("upload_in_pieces")?;
+        let shape = t.shape().to_vec();
+        let Storage::Cpu(cpu) = t.into_storage() else {
+            return Err(Error::Invalid("upload_in_pieces takes a host tensor".into()));
+        };
+        Ok(self.wrap(&shape, self.upload_pieces(&cpu, cols, rows_each)?))
     }
 }
 
@@ -290,7 +364,7 @@ impl Backend for WgpuBackend {
             Storage::Wgpu(s) => return Ok(self.wrap(&shape, s)),
             other => CpuStorage::F32(Tensor::new_unchecked(&shape, other).to_host()?),
         };
-        Ok(self.wrap(&shape, self.upload_storage(&cpu)?))
+        Ok(self.wrap(&shape, self.upload_shaped(&shape, &cpu)?))
     }
 
     fn to_host(&self, t: &Tensor) -> Result<Vec<f32>> {
@@ -299,12 +373,12 @@ impl Backend for WgpuBackend {
 
     /// Through the host, with the CPU's rounding, so every device converts bit for bit alike.
     fn cast(&self, t: &Tensor, dtype: DType) -> Result<Tensor> {
-        let s = self.storage(t, Op::Cast)?;
+        let s = self.matrix(t, Op::Cast)?;
         if s.dtype == dtype {
             return Ok(t.clone());
         }
         let converted = s.to_cpu()?.to_dtype(dtype)?;
-        Ok(self.wrap(t.shape(), self.upload_storage(&converted)?))
+        Ok(self.wrap(t.shape(), self.upload_shaped(t.shape(), &converted)?))
     }
 
     fn product_weight(&self, w: Tensor) -> Result<Tensor> {

@@ -27,46 +27,53 @@ impl WgpuBackend {
         let op = Op::Linear;
         let (m, k, n) = shapes::linear(x, w, bias)?;
         let src = self.f32s(x, op)?;
-        let readers = self.weight_and_bias(op, w, bias)?;
-        let weight = readers.0;
-        let formats = [weight.dtype, readers.1.dtype];
+        let weight = self.matrix(w, op)?;
         let out = self.alloc(op, m * n)?;
-        let mut params = vec![word(op, m)?, word(op, n)?, word(op, k)?, bias.is_some() as u32];
         // The GEMV reads four weights at a time.
-        if m <= GEMV_MAX_ROWS && k.is_multiple_of(4) {
-            let groups = k / GROUP;
-            // Against a quantized weight the rows go in rounded, with what rounding lost.
-            let rounded = if weight.dtype.is_quantized() && k.is_multiple_of(GROUP) && m > 0 {
-                let rounded = self.alloc(op, m * k)?;
-                let lost = self.alloc(op, m * groups)?;
-                let buffers = [(1, src.buffer()), (2, rounded.buffer()), (3, lost.buffer())];
-                let total = m * groups;
-                self.run(
-                    Program::QuantizeRows,
-                    &[],
-                    &[word(op, total)?, bits(f32::NAN)],
-                    &buffers,
-                    word(op, total.div_ceil(256))?,
-                )?;
-                Some((rounded, lost))
-            } else {
-                None
-            };
-            let (input, lost) = match &rounded {
-                Some((r, l)) => (r.buffer(), l.buffer()),
-                None => (src.buffer(), self.unused.raw()),
-            };
-            params.push(word(op, groups)?);
-            let mut buffers = vec![(1, input), (2, out.buffer()), (9, lost)];
-            buffers.extend(weight_and_bias_bindings(readers));
-            self.run(Program::Gemv, &formats, &params, &buffers, word(op, n.div_ceil(GEMV_ROWS))?)?;
+        let gemv = m <= GEMV_MAX_ROWS && k.is_multiple_of(4);
+        let groups = k / GROUP;
+        // Against a quantized weight the GEMV's rows go in rounded, with what rounding lost.
+        let rounded = if gemv && weight.dtype.is_quantized() && k.is_multiple_of(GROUP) && m > 0 {
+            let rounded = self.alloc(op, m * k)?;
+            let lost = self.alloc(op, m * groups)?;
+            let buffers = [(1, src.buffer()), (2, rounded.buffer()), (3, lost.buffer())];
+            let total = m * groups;
+            let params = [word(op, total)?, bits(f32::NAN)];
+            self.run(Program::QuantizeRows, &[], &params, &buffers, word(op, total.div_ceil(256))?)?;
+            Some((rounded, lost))
         } else {
-            let mut buffers = vec![(1, src.buffer()), (2, out.buffer())];
-            buffers.extend(weight_and_bias_bindings(readers));
-            let (program, tile) =
-                if m >= WIDE_MIN_ROWS { (Program::LinearWide, WIDE_TILE) } else { (Program::Linear, TILE) };
-            let grid = (word(op, n.div_ceil(tile))?, word(op, m.div_ceil(tile))?);
-            self.run_grid(program, &formats, &params, &buffers, grid)?;
+            None
+        };
+        // A weight kept in pieces: each piece's product fills its columns of the output.
+        for (first_row, piece) in weight.pieces() {
+            let rows = if k > 0 { piece.len / k } else { n };
+            let readers = self.with_bias(op, piece, bias)?;
+            let formats = [piece.dtype, readers.1.dtype];
+            let mut params = vec![
+                word(op, m)?,
+                word(op, rows)?,
+                word(op, k)?,
+                bias.is_some() as u32,
+                word(op, n)?,
+                word(op, first_row)?,
+            ];
+            if gemv {
+                let (input, lost) = match &rounded {
+                    Some((r, l)) => (r.buffer(), l.buffer()),
+                    None => (src.buffer(), self.unused.raw()),
+                };
+                params.push(word(op, groups)?);
+                let mut buffers = vec![(1, input), (2, out.buffer()), (9, lost)];
+                buffers.extend(weight_and_bias_bindings(readers));
+                self.run(Program::Gemv, &formats, &params, &buffers, word(op, rows.div_ceil(GEMV_ROWS))?)?;
+            } else {
+                let mut buffers = vec![(1, src.buffer()), (2, out.buffer())];
+                buffers.extend(weight_and_bias_bindings(readers));
+                let (program, tile) =
+                    if m >= WIDE_MIN_ROWS { (Program::LinearWide, WIDE_TILE) } else { (Program::Linear, TILE) };
+                let grid = (word(op, rows.div_ceil(tile))?, word(op, m.div_ceil(tile))?);
+                self.run_grid(program, &formats, &params, &buffers, grid)?;
+            }
         }
         Ok(self.wrap(&[m, n], out))
     }

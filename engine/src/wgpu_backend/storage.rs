@@ -1,6 +1,8 @@
 //! Tensors in wgpu buffers: f32 as it is, bf16 and f16 two to a word (low half first), the
 //! quantized formats as their words with the f16 scales (and offsets) two to a word in buffers of
-//! their own. The layout is the host's, so moving a tensor either way is a copy of its bytes.
+//! their own. The layout is the host's, so moving a tensor either way is a copy of its bytes. A
+//! matrix larger than one binding holds (the embedding table, on most adapters) is kept in pieces
+//! of whole rows, each a tensor of its own; the products and the gather run piece by piece.
 
 use std::sync::Arc;
 
@@ -17,8 +19,11 @@ use crate::tensor::{CpuStorage, DType};
 pub struct WgpuStorage {
     pub(super) dtype: DType,
     pub(super) len: usize,
-    /// The data, then the group scales and the offsets of a quantized format.
+    /// The data, then the group scales and the offsets of a quantized format; for a matrix in
+    /// pieces, empty.
     pub(super) buffers: Vec<Arc<GpuBuffer>>,
+    /// A matrix kept in pieces of whole rows: each piece's first row and its data.
+    pub(super) pieces: Vec<(usize, WgpuStorage)>,
     pub(super) shared: Arc<Shared>,
 }
 
@@ -64,7 +69,54 @@ pub(super) fn byte_sizes(dtype: DType, len: usize) -> Vec<u64> {
     }
 }
 
+/// Rows `[r0, r1)` of a host matrix `cols` wide (for a quantized one, `cols` whole groups).
+pub(super) fn host_rows(cpu: &CpuStorage, cols: usize, r0: usize, r1: usize) -> CpuStorage {
+    let span = r0 * cols..r1 * cols;
+    match cpu {
+        CpuStorage::F32(v) => CpuStorage::F32(v[span].to_vec()),
+        CpuStorage::BF16(v) => CpuStorage::BF16(v[span].to_vec()),
+        CpuStorage::F16(v) => CpuStorage::F16(v[span].to_vec()),
+        CpuStorage::Quant(q) => {
+            let (per_word, group) = (crate::quant::per_word(q.dtype), crate::quant::GROUP);
+            let groups = span.start / group..span.end / group;
+            CpuStorage::Quant(QuantData {
+                dtype: q.dtype,
+                len: span.len(),
+                words: q.words[span.start / per_word..span.end / per_word].to_vec(),
+                scales: q.scales[groups.clone()].to_vec(),
+                offsets: if q.offsets.is_empty() { Vec::new() } else { q.offsets[groups].to_vec() },
+            })
+        }
+    }
+}
+
+/// Host matrices of whole rows stacked, in order.
+fn concat(dtype: DType, parts: Vec<CpuStorage>) -> CpuStorage {
+    let mut parts = parts.into_iter();
+    let Some(mut all) = parts.next() else { return CpuStorage::F32(Vec::new()).to_dtype(dtype).expect("empty") };
+    for part in parts {
+        match (&mut all, part) {
+            (CpuStorage::F32(a), CpuStorage::F32(b)) => a.extend(b),
+            (CpuStorage::BF16(a), CpuStorage::BF16(b)) => a.extend(b),
+            (CpuStorage::F16(a), CpuStorage::F16(b)) => a.extend(b),
+            (CpuStorage::Quant(a), CpuStorage::Quant(b)) => {
+                a.len += b.len;
+                a.words.extend(b.words);
+                a.scales.extend(b.scales);
+                a.offsets.extend(b.offsets);
+            }
+            _ => unreachable!("the pieces of one tensor share its dtype"),
+        }
+    }
+    all
+}
+
 impl WgpuStorage {
+    /// Each piece's first row and data; a whole tensor is its own one piece.
+    pub(super) fn pieces(&self) -> Vec<(usize, &WgpuStorage)> {
+        if self.pieces.is_empty() { vec![(0, self)] } else { self.pieces.iter().map(|(r, p)| (*r, p)).collect() }
+    }
+
     pub fn dtype(&self) -> DType {
         self.dtype
     }
@@ -84,6 +136,10 @@ impl WgpuStorage {
 
     /// The tensor back in host memory, in its dtype.
     pub fn to_cpu(&self) -> Result<CpuStorage> {
+        if !self.pieces.is_empty() {
+            let parts = self.pieces.iter().map(|(_, p)| p.to_cpu()).collect::<Result<Vec<_>>>()?;
+            return Ok(concat(self.dtype, parts));
+        }
         let sizes = byte_sizes(self.dtype, self.len);
         let mut bytes = Vec::with_capacity(self.buffers.len());
         for (buffer, &size) in self.buffers.iter().zip(&sizes) {
