@@ -137,7 +137,7 @@ impl WgpuBackend {
         // A table kept in pieces: each piece writes the rows it holds (the others' ids are
         // `NOT_HERE` to it).
         for (first_row, piece) in t.pieces() {
-            let rows = if dim > 0 { piece.len / dim } else { vocab };
+            let rows = piece.len.checked_div(dim).unwrap_or(vocab);
             let local: Vec<u32> = ids
                 .iter()
                 .map(|&id| {

@@ -46,7 +46,7 @@ impl WgpuBackend {
         };
         // A weight kept in pieces: each piece's product fills its columns of the output.
         for (first_row, piece) in weight.pieces() {
-            let rows = if k > 0 { piece.len / k } else { n };
+            let rows = piece.len.checked_div(k).unwrap_or(n);
             let readers = self.with_bias(op, piece, bias)?;
             let formats = [piece.dtype, readers.1.dtype];
             let mut params = vec![
