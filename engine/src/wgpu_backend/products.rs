@@ -1,6 +1,6 @@
 //! Matrix products `x [m, k] @ w [n, k]^T (+ bias)`: up to 8 rows the decode GEMV (gemv.wgsl),
 //! which reads each weight once for every row, beyond that the tiled GEMM (linear.wgsl), and from
-//! 256 rows the GEMM of larger tiles (linear_wide.wgsl). Against
+//! 256 rows (k a multiple of 4) the GEMM of larger tiles and 16-byte loads (linear_wide.wgsl). Against
 //! a quantized weight the GEMV takes its input rounded as the integer decode products do
 //! (quantize_rows.wgsl), the arithmetic the CPU and CUDA share; the GEMM dequantizes as it reads.
 
@@ -69,8 +69,12 @@ impl WgpuBackend {
             } else {
                 let mut buffers = vec![(1, src.buffer()), (2, out.buffer())];
                 buffers.extend(weight_and_bias_bindings(readers));
-                let (program, tile) =
-                    if m >= WIDE_MIN_ROWS { (Program::LinearWide, WIDE_TILE) } else { (Program::Linear, TILE) };
+                // The wide GEMM reads x four values at a time.
+                let (program, tile) = if m >= WIDE_MIN_ROWS && k.is_multiple_of(4) {
+                    (Program::LinearWide, WIDE_TILE)
+                } else {
+                    (Program::Linear, TILE)
+                };
                 let grid = (word(op, rows.div_ceil(tile))?, word(op, m.div_ceil(tile))?);
                 self.run_grid(program, &formats, &params, &buffers, grid)?;
             }

@@ -8,7 +8,9 @@ use songloom_engine::{DType, Op};
 use super::{naive_product, naive_rms_norm, silu};
 use crate::conformance::{Case, Input, Seeds, WEIGHT_DTYPES};
 
-const LINEAR_SHAPES: [(usize, usize, usize); 10] = [
+/// (rows, input width, output width): the decode GEMV's, the tiled GEMM's and, from 256 rows, the
+/// wide GEMM's (with input widths that end inside a 16-deep slice, and not a multiple of 4).
+const LINEAR_SHAPES: [(usize, usize, usize); 13] = [
     (1, 7, 5),
     (2, 64, 33),
     (1, 128, 7),
@@ -19,6 +21,9 @@ const LINEAR_SHAPES: [(usize, usize, usize); 10] = [
     (9, 40, 70),
     (100, 130, 129),
     (40, 256, 130),
+    (300, 260, 130),
+    (260, 96, 200),
+    (257, 30, 9),
 ];
 
 /// The decode shapes of the fused products, and one beyond them (10 rows).
@@ -32,7 +37,9 @@ pub fn cases() -> Vec<Case> {
         for (m, k, n) in LINEAR_SHAPES.into_iter().filter(|s| rows_fit(s.1)) {
             cases.push(linear(m, k, n, dtype, false, Poison::None));
         }
-        for (m, k, n) in [(3, 264, 130), (100, 130, 129), (40, 256, 130)].into_iter().filter(|s| rows_fit(s.1)) {
+        for (m, k, n) in
+            [(3, 264, 130), (100, 130, 129), (40, 256, 130), (300, 260, 130)].into_iter().filter(|s| rows_fit(s.1))
+        {
             cases.push(linear(m, k, n, dtype, true, Poison::None));
         }
         cases.push(linear(2, 64, 33, dtype, false, Poison::NanAndInf));
