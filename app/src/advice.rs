@@ -25,12 +25,10 @@ fn measured(plan: &Plan) -> Option<f64> {
         .map(|m| m.3)
 }
 
-/// One line of advice for a backend that runs here.
-/// What the wgpu backend's stages measured on the H200 through Vulkan imply for a song
-/// (docs/BENCHMARKS.md, "wgpu backend"): a decode step 19.1 ms and a depth frame 13.1 ms (AR about
-/// 48 s for 1500 frames), a DiT pair 0.82 s (30 steps of 14 windows, about 340 s).
-const WGPU_SPEED: &str = "on the H200 through Vulkan the wgpu shaders measured about 15 times CUDA's time a stage, \
-     about 6 minutes for a 60 s song (docs/BENCHMARKS.md); other GPUs scale with their memory bandwidth and FP32 rate";
+/// What the wgpu backend measured on the H200 through Vulkan (docs/BENCHMARKS.md, "wgpu backend"):
+/// a 60 s song phase by phase in 430.6 s, 18 times CUDA's.
+const WGPU_SPEED: &str = "on the H200 through Vulkan a 60 s song took 431 s phase by phase with the wgpu shaders, \
+     18 times CUDA's time (docs/BENCHMARKS.md); other GPUs scale with their memory bandwidth and FP32 rate";
 
 pub fn for_device(kind: DeviceKind) -> String {
     if kind == DeviceKind::Cpu {
