@@ -322,7 +322,7 @@ impl<E: Engine> SongloomApp<E> {
     /// The song being written: description, lyrics, Generate and its progress, the parameters.
     fn compose_column(&mut self, ui: &mut egui::Ui, now: f64) {
         ui.heading("Songloom");
-        if self.draft.model.trim().is_empty() {
+        if self.draft.model.trim().is_empty() && !self.engine.is_remote() {
             self.embedded_model_banner(ui);
         }
         self.compose_ui(ui);
@@ -419,7 +419,7 @@ impl<E: Engine> SongloomApp<E> {
         }
         let action = egui::ScrollArea::vertical()
             .id_salt("library")
-            .show(ui, |ui| self.library.ui(ui, &mut self.settings, running))
+            .show(ui, |ui| self.library.ui(ui, &mut self.settings, running, self.engine.is_remote()))
             .inner;
         self.landmarks.export = self.library.newest_export;
         if let Some(action) = action {
@@ -543,6 +543,9 @@ impl<E: Engine> SongloomApp<E> {
                 .labelled_by(label.id)
                 .on_hover_text("How closely the music follows the description (the model's own: 1.7)");
             ui.end_row();
+            if self.engine.is_remote() {
+                return;
+            }
             let label = ui.label("Device");
             device_choice_ui(ui, label.id, &mut self.draft.device, &self.devices);
             ui.end_row();
@@ -586,6 +589,9 @@ impl<E: Engine> SongloomApp<E> {
         if self.model_info.as_ref().is_none_or(|(asked, _)| *asked != self.draft.model) {
             self.model_info = Some((self.draft.model.clone(), None));
             self.engine.send(Request::ModelInfo { model: self.draft.model.clone() });
+        }
+        if self.engine.is_remote() {
+            ui.small("The device, precision, weights, memory and model are the server's:");
         }
         match self.model_info.as_ref().and_then(|(_, answer)| answer.as_ref()) {
             Some(Ok(summary)) => ui.small(summary),

@@ -264,6 +264,11 @@ pub trait Engine {
     fn poll(&self) -> Vec<EngineEvent>;
     /// The player's state now; never blocks.
     fn playback(&self) -> PlaybackState;
+    /// Whether the songs are made elsewhere (a browser page's server): the device, precision,
+    /// weights, memory budget and model are then the server's, and exports are downloads.
+    fn is_remote(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

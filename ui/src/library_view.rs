@@ -28,8 +28,9 @@ pub struct LibraryView {
 }
 
 impl LibraryView {
-    /// Draws the panel; `busy` while a song is being made (the player belongs to it then).
-    pub fn ui(&mut self, ui: &mut egui::Ui, settings: &mut Settings, busy: bool) -> Option<Action> {
+    /// Draws the panel; `busy` while a song is being made (the player belongs to it then);
+    /// `downloads` where an export is a browser's download (no folder to choose).
+    pub fn ui(&mut self, ui: &mut egui::Ui, settings: &mut Settings, busy: bool, downloads: bool) -> Option<Action> {
         let mut action = None;
         ui.heading("Library");
         ui.horizontal(|ui| {
@@ -39,10 +40,14 @@ impl LibraryView {
             }
         });
         ui.horizontal_wrapped(|ui| {
-            let label = ui.label("Export to");
-            ui.add(egui::TextEdit::singleline(&mut settings.export_folder).hint_text("your Music folder"))
-                .labelled_by(label.id);
-            let label = ui.label("as");
+            let label = if downloads {
+                ui.label("Export downloads")
+            } else {
+                let label = ui.label("Export to");
+                ui.add(egui::TextEdit::singleline(&mut settings.export_folder).hint_text("your Music folder"))
+                    .labelled_by(label.id);
+                ui.label("as")
+            };
             choice_ui(
                 ui,
                 label.id,

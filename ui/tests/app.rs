@@ -17,6 +17,8 @@ struct ScriptedEngine {
     per_poll: usize,
     /// While set, nothing arrives (a song that takes its time).
     paused: std::cell::Cell<bool>,
+    /// Songs made elsewhere, as a browser page's engine.
+    remote: bool,
 }
 
 impl Engine for ScriptedEngine {
@@ -74,6 +76,10 @@ impl Engine for ScriptedEngine {
 
     fn playback(&self) -> PlaybackState {
         PlaybackState::default()
+    }
+
+    fn is_remote(&self) -> bool {
+        self.remote
     }
 }
 
@@ -443,4 +449,24 @@ fn the_chosen_device_says_what_the_real_model_would_do_there() {
     h.state_mut().draft.device = "cpu".into();
     h.run();
     assert!(h.query_by_label("hours").is_some() && h.query_by_label_contains("q8 AR weights").is_none());
+}
+
+/// In a browser the machine is the server's: no device, precision, weights, memory or model to
+/// choose (the server says what it runs), and an export is a download (no folder to pick).
+#[test]
+fn a_remote_engine_shows_the_servers_settings_instead_of_choices() {
+    let mut h = harness(ScriptedEngine { remote: true, ..ScriptedEngine::default() });
+    h.run();
+    h.run();
+    for choice in ["Device", "Precision", "Weights", "Model", "Export to"] {
+        assert!(h.query_by_label(choice).is_none(), "{choice} is the server's");
+    }
+    assert!(h.query_by_label("You are using the built-in test model.").is_none());
+    h.get_by_label("The device, precision, weights, memory and model are the server's:");
+    h.get_by_label("6.1 M parameters: all there");
+    h.get_by_label("Export downloads");
+    let mut local = harness(ScriptedEngine::default());
+    local.run();
+    local.get_by_label("Device");
+    local.get_by_label("Export to");
 }

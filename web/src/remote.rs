@@ -276,9 +276,14 @@ impl RemoteEngine {
     async fn model_info(&self, model: String) {
         let summary = match http::json("GET", "/api/model", None).await {
             Ok((200, body)) => Ok(format!(
-                "on the server: {} ({}), {}",
+                "on the server: {}; {} ({}); {}",
+                body["device"].as_str().unwrap_or("?"),
+                if body["embedded"] == true {
+                    "the embedded test model, which makes sound, not music"
+                } else {
+                    "the model"
+                },
                 body["path"].as_str().unwrap_or("?"),
-                if body["embedded"] == true { "the embedded test model" } else { "a model directory" },
                 body["plan"].as_str().unwrap_or("")
             )),
             Ok((status, body)) => Err(http::error_of(status, &body)),
@@ -350,6 +355,10 @@ impl Engine for RemoteEngine {
 
     fn playback(&self) -> PlaybackState {
         self.player.borrow().state()
+    }
+
+    fn is_remote(&self) -> bool {
+        true
     }
 }
 
