@@ -81,9 +81,11 @@ impl Session<'_> {
         }
     }
 
-    /// A click at the middle of a landmark the page publishes (`window.songloomLandmarks`).
+    /// A click at the middle of a landmark the page publishes (`window.songloomLandmarks`), once
+    /// it is drawn.
     fn click(&self, landmark: &str) {
-        let rect = self.script(&format!("return window.songloomLandmarks.{landmark};"));
+        let script = format!("return window.songloomLandmarks && window.songloomLandmarks.{landmark} || null;");
+        let rect = self.wait_for(landmark, Duration::from_secs(30), &script, |v| v.is_array());
         let (x, y) = (rect[0].as_f64().unwrap() + rect[2].as_f64().unwrap() / 2.0, rect[1].as_f64().unwrap() + 8.0);
         let pointer = json!({"type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"}, "actions": [
             {"type": "pointerMove", "x": x as i64, "y": y as i64, "origin": "viewport"},
