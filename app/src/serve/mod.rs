@@ -64,7 +64,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
     };
     let model = json!({
         "path": model_dir, "embedded": args.engine.model.is_none(), "plan": plan.describe(),
-        "sample_rate": pipeline.sample_rate(), "device": pipeline.device.description(),
+        "sample_rate": pipeline.sample_rate(), "device": format!("{} ({})", pipeline.device.kind().name(), pipeline.device.description()),
     });
     let server = Arc::new(api::Server {
         jobs: Arc::default(),
