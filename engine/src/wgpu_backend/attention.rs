@@ -1,5 +1,6 @@
-//! Attention (attention.wgsl) and the rotary embedding (rope.wgsl), whose cosines and sines are
-//! computed on the host in f32, the reference's arithmetic, and kept per (theta, dims, positions).
+//! Attention (attention.wgsl for few queries, attention_tiled.wgsl for many) and the rotary
+//! embedding (rope.wgsl), whose cosines and sines are computed on the host in f32, the
+//! reference's arithmetic, and kept per (theta, dims, positions).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,6 +24,9 @@ pub struct AngleTables {
 /// What an angle table is made from: theta's bits, the rotary dims, the first position and the
 /// number of positions.
 type AngleKey = (u32, usize, usize, usize);
+
+/// From this many queries on, attention runs in blocks of 16 (attention_tiled.wgsl).
+const TILED_MIN_QUERIES: usize = 16;
 
 /// Tables kept before the oldest are dropped (a song's decode steps each add one).
 const KEPT_TABLES: usize = 256;
@@ -89,7 +93,10 @@ impl WgpuBackend {
             return Err(Error::unsupported(op, sk.dtype, DeviceKind::Wgpu));
         }
         let out = self.alloc(op, s.batch * s.q_len * s.heads * s.head_dim)?;
-        let tasks = s.batch * s.heads * s.q_len;
+        // Many queries (head dim at most 128) go in blocks, each key and value read once a block.
+        let tiled = s.q_len >= TILED_MIN_QUERIES && s.head_dim <= 128;
+        let (program, queries_a_task) = if tiled { (Program::AttentionTiled, 16) } else { (Program::Attention, 1) };
+        let tasks = s.batch * s.heads * s.q_len.div_ceil(queries_a_task);
         let params = [
             word(op, tasks)?,
             word(op, s.q_len)?,
@@ -102,7 +109,7 @@ impl WgpuBackend {
             bits((s.head_dim as f32).powf(-0.5)),
         ];
         let buffers = [(1, sq.buffer()), (2, out.buffer()), (3, sk.buffer()), (6, sv.buffer())];
-        self.run(Program::Attention, &[sk.dtype, sv.dtype], &params, &buffers, word(op, tasks)?)?;
+        self.run(program, &[sk.dtype, sv.dtype], &params, &buffers, word(op, tasks)?)?;
         Ok(self.wrap(&[s.batch * s.q_len, s.heads * s.head_dim], out))
     }
 }

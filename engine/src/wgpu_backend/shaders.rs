@@ -20,6 +20,7 @@ pub enum Program {
     Norms,
     Rope,
     Attention,
+    AttentionTiled,
     Linear,
     LinearWide,
     Gemv,
@@ -31,7 +32,7 @@ pub enum Program {
 }
 
 impl Program {
-    pub const ALL: [Program; 18] = [
+    pub const ALL: [Program; 19] = [
         Program::Unary,
         Program::Binary,
         Program::Fill,
@@ -42,6 +43,7 @@ impl Program {
         Program::Norms,
         Program::Rope,
         Program::Attention,
+        Program::AttentionTiled,
         Program::Linear,
         Program::LinearWide,
         Program::Gemv,
@@ -64,6 +66,7 @@ impl Program {
             Program::Norms => "norms",
             Program::Rope => "rope",
             Program::Attention => "attention",
+            Program::AttentionTiled => "attention_tiled",
             Program::Linear => "linear",
             Program::LinearWide => "linear_wide",
             Program::Gemv => "gemv",
@@ -87,6 +90,7 @@ impl Program {
             Program::Norms => include_str!("../../../shaders/norms.wgsl"),
             Program::Rope => include_str!("../../../shaders/rope.wgsl"),
             Program::Attention => include_str!("../../../shaders/attention.wgsl"),
+            Program::AttentionTiled => include_str!("../../../shaders/attention_tiled.wgsl"),
             Program::Linear => include_str!("../../../shaders/linear.wgsl"),
             Program::LinearWide => include_str!("../../../shaders/linear_wide.wgsl"),
             Program::Gemv => include_str!("../../../shaders/gemv.wgsl"),
@@ -106,7 +110,7 @@ impl Program {
             Program::Linear | Program::LinearWide | Program::Gemv | Program::Conv => &[("w", 3), ("bias", 6)],
             Program::Snake => &[("alpha", 3)],
             // The keys from 3, the values from 6 (room for a quantized reader's three bindings).
-            Program::Attention => &[("k", 3), ("v", 6)],
+            Program::Attention | Program::AttentionTiled => &[("k", 3), ("v", 6)],
             _ => &[],
         }
     }
