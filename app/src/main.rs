@@ -8,6 +8,7 @@ mod desktop;
 mod engine_args;
 mod generate;
 mod library;
+mod model_download;
 mod model_info;
 #[cfg(test)]
 mod names_and_rules;
@@ -110,6 +111,24 @@ enum Command {
 
 #[derive(Subcommand)]
 enum ModelCommand {
+    /// Fetches MiniMaxAI/MiniMax-Music3 (28.5 GB) from the Hugging Face hub, or the mirror in
+    /// HF_ENDPOINT (HF_TOKEN for an account's access): resumes what an earlier run left, verifies
+    /// every file against the hub's size and checksum, checks the free space first.
+    Download {
+        /// The folder to fill (default: the models folder of Songloom's data directory).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The hub's branch, tag or commit.
+        #[arg(long, default_value = "main")]
+        revision: String,
+    },
+    /// The models in Songloom's models folder, complete or not.
+    List,
+    /// Checks a downloaded model's files against the sizes and checksums the hub listed.
+    Verify {
+        /// The model folder (made by `songloom model download`).
+        dir: PathBuf,
+    },
     /// Components, geometry, parameter counts and dtypes of a model directory.
     Info {
         /// The model directory (diffusers layout).
@@ -275,6 +294,11 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Model { command: ModelCommand::Info { dir, json } } => model_info::run(&dir, json),
+        Command::Model { command: ModelCommand::Download { dir, revision } } => {
+            model_download::download(dir, &revision).map(|_| ())
+        }
+        Command::Model { command: ModelCommand::List } => model_download::list(),
+        Command::Model { command: ModelCommand::Verify { dir } } => model_download::verify_dir(&dir),
         Command::Model { command: ModelCommand::Quantize { dir, weights, out } } => {
             use songloom_engine::plan::ArFormats;
             let formats = match weights.as_str() {

@@ -42,3 +42,14 @@ pub fn cancel_on_close(cancel: &Cancel) {
 pub fn closed() -> bool {
     CLOSED.load(Ordering::Relaxed)
 }
+
+/// A bar of bytes on standard error with the speed and the time left (hidden where standard error
+/// is not a terminal).
+pub fn bytes_bar(total: u64) -> indicatif::ProgressBar {
+    let style = indicatif::ProgressStyle::with_template(
+        "[{wide_bar}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta} {msg:.dim}",
+    )
+    .expect("a valid template")
+    .progress_chars("=> ");
+    indicatif::ProgressBar::new(total).with_style(style)
+}

@@ -364,9 +364,10 @@ impl<E: Engine> SongloomApp<E> {
             ui.strong("You are using the built-in test model.");
             ui.label(
                 "It is a tiny model with made-up weights: it shows every stage working and makes sound, not \
-                 music. For songs, download MiniMaxAI/MiniMax-Music3 from Hugging Face (28.5 GB; it needs a GPU \
-                 with 7 GB or more: on an H200 a minute of music takes about 22 s, other GPUs are not measured \
-                 yet, a CPU takes hours), then give its folder as the Model below.",
+                 music. For songs, download MiniMaxAI/MiniMax-Music3 (28.5 GB: `songloom model download` in a \
+                 terminal fetches, resumes and verifies it; it needs a GPU with 7 GB or more: on an H200 a minute \
+                 of music takes about 22 s, other GPUs are not measured yet, a CPU takes hours), then give its \
+                 folder as the Model below.",
             );
             ui.horizontal(|ui| {
                 ui.hyperlink_to("The model on Hugging Face", "https://huggingface.co/MiniMaxAI/MiniMax-Music3");

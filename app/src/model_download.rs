@@ -1,0 +1,370 @@
+//! `songloom model download`, `list` and `verify`: the real checkpoint from the Hugging Face hub,
+//! or from a mirror (`HF_ENDPOINT`, the hub clients' convention; `HF_TOKEN` for an account's
+//! access), through the hub's documented file API: `/api/models/REPO/tree/REV?recursive=true`
+//! lists every file with its size and checksum (the sha256 of a large-file-storage file, the git
+//! blob sha1 of the others) and `/REPO/resolve/REV/PATH` serves it, with ranges. Each file arrives
+//! as `PATH.part` and takes its name only once its size and checksum hold; an interrupted file
+//! resumes where it stopped; the free space is checked before anything is fetched; and the
+//! directory is marked complete (its file list, written last) only when every file is.
+//! `SONGLOOM_DOWNLOAD_STALL_S` (seconds without a byte before a transfer is given up, 60 by
+//! default) and `SONGLOOM_FREE_BYTES` (the free space to assume) let the tests stand in for a
+//! stalled server and a small disk.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha1::Digest as _;
+
+use crate::output::say;
+
+pub const REPO: &str = "MiniMaxAI/MiniMax-Music3";
+/// Written last: the directory holds every file of the list, each verified.
+const MARKER: &str = "songloom-download.json";
+/// Room kept free beyond the files.
+const MARGIN: u64 = 256 << 20;
+
+/// One file of the repository as the hub lists it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HubFile {
+    pub path: String,
+    pub size: u64,
+    /// The sha256 of a large-file-storage file.
+    pub sha256: Option<String>,
+    /// The git blob sha1 of the others.
+    pub git_sha1: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Marker {
+    repo: String,
+    revision: String,
+    files: Vec<HubFile>,
+}
+
+/// Where downloaded models go by default.
+pub fn models_dir() -> PathBuf {
+    crate::library::default_dir().join("models")
+}
+
+struct Hub {
+    endpoint: String,
+    token: Option<String>,
+    agent: ureq::Agent,
+}
+
+impl Hub {
+    fn from_env() -> Hub {
+        let endpoint = std::env::var("HF_ENDPOINT").unwrap_or_else(|_| "https://huggingface.co".into());
+        let token = std::env::var("HF_TOKEN").ok().filter(|t| !t.is_empty());
+        let stall = std::env::var("SONGLOOM_DOWNLOAD_STALL_S").ok().and_then(|s| s.parse::<f64>().ok()).unwrap_or(60.0);
+        let stall = Some(Duration::from_secs_f64(stall));
+        let agent = ureq::Agent::config_builder()
+            .timeout_connect(Some(Duration::from_secs(30)))
+            .timeout_recv_response(stall)
+            .timeout_per_read(stall)
+            .http_status_as_error(false)
+            .build()
+            .into();
+        Hub { endpoint: endpoint.trim_end_matches('/').to_string(), token, agent }
+    }
+
+    fn get(&self, url: &str, range_from: u64) -> Result<ureq::http::Response<ureq::Body>> {
+        let mut request = self.agent.get(url);
+        if let Some(token) = &self.token {
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        if range_from > 0 {
+            request = request.header("Range", format!("bytes={range_from}-"));
+        }
+        request.call().map_err(|e| anyhow!("{url}: {e} (is the network up, and HF_ENDPOINT right if set?)"))
+    }
+
+    /// Every file of the repository at `revision`.
+    fn tree(&self, revision: &str) -> Result<Vec<HubFile>> {
+        let url = format!("{}/api/models/{REPO}/tree/{revision}?recursive=true", self.endpoint);
+        let response = self.get(&url, 0).with_context(|| format!("listing {REPO}"))?;
+        let status = response.status().as_u16();
+        let text = response.into_body().read_to_string().with_context(|| format!("listing {REPO} at {url}"))?;
+        if status != 200 {
+            bail!("listing {REPO}: the hub answered {status} at {url}{}", hint(status));
+        }
+        let entries: Vec<Value> =
+            serde_json::from_str(&text).with_context(|| format!("{url} did not answer with the hub's file list"))?;
+        let files: Vec<HubFile> = entries
+            .iter()
+            .filter(|e| e["type"] == "file")
+            .map(|e| {
+                let lfs = &e["lfs"];
+                HubFile {
+                    path: e["path"].as_str().unwrap_or_default().to_string(),
+                    size: lfs["size"].as_u64().or_else(|| e["size"].as_u64()).unwrap_or(0),
+                    sha256: lfs["oid"].as_str().map(str::to_string),
+                    git_sha1: if lfs.is_null() { e["oid"].as_str().map(str::to_string) } else { None },
+                }
+            })
+            .collect();
+        if files.is_empty() {
+            bail!("{url} lists no files for {REPO}");
+        }
+        for f in &files {
+            let p = Path::new(&f.path);
+            if f.path.is_empty()
+                || p.is_absolute()
+                || p.components().any(|c| matches!(c, std::path::Component::ParentDir))
+            {
+                bail!("the hub lists a file outside the model's folder: `{}`", f.path);
+            }
+        }
+        Ok(files)
+    }
+
+    /// Fetches `file` into `part`, from where an earlier attempt stopped; `progress` counts bytes.
+    fn fetch(&self, revision: &str, file: &HubFile, part: &Path, progress: &indicatif::ProgressBar) -> Result<()> {
+        let have = part.metadata().map(|m| m.len()).unwrap_or(0);
+        if have >= file.size {
+            return Ok(());
+        }
+        let url = format!("{}/{REPO}/resolve/{revision}/{}", self.endpoint, file.path);
+        let response = self.get(&url, have).with_context(|| format!("fetching {}", file.path))?;
+        let mut out = match response.status().as_u16() {
+            206 => OpenOptions::new().append(true).open(part)?,
+            200 => {
+                // The whole file, from the start.
+                progress.set_position(progress.position().saturating_sub(have));
+                File::create(part)?
+            }
+            404 => bail!("{} is missing on the hub ({url} answered 404)", file.path),
+            status => bail!("fetching {}: the hub answered {status} at {url}{}", file.path, hint(status)),
+        };
+        let mut body = response.into_body().into_reader();
+        let mut buffer = vec![0u8; 1 << 20];
+        loop {
+            let n = body.read(&mut buffer).map_err(|e| {
+                anyhow!(
+                    "the transfer of {} stopped ({e}); run the command again to resume it where it stopped",
+                    file.path
+                )
+            })?;
+            if n == 0 {
+                break;
+            }
+            out.write_all(&buffer[..n]).with_context(|| format!("writing {}", part.display()))?;
+            progress.inc(n as u64);
+        }
+        out.sync_all().with_context(|| format!("writing {}", part.display()))
+    }
+}
+
+/// A word on what a status usually means.
+fn hint(status: u16) -> &'static str {
+    match status {
+        401 | 403 => " (set HF_TOKEN to an access token of an account that accepted the model's terms)",
+        404 => " (is the revision right?)",
+        _ => "",
+    }
+}
+
+/// Whether `path` holds `file`: its size, then its checksum.
+fn verify(path: &Path, file: &HubFile) -> Result<(), String> {
+    let size = path.metadata().map_err(|e| format!("cannot be read: {e}"))?.len();
+    if size != file.size {
+        return Err(format!("is {size} bytes, not the {} the hub lists", file.size));
+    }
+    let mut reader = File::open(path).map_err(|e| format!("cannot be read: {e}"))?;
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut sha256 = sha2::Sha256::new();
+    let mut sha1 = sha1::Sha1::new();
+    sha1.update(format!("blob {size}\0").as_bytes());
+    loop {
+        let n = reader.read(&mut buffer).map_err(|e| format!("cannot be read: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        if file.sha256.is_some() {
+            sha256.update(&buffer[..n]);
+        } else {
+            sha1.update(&buffer[..n]);
+        }
+    }
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let (got, want) = match (&file.sha256, &file.git_sha1) {
+        (Some(want), _) => (hex(&sha256.finalize()), want),
+        (None, Some(want)) => (hex(&sha1.finalize()), want),
+        (None, None) => return Ok(()),
+    };
+    if got != want.to_lowercase() {
+        return Err(format!("has checksum {got}, not the {want} the hub lists"));
+    }
+    Ok(())
+}
+
+/// Bytes free for `dir`'s files.
+fn free_bytes(dir: &Path) -> Result<u64> {
+    if let Some(bytes) = std::env::var("SONGLOOM_FREE_BYTES").ok().and_then(|v| v.parse().ok()) {
+        return Ok(bytes);
+    }
+    let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())?;
+    let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is a NUL-terminated string and `stats` a statvfs the call fills.
+    if unsafe { libc::statvfs(path.as_ptr(), &mut stats) } != 0 {
+        bail!("cannot read the free space of {}: {}", dir.display(), std::io::Error::last_os_error());
+    }
+    Ok(stats.f_bavail as u64 * stats.f_frsize as u64)
+}
+
+fn gb(bytes: u64) -> f64 {
+    bytes as f64 / 1e9
+}
+
+fn part_of(target: &Path) -> PathBuf {
+    let mut name = target.as_os_str().to_owned();
+    name.push(".part");
+    PathBuf::from(name)
+}
+
+/// `songloom model download`: the model into `dir` (by default the models folder), resuming what
+/// an earlier run left; returns the directory.
+pub fn download(dir: Option<PathBuf>, revision: &str) -> Result<PathBuf> {
+    let dir = dir.unwrap_or_else(|| models_dir().join("MiniMax-Music3"));
+    let hub = Hub::from_env();
+    let files = hub.tree(revision)?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Not complete until every file is again.
+    let marker = dir.join(MARKER);
+    if marker.exists() {
+        std::fs::remove_file(&marker).with_context(|| format!("removing {}", marker.display()))?;
+    }
+    let total: u64 = files.iter().map(|f| f.size).sum();
+    let present = |f: &HubFile| {
+        let target = dir.join(&f.path);
+        match target.metadata() {
+            Ok(m) if m.len() == f.size => f.size,
+            _ => part_of(&target).metadata().map(|m| m.len().min(f.size)).unwrap_or(0),
+        }
+    };
+    let already: u64 = files.iter().map(present).sum();
+    let free = free_bytes(&dir)?;
+    if total - already + MARGIN > free {
+        bail!(
+            "{} has {:.1} GB free; {REPO} needs {:.1} GB more ({:.1} GB in all): free some space or give another --dir",
+            dir.display(),
+            gb(free),
+            gb(total - already + MARGIN),
+            gb(total)
+        );
+    }
+    let progress = crate::output::bytes_bar(total);
+    progress.set_position(already);
+    for file in &files {
+        let target = dir.join(&file.path);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        }
+        progress.set_message(file.path.clone());
+        if target.exists() {
+            if verify(&target, file).is_ok() {
+                continue;
+            }
+            progress.set_position(progress.position().saturating_sub(file.size));
+            std::fs::remove_file(&target)?;
+        }
+        let part = part_of(&target);
+        for attempt in 0..2 {
+            hub.fetch(revision, file, &part, &progress)?;
+            match verify(&part, file) {
+                Ok(()) => {
+                    std::fs::rename(&part, &target).with_context(|| format!("naming {}", target.display()))?;
+                    break;
+                }
+                Err(why) if attempt == 0 => {
+                    progress.suspend(|| eprintln!("{} {why}: fetching it again", file.path));
+                    progress.set_position(progress.position().saturating_sub(file.size));
+                    std::fs::remove_file(&part)?;
+                }
+                Err(why) => bail!("{} {why}, twice: the hub's copy or the connection is damaged", file.path),
+            }
+        }
+    }
+    let record = Marker { repo: REPO.into(), revision: revision.into(), files };
+    let tmp = dir.join(format!("{MARKER}.tmp"));
+    std::fs::write(&tmp, serde_json::to_vec_pretty(&record)?)?;
+    std::fs::rename(&tmp, &marker)?;
+    progress.finish_and_clear();
+    say!(
+        "{REPO} ({revision}) is in {}: {} files, {:.1} GB, each verified",
+        dir.display(),
+        record.files.len(),
+        gb(total)
+    );
+    Ok(dir)
+}
+
+fn read_marker(dir: &Path) -> Result<Marker> {
+    let path = dir.join(MARKER);
+    let text = std::fs::read_to_string(&path).map_err(|_| {
+        anyhow!(
+            "{} has no complete download (no {MARKER}): run `songloom model download --dir {}` to finish it",
+            dir.display(),
+            dir.display()
+        )
+    })?;
+    serde_json::from_str(&text).with_context(|| format!("{} is damaged", path.display()))
+}
+
+/// `songloom model verify DIR`: every file of the download against the hub's sizes and checksums.
+pub fn verify_dir(dir: &Path) -> Result<()> {
+    let record = read_marker(dir)?;
+    let bad: Vec<String> = record
+        .files
+        .iter()
+        .filter_map(|f| verify(&dir.join(&f.path), f).err().map(|why| format!("  {} {why}", f.path)))
+        .collect();
+    if !bad.is_empty() {
+        bail!(
+            "{} files of {} do not match the hub's ({}); `songloom model download --dir {}` fetches them again:\n{}",
+            bad.len(),
+            dir.display(),
+            record.revision,
+            dir.display(),
+            bad.join("\n")
+        );
+    }
+    say!(
+        "{}: {} ({}), {} files, each as the hub lists it",
+        dir.display(),
+        record.repo,
+        record.revision,
+        record.files.len()
+    );
+    Ok(())
+}
+
+/// `songloom model list`: the models in the models folder, complete or not.
+pub fn list() -> Result<()> {
+    let root = models_dir();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect())
+        .unwrap_or_default();
+    dirs.sort();
+    if dirs.is_empty() {
+        say!("no models in {} yet: `songloom model download` fetches {REPO} (28.5 GB)", root.display());
+        return Ok(());
+    }
+    for dir in dirs {
+        match read_marker(&dir) {
+            Ok(record) => {
+                let size: u64 = record.files.iter().map(|f| f.size).sum();
+                say!("{}  {} ({}), {:.1} GB, complete", dir.display(), record.repo, record.revision, gb(size));
+            }
+            Err(_) => {
+                say!("{}  incomplete: `songloom model download --dir {}` finishes it", dir.display(), dir.display())
+            }
+        }
+    }
+    Ok(())
+}
