@@ -46,6 +46,40 @@ struct Marker {
     files: Vec<HubFile>,
 }
 
+/// How a download reports: the bytes there are of all, the file being fetched; and whether to stop
+/// (a pause: the next download resumes from the pieces already there).
+pub struct Progress<'a> {
+    pub report: &'a (dyn Fn(u64, u64, &str) + Sync),
+    pub stop: &'a std::sync::atomic::AtomicBool,
+}
+
+/// The byte count of a download as it goes, passed to its [`Progress`].
+struct Counter<'a> {
+    done: std::cell::Cell<u64>,
+    total: u64,
+    file: std::cell::RefCell<String>,
+    progress: &'a Progress<'a>,
+}
+
+impl Counter<'_> {
+    fn set(&self, done: u64) {
+        self.done.set(done);
+        (self.progress.report)(done, self.total, &self.file.borrow());
+    }
+
+    fn add(&self, n: u64) {
+        self.set(self.done.get() + n);
+    }
+
+    fn sub(&self, n: u64) {
+        self.set(self.done.get().saturating_sub(n));
+    }
+
+    fn stopped(&self) -> bool {
+        self.progress.stop.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// Where downloaded models go by default.
 pub fn models_dir() -> PathBuf {
     crate::library::default_dir().join("models")
@@ -124,7 +158,7 @@ impl Hub {
     }
 
     /// Fetches `file` into `part`, from where an earlier attempt stopped; `progress` counts bytes.
-    fn fetch(&self, revision: &str, file: &HubFile, part: &Path, progress: &indicatif::ProgressBar) -> Result<()> {
+    fn fetch(&self, revision: &str, file: &HubFile, part: &Path, progress: &Counter) -> Result<()> {
         let have = part.metadata().map(|m| m.len()).unwrap_or(0);
         if have >= file.size {
             return Ok(());
@@ -135,7 +169,7 @@ impl Hub {
             206 => OpenOptions::new().append(true).open(part)?,
             200 => {
                 // The whole file, from the start.
-                progress.set_position(progress.position().saturating_sub(have));
+                progress.sub(have);
                 File::create(part)?
             }
             404 => bail!("{} is missing on the hub ({url} answered 404)", file.path),
@@ -154,7 +188,11 @@ impl Hub {
                 break;
             }
             out.write_all(&buffer[..n]).with_context(|| format!("writing {}", part.display()))?;
-            progress.inc(n as u64);
+            progress.add(n as u64);
+            if progress.stopped() {
+                out.sync_all()?;
+                bail!("paused; downloading again resumes where it stopped");
+            }
         }
         out.sync_all().with_context(|| format!("writing {}", part.display()))
     }
@@ -227,9 +265,34 @@ fn part_of(target: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// `songloom model download`: the model into `dir` (by default the models folder), resuming what
-/// an earlier run left; returns the directory.
+/// `songloom model download`: the model into `dir` (by default the models folder) with a progress
+/// bar, resuming what an earlier run left; returns the directory.
 pub fn download(dir: Option<PathBuf>, revision: &str) -> Result<PathBuf> {
+    let bar = crate::output::bytes_bar(0);
+    let report = |done: u64, total: u64, file: &str| {
+        bar.set_length(total);
+        bar.set_position(done);
+        if bar.message() != file {
+            bar.set_message(file.to_string());
+        }
+    };
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let dir = download_with(dir, revision, &Progress { report: &report, stop: &stop });
+    bar.finish_and_clear();
+    let dir = dir?;
+    let record = read_marker(&dir)?;
+    let size: u64 = record.files.iter().map(|f| f.size).sum();
+    say!(
+        "{REPO} ({revision}) is in {}: {} files, {:.1} GB, each verified",
+        dir.display(),
+        record.files.len(),
+        gb(size)
+    );
+    Ok(dir)
+}
+
+/// [`download`] reporting to `progress` and stopping when it says so.
+pub fn download_with(dir: Option<PathBuf>, revision: &str, progress: &Progress) -> Result<PathBuf> {
     let dir = dir.unwrap_or_else(|| models_dir().join("MiniMax-Music3"));
     let hub = Hub::from_env();
     let files = hub.tree(revision)?;
@@ -258,19 +321,19 @@ pub fn download(dir: Option<PathBuf>, revision: &str) -> Result<PathBuf> {
             gb(total)
         );
     }
-    let progress = crate::output::bytes_bar(total);
-    progress.set_position(already);
+    let progress = Counter { done: already.into(), total, file: String::new().into(), progress };
+    progress.set(already);
     for file in &files {
         let target = dir.join(&file.path);
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
         }
-        progress.set_message(file.path.clone());
+        *progress.file.borrow_mut() = file.path.clone();
         if target.exists() {
             if verify(&target, file).is_ok() {
                 continue;
             }
-            progress.set_position(progress.position().saturating_sub(file.size));
+            progress.sub(file.size);
             std::fs::remove_file(&target)?;
         }
         let part = part_of(&target);
@@ -282,8 +345,8 @@ pub fn download(dir: Option<PathBuf>, revision: &str) -> Result<PathBuf> {
                     break;
                 }
                 Err(why) if attempt == 0 => {
-                    progress.suspend(|| eprintln!("{} {why}: fetching it again", file.path));
-                    progress.set_position(progress.position().saturating_sub(file.size));
+                    eprintln!("\n{} {why}: fetching it again", file.path);
+                    progress.sub(file.size);
                     std::fs::remove_file(&part)?;
                 }
                 Err(why) => bail!("{} {why}, twice: the hub's copy or the connection is damaged", file.path),
@@ -294,13 +357,6 @@ pub fn download(dir: Option<PathBuf>, revision: &str) -> Result<PathBuf> {
     let tmp = dir.join(format!("{MARKER}.tmp"));
     std::fs::write(&tmp, serde_json::to_vec_pretty(&record)?)?;
     std::fs::rename(&tmp, &marker)?;
-    progress.finish_and_clear();
-    say!(
-        "{REPO} ({revision}) is in {}: {} files, {:.1} GB, each verified",
-        dir.display(),
-        record.files.len(),
-        gb(total)
-    );
     Ok(dir)
 }
 
@@ -344,26 +400,38 @@ pub fn verify_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `songloom model list`: the models in the models folder, complete or not.
-pub fn list() -> Result<()> {
-    let root = models_dir();
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+/// A folder of the models folder: where, and what its download record says (none: incomplete).
+pub struct Installed {
+    pub dir: PathBuf,
+    /// The repository, revision and size of a complete download.
+    pub complete: Option<(String, String, u64)>,
+}
+
+/// The folders of the models folder, by name.
+pub fn installed() -> Vec<Installed> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(models_dir())
         .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect())
         .unwrap_or_default();
     dirs.sort();
-    if dirs.is_empty() {
-        say!("no models in {} yet: `songloom model download` fetches {REPO} (28.5 GB)", root.display());
-        return Ok(());
+    dirs.into_iter()
+        .map(|dir| {
+            let complete = read_marker(&dir).ok().map(|r| (r.repo, r.revision, r.files.iter().map(|f| f.size).sum()));
+            Installed { dir, complete }
+        })
+        .collect()
+}
+
+/// `songloom model list`: the models in the models folder, complete or not.
+pub fn list() -> Result<()> {
+    let models = installed();
+    if models.is_empty() {
+        say!("no models in {} yet: `songloom model download` fetches {REPO} (28.5 GB)", models_dir().display());
     }
-    for dir in dirs {
-        match read_marker(&dir) {
-            Ok(record) => {
-                let size: u64 = record.files.iter().map(|f| f.size).sum();
-                say!("{}  {} ({}), {:.1} GB, complete", dir.display(), record.repo, record.revision, gb(size));
-            }
-            Err(_) => {
-                say!("{}  incomplete: `songloom model download --dir {}` finishes it", dir.display(), dir.display())
-            }
+    for model in models {
+        let dir = model.dir.display();
+        match model.complete {
+            Some((repo, revision, size)) => say!("{dir}  {repo} ({revision}), {:.1} GB, complete", gb(size)),
+            None => say!("{dir}  incomplete: `songloom model download --dir {dir}` finishes it"),
         }
     }
     Ok(())

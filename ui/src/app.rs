@@ -7,7 +7,8 @@ use egui::Color32;
 use serde::{Deserialize, Serialize};
 
 use crate::contract::{
-    DeviceStatus, Engine, EngineEvent, ExportFormat, JobId, PRECISIONS, Recipe, Request, SongEntry, SongId, WEIGHTS,
+    DeviceStatus, Engine, EngineEvent, ExportFormat, InstalledModel, JobId, PRECISIONS, Recipe, Request, SongEntry,
+    SongId, WEIGHTS,
 };
 use crate::duration;
 use crate::library_view::LibraryView;
@@ -111,6 +112,10 @@ pub struct SongloomApp<E: Engine> {
     model_info: Option<(String, Option<Result<String, String>>)>,
     /// The device choices the engine offers, once it has said.
     devices: Vec<DeviceStatus>,
+    /// The models folder and what it holds, once the engine has said.
+    models: Option<(String, Vec<InstalledModel>)>,
+    /// A model download in progress: bytes there, of all, and the file.
+    download: Option<(u64, u64, String)>,
     next_job: JobId,
     lyrics_cursor: usize,
     /// The Duration field's text, the length it last showed, and what to say of what was typed
@@ -141,6 +146,8 @@ impl<E: Engine> SongloomApp<E> {
             notice: None,
             model_info: None,
             devices: Vec::new(),
+            models: None,
+            download: None,
             next_job: 1,
             lyrics_cursor: 0,
             duration_text: String::new(),
@@ -224,6 +231,19 @@ impl<E: Engine> SongloomApp<E> {
                     }
                 }
                 EngineEvent::Devices { devices } => self.devices = devices,
+                EngineEvent::Models { folder, models } => self.models = Some((folder, models)),
+                EngineEvent::Download { done, total, file } => self.download = Some((done, total, file)),
+                EngineEvent::DownloadEnded { result } => {
+                    self.download = None;
+                    match result {
+                        Ok(path) => {
+                            self.notice = Some((format!("The model is in {path}; it is now the Model"), false, now_s));
+                            self.draft.model = path;
+                        }
+                        Err(why) => self.notice = Some((format!("The download stopped: {why}"), true, now_s)),
+                    }
+                    self.engine.send(Request::ListModels);
+                }
                 EngineEvent::Notice { message } => self.notice = Some((message, false, now_s)),
                 EngineEvent::Problem { message } => self.notice = Some((message, true, now_s)),
                 event => self.job_event(event, now_s),
@@ -281,6 +301,9 @@ impl<E: Engine> SongloomApp<E> {
         if !self.library_requested {
             self.library_requested = true;
             self.engine.send(Request::ListSongs { search: String::new() });
+            if !self.engine.is_remote() {
+                self.engine.send(Request::ListModels);
+            }
         }
         self.pump(now);
         if ui.input_mut(|i| i.consume_key(egui::Modifiers::COMMAND, egui::Key::Enter)) {
@@ -370,6 +393,9 @@ impl<E: Engine> SongloomApp<E> {
                  folder as the Model below.",
             );
             ui.horizontal(|ui| {
+                if self.download.is_none() && ui.button("Download it").clicked() {
+                    self.engine.send(Request::DownloadModel);
+                }
                 ui.hyperlink_to("The model on Hugging Face", "https://huggingface.co/MiniMaxAI/MiniMax-Music3");
                 if ui.button("Enter its folder").clicked() {
                     self.focus_model_field = true;
@@ -586,6 +612,9 @@ impl<E: Engine> SongloomApp<E> {
                 model.request_focus();
             }
             ui.end_row();
+            ui.label("");
+            ui.vertical(|ui| self.models_ui(ui));
+            ui.end_row();
         });
         if self.model_info.as_ref().is_none_or(|(asked, _)| *asked != self.draft.model) {
             self.model_info = Some((self.draft.model.clone(), None));
@@ -599,6 +628,39 @@ impl<E: Engine> SongloomApp<E> {
             Some(Err(why)) => ui.colored_label(Color32::from_rgb(200, 120, 0), format!("Model: {why}")),
             None => ui.small("reading the model..."),
         };
+    }
+
+    /// The models folder's complete models to choose, and the download: its button, or its
+    /// progress with Pause.
+    fn models_ui(&mut self, ui: &mut egui::Ui) {
+        if let Some((_, models)) = &self.models {
+            for model in models.iter().filter(|m| m.complete) {
+                ui.horizontal(|ui| {
+                    if ui.small_button("Use").on_hover_text(&model.path).clicked() {
+                        self.draft.model = model.path.clone();
+                    }
+                    ui.small(&model.summary);
+                });
+            }
+        }
+        match &self.download {
+            Some((done, total, file)) => {
+                let fraction = if *total > 0 { *done as f32 / *total as f32 } else { 0.0 };
+                let text = format!("Downloading the model: {:.1} of {:.1} GB", *done as f64 / 1e9, *total as f64 / 1e9);
+                ui.add(egui::ProgressBar::new(fraction).text(text)).on_hover_text(file);
+                if ui.small_button("Pause").on_hover_text("Download again to resume").clicked() {
+                    self.engine.send(Request::PauseDownload);
+                }
+            }
+            None => {
+                let partial = self.models.as_ref().is_some_and(|(_, m)| m.iter().any(|m| !m.complete));
+                let label = if partial { "Resume the model's download" } else { "Download MiniMax-Music3 (28.5 GB)" };
+                let folder = self.models.as_ref().map(|(f, _)| f.as_str()).unwrap_or("the models folder");
+                if ui.small_button(label).on_hover_text(format!("into {folder}; resumes and verifies")).clicked() {
+                    self.engine.send(Request::DownloadModel);
+                }
+            }
+        }
     }
 
     /// The progress, in a band of fixed height, so nothing below it moves as it changes.

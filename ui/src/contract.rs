@@ -100,6 +100,13 @@ pub enum Request {
     ModelInfo {
         model: String,
     },
+    /// Answered by [`EngineEvent::Models`].
+    ListModels,
+    /// Fetches the real model into the models folder, resuming what is there
+    /// ([`EngineEvent::Download`] as it goes, [`EngineEvent::DownloadEnded`] at the end).
+    DownloadModel,
+    /// Stops the download; the next one resumes where it stopped.
+    PauseDownload,
     /// Answered by [`EngineEvent::Library`].
     ListSongs {
         search: String,
@@ -118,6 +125,16 @@ pub enum Request {
         folder: String,
         format: ExportFormat,
     },
+}
+
+/// A folder of the models folder.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstalledModel {
+    pub path: String,
+    /// Every file there and verified.
+    pub complete: bool,
+    /// What it is, in words ("MiniMaxAI/MiniMax-Music3 (main), 28.5 GB").
+    pub summary: String,
 }
 
 /// A library entry as the window lists it.
@@ -226,6 +243,21 @@ pub enum EngineEvent {
     ModelInfo {
         model: String,
         summary: Result<String, String>,
+    },
+    /// The models folder and what it holds.
+    Models {
+        folder: String,
+        models: Vec<InstalledModel>,
+    },
+    /// A model download's bytes so far, of all, and the file being fetched.
+    Download {
+        done: u64,
+        total: u64,
+        file: String,
+    },
+    /// A download ended: the model's folder, or why not (a pause says so).
+    DownloadEnded {
+        result: Result<String, String>,
     },
     /// Each device choice (`auto` first) and whether it can run here; sent once at the start.
     Devices {

@@ -61,6 +61,9 @@ impl Progress {
             | EngineEvent::Library { .. }
             | EngineEvent::Loaded { .. }
             | EngineEvent::ModelInfo { .. }
+            | EngineEvent::Models { .. }
+            | EngineEvent::Download { .. }
+            | EngineEvent::DownloadEnded { .. }
             | EngineEvent::Devices { .. }
             | EngineEvent::Notice { .. }
             | EngineEvent::Problem { .. } => {}

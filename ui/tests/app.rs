@@ -52,6 +52,20 @@ impl Engine for ScriptedEngine {
                 queue.retain(|e| e.job() != Some(*job));
                 queue.push_back(EngineEvent::Cancelled { job: *job });
             }
+            Request::ListModels => queue.push_back(EngineEvent::Models {
+                folder: "/models".into(),
+                models: vec![songloom_ui::contract::InstalledModel {
+                    path: "/models/MiniMax-Music3".into(),
+                    complete: true,
+                    summary: "MiniMaxAI/MiniMax-Music3 (main), 28.5 GB".into(),
+                }],
+            }),
+            Request::DownloadModel => {
+                queue.push_back(EngineEvent::Download { done: 7_000_000_000, total: 28_500_000_000, file: "a".into() });
+            }
+            Request::PauseDownload => {
+                queue.push_back(EngineEvent::DownloadEnded { result: Err("paused; downloading again resumes".into()) });
+            }
             Request::ModelInfo { model } => {
                 let summary = if model.is_empty() {
                     Ok("6.1 M parameters: all there".into())
@@ -469,4 +483,32 @@ fn a_remote_engine_shows_the_servers_settings_instead_of_choices() {
     local.run();
     local.get_by_label("Device");
     local.get_by_label("Export to");
+}
+
+/// The model from inside the window: the banner's Download starts it, its progress shows with
+/// Pause, a pause says so; a complete model of the models folder is one click from the Model field.
+#[test]
+fn the_model_is_downloaded_paused_and_chosen_in_the_window() {
+    let mut h = harness(ScriptedEngine::default());
+    // Tall enough that the Model row is in view without scrolling.
+    h.set_size(egui::vec2(1280.0, 1400.0));
+    h.run();
+    h.run();
+    h.get_by_label("MiniMaxAI/MiniMax-Music3 (main), 28.5 GB");
+    h.get_by_label("Download it").click();
+    h.run();
+    h.run();
+    assert!(h.state().engine().sent.borrow().iter().any(|r| matches!(r, Request::DownloadModel)));
+    h.get_by_label("Downloading the model: 7.0 of 28.5 GB");
+    assert!(h.query_by_label("Download it").is_none(), "one download at a time");
+    h.get_by_label("Pause").click();
+    h.run();
+    h.run();
+    let sent = format!("{:?}", h.state().engine().sent.borrow());
+    assert!(sent.contains("PauseDownload"), "{sent}");
+    assert!(h.state().notice.as_ref().is_some_and(|(m, _, _)| m.contains("paused")), "{:?}", h.state().notice);
+    h.get_by_label("The download stopped: paused; downloading again resumes");
+    h.get_by_label("Use").click();
+    h.run();
+    assert_eq!(h.state().draft.model, "/models/MiniMax-Music3");
 }

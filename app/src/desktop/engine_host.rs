@@ -11,8 +11,8 @@ use anyhow::Context;
 use songloom_engine::pipeline::{Cancel, Event, Half, Pipeline, Request as SongRequest, StageName};
 use songloom_engine::{Device, DeviceChoice, DeviceOptions, Precision};
 use songloom_ui::contract::{
-    DeviceStatus, Engine, EngineEvent, ExportFormat, JobId, PlaybackState, Recipe, Request, SongEntry, SongId, Stage,
-    Timings,
+    DeviceStatus, Engine, EngineEvent, ExportFormat, InstalledModel, JobId, PlaybackState, Recipe, Request, SongEntry,
+    SongId, Stage, Timings,
 };
 
 use crate::library::{Library, Song, default_dir, timings_of};
@@ -97,6 +97,9 @@ enum ToLibrarian {
 
 pub struct InProcessEngine {
     jobs: mpsc::Sender<(JobId, Recipe)>,
+    outbox: Outbox,
+    /// Set while a model download runs; storing `true` in it pauses that download.
+    download: Arc<Mutex<Option<Arc<std::sync::atomic::AtomicBool>>>>,
     librarian: mpsc::Sender<ToLibrarian>,
     events: mpsc::Receiver<EngineEvent>,
     running: Running,
@@ -158,7 +161,7 @@ impl InProcessEngine {
             search: String::new(),
             players: players.clone(),
             running: running.clone(),
-            outbox,
+            outbox: outbox.clone(),
         };
         std::thread::spawn(move || {
             librarian_state.send_devices();
@@ -172,8 +175,54 @@ impl InProcessEngine {
                 }
             }
         });
-        InProcessEngine { jobs, librarian, events, running, unqueued, players }
+        InProcessEngine { jobs, outbox, download: Arc::default(), librarian, events, running, unqueued, players }
     }
+
+    /// The model's download on a thread of its own (one at a time), its progress a few times a
+    /// second.
+    fn start_download(&self) {
+        let mut slot = self.download.lock().expect("not poisoned");
+        if slot.is_some() {
+            return;
+        }
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        *slot = Some(stop.clone());
+        let (outbox, download) = (self.outbox.clone(), self.download.clone());
+        std::thread::spawn(move || {
+            let last = Mutex::new(std::time::Instant::now() - std::time::Duration::from_secs(1));
+            let report = |done: u64, total: u64, file: &str| {
+                let mut last = last.lock().expect("not poisoned");
+                if last.elapsed() >= std::time::Duration::from_millis(250) || done == total {
+                    *last = std::time::Instant::now();
+                    outbox.send(EngineEvent::Download { done, total, file: file.to_string() });
+                }
+            };
+            let progress = crate::model_download::Progress { report: &report, stop: &stop };
+            let result = crate::model_download::download_with(None, "main", &progress)
+                .map(|dir| dir.display().to_string())
+                .map_err(|e| format!("{e:#}"));
+            *download.lock().expect("not poisoned") = None;
+            outbox.send(EngineEvent::DownloadEnded { result });
+            send_models(&outbox);
+        });
+    }
+}
+
+/// The models folder and what it holds, to the window.
+fn send_models(outbox: &Outbox) {
+    let models = crate::model_download::installed()
+        .into_iter()
+        .map(|m| InstalledModel {
+            path: m.dir.display().to_string(),
+            complete: m.complete.is_some(),
+            summary: match &m.complete {
+                Some((repo, revision, size)) => format!("{repo} ({revision}), {:.1} GB", *size as f64 / 1e9),
+                None => format!("{}: incomplete", m.dir.display()),
+            },
+        })
+        .collect();
+    let folder = crate::model_download::models_dir().display().to_string();
+    outbox.send(EngineEvent::Models { folder, models });
 }
 
 impl Engine for InProcessEngine {
@@ -194,6 +243,13 @@ impl Engine for InProcessEngine {
             }
             Request::TogglePlayback => self.players.with_open(Player::toggle),
             Request::Seek { frame } => self.players.with_open(|p| p.seek(frame)),
+            Request::ListModels => send_models(&self.outbox),
+            Request::DownloadModel => self.start_download(),
+            Request::PauseDownload => {
+                if let Some(stop) = self.download.lock().expect("not poisoned").as_ref() {
+                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
             other => {
                 let _ = self.librarian.send(ToLibrarian::Request(other));
             }
@@ -399,6 +455,9 @@ impl Librarian {
             | Request::Cancel { .. }
             | Request::TogglePlayback
             | Request::Seek { .. }
+            | Request::ListModels
+            | Request::DownloadModel
+            | Request::PauseDownload
             | Request::ModelInfo { .. } => {
                 return Ok(());
             }
