@@ -15,3 +15,13 @@ fn is_finite(v: f32) -> bool {
 fn silu(v: f32) -> f32 {
     return v / (1.0 + exp(-v));
 }
+
+// The bits of the bf16 nearest to `v` (round to nearest even, as torch's .to(bfloat16) and
+// `half::bf16::from_f32`), in the low half of a word; a NaN stays a NaN.
+fn to_bf16(v: f32) -> u32 {
+    let u = bitcast<u32>(v);
+    if (u & 0x7fffffffu) > 0x7f800000u {
+        return (u >> 16u) | 0x40u;
+    }
+    return (u + 0x7fffu + ((u >> 16u) & 1u)) >> 16u;
+}

@@ -63,12 +63,6 @@ fn uniform_value(local: u32) -> f32 {
     return p.center + p.half_width * u;
 }
 
-// Round to nearest even, as `half::bf16::from_f32` does (the values are finite).
-fn bf16_bits(v: f32) -> u32 {
-    let bits = bitcast<u32>(v);
-    return (bits + 0x7fffu + ((bits >> 16u) & 1u)) >> 16u;
-}
-
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -83,9 +77,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if first >= p.n {
         return;
     }
-    var word = bf16_bits(uniform_value(first));
+    var word = to_bf16(uniform_value(first));
     if first + 1u < p.n {
-        word = word | (bf16_bits(uniform_value(first + 1u)) << 16u);
+        word = word | (to_bf16(uniform_value(first + 1u)) << 16u);
     }
     y[i] = word;
 }

@@ -14,14 +14,6 @@ struct Params {
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> cache: array<u32>;
 
-fn to_bf16(v: f32) -> u32 {
-    let u = bitcast<u32>(v);
-    if (u & 0x7fffffffu) > 0x7f800000u {
-        return (u >> 16u) | 0x40u;
-    }
-    return (u + 0x7fffu + ((u >> 16u) & 1u)) >> 16u;
-}
-
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
