@@ -6,6 +6,7 @@ mod bench_quant;
 mod default_model;
 mod desktop;
 mod engine_args;
+mod flac;
 mod generate;
 mod library;
 mod model_download;
@@ -183,12 +184,12 @@ enum LibraryCommand {
     Export {
         /// The song's id (`library list` shows it).
         id: i64,
-        /// The WAV file to write (refused if it exists).
+        /// The file to write (refused if it exists).
         #[arg(long)]
         out: PathBuf,
-        /// The sample format.
+        /// f32 or pcm16 (WAV), or flac (24-bit).
         #[arg(long, value_enum, default_value = "f32")]
-        format: wav::WavFormat,
+        format: wav::FileFormat,
     },
 }
 
@@ -374,8 +375,8 @@ fn run(cli: Cli) -> Result<()> {
                 LibraryCommand::Export { id, out, format } => {
                     stale::sweep_beside(&out);
                     let song = lib.get(id)?.with_context(|| format!("no song {id} in the library"))?;
-                    let path =
-                        wav::export(&song.wav, &out, format, &song.title, &serde_json::to_string(&song.recipe)?)?;
+                    let recipe = serde_json::to_string(&song.recipe)?;
+                    let path = wav::export_as(&song.wav, &out, format, &song.title, &recipe)?;
                     say!("exported song {id} to {}", path.display());
                 }
             }

@@ -16,6 +16,32 @@ pub enum WavFormat {
     Pcm16,
 }
 
+/// What an export writes: a WAV of 32-bit float or 16-bit PCM, or 24-bit FLAC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FileFormat {
+    /// WAV, 32-bit float (exactly what the model made).
+    F32,
+    /// WAV, 16-bit PCM.
+    Pcm16,
+    /// FLAC, 24-bit (the float samples rounded to 24 bits, then compressed without loss).
+    Flac,
+}
+
+impl FileFormat {
+    pub fn extension(self) -> &'static str {
+        if self == FileFormat::Flac { "flac" } else { "wav" }
+    }
+}
+
+/// Writes the song in `source` to `target` in `format`, with `title` and `recipe` in its tags.
+pub fn export_as(source: &Path, target: &Path, format: FileFormat, title: &str, recipe: &str) -> Result<PathBuf> {
+    match format {
+        FileFormat::F32 => export(source, target, WavFormat::F32, title, recipe),
+        FileFormat::Pcm16 => export(source, target, WavFormat::Pcm16, title, recipe),
+        FileFormat::Flac => crate::flac::export(source, target, title, recipe),
+    }
+}
+
 /// A WAV being written: a temporary file that [`finish`](WavFile::finish) completes. Dropped
 /// unfinished (an error, a cancel), the temporary is removed.
 pub struct WavFile {

@@ -287,6 +287,27 @@ fn saved_songs_can_be_listed_renamed_exported_and_deleted() {
     assert!(text.contains("velvet jazz trio"), "the recipe travels in the WAV");
     assert!(text.contains("INAM") && text.contains("Night set"), "with the song's title as it is now");
 
+    // As FLAC: 24-bit stereo at the song's rate, every frame, the title and recipe in its tags;
+    // a second export to the same path is refused and leaves the first.
+    let flac = dir.path().join("exported.flac");
+    let export_flac = || {
+        let path = flac.to_str().unwrap();
+        songloom(dir.path(), &["library", "export", &id, "--out", path, "--format", "flac", "--library", lib_arg])
+    };
+    let r = export_flac();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let bytes = std::fs::read(&flac).unwrap();
+    assert_eq!(&bytes[..4], b"fLaC");
+    // STREAMINFO: 20 bits of rate, 3 of channels - 1, 5 of bits - 1, 36 of frames, from byte 18.
+    let info = u64::from_be_bytes(bytes[18..26].try_into().unwrap());
+    let (rate, channels, bits, frames) =
+        (info >> 44, ((info >> 41) & 7) + 1, ((info >> 36) & 31) + 1, info & 0xf_ffff_ffff);
+    assert_eq!((rate, channels, bits, frames as usize), (44_100, 2, 24, samples(&out).len() / 2));
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.contains("TITLE=Night set") && text.contains("velvet jazz trio"), "the tags");
+    assert!(!export_flac().status.success(), "an existing file is not replaced");
+    assert_eq!(std::fs::read(&flac).unwrap(), bytes);
+
     assert!(songloom(dir.path(), &["library", "delete", &id, "--library", lib_arg]).status.success());
     assert!(list("").is_empty());
     let r = songloom(dir.path(), &["library", "delete", &id, "--library", lib_arg]);

@@ -80,6 +80,10 @@ fn a_song_is_queued_streamed_and_fetched_over_http() {
     let reader = hound::WavReader::new(std::io::Cursor::new(&pcm16)).unwrap();
     assert_eq!((reader.spec().bits_per_sample, reader.len() as usize), (16, samples.len()));
     assert!(pcm16.windows(7).any(|w| w == b"Morning"), "the title is in the file's tags");
+    let (status, head, flac) =
+        request(&server.addr, "GET", &format!("/api/library/{library_id}/audio.flac?download=1"), &[], None);
+    assert_eq!(status, 200);
+    assert!(flac.starts_with(b"fLaC") && head.contains("filename=\"morning.flac\""), "{head}");
 }
 
 #[test]
@@ -151,6 +155,7 @@ fn bad_requests_are_one_line_json_errors() {
         ("PATCH", "/api/library/5", Some("{}".into()), 400, "title"),
         ("GET", "/api/library/5/audio.wav", None, 404, "no such song"),
         ("GET", "/api/library/5/audio.wav?format=mp3", None, 400, "float32 or pcm16"),
+        ("GET", "/api/library/5/audio.mp3", None, 404, "audio.wav or audio.flac"),
         ("GET", "/api/nowhere", None, 404, "no such endpoint"),
     ];
     for (method, path, body, status, words) in cases {

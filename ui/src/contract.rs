@@ -75,6 +75,8 @@ pub enum ExportFormat {
     Float32,
     /// 16-bit PCM.
     Pcm16,
+    /// FLAC, 24-bit.
+    Flac,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -118,8 +120,8 @@ pub enum Request {
     DeleteSong {
         id: SongId,
     },
-    /// Writes the song to a WAV file in `folder` (the user's music folder when empty), named
-    /// after its title, with its recipe in the file.
+    /// Writes the song to a WAV or FLAC file in `folder` (the user's music folder when empty),
+    /// named after its title, with its recipe in the file.
     ExportSong {
         id: SongId,
         folder: String,

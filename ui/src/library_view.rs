@@ -53,7 +53,11 @@ impl LibraryView {
                 label.id,
                 "export format",
                 &mut settings.export_format,
-                &[(ExportFormat::Float32, "32-bit float"), (ExportFormat::Pcm16, "16-bit PCM")],
+                &[
+                    (ExportFormat::Float32, "32-bit float"),
+                    (ExportFormat::Pcm16, "16-bit PCM"),
+                    (ExportFormat::Flac, "FLAC (24-bit)"),
+                ],
             );
         });
         if self.songs.is_empty() {

@@ -294,11 +294,12 @@ impl RemoteEngine {
 
     /// A download of the song's WAV by the browser.
     fn export(&self, id: SongId, format: ExportFormat) {
-        let format = match format {
-            ExportFormat::Float32 => "float32",
-            ExportFormat::Pcm16 => "pcm16",
+        let file = match format {
+            ExportFormat::Float32 => "audio.wav?format=float32",
+            ExportFormat::Pcm16 => "audio.wav?format=pcm16",
+            ExportFormat::Flac => "audio.flac?",
         };
-        let url = format!("/api/library/{id}/audio.wav?format={format}&download=1");
+        let url = format!("/api/library/{id}/{file}&download=1");
         let started = web_sys::window()
             .and_then(|w| w.document())
             .and_then(|d| d.create_element("a").ok())

@@ -18,7 +18,7 @@ use songloom_ui::contract::{
 use crate::library::{Library, Song, default_dir, timings_of};
 use crate::player::Player;
 use crate::song_job::{self, SongJob, SongSink};
-use crate::wav::{self, WavFormat};
+use crate::wav::{self, FileFormat, WavFormat};
 
 type Running = Arc<Mutex<Option<(JobId, Cancel)>>>;
 /// Songs cancelled while they waited their turn: the worker skips them.
@@ -428,11 +428,13 @@ impl Librarian {
                 let folder = if folder.trim().is_empty() { music_dir() } else { PathBuf::from(folder.trim()) };
                 std::fs::create_dir_all(&folder).with_context(|| format!("creating {}", folder.display()))?;
                 let format = match format {
-                    ExportFormat::Float32 => WavFormat::F32,
-                    ExportFormat::Pcm16 => WavFormat::Pcm16,
+                    ExportFormat::Float32 => FileFormat::F32,
+                    ExportFormat::Pcm16 => FileFormat::Pcm16,
+                    ExportFormat::Flac => FileFormat::Flac,
                 };
-                let target = free_name(&folder, &song.title);
-                let path = wav::export(&song.wav, &target, format, &song.title, &serde_json::to_string(&song.recipe)?)?;
+                let target = free_name(&folder, &song.title, format.extension());
+                let recipe = serde_json::to_string(&song.recipe)?;
+                let path = wav::export_as(&song.wav, &target, format, &song.title, &recipe)?;
                 self.outbox.send(EngineEvent::Notice { message: format!("Exported to {}", path.display()) });
                 return Ok(());
             }
@@ -483,7 +485,7 @@ fn music_dir() -> PathBuf {
 
 /// `<folder>/<title>.wav`, with ` (2)`, ` (3)` ... where that exists; the title is made safe for a
 /// file name.
-fn free_name(folder: &Path, title: &str) -> PathBuf {
+fn free_name(folder: &Path, title: &str, extension: &str) -> PathBuf {
     let safe: String =
         title.chars().map(|c| if c.is_alphanumeric() || " -_.,()".contains(c) { c } else { '_' }).collect();
     let stem = match safe.trim().trim_start_matches('.') {
@@ -491,7 +493,7 @@ fn free_name(folder: &Path, title: &str) -> PathBuf {
         s => s.chars().take(80).collect(),
     };
     (1..)
-        .map(|n| folder.join(if n == 1 { format!("{stem}.wav") } else { format!("{stem} ({n}).wav") }))
+        .map(|n| folder.join(if n == 1 { format!("{stem}.{extension}") } else { format!("{stem} ({n}).{extension}") }))
         .find(|p| !p.exists())
         .expect("some name is free")
 }

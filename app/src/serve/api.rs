@@ -77,7 +77,7 @@ pub fn router(server: Arc<Server>, token: Option<String>) -> Router {
         .route("/api/songs/{id}/audio.wav", get(wav))
         .route("/api/library", get(library))
         .route("/api/library/{id}", axum::routing::patch(rename).delete(delete))
-        .route("/api/library/{id}/audio.wav", get(library_wav))
+        .route("/api/library/{id}/{file}", get(library_file))
         .route("/", get(super::page::index))
         .route("/pkg/songloom_web.js", get(super::page::script))
         .route("/pkg/songloom_web_bg.wasm", get(super::page::wasm))
@@ -293,19 +293,24 @@ fn wav_of(server: &Server, library_id: i64) -> ApiResult<Response> {
     Ok(([(header::CONTENT_TYPE, "audio/wav")], bytes).into_response())
 }
 
-/// `GET /api/library/ID/audio.wav[?format=pcm16][&download=1]`: a library song's file, with its
-/// title and recipe in its tags.
-async fn library_wav(
+/// `GET /api/library/ID/audio.wav[?format=pcm16][&download=1]` or `.../audio.flac`: a library
+/// song's file, with its title and recipe in its tags.
+async fn library_file(
     State(server): Shared,
-    Path(id): Path<String>,
+    Path((id, file)): Path<(String, String)>,
     axum::extract::RawQuery(query): axum::extract::RawQuery,
 ) -> ApiResult<Response> {
     let id = library_id(&id)?;
-    let (mut format, mut download) = (crate::wav::WavFormat::F32, false);
+    let mut format = match file.as_str() {
+        "audio.wav" => crate::wav::FileFormat::F32,
+        "audio.flac" => crate::wav::FileFormat::Flac,
+        _ => return Err(ApiError::not_found("such file of a song (audio.wav or audio.flac)")),
+    };
+    let mut download = false;
     for pair in query.as_deref().unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=').unwrap_or((pair, "")) {
-            ("format", "float32") => format = crate::wav::WavFormat::F32,
-            ("format", "pcm16") => format = crate::wav::WavFormat::Pcm16,
+            ("format", "float32") if format != crate::wav::FileFormat::Flac => format = crate::wav::FileFormat::F32,
+            ("format", "pcm16") if format != crate::wav::FileFormat::Flac => format = crate::wav::FileFormat::Pcm16,
             ("format", other) => return Err(ApiError::bad(format!("format must be float32 or pcm16, not `{other}`"))),
             ("download", _) => download = true,
             ("token", _) => {}
@@ -317,13 +322,15 @@ async fn library_wav(
         .ok_or_else(|| ApiError::not_found("such song in the library (deleted?)"))?;
     let recipe = serde_json::to_string(&song.recipe).map_err(anyhow::Error::from)?;
     let dir = tempfile::tempdir().map_err(anyhow::Error::from)?;
-    let file = crate::wav::export(&song.wav, &dir.path().join("song.wav"), format, &song.title, &recipe)?;
+    let target = dir.path().join(format!("song.{}", format.extension()));
+    let file = crate::wav::export_as(&song.wav, &target, format, &song.title, &recipe)?;
     let bytes = std::fs::read(&file).map_err(|e| anyhow::anyhow!("reading the exported song: {e}"))?;
-    let mut response = ([(header::CONTENT_TYPE, "audio/wav")], bytes).into_response();
+    let kind = if format == crate::wav::FileFormat::Flac { "audio/flac" } else { "audio/wav" };
+    let mut response = ([(header::CONTENT_TYPE, kind)], bytes).into_response();
     if download {
         let name: String =
             song.title.chars().map(|c| if c.is_alphanumeric() || " -_().".contains(c) { c } else { '_' }).collect();
-        let value = format!("attachment; filename=\"{}.wav\"", name.trim());
+        let value = format!("attachment; filename=\"{}.{}\"", name.trim(), format.extension());
         if let Ok(value) = header::HeaderValue::from_str(&value) {
             response.headers_mut().insert(header::CONTENT_DISPOSITION, value);
         }
