@@ -28,7 +28,7 @@ pub struct LibraryView {
 }
 
 impl LibraryView {
-    /// Draws the panel; `busy` while a song is being made (the player belongs to it then);
+    /// Draws the panel; `busy` while a song is being made (listening takes the player from it);
     /// `downloads` where an export is a browser's download (no folder to choose).
     pub fn ui(&mut self, ui: &mut egui::Ui, settings: &mut Settings, busy: bool, downloads: bool) -> Option<Action> {
         let mut action = None;
@@ -113,8 +113,9 @@ impl LibraryView {
             song.recipe.description.chars().take(80).collect::<String>()
         ));
         ui.horizontal_wrapped(|ui| {
-            let listen = ui.add_enabled(!busy, egui::Button::new("Listen"));
-            if listen.on_disabled_hover_text("the song being made is playing").clicked() {
+            let listen = ui.button("Listen");
+            let hint = "the song being made goes on into the library; listen to it there when it is done";
+            if (if busy { listen.on_hover_text(hint) } else { listen }).clicked() {
                 action = Some(Action::Send(Request::PlaySong { id: song.id }));
             }
             if ui.button("Use recipe").on_hover_text("load this song's recipe into the composer").clicked() {

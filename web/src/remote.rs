@@ -31,6 +31,9 @@ struct Shared {
     repaint: Option<egui::Context>,
     /// The furthest frame the player's clock has reached (for `window.songloomPlayedTo`).
     played_to: usize,
+    /// The song being made whose audio goes to the player; none once a library song is
+    /// listened to meanwhile.
+    heard_job: Option<JobId>,
 }
 
 #[derive(Clone)]
@@ -192,6 +195,7 @@ impl RemoteEngine {
     /// The song's samples as they are made, to the player and the window.
     async fn audio(&self, job: JobId, id: u64) {
         let sample_rate = 44_100;
+        self.shared.borrow_mut().heard_job = Some(job);
         self.player.borrow_mut().begin(sample_rate);
         let mut pending: Vec<u8> = Vec::new();
         let mut frames = 0usize;
@@ -208,14 +212,18 @@ impl RemoteEngine {
             if samples.is_empty() {
                 return;
             }
-            self.player.borrow_mut().push(&samples);
+            if self.shared.borrow().heard_job == Some(job) {
+                self.player.borrow_mut().push(&samples);
+            }
             let first_sample = frames;
             frames += samples.len() / 2;
             set_frames(frames);
             self.emit(EngineEvent::Audio { job, first_sample, samples, sample_rate });
         })
         .await;
-        self.player.borrow_mut().complete();
+        if self.shared.borrow().heard_job == Some(job) {
+            self.player.borrow_mut().complete();
+        }
     }
 
     async fn library(&self) -> Result<Vec<SongEntry>, String> {
@@ -261,6 +269,7 @@ impl RemoteEngine {
         match http::bytes(&format!("/api/library/{id}/audio.wav")).await {
             Ok((200, bytes)) => match read_wav(&bytes) {
                 Some((samples, sample_rate)) => {
+                    self.shared.borrow_mut().heard_job = None;
                     self.player.borrow_mut().load(samples.clone(), sample_rate);
                     self.emit(EngineEvent::Loaded { song, samples, sample_rate });
                 }

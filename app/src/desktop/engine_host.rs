@@ -47,6 +47,9 @@ struct Players {
     current: Mutex<Option<(u32, Result<Player, String>)>>,
     /// Held while a player opens, so two engine threads do not open two.
     opening: Mutex<()>,
+    /// Whether the song being made has the player: set when a song starts, cleared when a library
+    /// song is listened to meanwhile (the song goes on being made, into the library).
+    follows_job: std::sync::atomic::AtomicBool,
 }
 
 impl Players {
@@ -58,6 +61,13 @@ impl Players {
         }
         let opened = Player::open(sample_rate);
         *self.current.lock().expect("not poisoned") = Some((sample_rate, opened));
+    }
+
+    /// Runs `f` on the open player for the song being made, if it still has the player.
+    fn for_job(&self, f: impl FnOnce(&Player)) {
+        if self.follows_job.load(std::sync::atomic::Ordering::Relaxed) {
+            self.with_open(f);
+        }
     }
 
     /// Runs `f` on the open player, if there is one.
@@ -149,20 +159,15 @@ impl InProcessEngine {
                 };
                 if !matches!(last, EngineEvent::Finished { .. }) {
                     // A cancelled or failed song is not kept, so it stops playing too.
-                    worker.players.with_open(Player::stop);
+                    worker.players.for_job(Player::stop);
                 }
                 *worker_running.lock().expect("not poisoned") = None;
                 worker.outbox.send(last);
             }
         });
 
-        let mut librarian_state = Librarian {
-            dir: library_dir,
-            search: String::new(),
-            players: players.clone(),
-            running: running.clone(),
-            outbox: outbox.clone(),
-        };
+        let mut librarian_state =
+            Librarian { dir: library_dir, search: String::new(), players: players.clone(), outbox: outbox.clone() };
         std::thread::spawn(move || {
             librarian_state.send_devices();
             for message in librarian_rx {
@@ -293,7 +298,7 @@ impl SongSink for WindowSink<'_> {
                 self.outbox.send(EngineEvent::Stage { job, stage: stage_of(*stage), done: *done, total: *total })
             }
             Event::Audio { first_sample, samples, sample_rate } => {
-                self.players.with_open(|p| p.push(samples));
+                self.players.for_job(|p| p.push(samples));
                 let (first_sample, samples, sample_rate) = (*first_sample, samples.clone(), *sample_rate);
                 self.outbox.send(EngineEvent::Audio { job, first_sample, samples, sample_rate });
             }
@@ -344,6 +349,7 @@ impl Worker {
         };
         let pipeline = self.pipeline(job, recipe, &request)?;
         players.ensure(pipeline.sample_rate());
+        players.follows_job.store(true, std::sync::atomic::Ordering::Relaxed);
         players.with_open(Player::new_song);
         let song = SongJob {
             request,
@@ -357,7 +363,7 @@ impl Worker {
             library: Some(library_dir),
         };
         let finished = song_job::run(pipeline, &song, &WindowSink { job, outbox: &outbox, players: &players }, cancel)?;
-        players.with_open(Player::complete);
+        players.for_job(Player::complete);
         let saved = finished.saved.expect("the job names the library");
         outbox.send(EngineEvent::Saved { job, song: entry(&saved) });
         let _ = self.librarian.send(ToLibrarian::RefreshList);
@@ -371,7 +377,6 @@ struct Librarian {
     /// The window's last search, so a change can be answered with the same list.
     search: String,
     players: Arc<Players>,
-    running: Running,
     outbox: Outbox,
 }
 
@@ -439,10 +444,9 @@ impl Librarian {
                 return Ok(());
             }
             Request::PlaySong { id } => {
-                if self.running.lock().expect("not poisoned").is_some() {
-                    anyhow::bail!("a song is being made and has the player; listen when it is done");
-                }
                 let song = song(&library, id)?;
+                // A song being made goes on into the library, no longer heard.
+                self.players.follows_job.store(false, std::sync::atomic::Ordering::Relaxed);
                 let (samples, sample_rate) = wav::read_song(&song.wav)?;
                 self.players.ensure(sample_rate);
                 self.players.with_open(|p| {

@@ -430,3 +430,55 @@ fn a_song_runs_with_the_device_set_to_wgpu() {
     let songs = Library::open(&setup.library_dir()).unwrap().list("").unwrap();
     assert_eq!(songs[0].recipe.device, "wgpu", "the library keeps the device it was made on");
 }
+
+/// While a song is made the library stays usable: a library song is listened to (the player is
+/// its alone: the song being made no longer reaches it) and renamed, and the song being made
+/// still lands in the library.
+#[test]
+fn the_library_is_usable_while_a_song_is_made() {
+    let setup = Setup::new();
+    let mut library = Library::open(&setup.library_dir()).unwrap();
+    let mut wav =
+        crate::wav::WavFile::create_in(library.songs_dir(), "take.wav", 44100, crate::wav::WavFormat::F32).unwrap();
+    wav.write(&vec![0.25; 2 * 4410]).unwrap();
+    let recipe = Recipe { description: "library piano".into(), lyrics: "[verse]\nla".into(), ..Recipe::default() };
+    let complete = wav.finish("Library piano", &serde_json::to_string(&recipe).unwrap()).unwrap();
+    library.add("Library piano", &recipe, 0.1, &Default::default(), complete).unwrap();
+    drop(library);
+
+    let mut h = setup.harness();
+    wait_until(&mut h, "the library list", |app| app.library.songs.len() == 1);
+    type_into(&mut h, "Description", "made meanwhile");
+    type_into(&mut h, "Lyrics editor", "[verse]\nla la la");
+    // Long enough to be still in the making while the library is used.
+    h.state_mut().draft.steps = 30;
+    h.get_by_label("Generate").click();
+    h.step();
+    wait_until(&mut h, "the song's first audio", |app| {
+        app.track.as_ref().is_some_and(|t| !t.audio.is_empty())
+            || app.job.as_ref().is_some_and(|j| j.progress.error.is_some())
+    });
+    assert!(
+        h.state().job.as_ref().unwrap().progress.error.is_none(),
+        "{:?}",
+        h.state().job.as_ref().unwrap().progress.error
+    );
+    assert!(h.state().is_running());
+
+    h.get_by_label("Listen").click();
+    h.step();
+    wait_until(&mut h, "the library song to load", |app| app.track.as_ref().is_some_and(|t| t.song.is_some()));
+    wait_until(&mut h, "the player to hold it", |app| app.engine().playback().frames == 4410);
+    assert!(h.state().is_running(), "listened to while the other song is made");
+    h.get_by_label("Rename").click();
+    h.run_steps(2);
+    type_into(&mut h, "New title", " (kept)");
+    h.get_by_label("Save title").click();
+    h.step();
+    wait_until(&mut h, "the rename", |app| app.library.songs.iter().any(|s| s.title == "Library piano (kept)"));
+
+    wait_until(&mut h, "the song being made", |app| !app.is_running());
+    wait_until(&mut h, "it in the library", |app| app.library.songs.len() == 2);
+    assert_eq!(h.state().engine().playback().frames, 4410, "the song made meanwhile never reached the player");
+    assert_eq!(h.state().track.as_ref().unwrap().audio.len(), 2 * 4410, "the window still shows the library song");
+}
