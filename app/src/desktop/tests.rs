@@ -68,6 +68,17 @@ fn type_into(h: &mut Harness<'static, App>, label: &str, text: &str) {
     h.step();
 }
 
+/// One song of 0.1 s in the library, "Library piano", written as the engine writes them.
+fn add_library_song(setup: &Setup) {
+    let mut library = Library::open(&setup.library_dir()).unwrap();
+    let mut wav =
+        crate::wav::WavFile::create_in(library.songs_dir(), "take.wav", 44100, crate::wav::WavFormat::F32).unwrap();
+    wav.write(&vec![0.25; 2 * 4410]).unwrap();
+    let recipe = Recipe { description: "library piano".into(), lyrics: "[verse]\nla".into(), ..Recipe::default() };
+    let complete = wav.finish("Library piano", &serde_json::to_string(&recipe).unwrap()).unwrap();
+    library.add("Library piano", &recipe, 0.1, &Default::default(), complete).unwrap();
+}
+
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
     entries.flatten().flat_map(|e| if e.path().is_dir() { files_under(&e.path()) } else { vec![e.path()] }).collect()
@@ -169,15 +180,7 @@ fn cancel_mid_way_leaves_no_entry_and_no_file() {
 #[test]
 fn the_library_panel_lists_searches_plays_renames_and_deletes() {
     let setup = Setup::new();
-    // One song in the library, written as the engine writes them.
-    let mut library = Library::open(&setup.library_dir()).unwrap();
-    let mut wav =
-        crate::wav::WavFile::create_in(library.songs_dir(), "take.wav", 44100, crate::wav::WavFormat::F32).unwrap();
-    wav.write(&vec![0.25; 2 * 4410]).unwrap();
-    let recipe = Recipe { description: "library piano".into(), lyrics: "[verse]\nla".into(), ..Recipe::default() };
-    let complete = wav.finish("Library piano", &serde_json::to_string(&recipe).unwrap()).unwrap();
-    library.add("Library piano", &recipe, 0.1, &Default::default(), complete).unwrap();
-    drop(library);
+    add_library_song(&setup);
 
     let mut h = setup.harness();
     wait_until(&mut h, "the library list", |app| app.library.songs.len() == 1);
@@ -437,14 +440,7 @@ fn a_song_runs_with_the_device_set_to_wgpu() {
 #[test]
 fn the_library_is_usable_while_a_song_is_made() {
     let setup = Setup::new();
-    let mut library = Library::open(&setup.library_dir()).unwrap();
-    let mut wav =
-        crate::wav::WavFile::create_in(library.songs_dir(), "take.wav", 44100, crate::wav::WavFormat::F32).unwrap();
-    wav.write(&vec![0.25; 2 * 4410]).unwrap();
-    let recipe = Recipe { description: "library piano".into(), lyrics: "[verse]\nla".into(), ..Recipe::default() };
-    let complete = wav.finish("Library piano", &serde_json::to_string(&recipe).unwrap()).unwrap();
-    library.add("Library piano", &recipe, 0.1, &Default::default(), complete).unwrap();
-    drop(library);
+    add_library_song(&setup);
 
     let mut h = setup.harness();
     wait_until(&mut h, "the library list", |app| app.library.songs.len() == 1);
