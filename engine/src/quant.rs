@@ -149,7 +149,19 @@ pub fn weight(data: &QuantData, i: usize) -> f32 {
 /// Weights `[start, start + out.len())` dequantized into `out` (a row of a matrix, say); whole
 /// groups at a time where the span is made of them (every row of a matrix is).
 pub fn dequantize_into(data: &QuantData, start: usize, out: &mut [f32]) {
+    dequantize_groups(data, start, out, None);
+}
+
+/// [`dequantize_into`] for whole groups of a q4 matrix, with each group's `offset + 7.5 * scale`
+/// (the middle of its codes, which the decode products' rounding correction takes) into
+/// `middles`, from the same conversion of the group's scale and offset.
+pub fn dequantize_into_with_middles(data: &QuantData, start: usize, out: &mut [f32], middles: &mut [f32]) {
+    dequantize_groups(data, start, out, Some(middles));
+}
+
+fn dequantize_groups(data: &QuantData, start: usize, out: &mut [f32], mut middles: Option<&mut [f32]>) {
     if !start.is_multiple_of(GROUP) || !out.len().is_multiple_of(GROUP) {
+        assert!(middles.is_none(), "middles are of whole groups");
         for (j, o) in out.iter_mut().enumerate() {
             *o = weight(data, start + j);
         }
@@ -171,6 +183,9 @@ pub fn dequantize_into(data: &QuantData, start: usize, out: &mut [f32]) {
             }
             _ => {
                 let o = data.offsets[g].to_f32();
+                if let Some(m) = middles.as_deref_mut() {
+                    m[g - first] = o + 7.5 * s;
+                }
                 for (eight, word) in group.chunks_exact_mut(8).zip(words) {
                     for (j, v) in eight.iter_mut().enumerate() {
                         *v = ((word >> (4 * j)) & 0xf) as f32 * s + o;

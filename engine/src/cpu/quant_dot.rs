@@ -55,12 +55,10 @@ pub fn quant_gemv(x: &[f32], m: usize, k: usize, q: &QuantData, n: usize, out: &
         .map_init(
             || (vec![0.0f32; k], vec![0.0f32; groups]),
             |(weights, middles), r| {
-                crate::quant::dequantize_into(q, r * k, weights);
                 if q4 {
-                    let span = r * groups..(r + 1) * groups;
-                    for ((middle, o), s) in middles.iter_mut().zip(&q.offsets[span.clone()]).zip(&q.scales[span]) {
-                        *middle = o.to_f32() + 7.5 * s.to_f32();
-                    }
+                    crate::quant::dequantize_into_with_middles(q, r * k, weights, middles);
+                } else {
+                    crate::quant::dequantize_into(q, r * k, weights);
                 }
                 let mut dots = [0.0f32; 8];
                 for ((dot, row), x) in dots.iter_mut().zip(&rows).zip(&rounded) {
