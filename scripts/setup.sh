@@ -7,8 +7,11 @@ as_root() {
 
 missing=()
 # mesa-vulkan-drivers (lavapipe) and libvulkan1: the wgpu backend runs its tests on the CPU;
-# chromium and chromium-driver: the browser test of the page `songloom serve` serves.
-for pkg in build-essential pkg-config libasound2-dev mesa-vulkan-drivers libvulkan1 chromium chromium-driver; do
+# chromium and chromium-driver, for the test command only (SONGLOOM_SETUP_BROWSER=1): the browser
+# test of the page `songloom serve` serves.
+packages=(build-essential pkg-config libasound2-dev mesa-vulkan-drivers libvulkan1)
+[ "${SONGLOOM_SETUP_BROWSER:-}" = 1 ] && packages+=(chromium chromium-driver)
+for pkg in "${packages[@]}"; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then

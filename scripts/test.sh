@@ -2,7 +2,7 @@
 # Runs the whole test suite on a fresh Debian/Ubuntu machine, installing what is missing first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/setup.sh
+SONGLOOM_SETUP_BROWSER=1 source scripts/setup.sh
 cargo fmt --all -- --check
 # The browser page first: the songloom binary the tests build embeds it.
 bash scripts/build-web.sh

@@ -164,6 +164,11 @@ impl<E: Engine> SongloomApp<E> {
         &self.engine
     }
 
+    /// The device choices the engine has offered (none until it has said).
+    pub fn devices(&self) -> &[DeviceStatus] {
+        &self.devices
+    }
+
     pub fn is_running(&self) -> bool {
         self.job.as_ref().is_some_and(|j| !j.progress.is_done())
     }

@@ -45,7 +45,13 @@ impl Setup {
         let mut app = SongloomApp::new(engine, draft);
         app.settings.export_folder = self.export_dir().display().to_string();
         // Tall enough that the library panel is on screen, where clicks reach it.
-        Harness::builder().with_size(egui::vec2(900.0, 2400.0)).build_ui_state(|ui, app: &mut App| app.ui(ui), app)
+        let mut h =
+            Harness::builder().with_size(egui::vec2(900.0, 2400.0)).build_ui_state(|ui, app: &mut App| app.ui(ui), app);
+        // The engine probes the devices on a thread of its own, which opens wgpu's adapter (lavapipe
+        // here, with LLVM inside): a test that ended while it did would exit under it, which LLVM
+        // aborts. So each test starts once the devices are known.
+        wait_until(&mut h, "the devices", |app| !app.devices().is_empty());
+        h
     }
 }
 
