@@ -94,7 +94,8 @@ pub enum Request {
     Seek {
         frame: usize,
     },
-    /// Loads a library song into the player and plays it (refused while a song is being made).
+    /// Loads a library song into the player and plays it; a song being made meanwhile goes on into
+    /// the library, no longer heard.
     PlaySong {
         id: SongId,
     },
