@@ -105,6 +105,17 @@ enum ToLibrarian {
     RefreshList,
 }
 
+/// How many engines' device probes are running, for [`wait_for_device_probe`].
+static PROBES_RUNNING: Mutex<usize> = Mutex::new(0);
+static PROBE_DONE: std::sync::Condvar = std::sync::Condvar::new();
+
+/// Waits (at most `limit`) until every device probe started is done: a process that exits while a
+/// probe opens wgpu's adapter on its thread (lavapipe, with LLVM inside) would be aborted by LLVM.
+pub fn wait_for_device_probe(limit: std::time::Duration) {
+    let running = PROBES_RUNNING.lock().expect("not poisoned");
+    let _ = PROBE_DONE.wait_timeout_while(running, limit, |n| *n > 0);
+}
+
 pub struct InProcessEngine {
     jobs: mpsc::Sender<(JobId, Recipe)>,
     outbox: Outbox,
@@ -166,10 +177,13 @@ impl InProcessEngine {
             }
         });
 
+        *PROBES_RUNNING.lock().expect("not poisoned") += 1;
         let mut librarian_state =
             Librarian { dir: library_dir, search: String::new(), players: players.clone(), outbox: outbox.clone() };
         std::thread::spawn(move || {
             librarian_state.send_devices();
+            *PROBES_RUNNING.lock().expect("not poisoned") -= 1;
+            PROBE_DONE.notify_all();
             for message in librarian_rx {
                 let result = match message {
                     ToLibrarian::Request(request) => librarian_state.handle(request),

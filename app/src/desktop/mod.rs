@@ -55,7 +55,7 @@ pub fn run() -> anyhow::Result<()> {
             .with_title("Songloom"),
         ..Default::default()
     };
-    eframe::run_native(
+    let shown = eframe::run_native(
         "Songloom",
         options,
         Box::new(|cc| {
@@ -67,5 +67,8 @@ pub fn run() -> anyhow::Result<()> {
             Ok(Box::new(DesktopApp { inner }))
         }),
     )
-    .map_err(|e| anyhow::anyhow!("the window could not open: {e}"))
+    .map_err(|e| anyhow::anyhow!("the window could not open: {e}"));
+    // A window closed at once leaves the engine's device probe running; it ends first.
+    engine_host::wait_for_device_probe(std::time::Duration::from_secs(10));
+    shown
 }
