@@ -49,7 +49,7 @@ struct Marker {
 /// How a download reports: the bytes there are of all, the file being fetched; and whether to stop
 /// (a pause: the next download resumes from the pieces already there).
 pub struct Progress<'a> {
-    pub report: &'a (dyn Fn(u64, u64, &str) + Sync),
+    pub report: &'a dyn Fn(u64, u64, &str),
     pub stop: &'a std::sync::atomic::AtomicBool,
 }
 
@@ -354,9 +354,12 @@ pub fn download_with(dir: Option<PathBuf>, revision: &str, progress: &Progress) 
         }
     }
     let record = Marker { repo: REPO.into(), revision: revision.into(), files };
-    let tmp = dir.join(format!("{MARKER}.tmp"));
-    std::fs::write(&tmp, serde_json::to_vec_pretty(&record)?)?;
-    std::fs::rename(&tmp, &marker)?;
+    // Written beside it and moved in whole: a failed write leaves no marker and no temporary.
+    let mut temp = tempfile::NamedTempFile::new_in(&dir).with_context(|| format!("writing in {}", dir.display()))?;
+    temp.write_all(&serde_json::to_vec_pretty(&record)?)
+        .and_then(|_| temp.as_file().sync_all())
+        .with_context(|| format!("writing {}", marker.display()))?;
+    temp.persist(&marker).map_err(|e| anyhow!("writing {}: {}", marker.display(), e.error))?;
     Ok(dir)
 }
 

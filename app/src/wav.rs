@@ -33,6 +33,16 @@ impl FileFormat {
     }
 }
 
+/// A song's title made safe for a file name (at most 80 characters; `song` for none).
+pub fn file_stem(title: &str) -> String {
+    let safe: String =
+        title.chars().map(|c| if c.is_alphanumeric() || " -_.,()".contains(c) { c } else { '_' }).collect();
+    match safe.trim().trim_start_matches('.') {
+        "" => "song".to_string(),
+        s => s.chars().take(80).collect(),
+    }
+}
+
 /// Writes the song in `source` to `target` in `format`, with `title` and `recipe` in its tags.
 pub fn export_as(source: &Path, target: &Path, format: FileFormat, title: &str, recipe: &str) -> Result<PathBuf> {
     match format {

@@ -208,11 +208,10 @@ impl InProcessEngine {
         *slot = Some(stop.clone());
         let (outbox, download) = (self.outbox.clone(), self.download.clone());
         std::thread::spawn(move || {
-            let last = Mutex::new(std::time::Instant::now() - std::time::Duration::from_secs(1));
+            let last = std::cell::Cell::new(std::time::Instant::now() - std::time::Duration::from_secs(1));
             let report = |done: u64, total: u64, file: &str| {
-                let mut last = last.lock().expect("not poisoned");
-                if last.elapsed() >= std::time::Duration::from_millis(250) || done == total {
-                    *last = std::time::Instant::now();
+                if last.get().elapsed() >= std::time::Duration::from_millis(250) || done == total {
+                    last.set(std::time::Instant::now());
                     outbox.send(EngineEvent::Download { done, total, file: file.to_string() });
                 }
             };
@@ -501,15 +500,10 @@ fn music_dir() -> PathBuf {
     dirs::audio_dir().or_else(|| dirs::home_dir().map(|h| h.join("Music"))).unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// `<folder>/<title>.wav`, with ` (2)`, ` (3)` ... where that exists; the title is made safe for a
-/// file name.
+/// `<folder>/<title>.<extension>`, with ` (2)`, ` (3)` ... where that exists; the title is made
+/// safe for a file name.
 fn free_name(folder: &Path, title: &str, extension: &str) -> PathBuf {
-    let safe: String =
-        title.chars().map(|c| if c.is_alphanumeric() || " -_.,()".contains(c) { c } else { '_' }).collect();
-    let stem = match safe.trim().trim_start_matches('.') {
-        "" => "song".to_string(),
-        s => s.chars().take(80).collect(),
-    };
+    let stem = wav::file_stem(title);
     (1..)
         .map(|n| folder.join(if n == 1 { format!("{stem}.{extension}") } else { format!("{stem} ({n}).{extension}") }))
         .find(|p| !p.exists())

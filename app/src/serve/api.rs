@@ -328,9 +328,7 @@ async fn library_file(
     let kind = if format == crate::wav::FileFormat::Flac { "audio/flac" } else { "audio/wav" };
     let mut response = ([(header::CONTENT_TYPE, kind)], bytes).into_response();
     if download {
-        let name: String =
-            song.title.chars().map(|c| if c.is_alphanumeric() || " -_().".contains(c) { c } else { '_' }).collect();
-        let value = format!("attachment; filename=\"{}.{}\"", name.trim(), format.extension());
+        let value = format!("attachment; filename=\"{}.{}\"", crate::wav::file_stem(&song.title), format.extension());
         if let Ok(value) = header::HeaderValue::from_str(&value) {
             response.headers_mut().insert(header::CONTENT_DISPOSITION, value);
         }

@@ -49,14 +49,11 @@ impl WgpuBackend {
             return Err(Error::unsupported(op, dtype, crate::device::DeviceKind::Wgpu));
         }
         let n: usize = shape.iter().product();
-        let bytes = super::storage::byte_sizes(dtype, n)[0];
-        let limit = self.limits.max_storage_buffer_binding_size;
         // A matrix larger than a binding is made in pieces of whole rows, as an upload keeps it.
-        let (rows, cols) = match shape {
-            [rows, cols] if bytes > limit && *rows > 1 => (*rows, *cols),
-            _ => (1, n),
+        let (rows, cols, rows_each) = match self.rows_per_piece(shape, super::storage::byte_sizes(dtype, n)[0]) {
+            Some(rows_each) => (shape[0], shape[1], rows_each),
+            None => (1, n, 1),
         };
-        let rows_each = if rows > 1 { ((limit / bytes.div_ceil(rows as u64).max(1)) as usize).max(1) } else { 1 };
         let bf16 = dtype == DType::BF16;
         let mut pieces = Vec::new();
         for first_row in (0..rows).step_by(rows_each) {
@@ -72,8 +69,7 @@ impl WgpuBackend {
         if pieces.len() == 1 {
             return Ok(self.wrap(shape, pieces.pop().expect("one piece").1));
         }
-        let shared = self.shared.clone();
-        Ok(self.wrap(shape, super::WgpuStorage { dtype, len: n, buffers: Vec::new(), pieces, shared }))
+        Ok(self.wrap(shape, self.in_pieces(dtype, n, pieces)))
     }
 
     pub(super) fn count_non_finite(&self, x: &Tensor) -> Result<usize> {

@@ -243,14 +243,27 @@ impl WgpuBackend {
     /// as many whole rows as a binding holds.
     fn upload_shaped(&self, shape: &[usize], cpu: &CpuStorage) -> Result<WgpuStorage> {
         let largest = storage::byte_sizes(cpu.dtype(), cpu.len()).into_iter().max().unwrap_or(0);
+        match self.rows_per_piece(shape, largest) {
+            Some(rows_each) => self.upload_pieces(cpu, shape[1], rows_each),
+            None => self.upload_storage(cpu),
+        }
+    }
+
+    /// The rows a piece holds of a `[rows, cols]` matrix whose largest buffer, `bytes`, is more
+    /// than one binding of this adapter holds; `None` where it fits whole (or is no matrix).
+    fn rows_per_piece(&self, shape: &[usize], bytes: u64) -> Option<usize> {
         let limit = self.limits.max_storage_buffer_binding_size;
         match shape {
-            [rows, cols] if largest > limit && *rows > 1 => {
-                let per_row = largest.div_ceil(*rows as u64).max(1);
-                self.upload_pieces(cpu, *cols, (limit / per_row).max(1) as usize)
+            [rows, _] if bytes > limit && *rows > 1 => {
+                Some((limit / bytes.div_ceil(*rows as u64).max(1)).max(1) as usize)
             }
-            _ => self.upload_storage(cpu),
+            _ => None,
         }
+    }
+
+    /// A tensor kept in `pieces`, each its first row and its data.
+    fn in_pieces(&self, dtype: DType, len: usize, pieces: Vec<(usize, WgpuStorage)>) -> WgpuStorage {
+        WgpuStorage { dtype, len, buffers: Vec::new(), pieces, shared: self.shared.clone() }
     }
 
     /// A host matrix `cols` wide in pieces of `rows_each` rows.
@@ -270,7 +283,7 @@ impl WgpuBackend {
                 Ok((r0, self.upload_storage(&storage::host_rows(cpu, cols, r0, r1))?))
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(WgpuStorage { dtype: cpu.dtype(), len: cpu.len(), buffers: Vec::new(), pieces, shared: self.shared.clone() })
+        Ok(self.in_pieces(cpu.dtype(), cpu.len(), pieces))
     }
 
     /// A host matrix on this device in pieces of `rows_each` rows, as [`Backend::upload`] keeps one
