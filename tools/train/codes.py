@@ -1,0 +1,60 @@
+"""The codes of each 25 Hz frame, defined by the project from the score and the rendered audio
+(the real model's codes come from a learned quantizer; ours are features anyone can read):
+
+  c0  (semantic, 4096): the chroma of the sounding notes, a 12-bit pitch-class set;
+  c1  the highest sounding pitch (1..88 for MIDI 21..108, 0 for none), +128 where it starts here;
+  c2  the lowest sounding pitch, the same way;
+  c3  the second highest, c4 the second lowest, the same way (0 where fewer notes sound);
+  c5  the frame's loudness (64 steps of 1.25 dB from -80 dB) x 4 + the drum hit (0 none, 1 kick,
+      2 snare, 3 hat);
+  c6  the top voice's timbre x 8 + the other voices' timbre, + 64 x the position in the beat (4 steps);
+  c7  the spectral centroid (log steps from 50 Hz to 16 kHz).
+
+The depth decoder's hidden states see c0..c6 of a frame, and they condition the DiT: what the audio
+must do is in them. c7 only trains the depth decoder.
+"""
+
+import numpy as np
+
+from synth import FRAME_SAMPLES, SAMPLE_RATE, Rendering
+
+SEMANTIC_VOCAB = 4096
+AUDIO_VOCAB = 256
+CODEBOOKS = 8
+
+
+def pitch_code(pitch: int | None, starts: bool) -> int:
+    if pitch is None:
+        return 0
+    return min(max(pitch - 20, 1), 88) + (128 if starts else 0)
+
+
+def frame_codes(r: Rendering) -> np.ndarray:
+    codes = np.zeros((r.frames, CODEBOOKS), dtype=np.int64)
+    mono = r.audio.mean(axis=0)
+    window = np.hanning(FRAME_SAMPLES)
+    freqs = np.fft.rfftfreq(FRAME_SAMPLES, 1.0 / SAMPLE_RATE)
+    for f in range(r.frames):
+        sounding = r.sounding[f]
+        onsets = set(r.onsets[f])
+        chroma = 0
+        for p in sounding:
+            chroma |= 1 << (p % 12)
+        codes[f, 0] = chroma
+        high = sounding[-1] if sounding else None
+        low = sounding[0] if sounding else None
+        second_high = sounding[-2] if len(sounding) >= 3 else None
+        second_low = sounding[1] if len(sounding) >= 4 else None
+        codes[f, 1] = pitch_code(high, high in onsets)
+        codes[f, 2] = pitch_code(low, low in onsets)
+        codes[f, 3] = pitch_code(second_high, second_high in onsets)
+        codes[f, 4] = pitch_code(second_low, second_low in onsets)
+        chunk = mono[f * FRAME_SAMPLES : (f + 1) * FRAME_SAMPLES]
+        rms = float(np.sqrt(np.mean(chunk**2)) + 1e-9)
+        loudness = int(np.clip((20 * np.log10(rms) + 80) / 1.25, 0, 63))
+        codes[f, 5] = loudness * 4 + int(r.drums[f])
+        codes[f, 6] = r.top_timbre * 8 + r.other_timbre + 64 * int(r.beat_phase[f])
+        spectrum = np.abs(np.fft.rfft(chunk * window))
+        centroid = float((spectrum * freqs).sum() / (spectrum.sum() + 1e-9))
+        codes[f, 7] = int(np.clip(np.log(max(centroid, 50.0) / 50.0) / np.log(16000 / 50) * 255, 0, 255))
+    return codes

@@ -1,0 +1,66 @@
+"""What every training stage shares: the device, a wall-clock budget, resumable checkpoints and a
+log of JSON lines."""
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+
+
+def device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def jobs() -> int:
+    return max(1, min(16, (os.cpu_count() or 2)))
+
+
+class Log:
+    """Prints and appends JSON lines to `path`; resumed runs append."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.file = open(path, "a")
+        self.start = time.time()
+
+    def __call__(self, **fields):
+        fields = {"t": round(time.time() - self.start, 1), **fields}
+        line = json.dumps(fields)
+        print(line, flush=True)
+        self.file.write(line + "\n")
+        self.file.flush()
+
+
+def save(path: Path, **state):
+    """Written through a temporary, so a run killed mid-write leaves the previous checkpoint."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    torch.save(state, partial)
+    partial.replace(path)
+
+
+def load(path: Path):
+    return torch.load(path, map_location="cpu", weights_only=False) if path.exists() else None
+
+
+class Schedule:
+    """Linear warm-up, then a cosine to a tenth of the peak by the deadline: the runs are budgeted
+    in minutes, not steps, so the decay follows the clock."""
+
+    def __init__(self, peak: float, deadline: float, warmup: int = 200):
+        self.peak, self.deadline, self.warmup = peak, deadline, warmup
+        self.start = time.time()
+
+    def __call__(self, step: int) -> float:
+        import math
+
+        if step < self.warmup:
+            return self.peak * (step + 1) / self.warmup
+        progress = min(1.0, (time.time() - self.start) / max(1.0, self.deadline - self.start))
+        return self.peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))

@@ -1,0 +1,57 @@
+"""The training set: every piece of the note lists rendered once (seeded by its index), with its
+frame codes and caption. Pieces whose index is a multiple of HELD_OUT_EVERY are held out of
+training; the evaluation's captions come from their renderings."""
+
+import gzip
+import json
+import multiprocessing
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import codes
+import synth
+
+HELD_OUT_EVERY = 50
+# SONGLOOM_NOTES names another note list (the smoke test uses a few pieces).
+DEFAULT_NOTES = Path(os.environ.get("SONGLOOM_NOTES", Path(__file__).parent / "data" / "notes.jsonl.gz"))
+
+
+@dataclass
+class Song:
+    index: int
+    caption: str
+    audio: np.ndarray | None  # [2, samples] float16, None where only the codes were wanted
+    codes: np.ndarray  # [frames, 8] int16
+    tempo: int
+    tonic: int
+    mode: str
+
+
+def read_pieces(path: Path = DEFAULT_NOTES) -> list[dict]:
+    with gzip.open(path, "rt") as f:
+        return [json.loads(line) for line in f]
+
+
+def render_one(job) -> Song:
+    index, piece, max_seconds, keep_audio = job
+    r = synth.render(piece, seed=index, max_seconds=max_seconds)
+    audio = r.audio.astype(np.float16) if keep_audio else None
+    return Song(index, r.caption, audio, codes.frame_codes(r).astype(np.int16), r.tempo, r.tonic, r.mode)
+
+
+def render_set(
+    limit: int, max_seconds: float, jobs: int, held_out: bool = False, keep_audio: bool = True, path: Path = DEFAULT_NOTES
+) -> list[Song]:
+    pieces = read_pieces(path)
+    chosen = [(i, p, max_seconds, keep_audio) for i, p in enumerate(pieces) if (i % HELD_OUT_EVERY == 0) == held_out]
+    # Sources in turn (the folk songs far outnumber the chorales), each in its own order.
+    rank, seen = {}, {}
+    for i, p, _, _ in chosen:
+        rank[i] = seen.get(p["source"], 0)
+        seen[p["source"]] = rank[i] + 1
+    chosen = sorted(chosen, key=lambda job: (rank[job[0]], job[0]))[:limit]
+    with multiprocessing.Pool(jobs) as pool:
+        return pool.map(render_one, chosen, chunksize=8)

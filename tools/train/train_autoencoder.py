@@ -1,0 +1,114 @@
+"""Stage (a): trains the autoencoder on random 1.5 s crops of the rendered set, for a wall-clock
+budget; resumes from its checkpoint.
+
+    python tools/train/train_autoencoder.py --work runs/ae --minutes 7
+"""
+
+import argparse
+import time
+from pathlib import Path
+
+import common  # noqa: F401  (puts this folder on the path)
+import numpy as np
+import torch
+
+import dataset
+from autoencoder import Autoencoder, spectral_loss
+from common import Log, Schedule, device, jobs, load, save
+
+CROP = 65536  # 128 latents
+
+
+def crops(audio: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, batch: int, gen: torch.Generator):
+    song = torch.randint(len(starts), (batch,), generator=gen)
+    span = (ends[song] - starts[song] - CROP).clamp(min=1)
+    offset = starts[song] + (torch.rand(batch, generator=gen) * span).long()
+    index = offset[:, None] + torch.arange(CROP)[None]
+    return audio[:, index.to(audio.device)].permute(1, 0, 2).float()  # [B, 2, CROP]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--state", type=Path, help="where the resumable checkpoint lives (default: --work)")
+    parser.add_argument("--minutes", type=float, default=7.0)
+    parser.add_argument("--songs", type=int, default=2400)
+    parser.add_argument("--batch", type=int, default=24)
+    parser.add_argument("--steps", type=int, default=10**9, help="a cap (the budget is --minutes)")
+    parser.add_argument("--kl", type=float, default=1e-3)
+    args = parser.parse_args()
+    dev = device()
+    log = Log(args.work / "log.jsonl")
+    began = time.time()
+    songs = [s for s in dataset.render_set(args.songs, 24.0, jobs()) if s.audio.shape[1] > CROP]
+    lengths = torch.tensor([s.audio.shape[1] for s in songs])
+    ends = lengths.cumsum(0)
+    starts = ends - lengths
+    audio = torch.from_numpy(np.concatenate([s.audio for s in songs], axis=1)).to(dev)
+    log(
+        stage="autoencoder",
+        songs=len(songs),
+        hours=round(float(lengths.sum()) / 44100 / 3600, 2),
+        render_s=round(time.time() - began, 1),
+    )
+
+    model = Autoencoder().to(dev)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.8, 0.99))
+    step = 0
+    state = load((args.state or args.work) / "checkpoint.pt")
+    if state:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        step = state["step"]
+        log(resumed=step)
+    gen = torch.Generator().manual_seed(1234 + step)
+    deadline = began + args.minutes * 60
+    autocast = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
+    last_save = time.time()
+    schedule = Schedule(3e-4, deadline)
+    while time.time() < deadline and step < args.steps:
+        for group in optimizer.param_groups:
+            group["lr"] = schedule(step)
+        x = crops(audio, starts, ends, args.batch, gen)
+        with autocast:
+            y, kl = model(x)
+        spectral = spectral_loss(y, x)
+        waveform = (y.float() - x).abs().mean()
+        loss = spectral + 0.1 * waveform + args.kl * kl
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        step += 1
+        if step % 100 == 0:
+            log(
+                step=step,
+                loss=round(loss.item(), 4),
+                spectral=round(spectral.item(), 4),
+                wave=round(waveform.item(), 5),
+                kl=round(kl.item(), 4),
+            )
+        if time.time() - last_save > 120:
+            save(
+                (args.state or args.work) / "checkpoint.pt", model=model.state_dict(), optimizer=optimizer.state_dict(), step=step
+            )
+            last_save = time.time()
+    save((args.state or args.work) / "checkpoint.pt", model=model.state_dict(), optimizer=optimizer.state_dict(), step=step)
+    save(args.work / "weights.pt", model=model.state_dict())
+    # Held-out reconstruction error, the number this stage is judged by.
+    model.eval()
+    held = dataset.render_set(8, 12.0, jobs(), held_out=True)
+    with torch.no_grad():
+        errors = []
+        for s in held:
+            n = s.audio.shape[1] // 512 * 512
+            x = torch.from_numpy(s.audio[:, :n]).float()[None].to(dev)
+            z, _ = model.encode(x)
+            y = model.decoder(z)
+            errors.append(spectral_loss(y, x).item())
+            latent_std = z.std().item()
+    log(step=step, held_out_spectral=round(float(np.mean(errors)), 4), latent_std=round(latent_std, 3), done=True)
+
+
+if __name__ == "__main__":
+    main()

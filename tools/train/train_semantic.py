@@ -1,0 +1,162 @@
+"""Stage (c): the LM and the depth decoder on (caption, lyrics tags) -> frame codes, teacher-forced,
+with the caption replaced by <|audio_cfg|> one time in ten (the reference's unconditional row), for
+a wall-clock budget; resumes from its checkpoint.
+
+    python tools/train/train_semantic.py --work runs/semantic --minutes 7
+"""
+
+import argparse
+import time
+from pathlib import Path
+
+import common  # noqa: F401
+import numpy as np
+import torch
+
+import dataset
+import semantic
+import tokenizer
+from common import Log, Schedule, device, jobs, load, save
+
+UNCONDITIONAL_SHARE = 0.1
+
+
+class Batches:
+    """Songs as (prompt ids, codes with the priming frame first), batched with prompts left-padded."""
+
+    def __init__(self, songs, tok, constants, dev, seed=0):
+        self.rng = np.random.default_rng(seed)
+        self.tok, self.constants, self.dev = tok, constants, dev
+        self.songs = songs
+        self.codes = [
+            torch.cat([semantic.priming_frame(c), c]) for c in (torch.from_numpy(s.codes.astype(np.int64)) for s in songs)
+        ]
+
+    def prompt(self, caption: str, unconditional: bool) -> list[int]:
+        lyrics = tokenizer.LYRICS[self.rng.integers(len(tokenizer.LYRICS))]
+        ids = tokenizer.prompt_ids(self.tok, caption, lyrics)
+        if unconditional:
+            ids = ids[:1] + [self.constants["audio_cfg_id"]] * (len(ids) - 3) + ids[-2:]
+        return ids
+
+    def make(self, chosen, unconditional_share=UNCONDITIONAL_SHARE):
+        prompts = [self.prompt(self.songs[i].caption, self.rng.random() < unconditional_share) for i in chosen]
+        width = max(len(p) for p in prompts)
+        ids = torch.zeros(len(chosen), width, dtype=torch.long)
+        mask = torch.zeros(len(chosen), width, dtype=torch.long)
+        for row, p in enumerate(prompts):
+            ids[row, width - len(p) :] = torch.tensor(p)
+            mask[row, width - len(p) :] = 1
+        lengths = torch.tensor([len(self.codes[i]) for i in chosen])
+        codes = torch.zeros(len(chosen), int(lengths.max()), 8, dtype=torch.long)
+        for row, i in enumerate(chosen):
+            codes[row, : lengths[row]] = self.codes[i]
+        return ids.to(self.dev), mask.to(self.dev), codes.to(self.dev), lengths.to(self.dev)
+
+    def sample(self, batch):
+        return self.make(self.rng.integers(len(self.songs), size=batch))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--state", type=Path, help="where the resumable checkpoint lives (default: --work)")
+    parser.add_argument("--minutes", type=float, default=7.0)
+    parser.add_argument("--songs", type=int, default=4000)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=10**9, help="a cap (the budget is --minutes)")
+    args = parser.parse_args()
+    dev = device()
+    log = Log(args.work / "log.jsonl")
+    began = time.time()
+    pieces = dataset.read_pieces()
+    tok, constants, vocab_size = tokenizer.build(pieces, args.work)
+    songs = dataset.render_set(args.songs, 24.0, jobs(), keep_audio=False)
+    held = dataset.render_set(32, 24.0, jobs(), held_out=True, keep_audio=False)
+    log(
+        stage="semantic",
+        songs=len(songs),
+        frames=int(sum(len(s.codes) for s in songs)),
+        vocab=vocab_size,
+        render_s=round(time.time() - began, 1),
+    )
+    offset, end_id = constants["code_offset"], constants["audio_end_id"]
+
+    lm, depth = semantic.build(vocab_size)
+    lm, depth = lm.to(dev), depth.to(dev)
+    params = list(lm.parameters()) + list(depth.parameters())
+    optimizer = torch.optim.AdamW(params, lr=1e-3, betas=(0.9, 0.95), weight_decay=0.01)
+    step = 0
+    state = load((args.state or args.work) / "checkpoint.pt")
+    if state:
+        lm.load_state_dict(state["lm"])
+        depth.load_state_dict(state["depth"])
+        optimizer.load_state_dict(state["optimizer"])
+        step = state["step"]
+        log(resumed=step)
+    batches = Batches(songs, tok, constants, dev, seed=step)
+    held_batches = Batches(held, tok, constants, dev, seed=1)
+    autocast = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
+    deadline = began + args.minutes * 60
+    last_save = time.time()
+    schedule = Schedule(1e-3, deadline)
+
+    def evaluate():
+        lm.eval(), depth.eval()
+        with torch.no_grad(), autocast:
+            ids, mask, codes, lengths = held_batches.make(range(len(held)), unconditional_share=0.0)
+            before, depth_hidden = semantic.forward(lm, depth, ids, mask, codes, offset)
+            c0, rest = semantic.losses(lm, depth, before, depth_hidden, codes, lengths, offset, end_id)
+        lm.train(), depth.train()
+        return round(c0.item(), 4), round(rest.item(), 4)
+
+    while time.time() < deadline and step < args.steps:
+        for group in optimizer.param_groups:
+            group["lr"] = schedule(step)
+        ids, mask, codes, lengths = batches.sample(args.batch)
+        with autocast:
+            before, depth_hidden = semantic.forward(lm, depth, ids, mask, codes, offset)
+            c0, rest = semantic.losses(lm, depth, before, depth_hidden, codes, lengths, offset, end_id)
+        loss = c0 + rest
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        step += 1
+        if step % 100 == 0:
+            log(step=step, c0=round(c0.item(), 4), depth=round(rest.item(), 4))
+        if step % 1000 == 0:
+            held_c0, held_depth = evaluate()
+            log(step=step, held_c0=held_c0, held_depth=held_depth)
+        if time.time() - last_save > 120:
+            save(
+                (args.state or args.work) / "checkpoint.pt",
+                lm=lm.state_dict(),
+                depth=depth.state_dict(),
+                optimizer=optimizer.state_dict(),
+                step=step,
+                vocab_size=vocab_size,
+            )
+            last_save = time.time()
+    save(
+        (args.state or args.work) / "checkpoint.pt",
+        lm=lm.state_dict(),
+        depth=depth.state_dict(),
+        optimizer=optimizer.state_dict(),
+        step=step,
+        vocab_size=vocab_size,
+    )
+    held_c0, held_depth = evaluate()
+    # What the later stages and the export need, in the dtype the checkpoint stores.
+    bf16 = {k: v.to(torch.bfloat16) for k, v in lm.state_dict().items()}
+    save(
+        args.work / "weights.pt",
+        lm=bf16,
+        depth={k: v.to(torch.bfloat16) for k, v in depth.state_dict().items()},
+        vocab_size=vocab_size,
+    )
+    log(step=step, held_c0=held_c0, held_depth=held_depth, done=True)
+
+
+if __name__ == "__main__":
+    main()
