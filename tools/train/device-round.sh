@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One training round on the GPU machine (the `device` tool's `run`, with carry [".whl", "tools/train/runs"]):
 #   ROUND=1  the autoencoder and the AR half at once (they are independent; both fit one H200)
-#   ROUND=2  the condition encoder and the DiT, from round 1's weights (carried in tools/train/runs/)
+#   ROUND=2  the autoencoder again, from round 1's weights (carried in tools/train/runs/)
+#   ROUND=3  the condition encoder and the DiT on the latents of round 2's encoder, and beside them
+#            round 2's decoder trained further with that encoder frozen
 # MINUTES is each stage's budget. Logs and weights land under $OUT/<stage>/.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -18,11 +20,22 @@ case "${ROUND:?}" in
     status=0
     wait $ae || status=$?
     wait $semantic || status=$?
-    tail -3 "$OUT/ae.out" "$OUT/semantic.out"
+    tail -n 3 "$OUT/ae.out" "$OUT/semantic.out"
     exit $status
     ;;
 2)
+    python3 train_autoencoder.py --work "$OUT/ae" --state /tmp/state/ae --init runs/ae/weights.pt --compile \
+        --minutes "$MINUTES" 2>&1 | grep -v Warning | tee "$OUT/ae.out"
+    ;;
+3)
+    python3 train_autoencoder.py --work "$OUT/decoder" --state /tmp/state/decoder --init runs/ae/weights.pt \
+        --freeze-encoder --compile --minutes "$MINUTES" > "$OUT/decoder.out" 2>&1 &
+    decoder=$!
+    status=0
     python3 train_acoustic.py --work "$OUT/acoustic" --state /tmp/state/acoustic --autoencoder runs/ae \
-        --semantic runs/semantic --minutes "$MINUTES" 2>&1 | tee "$OUT/acoustic.out" | grep -v Warning
+        --semantic runs/semantic --minutes "$MINUTES" > "$OUT/acoustic.out" 2>&1 || status=$?
+    wait $decoder || status=$?
+    tail -n 3 "$OUT/decoder.out" "$OUT/acoustic.out"
+    exit $status
     ;;
 esac

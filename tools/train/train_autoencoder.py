@@ -32,10 +32,13 @@ def main():
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--state", type=Path, help="where the resumable checkpoint lives (default: --work)")
     parser.add_argument("--minutes", type=float, default=7.0)
-    parser.add_argument("--songs", type=int, default=2400)
-    parser.add_argument("--batch", type=int, default=24)
+    parser.add_argument("--songs", type=int, default=1200)
+    parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--steps", type=int, default=10**9, help="a cap (the budget is --minutes)")
     parser.add_argument("--kl", type=float, default=1e-3)
+    parser.add_argument("--init", type=Path, help="weights.pt to start from (an earlier round's)")
+    parser.add_argument("--freeze-encoder", action="store_true", help="train the decoder alone: the latents stay as they are")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model (eager if that fails)")
     args = parser.parse_args()
     dev = device()
     log = Log(args.work / "log.jsonl")
@@ -52,8 +55,16 @@ def main():
         render_s=round(time.time() - began, 1),
     )
 
-    model = Autoencoder().to(dev)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.8, 0.99))
+    model = Autoencoder()
+    if args.init:
+        model.load_state_dict(load(args.init)["model"])
+        log(init=str(args.init))
+    model = model.to(dev)
+    if args.freeze_encoder:
+        model.encoder.requires_grad_(False)
+    trained = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trained, lr=3e-4, betas=(0.8, 0.99))
+    forward = torch.compile(model) if args.compile else model
     step = 0
     state = load((args.state or args.work) / "checkpoint.pt")
     if state:
@@ -70,14 +81,22 @@ def main():
         for group in optimizer.param_groups:
             group["lr"] = schedule(step)
         x = crops(audio, starts, ends, args.batch, gen)
-        with autocast:
-            y, kl = model(x)
+        try:
+            with autocast:
+                y, kl = forward(x)
+        except Exception as e:  # a compiler failure costs the speed, not the run
+            if forward is model:
+                raise
+            log(compile_failed=str(e)[:300])
+            forward = model
+            with autocast:
+                y, kl = forward(x)
         spectral = spectral_loss(y, x)
         waveform = (y.float() - x).abs().mean()
         loss = spectral + 0.1 * waveform + args.kl * kl
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(trained, 1.0)
         optimizer.step()
         step += 1
         if step % 100 == 0:
