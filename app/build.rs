@@ -1,5 +1,7 @@
-//! Embeds the tiny default model (`tests/fixtures/tiny-music3`, made by `tools/oracle`) in the
-//! binary: generates a list of its files with `include_bytes!`. And says whether the browser page's
+//! Embeds the default model (`models/songloom-mini`, trained by `tools/train`; or the folder named
+//! by SONGLOOM_EMBED_MODEL, relative to the workspace, as the GPU machine's packs name the tiny test
+//! model to stay small) in the binary: generates a list of its files with `include_bytes!` (the
+//! model card and other `.md` files stay out). And says whether the browser page's
 //! bundle (web/dist, made by scripts/build-web.sh) is there to embed (`cfg(web_bundle)`), so
 //! `songloom serve` needs no files beside it; without it the binary says how to build it.
 
@@ -22,10 +24,13 @@ fn main() {
     // Read when the script runs, not when it is compiled: a build script compiled for one checkout
     // may be reused by another (a shared target folder).
     let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
-    let root = Path::new(&manifest).join("../tests/fixtures/tiny-music3").canonicalize().unwrap();
+    println!("cargo:rerun-if-env-changed=SONGLOOM_EMBED_MODEL");
+    let chosen = std::env::var("SONGLOOM_EMBED_MODEL").unwrap_or_else(|_| "models/songloom-mini".into());
+    let root = Path::new(&manifest).join("..").join(&chosen).canonicalize().expect("the model to embed");
     println!("cargo:rerun-if-changed={}", root.display());
     let mut list = Vec::new();
     files(&root, &mut list);
+    list.retain(|p| p.extension().is_none_or(|e| e != "md"));
     let mut code =
         String::from("/// (path inside the model directory, contents)\npub const FILES: &[(&str, &[u8])] = &[\n");
     for path in &list {

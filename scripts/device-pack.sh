@@ -5,9 +5,11 @@
 # With PREV=path/to/songloom, that binary goes along as songloom-prev, the version to time against.
 # Binaries travel xz-compressed (the carry limit is 64 MiB with the tracked tree); the GPU side
 # unpacks them into /tmp/b (scripts/device-unpack.sh).
+# The packed binary embeds the tiny test model, not the trained default: the tracked tree already
+# carries the trained one (models/songloom-mini), and the limit counts both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked -p songloom
+SONGLOOM_EMBED_MODEL=tests/fixtures/tiny-music3 cargo build --release --locked -p songloom
 cargo test --release --locked -p songloom-tests --no-run
 mkdir -p .device/lib
 rm -f .device/*.xz .device/test-*

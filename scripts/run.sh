@@ -7,6 +7,6 @@ cd "$(dirname "$0")/.."
 source scripts/setup.sh
 cargo build --release --locked -p songloom
 exec ./target/release/songloom generate \
-    --prompt "warm lo-fi piano, soft drums, 80 BPM" \
-    --lyrics $'[verse]\nla la la\n[chorus]\noh oh oh' \
-    --duration 8 --seed 1 --out song.wav "$@"
+    --prompt "a folk song played on piano with bass with drums in D major at 100 BPM" \
+    --lyrics "[instrumental]" \
+    --duration 12 --seed 1 --out song.wav "$@"

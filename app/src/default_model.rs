@@ -1,6 +1,9 @@
-//! The default model embedded in the binary: a tiny MiniMax-Music3 checkpoint in the real layout
-//! with made-up weights. It makes sound, not music; it lets `songloom generate` run anywhere with
-//! no download. Real songs need the real checkpoint (`--model DIR`).
+//! The default model embedded in the binary: Songloom Mini (`models/songloom-mini`, its model card
+//! beside it), a small MiniMax-Music3 in the real layout that the project trained on synthesized
+//! public-domain scores. It makes instrumental music, no singing; it lets `songloom generate` run
+//! anywhere with no download. Songs with vocals need the real checkpoint (`--model DIR`).
+//! SONGLOOM_MODEL, where set, names another folder to use by default (the tests name the tiny
+//! test model with it).
 
 use std::path::PathBuf;
 
@@ -21,9 +24,17 @@ fn cache_root() -> PathBuf {
     dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("songloom")
 }
 
+/// The default model's directory: the folder SONGLOOM_MODEL names, else the embedded model.
+pub fn path() -> Result<PathBuf> {
+    match std::env::var_os("SONGLOOM_MODEL") {
+        Some(dir) if !dir.is_empty() => Ok(PathBuf::from(dir)),
+        _ => unpacked(),
+    }
+}
+
 /// The embedded model as a directory, unpacked once into the user's cache (a temporary directory
 /// renamed into place, so a half-written copy is never used).
-pub fn path() -> Result<PathBuf> {
+fn unpacked() -> Result<PathBuf> {
     // Threads of one process share the staging folder's name: one unpacks, the others wait.
     static UNPACKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one_at_a_time = UNPACKING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());

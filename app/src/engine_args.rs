@@ -29,7 +29,7 @@ pub struct EngineArgs {
     /// first audio later) or auto (streamed where it fits).
     #[arg(long, default_value = "auto")]
     pub mode: String,
-    /// A MiniMax-Music3 model directory in the diffusers layout; the embedded test model without it.
+    /// A MiniMax-Music3 model directory in the diffusers layout; the embedded model (Songloom Mini) without it.
     #[arg(long)]
     pub model: Option<PathBuf>,
 }

@@ -39,8 +39,10 @@ use crate::output::say;
     version,
     about = "Write songs on your own machine with MiniMax-Music3.",
     long_about = "Write songs on your own machine with MiniMax-Music3.\n\n\
-        Without --model, the embedded default model is used: a tiny test model with made-up weights \
-        that makes sound, not music. For real songs, download the MiniMaxAI/MiniMax-Music3 checkpoint \
+        Without --model, the embedded default model is used: Songloom Mini, a small MiniMax-Music3 \
+        the project trained on synthesized public-domain scores, which makes instrumental music from a \
+        description of style, instruments, key and tempo (no vocals; SONGLOOM_MODEL names another \
+        default folder). For songs with vocals, download the MiniMaxAI/MiniMax-Music3 checkpoint \
         (diffusers layout) and pass its directory with --model DIR."
 )]
 struct Cli {
@@ -64,7 +66,7 @@ enum Command {
         /// The lyrics, with structure tags.
         #[arg(long, allow_hyphen_values = true)]
         lyrics: String,
-        /// A model directory; the embedded test model without it.
+        /// A model directory; the embedded model (Songloom Mini) without it.
         #[arg(long)]
         model: Option<PathBuf>,
     },

@@ -29,6 +29,7 @@ impl Sandbox {
         let mut c = Command::new(bin);
         c.args(args).current_dir(self.dir.path()).env("HOME", self.dir.path()).env_remove("XDG_CACHE_HOME");
         c.env_remove("XDG_DATA_HOME").env("RUST_BACKTRACE", "0");
+        c.env("SONGLOOM_MODEL", Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny-music3"));
         c
     }
 

@@ -54,6 +54,7 @@ fn a_song_is_queued_streamed_and_fetched_over_http() {
         .arg(&cli_wav)
         .args(["--prompt", "warm lo-fi piano"])
         .env("XDG_CACHE_HOME", dir.path())
+        .env("SONGLOOM_MODEL", common::tiny_model())
         .output()
         .unwrap();
     assert!(cli.status.success(), "{}", String::from_utf8_lossy(&cli.stderr));

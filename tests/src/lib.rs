@@ -7,6 +7,7 @@ use songloom_engine::weights::Checkpoint;
 use songloom_engine::{Device, DeviceChoice, DeviceKind, DeviceOptions, Precision, Tensor};
 
 pub mod conformance;
+pub mod music_checks;
 pub mod stage_runs;
 
 /// `tests/fixtures`, or `$SONGLOOM_FIXTURES` when the test binary runs away from its source tree

@@ -58,7 +58,7 @@ def main():
     state = load(args.acoustic / "weights.pt")
     condition = MiniMaxMusic3ConditionEncoder(**sizes.CONDITION)
     condition.load_state_dict(state["condition"])
-    condition.save_pretrained(out / "condition_encoder")  # f32 on disk, like the real checkpoint
+    condition.to(torch.bfloat16).save_pretrained(out / "condition_encoder")  # bf16 to keep the embedded model small
     dit = MiniMaxMusic3Transformer1DModel(**sizes.DIT)
     dit.load_state_dict(state["dit"])
     dit.to(torch.bfloat16).save_pretrained(out / "transformer")
@@ -67,7 +67,7 @@ def main():
     ae.load_state_dict(load(args.autoencoder / "weights.pt")["model"])
     vocoder = ae.decoder
     fold_normalization(vocoder, state["latent_mean"], state["latent_std"])
-    vocoder.save_pretrained(out / "vocoder")
+    vocoder.to(torch.bfloat16).save_pretrained(out / "vocoder")
 
     FlowMatchEulerDiscreteScheduler(num_train_timesteps=1, shift=1.0, invert_sigmas=True).save_pretrained(out / "scheduler")
     total = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())

@@ -389,10 +389,12 @@ impl<E: Engine> SongloomApp<E> {
     /// Said while the embedded model is the one in use: what it can do, and how to get the real one.
     fn embedded_model_banner(&mut self, ui: &mut egui::Ui) {
         egui::Frame::group(ui.style()).fill(ui.visuals().faint_bg_color).show(ui, |ui| {
-            ui.strong("You are using the built-in test model.");
+            ui.strong("You are using the built-in model, Songloom Mini.");
             ui.label(
-                "It is a tiny model with made-up weights: it shows every stage working and makes sound, not \
-                 music. For songs, download MiniMaxAI/MiniMax-Music3 (28.5 GB: `songloom model download` in a \
+                "It is a small model the project trained on synthesized public-domain scores: instrumental \
+                 pieces (organ, piano, strings, guitar, flute, clarinet, harp, bass, drums) from a description \
+                 of the style, instruments, key and tempo; it cannot sing. For songs with vocals, download \
+                 MiniMaxAI/MiniMax-Music3 (28.5 GB: `songloom model download` in a \
                  terminal fetches, resumes and verifies it; it needs a GPU with 7 GB or more: on an H200 a minute \
                  of music takes about 22 s, other GPUs are not measured yet, a CPU takes hours), then give its \
                  folder as the Model below.",
@@ -611,7 +613,7 @@ impl<E: Engine> SongloomApp<E> {
             ui.end_row();
             let label = ui.label("Model");
             let model = ui
-                .add(egui::TextEdit::singleline(&mut self.draft.model).hint_text("embedded test model"))
+                .add(egui::TextEdit::singleline(&mut self.draft.model).hint_text("built-in model"))
                 .labelled_by(label.id);
             if std::mem::take(&mut self.focus_model_field) {
                 model.request_focus();

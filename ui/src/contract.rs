@@ -19,7 +19,7 @@ pub struct Recipe {
     pub device: String,
     /// `reference`, `tf32` or `bf16` (the engine's precision policies, [`PRECISIONS`]).
     pub precision: String,
-    /// The model directory; empty for the embedded test model.
+    /// The model directory; empty for the embedded model.
     pub model: String,
     /// The AR half's weights: `auto`, `bf16`, `8bit`, `4bit` or `4bit-all` ([`WEIGHTS`]).
     pub weights: String,

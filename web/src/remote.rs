@@ -288,7 +288,7 @@ impl RemoteEngine {
                 "on the server: {}; {} ({}); {}",
                 body["device"].as_str().unwrap_or("?"),
                 if body["embedded"] == true {
-                    "the embedded test model, which makes sound, not music"
+                    "the built-in model, Songloom Mini (instrumental, no vocals)"
                 } else {
                     "the model"
                 },

@@ -431,7 +431,7 @@ impl Librarian {
         if let Request::ModelInfo { model } = request {
             let summary = model_dir(&model)
                 .and_then(|d| crate::model_info::summary(&d))
-                .map(|s| if model.trim().is_empty() { format!("embedded test model: {s}") } else { s })
+                .map(|s| if model.trim().is_empty() { format!("built-in model: {s}") } else { s })
                 .map_err(|e| format!("{e:#}"));
             self.outbox.send(EngineEvent::ModelInfo { model, summary });
             return Ok(());
@@ -486,7 +486,7 @@ impl Librarian {
     }
 }
 
-/// The directory a recipe's model names; empty for the embedded test model.
+/// The directory a recipe's model names; empty for the default model.
 fn model_dir(model: &str) -> anyhow::Result<PathBuf> {
     if model.trim().is_empty() { crate::default_model::path() } else { Ok(PathBuf::from(model.trim())) }
 }

@@ -41,7 +41,8 @@ impl Setup {
 
     fn harness(&self) -> Harness<'static, App> {
         let engine = InProcessEngine::spawn(Some(self.library_dir()), || {});
-        let draft = Recipe { duration_s: 12.0, steps: 4, device: "cpu".into(), ..Recipe::default() };
+        let draft =
+            Recipe { duration_s: 12.0, steps: 4, device: "cpu".into(), model: tiny_model(), ..Recipe::default() };
         let mut app = SongloomApp::new(engine, draft);
         app.settings.export_folder = self.export_dir().display().to_string();
         // Tall enough that the library panel is on screen, where clicks reach it.
@@ -53,6 +54,11 @@ impl Setup {
         wait_until(&mut h, "the devices", |app| !app.devices().is_empty());
         h
     }
+}
+
+/// The tiny test model: fast, and it never ends a song early (the trained default may).
+fn tiny_model() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/tiny-music3").to_string()
 }
 
 /// Steps the window until `done` holds (the engine works on its own threads meanwhile).
@@ -99,7 +105,7 @@ fn compose_generate_pause_play_export_and_find_it_in_the_library() {
     h.step();
     type_into(&mut h, "Lyrics editor", "la la la");
     let deadline = Instant::now() + Duration::from_secs(60);
-    while h.query_by_label_contains("embedded test model:").is_none() {
+    while h.query_by_label_contains("language_model").is_none() {
         assert!(Instant::now() < deadline, "the model field never said what the model holds");
         std::thread::sleep(Duration::from_millis(10));
         h.step();
@@ -295,6 +301,8 @@ fn a_cli_song_and_a_window_song_of_one_request_are_the_same_audio() {
             "1.7",
             "--device",
             "cpu",
+            "--model",
+            &tiny_model(),
             "--no-play",
             "--out",
         ]
@@ -315,6 +323,7 @@ fn a_cli_song_and_a_window_song_of_one_request_are_the_same_audio() {
         steps: 2,
         guidance: 1.7,
         device: "cpu".into(),
+        model: tiny_model(),
         ..Recipe::default()
     };
     h.get_by_label("Generate").click();

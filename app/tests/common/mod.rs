@@ -15,6 +15,11 @@ pub struct Server {
     pub addr: String,
 }
 
+/// The tiny test model, which the servers of the tests use as their default (SONGLOOM_MODEL).
+pub fn tiny_model() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny-music3")
+}
+
 impl Server {
     pub fn start(dir: &Path) -> Server {
         Server::start_with(dir, &["--listen", "127.0.0.1:0"]).0
@@ -28,6 +33,7 @@ impl Server {
             .args(["--device", "cpu", "--library"])
             .arg(dir.join("library"))
             .env("XDG_CACHE_HOME", dir)
+            .env("SONGLOOM_MODEL", tiny_model())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -1,0 +1,249 @@
+//! Objective checks that a song is music of the kind its caption asks for, on 44.1 kHz audio:
+//! the key (pitch-class histogram against the Krumhansl-Kessler key profiles), the onset rate
+//! (spectral-flux peaks), the spectral flatness (tones, not noise) and a timbre fingerprint (the
+//! long-term spectral envelope in 24 log-spaced bands). Each can fail: white noise, silence and
+//! the random test model fail them (`tests/tests/trained_model.rs`).
+
+const SAMPLE_RATE: f32 = 44100.0;
+const FFT: usize = 4096;
+const HOP: usize = 1024;
+
+const MAJOR_PROFILE: [f32; 12] = [6.35, 2.23, 3.48, 2.33, 4.38, 4.09, 2.52, 5.19, 2.39, 3.66, 2.29, 2.88];
+const MINOR_PROFILE: [f32; 12] = [6.33, 2.68, 3.52, 5.38, 2.60, 3.53, 2.54, 4.75, 3.98, 2.69, 3.34, 3.17];
+
+/// Magnitude spectra of Hann-windowed frames of the mono mix of interleaved stereo.
+pub struct Spectrogram {
+    frames: Vec<Vec<f32>>,
+    seconds: f32,
+}
+
+impl Spectrogram {
+    pub fn of_interleaved(stereo: &[f32]) -> Self {
+        let mono: Vec<f32> = stereo.chunks_exact(2).map(|p| 0.5 * (p[0] + p[1])).collect();
+        Self::of_mono(&mono)
+    }
+
+    pub fn of_mono(mono: &[f32]) -> Self {
+        let window: Vec<f32> =
+            (0..FFT).map(|i| 0.5 - 0.5 * (2.0 * std::f32::consts::PI * i as f32 / FFT as f32).cos()).collect();
+        let mut frames = Vec::new();
+        let mut start = 0;
+        while start + FFT <= mono.len() {
+            let mut re: Vec<f32> = mono[start..start + FFT].iter().zip(&window).map(|(x, w)| x * w).collect();
+            let mut im = vec![0.0; FFT];
+            fft(&mut re, &mut im);
+            frames.push((0..=FFT / 2).map(|k| (re[k] * re[k] + im[k] * im[k]).sqrt()).collect());
+            start += HOP;
+        }
+        Spectrogram { frames, seconds: mono.len() as f32 / SAMPLE_RATE }
+    }
+
+    fn frequency(bin: usize) -> f32 {
+        bin as f32 * SAMPLE_RATE / FFT as f32
+    }
+
+    /// The share of spectral magnitude in each pitch class (55 Hz to 2 kHz).
+    pub fn chroma(&self) -> [f32; 12] {
+        let mut histogram = [0f32; 12];
+        for frame in &self.frames {
+            for (bin, m) in frame.iter().enumerate() {
+                let f = Self::frequency(bin);
+                if f > 55.0 && f < 2000.0 {
+                    let midi = 69.0 + 12.0 * (f / 440.0).log2();
+                    histogram[(midi.round() as i64).rem_euclid(12) as usize] += m;
+                }
+            }
+        }
+        let total: f32 = histogram.iter().sum::<f32>().max(1e-12);
+        histogram.map(|h| h / total)
+    }
+
+    /// Onsets a second: peaks of the positive spectral flux of log magnitudes above a local mean.
+    pub fn onset_rate(&self) -> f32 {
+        let log: Vec<Vec<f32>> =
+            self.frames.iter().map(|f| f.iter().map(|m| (1.0 + 100.0 * m).ln()).collect()).collect();
+        let mut flux: Vec<f32> =
+            log.windows(2).map(|w| w[1].iter().zip(&w[0]).map(|(b, a)| (b - a).max(0.0)).sum()).collect();
+        let peak = flux.iter().cloned().fold(0.0, f32::max).max(1e-9);
+        flux.iter_mut().for_each(|v| *v /= peak);
+        let mut onsets: Vec<usize> = Vec::new();
+        for i in 1..flux.len().saturating_sub(1) {
+            let around = &flux[i.saturating_sub(8)..(i + 8).min(flux.len())];
+            let local = around.iter().sum::<f32>() / around.len() as f32;
+            let is_peak = flux[i] > flux[i - 1] && flux[i] >= flux[i + 1] && flux[i] > local + 0.05;
+            if is_peak && onsets.last().is_none_or(|&last| i - last >= 3) {
+                onsets.push(i);
+            }
+        }
+        onsets.len() as f32 / self.seconds
+    }
+
+    /// The mean over frames with sound of the power spectrum's geometric over arithmetic mean
+    /// (50 Hz to 16 kHz): near 0.56 for white noise, near 0 for tones.
+    pub fn flatness(&self) -> f32 {
+        let bins: Vec<usize> =
+            (0..=FFT / 2).filter(|&b| Self::frequency(b) > 50.0 && Self::frequency(b) < 16000.0).collect();
+        let energies: Vec<f32> = self.frames.iter().map(|f| bins.iter().map(|&b| f[b] * f[b]).sum()).collect();
+        let loudest = energies.iter().cloned().fold(0.0, f32::max);
+        let mut sum = 0.0;
+        let mut count = 0;
+        for (frame, energy) in self.frames.iter().zip(&energies) {
+            if *energy <= loudest * 1e-4 {
+                continue;
+            }
+            let powers: Vec<f64> = bins.iter().map(|&b| (frame[b] as f64).powi(2) + 1e-12).collect();
+            let geometric = (powers.iter().map(|p| p.ln()).sum::<f64>() / powers.len() as f64).exp();
+            let arithmetic = powers.iter().sum::<f64>() / powers.len() as f64;
+            sum += geometric / arithmetic;
+            count += 1;
+        }
+        if count == 0 { 0.0 } else { (sum / count as f64) as f32 }
+    }
+
+    /// The long-term spectral envelope: mean log power in 24 log-spaced bands from 80 Hz to
+    /// 16 kHz, less its mean (so loudness does not count).
+    pub fn timbre(&self) -> Vec<f32> {
+        let edges: Vec<f32> = (0..=24).map(|i| 80.0 * (16000f32 / 80.0).powf(i as f32 / 24.0)).collect();
+        let mut power = vec![0f64; FFT / 2 + 1];
+        for frame in &self.frames {
+            for (p, m) in power.iter_mut().zip(frame) {
+                *p += (*m as f64).powi(2);
+            }
+        }
+        let bands: Vec<f32> = edges
+            .windows(2)
+            .map(|e| {
+                let inside: Vec<f64> = (0..power.len())
+                    .filter(|&b| Self::frequency(b) >= e[0] && Self::frequency(b) < e[1])
+                    .map(|b| power[b])
+                    .collect();
+                ((inside.iter().sum::<f64>() / inside.len().max(1) as f64 / self.frames.len().max(1) as f64) + 1e-12)
+                    .ln() as f32
+            })
+            .collect();
+        let mean = bands.iter().sum::<f32>() / bands.len() as f32;
+        bands.iter().map(|b| b - mean).collect()
+    }
+}
+
+/// The rank (1 = best) of the requested key among the 24 major and minor keys, by the
+/// correlation of the chroma with each key's profile.
+pub fn key_rank(chroma: &[f32; 12], tonic: usize, minor: bool) -> usize {
+    let score = |t: usize, minor: bool| {
+        let profile = if minor { MINOR_PROFILE } else { MAJOR_PROFILE };
+        let rotated: Vec<f32> = (0..12).map(|pc| profile[(pc + 12 - t) % 12]).collect();
+        pearson(chroma, &rotated)
+    };
+    let wanted = score(tonic, minor);
+    1 + (0..12)
+        .flat_map(|t| [(t, false), (t, true)])
+        .filter(|&(t, m)| (t, m) != (tonic, minor) && score(t, m) > wanted)
+        .count()
+}
+
+pub fn pearson(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len() as f32;
+    let (ma, mb) = (a.iter().sum::<f32>() / n, b.iter().sum::<f32>() / n);
+    let cov: f32 = a.iter().zip(b).map(|(x, y)| (x - ma) * (y - mb)).sum();
+    let va: f32 = a.iter().map(|x| (x - ma).powi(2)).sum();
+    let vb: f32 = b.iter().map(|y| (y - mb).powi(2)).sum();
+    cov / (va * vb).sqrt().max(1e-12)
+}
+
+/// Leave-one-out nearest-centroid accuracy: how often a song's fingerprint is nearest the mean
+/// fingerprint of the other songs of its own label.
+pub fn nearest_centroid_accuracy(features: &[Vec<f32>], labels: &[&str]) -> f32 {
+    let mut kinds: Vec<&str> = labels.to_vec();
+    kinds.sort();
+    kinds.dedup();
+    let correct = (0..features.len())
+        .filter(|&k| {
+            let distance = |label: &str| {
+                let members: Vec<&Vec<f32>> =
+                    (0..features.len()).filter(|&j| j != k && labels[j] == label).map(|j| &features[j]).collect();
+                let centroid: Vec<f32> = (0..features[k].len())
+                    .map(|d| members.iter().map(|m| m[d]).sum::<f32>() / members.len().max(1) as f32)
+                    .collect();
+                features[k].iter().zip(&centroid).map(|(a, b)| (a - b).powi(2)).sum::<f32>()
+            };
+            let nearest = kinds.iter().min_by(|a, b| distance(a).total_cmp(&distance(b))).unwrap();
+            *nearest == labels[k]
+        })
+        .count();
+    correct as f32 / features.len() as f32
+}
+
+/// In-place radix-2 FFT (the length a power of two).
+fn fft(re: &mut [f32], im: &mut [f32]) {
+    let n = re.len();
+    let mut j = 0;
+    for i in 1..n {
+        let mut bit = n >> 1;
+        while j & bit != 0 {
+            j ^= bit;
+            bit >>= 1;
+        }
+        j |= bit;
+        if i < j {
+            re.swap(i, j);
+            im.swap(i, j);
+        }
+    }
+    let mut len = 2;
+    while len <= n {
+        let angle = -2.0 * std::f64::consts::PI / len as f64;
+        for start in (0..n).step_by(len) {
+            for k in 0..len / 2 {
+                let (s, c) = (angle * k as f64).sin_cos();
+                let (a, b) = (start + k, start + k + len / 2);
+                let (tr, ti) = (re[b] * c as f32 - im[b] * s as f32, re[b] * s as f32 + im[b] * c as f32);
+                re[b] = re[a] - tr;
+                im[b] = im[a] - ti;
+                re[a] += tr;
+                im[a] += ti;
+            }
+        }
+        len <<= 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tone(freqs: &[f32], seconds: f32) -> Vec<f32> {
+        (0..(seconds * SAMPLE_RATE) as usize)
+            .map(|i| {
+                freqs.iter().map(|f| (2.0 * std::f32::consts::PI * f * i as f32 / SAMPLE_RATE).sin()).sum::<f32>() * 0.2
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_c_major_triad_is_in_c_major_and_flat() {
+        let s = Spectrogram::of_mono(&tone(&[261.63, 329.63, 392.0], 2.0));
+        assert!(key_rank(&s.chroma(), 0, false) <= 2, "C major ranks {}", key_rank(&s.chroma(), 0, false));
+        assert!(key_rank(&s.chroma(), 6, false) > 12);
+        assert!(s.flatness() < 0.05, "a triad's flatness {}", s.flatness());
+    }
+
+    #[test]
+    fn noise_is_flat_and_clicks_have_onsets() {
+        let mut state = 1u64;
+        let noise: Vec<f32> = (0..88200)
+            .map(|_| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.5
+            })
+            .collect();
+        assert!(Spectrogram::of_mono(&noise).flatness() > 0.4);
+        let mut clicks = vec![0f32; 4 * 44100];
+        for beat in 0..8 {
+            for i in 0..400 {
+                clicks[beat * 22050 + i] = (i as f32 * 0.3).sin() * (1.0 - i as f32 / 400.0);
+            }
+        }
+        let rate = Spectrogram::of_mono(&clicks).onset_rate();
+        assert!((1.5..=2.5).contains(&rate), "8 clicks in 4 s gave {rate} onsets a second");
+    }
+}
