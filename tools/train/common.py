@@ -1,6 +1,7 @@
 """What every training stage shares: the device, a wall-clock budget, resumable checkpoints and a
 log of JSON lines."""
 
+import argparse
 import json
 import os
 import sys
@@ -11,6 +12,18 @@ import torch
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
+
+
+def stage_arguments(songs: int, batch: int) -> argparse.ArgumentParser:
+    """The options every stage takes; a stage adds its own."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--work", type=Path, required=True, help="where the log and weights.pt go")
+    parser.add_argument("--state", type=Path, help="where the resumable checkpoint lives (default: --work)")
+    parser.add_argument("--minutes", type=float, default=7.0, help="the budget, rendering included")
+    parser.add_argument("--songs", type=int, default=songs)
+    parser.add_argument("--batch", type=int, default=batch)
+    parser.add_argument("--steps", type=int, default=10**9, help="a cap (the budget is --minutes)")
+    return parser
 
 
 def device() -> torch.device:
@@ -43,6 +56,19 @@ def save(path: Path, **state):
     partial = path.with_suffix(".partial")
     torch.save(state, partial)
     partial.replace(path)
+
+
+def resume(path: Path, optimizer, log, **modules) -> int:
+    """Restores `modules` (by their names in the checkpoint) and the optimizer from `path` where it
+    exists; the step to go on from."""
+    state = load(path)
+    if not state:
+        return 0
+    for name, module in modules.items():
+        module.load_state_dict(state[name])
+    optimizer.load_state_dict(state["optimizer"])
+    log(resumed=state["step"])
+    return state["step"]
 
 
 def load(path: Path):

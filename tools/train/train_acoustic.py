@@ -8,7 +8,6 @@ normalization is folded into the vocoder's first 1x1 convolution at export.
         --semantic runs/semantic --minutes 7
 """
 
-import argparse
 import time
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import dataset
 import semantic
 import sizes
 from autoencoder import Autoencoder
-from common import Log, Schedule, device, jobs, load, save
+from common import Log, Schedule, device, jobs, load, resume, save, stage_arguments
 from train_semantic import Batches
 
 UNCONDITIONAL_SHARE = 0.1
@@ -62,15 +61,9 @@ def song_hiddens(lm, depth, songs, tok, constants, dev, autocast):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--work", type=Path, required=True)
+    parser = stage_arguments(songs=2400, batch=32)
     parser.add_argument("--autoencoder", type=Path, required=True)
     parser.add_argument("--semantic", type=Path, required=True)
-    parser.add_argument("--state", type=Path, help="where the resumable checkpoint lives (default: --work)")
-    parser.add_argument("--minutes", type=float, default=7.0)
-    parser.add_argument("--songs", type=int, default=2400)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=10**9, help="a cap (the budget is --minutes)")
     args = parser.parse_args()
     dev = device()
     log = Log(args.work / "log.jsonl")
@@ -117,14 +110,7 @@ def main():
     dit = MiniMaxMusic3Transformer1DModel(**sizes.DIT).to(dev)
     params = list(condition.parameters()) + list(dit.parameters())
     optimizer = torch.optim.AdamW(params, lr=4e-4, betas=(0.9, 0.99), weight_decay=0.01)
-    step = 0
-    state = load((args.state or args.work) / "checkpoint.pt")
-    if state:
-        condition.load_state_dict(state["condition"])
-        dit.load_state_dict(state["dit"])
-        optimizer.load_state_dict(state["optimizer"])
-        step = state["step"]
-        log(resumed=step)
+    step = resume((args.state or args.work) / "checkpoint.pt", optimizer, log, condition=condition, dit=dit)
     rng = np.random.default_rng(step)
     deadline = began + args.minutes * 60
     last_save = time.time()

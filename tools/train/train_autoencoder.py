@@ -4,7 +4,6 @@ budget; resumes from its checkpoint.
     python tools/train/train_autoencoder.py --work runs/ae --minutes 7
 """
 
-import argparse
 import time
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import torch
 
 import dataset
 from autoencoder import Autoencoder, spectral_loss
-from common import Log, Schedule, device, jobs, load, save
+from common import Log, Schedule, device, jobs, load, resume, save, stage_arguments
 
 CROP = 65536  # 128 latents
 
@@ -28,13 +27,7 @@ def crops(audio: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, batch: 
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--work", type=Path, required=True)
-    parser.add_argument("--state", type=Path, help="where the resumable checkpoint lives (default: --work)")
-    parser.add_argument("--minutes", type=float, default=7.0)
-    parser.add_argument("--songs", type=int, default=1200)
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=10**9, help="a cap (the budget is --minutes)")
+    parser = stage_arguments(songs=1200, batch=16)
     parser.add_argument("--kl", type=float, default=1e-3)
     parser.add_argument("--init", type=Path, help="weights.pt to start from (an earlier round's)")
     parser.add_argument("--freeze-encoder", action="store_true", help="train the decoder alone: the latents stay as they are")
@@ -65,13 +58,7 @@ def main():
     trained = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trained, lr=3e-4, betas=(0.8, 0.99))
     forward = torch.compile(model) if args.compile else model
-    step = 0
-    state = load((args.state or args.work) / "checkpoint.pt")
-    if state:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        step = state["step"]
-        log(resumed=step)
+    step = resume((args.state or args.work) / "checkpoint.pt", optimizer, log, model=model)
     gen = torch.Generator().manual_seed(1234 + step)
     deadline = began + args.minutes * 60
     autocast = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")

@@ -5,9 +5,7 @@ a wall-clock budget; resumes from its checkpoint.
     python tools/train/train_semantic.py --work runs/semantic --minutes 7
 """
 
-import argparse
 import time
-from pathlib import Path
 
 import common  # noqa: F401
 import numpy as np
@@ -16,7 +14,7 @@ import torch
 import dataset
 import semantic
 import tokenizer
-from common import Log, Schedule, device, jobs, load, save
+from common import Log, Schedule, device, jobs, resume, save, stage_arguments
 
 UNCONDITIONAL_SHARE = 0.1
 
@@ -58,13 +56,7 @@ class Batches:
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--work", type=Path, required=True)
-    parser.add_argument("--state", type=Path, help="where the resumable checkpoint lives (default: --work)")
-    parser.add_argument("--minutes", type=float, default=7.0)
-    parser.add_argument("--songs", type=int, default=4000)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=10**9, help="a cap (the budget is --minutes)")
+    parser = stage_arguments(songs=4000, batch=32)
     args = parser.parse_args()
     dev = device()
     log = Log(args.work / "log.jsonl")
@@ -86,20 +78,17 @@ def main():
     lm, depth = lm.to(dev), depth.to(dev)
     params = list(lm.parameters()) + list(depth.parameters())
     optimizer = torch.optim.AdamW(params, lr=1e-3, betas=(0.9, 0.95), weight_decay=0.01)
-    step = 0
-    state = load((args.state or args.work) / "checkpoint.pt")
-    if state:
-        lm.load_state_dict(state["lm"])
-        depth.load_state_dict(state["depth"])
-        optimizer.load_state_dict(state["optimizer"])
-        step = state["step"]
-        log(resumed=step)
+    step = resume((args.state or args.work) / "checkpoint.pt", optimizer, log, lm=lm, depth=depth)
     batches = Batches(songs, tok, constants, dev, seed=step)
     held_batches = Batches(held, tok, constants, dev, seed=1)
     autocast = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
     deadline = began + args.minutes * 60
     last_save = time.time()
     schedule = Schedule(1e-3, deadline)
+
+    def save_state():
+        state = dict(lm=lm.state_dict(), depth=depth.state_dict(), optimizer=optimizer.state_dict())
+        save((args.state or args.work) / "checkpoint.pt", **state, step=step, vocab_size=vocab_size)
 
     def evaluate():
         lm.eval(), depth.eval()
@@ -129,23 +118,9 @@ def main():
             held_c0, held_depth = evaluate()
             log(step=step, held_c0=held_c0, held_depth=held_depth)
         if time.time() - last_save > 120:
-            save(
-                (args.state or args.work) / "checkpoint.pt",
-                lm=lm.state_dict(),
-                depth=depth.state_dict(),
-                optimizer=optimizer.state_dict(),
-                step=step,
-                vocab_size=vocab_size,
-            )
+            save_state()
             last_save = time.time()
-    save(
-        (args.state or args.work) / "checkpoint.pt",
-        lm=lm.state_dict(),
-        depth=depth.state_dict(),
-        optimizer=optimizer.state_dict(),
-        step=step,
-        vocab_size=vocab_size,
-    )
+    save_state()
     held_c0, held_depth = evaluate()
     # What the later stages and the export need, in the dtype the checkpoint stores.
     bf16 = {k: v.to(torch.bfloat16) for k, v in lm.state_dict().items()}
