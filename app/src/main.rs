@@ -54,6 +54,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Generates a song, plays it while it is made and writes a 44.1 kHz stereo WAV.
+    // A later option wins over an earlier one, so `scripts/run.sh --duration 60` overrides its own.
+    #[command(args_override_self = true)]
     Generate(generate::GenerateArgs),
     /// Serves the HTTP API (and, later, the window in a browser): songs made one at a time on
     /// this machine's engine for clients on the network.

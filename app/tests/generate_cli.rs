@@ -97,6 +97,18 @@ fn generate_writes_the_song_and_streams_it() {
 }
 
 #[test]
+fn a_later_option_overrides_an_earlier_one() {
+    // As `bash scripts/run.sh --duration 60` passes its own --duration first.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("song.wav");
+    let mut args = gen_args("piano", "[verse]\\nla", "8");
+    args.extend(["--duration", "1", "--out", out.to_str().unwrap()]);
+    let r = songloom(dir.path(), &args);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(hound::WavReader::open(&out).unwrap().duration(), 86 * 512);
+}
+
+#[test]
 fn pcm16_export_and_seed_determinism() {
     let dir = tempfile::tempdir().unwrap();
     let run = |name: &str, seed: &str, format: &str| {

@@ -437,14 +437,14 @@ fn generate_while_a_song_is_made_queues_it_and_a_waiting_song_can_be_removed() {
 fn the_built_in_model_says_what_it_is_and_where_the_real_one_goes() {
     let mut h = harness(ScriptedEngine::default());
     h.run();
-    assert!(h.query_by_label("You are using the built-in test model.").is_some());
-    assert!(h.query_by_label_contains("makes sound, not music").is_some());
+    assert!(h.query_by_label("You are using the built-in model, Songloom Mini.").is_some());
+    assert!(h.query_by_label_contains("it cannot sing").is_some());
     h.get_by_label("Enter its folder").click();
     h.run();
     h.event(egui::Event::Text("/models/MiniMax-Music3".into()));
     h.run();
     assert_eq!(h.state().draft.model, "/models/MiniMax-Music3", "the Model field took the focus");
-    assert!(h.query_by_label("You are using the built-in test model.").is_none(), "and the banner goes");
+    assert!(h.query_by_label("You are using the built-in model, Songloom Mini.").is_none(), "and the banner goes");
 }
 
 #[test]
@@ -475,7 +475,7 @@ fn a_remote_engine_shows_the_servers_settings_instead_of_choices() {
     for choice in ["Device", "Precision", "Weights", "Model", "Export to"] {
         assert!(h.query_by_label(choice).is_none(), "{choice} is the server's");
     }
-    assert!(h.query_by_label("You are using the built-in test model.").is_none());
+    assert!(h.query_by_label("You are using the built-in model, Songloom Mini.").is_none());
     h.get_by_label("The device, precision, weights, memory and model are the server's:");
     h.get_by_label("6.1 M parameters: all there");
     h.get_by_label("Export downloads");
