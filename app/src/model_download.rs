@@ -165,16 +165,17 @@ impl Hub {
         }
         let url = format!("{}/{REPO}/resolve/{revision}/{}", self.endpoint, file.path);
         let response = self.get(&url, have).with_context(|| format!("fetching {}", file.path))?;
-        let mut out = match response.status().as_u16() {
-            206 => OpenOptions::new().append(true).open(part)?,
+        let opened = match response.status().as_u16() {
+            206 => OpenOptions::new().append(true).open(part),
             200 => {
                 // The whole file, from the start.
                 progress.sub(have);
-                File::create(part)?
+                File::create(part)
             }
             404 => bail!("{} is missing on the hub ({url} answered 404)", file.path),
             status => bail!("fetching {}: the hub answered {status} at {url}{}", file.path, hint(status)),
         };
+        let mut out = opened.with_context(|| format!("writing {}", part.display()))?;
         let mut body = response.into_body().into_reader();
         let mut buffer = vec![0u8; 1 << 20];
         loop {
@@ -190,7 +191,7 @@ impl Hub {
             out.write_all(&buffer[..n]).with_context(|| format!("writing {}", part.display()))?;
             progress.add(n as u64);
             if progress.stopped() {
-                out.sync_all()?;
+                out.sync_all().with_context(|| format!("writing {}", part.display()))?;
                 bail!("paused; downloading again resumes where it stopped");
             }
         }
@@ -334,7 +335,7 @@ pub fn download_with(dir: Option<PathBuf>, revision: &str, progress: &Progress) 
                 continue;
             }
             progress.sub(file.size);
-            std::fs::remove_file(&target)?;
+            std::fs::remove_file(&target).with_context(|| format!("removing {}", target.display()))?;
         }
         let part = part_of(&target);
         for attempt in 0..2 {
@@ -347,7 +348,7 @@ pub fn download_with(dir: Option<PathBuf>, revision: &str, progress: &Progress) 
                 Err(why) if attempt == 0 => {
                     eprintln!("\n{} {why}: fetching it again", file.path);
                     progress.sub(file.size);
-                    std::fs::remove_file(&part)?;
+                    std::fs::remove_file(&part).with_context(|| format!("removing {}", part.display()))?;
                 }
                 Err(why) => bail!("{} {why}, twice: the hub's copy or the connection is damaged", file.path),
             }
@@ -410,6 +411,13 @@ pub struct Installed {
     pub complete: Option<(String, String, u64)>,
 }
 
+impl Installed {
+    /// A complete download in words: "MiniMaxAI/MiniMax-Music3 (main), 28.5 GB".
+    pub fn describe(&self) -> Option<String> {
+        self.complete.as_ref().map(|(repo, revision, size)| format!("{repo} ({revision}), {:.1} GB", gb(*size)))
+    }
+}
+
 /// The folders of the models folder, by name.
 pub fn installed() -> Vec<Installed> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(models_dir())
@@ -432,8 +440,8 @@ pub fn list() -> Result<()> {
     }
     for model in models {
         let dir = model.dir.display();
-        match model.complete {
-            Some((repo, revision, size)) => say!("{dir}  {repo} ({revision}), {:.1} GB, complete", gb(size)),
+        match model.describe() {
+            Some(what) => say!("{dir}  {what}, complete"),
             None => say!("{dir}  incomplete: `songloom model download --dir {dir}` finishes it"),
         }
     }

@@ -192,9 +192,10 @@ fn fft(re: &mut [f32], im: &mut [f32]) {
     let mut len = 2;
     while len <= n {
         let angle = -2.0 * std::f64::consts::PI / len as f64;
-        for start in (0..n).step_by(len) {
-            for k in 0..len / 2 {
-                let (s, c) = (angle * k as f64).sin_cos();
+        // Each twiddle once a stage, for every block of the stage.
+        for k in 0..len / 2 {
+            let (s, c) = (angle * k as f64).sin_cos();
+            for start in (0..n).step_by(len) {
                 let (a, b) = (start + k, start + k + len / 2);
                 let (tr, ti) = (re[b] * c as f32 - im[b] * s as f32, re[b] * s as f32 + im[b] * c as f32);
                 re[b] = re[a] - tr;

@@ -54,8 +54,21 @@ def save(path: Path, **state):
     """Written through a temporary, so a run killed mid-write leaves the previous checkpoint."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
-    torch.save(state, partial)
-    partial.replace(path)
+    try:
+        torch.save(state, partial)
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def optimize(optimizer, loss, params, lr: float):
+    """One step of the optimizer on `loss` at learning rate `lr`, gradients clipped to norm 1."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    optimizer.step()
 
 
 def resume(path: Path, optimizer, log, **modules) -> int:

@@ -70,7 +70,6 @@ def voice(timbre: int, midi: int, seconds: float) -> np.ndarray:
     n = int((seconds + release) * SAMPLE_RATE)
     t = np.arange(n, dtype=np.float64) / SAMPLE_RATE
     held = np.clip((seconds + release - t) / release, 0.0, 1.0)  # linear release after the note ends
-    held = np.minimum(held, 1.0)
     vibrato = 0.0
     if timbre in (STRINGS, FLUTE, CLARINET):
         depth = {STRINGS: 0.004, FLUTE: 0.003, CLARINET: 0.0015}[timbre]

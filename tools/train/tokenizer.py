@@ -2,6 +2,7 @@
 prompt template's special tokens. Its size fixes the code offset and the LM's vocabulary."""
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -9,20 +10,10 @@ import numpy as np
 import sizes
 import synth
 
-SPECIAL_TOKENS = [
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|caption_start|>",
-    "<|caption_end|>",
-    "<|lyrics_start|>",
-    "<|lyrics_end|>",
-    "<|audio_start|>",
-    "<|audio_end|>",
-    "<|audio_cfg|>",
-]
-QWEN2_PATTERN = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
-)
+# The prompt template's special tokens and Qwen2's split pattern, as the oracle's tiny model has them.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "oracle"))
+from tiny_model import QWEN2_PATTERN, SPECIAL_TOKENS  # noqa: E402
+
 VOCAB = 1024
 LYRICS = ["[instrumental]", "[intro]\n[verse]\n[chorus]\n[outro]", "[verse]\n[chorus]", "[start]", "[bridge]"]
 

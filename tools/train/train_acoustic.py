@@ -20,7 +20,7 @@ import dataset
 import semantic
 import sizes
 from autoencoder import Autoencoder
-from common import Log, Schedule, device, jobs, load, resume, save, stage_arguments
+from common import Log, Schedule, device, jobs, load, optimize, resume, save, stage_arguments
 from train_semantic import Batches
 
 UNCONDITIONAL_SHARE = 0.1
@@ -140,23 +140,19 @@ def main():
         )
 
     while time.time() < deadline and step < args.steps:
-        for group in optimizer.param_groups:
-            group["lr"] = schedule(step)
         window = sizes.WINDOW_FRAMES if rng.random() < 0.75 else int(rng.integers(25, sizes.WINDOW_FRAMES))
         h, z = batch_of(window, args.batch)
         noise = torch.randn_like(z)
         t = torch.sigmoid(torch.randn(len(z), device=dev)) if rng.random() < 0.5 else torch.rand(len(z), device=dev)
         x = (1 - t[:, None, None]) * noise + t[:, None, None] * z
         with autocast:
-            cond = condition(h)
+            # Hiddens are kept in bf16; the encoder is f32 (autocast narrows it again on the GPU).
+            cond = condition(h.float())
             keep = (torch.rand(len(z), device=dev) >= UNCONDITIONAL_SHARE).to(cond.dtype)
             cond = cond * keep[:, None, None]
             v = dit(x, t, cond, return_dict=False)[0]
         loss = (v.float() - (z - noise)).pow(2).mean()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optimizer.step()
+        optimize(optimizer, loss, params, schedule(step))
         step += 1
         if step % 100 == 0:
             log(step=step, loss=round(loss.item(), 4), window=window)

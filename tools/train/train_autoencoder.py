@@ -13,7 +13,7 @@ import torch
 
 import dataset
 from autoencoder import Autoencoder, spectral_loss
-from common import Log, Schedule, device, jobs, load, resume, save, stage_arguments
+from common import Log, Schedule, device, jobs, load, optimize, resume, save, stage_arguments
 
 CROP = 65536  # 128 latents
 
@@ -65,8 +65,6 @@ def main():
     last_save = time.time()
     schedule = Schedule(3e-4, deadline)
     while time.time() < deadline and step < args.steps:
-        for group in optimizer.param_groups:
-            group["lr"] = schedule(step)
         x = crops(audio, starts, ends, args.batch, gen)
         try:
             with autocast:
@@ -81,10 +79,7 @@ def main():
         spectral = spectral_loss(y, x)
         waveform = (y.float() - x).abs().mean()
         loss = spectral + 0.1 * waveform + args.kl * kl
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(trained, 1.0)
-        optimizer.step()
+        optimize(optimizer, loss, trained, schedule(step))
         step += 1
         if step % 100 == 0:
             log(

@@ -14,7 +14,7 @@ import torch
 import dataset
 import semantic
 import tokenizer
-from common import Log, Schedule, device, jobs, resume, save, stage_arguments
+from common import Log, Schedule, device, jobs, optimize, resume, save, stage_arguments
 
 UNCONDITIONAL_SHARE = 0.1
 
@@ -100,17 +100,12 @@ def main():
         return round(c0.item(), 4), round(rest.item(), 4)
 
     while time.time() < deadline and step < args.steps:
-        for group in optimizer.param_groups:
-            group["lr"] = schedule(step)
         ids, mask, codes, lengths = batches.sample(args.batch)
         with autocast:
             before, depth_hidden = semantic.forward(lm, depth, ids, mask, codes, offset)
             c0, rest = semantic.losses(lm, depth, before, depth_hidden, codes, lengths, offset, end_id)
         loss = c0 + rest
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optimizer.step()
+        optimize(optimizer, loss, params, schedule(step))
         step += 1
         if step % 100 == 0:
             log(step=step, c0=round(c0.item(), 4), depth=round(rest.item(), 4))

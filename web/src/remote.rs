@@ -304,11 +304,11 @@ impl RemoteEngine {
     /// A download of the song's WAV by the browser.
     fn export(&self, id: SongId, format: ExportFormat) {
         let file = match format {
-            ExportFormat::Float32 => "audio.wav?format=float32",
-            ExportFormat::Pcm16 => "audio.wav?format=pcm16",
-            ExportFormat::Flac => "audio.flac?",
+            ExportFormat::Float32 => "audio.wav?format=float32&download=1",
+            ExportFormat::Pcm16 => "audio.wav?format=pcm16&download=1",
+            ExportFormat::Flac => "audio.flac?download=1",
         };
-        let url = format!("/api/library/{id}/{file}&download=1");
+        let url = format!("/api/library/{id}/{file}");
         let started = web_sys::window()
             .and_then(|w| w.document())
             .and_then(|d| d.create_element("a").ok())

@@ -233,10 +233,7 @@ fn send_models(outbox: &Outbox) {
         .map(|m| InstalledModel {
             path: m.dir.display().to_string(),
             complete: m.complete.is_some(),
-            summary: match &m.complete {
-                Some((repo, revision, size)) => format!("{repo} ({revision}), {:.1} GB", *size as f64 / 1e9),
-                None => format!("{}: incomplete", m.dir.display()),
-            },
+            summary: m.describe().unwrap_or_else(|| format!("{}: incomplete", m.dir.display())),
         })
         .collect();
     let folder = crate::model_download::models_dir().display().to_string();

@@ -309,8 +309,11 @@ async fn library_file(
     let mut download = false;
     for pair in query.as_deref().unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=').unwrap_or((pair, "")) {
-            ("format", "float32") if format != crate::wav::FileFormat::Flac => format = crate::wav::FileFormat::F32,
-            ("format", "pcm16") if format != crate::wav::FileFormat::Flac => format = crate::wav::FileFormat::Pcm16,
+            ("format", _) if format == crate::wav::FileFormat::Flac => {
+                return Err(ApiError::bad("format is for audio.wav (float32 or pcm16); audio.flac is 24-bit"));
+            }
+            ("format", "float32") => format = crate::wav::FileFormat::F32,
+            ("format", "pcm16") => format = crate::wav::FileFormat::Pcm16,
             ("format", other) => return Err(ApiError::bad(format!("format must be float32 or pcm16, not `{other}`"))),
             ("download", _) => download = true,
             ("token", _) => {}

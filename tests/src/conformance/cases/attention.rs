@@ -3,7 +3,8 @@
 //! dispatches to: head dim 8 with several queries (one warp per query), head dim 64 with 64+
 //! queries (the DiT's tiled kernel), head dim 128 with a partial last block of 16 queries (wgpu's
 //! tiled shader on a prefill), and a single query (a decode step) over 1 to 35 splits of 32 keys,
-//! a partial last split, and 1, 2, 4 and 8 query heads per KV head (the LM's 32/8 among them). Non-finite values: a NaN every query sees poisons its batch entry; NaNs in the cache rows
+//! a partial last split, and 1, 2, 4 and 8 query heads per KV head (the LM's 32/8 among them).
+//! Non-finite values: a NaN every query sees poisons its batch entry; NaNs in the cache rows
 //! beyond the valid keys must not reach any output.
 
 use songloom_engine::device::{AttentionInputs, KvSlot, SENTINEL_BITS};
