@@ -58,3 +58,29 @@ def frame_codes(r: Rendering) -> np.ndarray:
         centroid = float((spectrum * freqs).sum() / (spectrum.sum() + 1e-9))
         codes[f, 7] = int(np.clip(np.log(max(centroid, 50.0) / 50.0) / np.log(16000 / 50) * 255, 0, 255))
     return codes
+
+
+def retimed(codes: np.ndarray, ratio: float, max_frames: int) -> np.ndarray:
+    """The codes of the same performance played `ratio` times as fast, for teaching the AR half
+    what the caption's tempo means without rendering the piece again: each new frame takes the
+    codes of the musical moment it lands on, and keeps an onset flag or drum hit where any of the
+    frames it covers had one (so speeding up drops no note starts and slowing down repeats none).
+    Loudness and centroid follow musical time, where a rendering's note decays would follow the
+    clock: a small error these codes' coarse steps mostly hide."""
+    n = min(max_frames, max(1, int(len(codes) / ratio)))
+    landed = np.minimum((np.arange(n) * ratio).astype(np.int64), len(codes) - 1)
+    first = np.concatenate([[0], landed[:-1] + 1])  # each new frame covers source frames first..landed
+
+    def any_in_span(marks: np.ndarray) -> np.ndarray:
+        count = np.concatenate([[0], np.cumsum(marks)])
+        return count[landed + 1] - count[np.minimum(first, landed + 1)] > 0
+
+    out = codes[landed].copy()
+    for k in range(1, 5):
+        pitch = out[:, k] % 128
+        out[:, k] = pitch + 128 * (any_in_span(codes[:, k] >= 128) & (pitch > 0))
+    drum = np.zeros(n, dtype=out.dtype)
+    for kind in (3, 2, 1):  # kick over snare over hat, as the renderer marks them
+        drum = np.where(any_in_span(codes[:, 5] % 4 == kind), kind, drum)
+    out[:, 5] = out[:, 5] // 4 * 4 + drum
+    return out

@@ -4,6 +4,8 @@
 #   ROUND=2  the autoencoder again, from round 1's weights (carried in tools/train/runs/)
 #   ROUND=3  the condition encoder and the DiT on the latents of round 2's encoder, and beside them
 #            round 2's decoder trained further with that encoder frozen
+#   ROUND=4  (v2) the AR half again from round 1's (runs/semantic), half its songs retimed to other tempos
+#   ROUND=5  (v2) the condition encoder and the DiT on round 4's AR half (carry runs/ae and runs/semantic)
 # MINUTES is each stage's budget. Logs and weights land under $OUT/<stage>/.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -37,5 +39,13 @@ case "${ROUND:?}" in
     wait $decoder || status=$?
     tail -n 3 "$OUT/decoder.out" "$OUT/acoustic.out"
     exit $status
+    ;;
+4)
+    python3 train_semantic.py --work "$OUT/semantic" --state /tmp/state/semantic --init runs/semantic/weights.pt \
+        --minutes "$MINUTES" 2>&1 | grep -v Warning | tee "$OUT/semantic.out"
+    ;;
+5)
+    python3 train_acoustic.py --work "$OUT/acoustic" --state /tmp/state/acoustic --autoencoder runs/ae \
+        --semantic runs/semantic --minutes "$MINUTES" 2>&1 | grep -v Warning | tee "$OUT/acoustic.out"
     ;;
 esac

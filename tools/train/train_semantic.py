@@ -1,22 +1,29 @@
 """Stage (c): the LM and the depth decoder on (caption, lyrics tags) -> frame codes, teacher-forced,
 with the caption replaced by <|audio_cfg|> one time in ten (the reference's unconditional row), for
-a wall-clock budget; resumes from its checkpoint.
+a wall-clock budget; resumes from its checkpoint. Half the songs of a batch are retimed to another
+tempo (`codes.retimed`, the caption's BPM changed with them): each piece is rendered at one tempo,
+and without this the LM sees too few tempos of a piece to learn what the number means (v1 did not).
 
     python tools/train/train_semantic.py --work runs/semantic --minutes 7
 """
 
 import time
+from pathlib import Path
 
 import common  # noqa: F401
 import numpy as np
 import torch
 
+import codes as frame_codes
 import dataset
 import semantic
 import tokenizer
-from common import Log, Schedule, device, jobs, optimize, resume, save, stage_arguments
+from common import Log, Schedule, device, jobs, load, optimize, resume, save, stage_arguments
 
 UNCONDITIONAL_SHARE = 0.1
+RETIMED_SHARE = 0.5
+TEMPOS = (60, 160)  # the renderer's range
+MAX_FRAMES = 600  # 24 s, the renderings' length
 
 
 class Batches:
@@ -37,26 +44,43 @@ class Batches:
             ids = ids[:1] + [self.constants["audio_cfg_id"]] * (len(ids) - 3) + ids[-2:]
         return ids
 
-    def make(self, chosen, unconditional_share=UNCONDITIONAL_SHARE):
-        prompts = [self.prompt(self.songs[i].caption, self.rng.random() < unconditional_share) for i in chosen]
+    def make(self, chosen, unconditional_share=UNCONDITIONAL_SHARE, retimed_share=0.0):
+        captions, codes = [], []
+        for i in chosen:
+            caption, song_codes = self.songs[i].caption, self.codes[i]
+            if self.rng.random() < retimed_share:
+                caption, song_codes = self.retimed(i)
+            captions.append(caption)
+            codes.append(song_codes)
+        prompts = [self.prompt(c, self.rng.random() < unconditional_share) for c in captions]
         width = max(len(p) for p in prompts)
         ids = torch.zeros(len(chosen), width, dtype=torch.long)
         mask = torch.zeros(len(chosen), width, dtype=torch.long)
         for row, p in enumerate(prompts):
             ids[row, width - len(p) :] = torch.tensor(p)
             mask[row, width - len(p) :] = 1
-        lengths = torch.tensor([len(self.codes[i]) for i in chosen])
-        codes = torch.zeros(len(chosen), int(lengths.max()), 8, dtype=torch.long)
-        for row, i in enumerate(chosen):
-            codes[row, : lengths[row]] = self.codes[i]
-        return ids.to(self.dev), mask.to(self.dev), codes.to(self.dev), lengths.to(self.dev)
+        lengths = torch.tensor([len(c) for c in codes])
+        batch = torch.zeros(len(chosen), int(lengths.max()), 8, dtype=torch.long)
+        for row, c in enumerate(codes):
+            batch[row, : lengths[row]] = c
+        return ids.to(self.dev), mask.to(self.dev), batch.to(self.dev), lengths.to(self.dev)
+
+    def retimed(self, i):
+        """Song i at a random other tempo (at most twice or half its own): its caption and codes."""
+        song = self.songs[i]
+        tempo = int(self.rng.integers(max(TEMPOS[0], song.tempo // 2), min(TEMPOS[1], song.tempo * 2) + 1))
+        caption = song.caption.replace(f"{song.tempo} BPM", f"{tempo} BPM")
+        codes = frame_codes.retimed(self.codes[i][1:].numpy(), tempo / song.tempo, MAX_FRAMES)
+        codes = torch.from_numpy(codes)
+        return caption, torch.cat([self.codes[i][:1], codes])
 
     def sample(self, batch):
-        return self.make(self.rng.integers(len(self.songs), size=batch))
+        return self.make(self.rng.integers(len(self.songs), size=batch), retimed_share=RETIMED_SHARE)
 
 
 def main():
-    parser = stage_arguments(songs=4000, batch=32)
+    parser = stage_arguments(songs=8000, batch=32)
+    parser.add_argument("--init", type=Path, help="weights.pt to start from (an earlier round's)")
     args = parser.parse_args()
     dev = device()
     log = Log(args.work / "log.jsonl")
@@ -78,6 +102,11 @@ def main():
     lm, depth = lm.to(dev), depth.to(dev)
     params = list(lm.parameters()) + list(depth.parameters())
     optimizer = torch.optim.AdamW(params, lr=1e-3, betas=(0.9, 0.95), weight_decay=0.01)
+    if args.init:
+        init = load(args.init)
+        lm.load_state_dict({k: v.float() for k, v in init["lm"].items()})
+        depth.load_state_dict({k: v.float() for k, v in init["depth"].items()})
+        log(init=str(args.init))
     step = resume((args.state or args.work) / "checkpoint.pt", optimizer, log, lm=lm, depth=depth)
     batches = Batches(songs, tok, constants, dev, seed=step)
     held_batches = Batches(held, tok, constants, dev, seed=1)
