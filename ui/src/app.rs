@@ -1,20 +1,16 @@
-//! `SongloomApp`: the window's contents. Compose (description, lyrics with tag help), parameters,
-//! Generate/Cancel, per-stage progress with ETA and time to first audio, the player (waveform as
-//! it grows, playhead, seek, play/pause, level) and the library. It owns no thread, file or audio
-//! device: everything goes through an [`Engine`].
+//! `SongloomApp`: the window's contents, laid out from the panels of [`crate::panels`]: on the
+//! left what the song is (the built-in model's banner, compose, Generate/Cancel and the progress
+//! and queue, the parameters, the model), on the right what there is to hear (the player, one
+//! notice line, the library). It owns no thread, file or audio device: everything goes through an
+//! [`Engine`].
 
 use egui::Color32;
 use serde::{Deserialize, Serialize};
 
-use crate::contract::{
-    DeviceStatus, Engine, EngineEvent, ExportFormat, InstalledModel, JobId, PRECISIONS, Recipe, Request, SongEntry,
-    SongId, WEIGHTS,
-};
-use crate::duration;
-use crate::library_view::LibraryView;
-use crate::lyrics::{TAGS, dropped_text, insert_tag};
-use crate::player_view;
-use crate::progress::{Progress, in_words};
+use crate::contract::{DeviceStatus, Engine, EngineEvent, ExportFormat, JobId, Recipe, Request, SongEntry, SongId};
+use crate::panels::model::DownloadOutcome;
+use crate::panels::{ComposePanel, LibraryPanel, ModelPanel, ParametersPanel, PlayerPanel, ProgressPanel};
+use crate::progress::Progress;
 
 /// The job in the window and its progress.
 pub struct Job {
@@ -62,9 +58,6 @@ impl Default for Settings {
     }
 }
 
-/// Points the progress band takes, whatever it shows: the bar and one line of details.
-const PROGRESS_BAND: f32 = 44.0;
-
 /// Seconds a notice stays.
 pub const NOTICE_S: f64 = 8.0;
 
@@ -104,29 +97,14 @@ pub struct SongloomApp<E: Engine> {
     /// Songs waiting their turn, in order.
     pub queue: Vec<Queued>,
     pub track: Option<Track>,
-    pub library: LibraryView,
+    pub library: LibraryPanel,
     /// The last notice or problem outside a job, whether it is a problem, and when it came; shown
     /// under the player for [`NOTICE_S`].
     pub notice: Option<(String, bool, f64)>,
-    /// The model the last model information was asked for, and the answer once it came.
-    model_info: Option<(String, Option<Result<String, String>>)>,
-    /// The device choices the engine offers, once it has said.
-    devices: Vec<DeviceStatus>,
-    /// The models folder and what it holds, once the engine has said.
-    models: Option<(String, Vec<InstalledModel>)>,
-    /// A model download in progress: bytes there, of all, and the file.
-    download: Option<(u64, u64, String)>,
+    compose: ComposePanel,
+    parameters: ParametersPanel,
+    model: ModelPanel,
     next_job: JobId,
-    lyrics_cursor: usize,
-    /// The Duration field's text, the length it last showed, and what to say of what was typed
-    /// (a clamp, or why it is no length; `true` for the latter, which holds Generate back).
-    duration_text: String,
-    duration_shown: Option<f64>,
-    duration_note: Option<(String, bool)>,
-    /// Set by the banner: the Model field takes the focus.
-    focus_model_field: bool,
-    /// Set by a tag button: the Lyrics editor takes the focus back with its cursor here.
-    refocus_lyrics: Option<usize>,
     /// A library song whose recipe would replace a draft that holds text: asked first.
     replacing_draft: Option<SongEntry>,
     library_requested: bool,
@@ -142,19 +120,12 @@ impl<E: Engine> SongloomApp<E> {
             job: None,
             queue: Vec::new(),
             track: None,
-            library: LibraryView::default(),
+            library: LibraryPanel::default(),
             notice: None,
-            model_info: None,
-            devices: Vec::new(),
-            models: None,
-            download: None,
+            compose: ComposePanel::default(),
+            parameters: ParametersPanel::default(),
+            model: ModelPanel::default(),
             next_job: 1,
-            lyrics_cursor: 0,
-            duration_text: String::new(),
-            duration_shown: None,
-            duration_note: None,
-            focus_model_field: false,
-            refocus_lyrics: None,
             replacing_draft: None,
             library_requested: false,
         }
@@ -166,7 +137,7 @@ impl<E: Engine> SongloomApp<E> {
 
     /// The device choices the engine has offered (none until it has said).
     pub fn devices(&self) -> &[DeviceStatus] {
-        &self.devices
+        &self.parameters.devices
     }
 
     pub fn is_running(&self) -> bool {
@@ -175,7 +146,7 @@ impl<E: Engine> SongloomApp<E> {
 
     /// Starts a song from the draft, or queues it while another is made.
     pub fn generate(&mut self, now_s: f64) {
-        if !self.draft_is_valid() {
+        if !self.parameters.draft_is_valid() {
             return;
         }
         let title = self.draft.description.clone();
@@ -228,25 +199,20 @@ impl<E: Engine> SongloomApp<E> {
                         expected_s: None,
                     });
                 }
-                EngineEvent::ModelInfo { model, summary } => {
-                    if let Some((asked, answer)) = &mut self.model_info
-                        && *asked == model
-                    {
-                        *answer = Some(summary);
-                    }
-                }
-                EngineEvent::Devices { devices } => self.devices = devices,
-                EngineEvent::Models { folder, models } => self.models = Some((folder, models)),
-                EngineEvent::Download { done, total, file } => self.download = Some((done, total, file)),
-                EngineEvent::DownloadEnded { result } => {
-                    self.download = None;
-                    match result {
-                        Ok(path) => {
-                            self.notice = Some((format!("The model is in {path}; it is now the Model"), false, now_s));
-                            self.draft.model = path;
+                EngineEvent::Devices { devices } => self.parameters.devices = devices,
+                event @ (EngineEvent::ModelInfo { .. }
+                | EngineEvent::Models { .. }
+                | EngineEvent::Download { .. }
+                | EngineEvent::DownloadEnded { .. }
+                | EngineEvent::ModelFolderChosen { .. }) => {
+                    let notice = match self.model.apply(event, &mut self.draft) {
+                        None => continue,
+                        Some(DownloadOutcome::Installed(path)) => {
+                            (format!("The model is in {path}; it is now the Model"), false)
                         }
-                        Err(why) => self.notice = Some((format!("The download stopped: {why}"), true, now_s)),
-                    }
+                        Some(DownloadOutcome::Stopped(why)) => (format!("The download stopped: {why}"), true),
+                    };
+                    self.notice = Some((notice.0, notice.1, now_s));
                     self.engine.send(Request::ListModels);
                 }
                 EngineEvent::Notice { message } => self.notice = Some((message, false, now_s)),
@@ -347,17 +313,22 @@ impl<E: Engine> SongloomApp<E> {
         }
     }
 
-    /// The song being written: description, lyrics, Generate and its progress, the parameters.
+    /// What the song is: the banner, the composer, Generate and the progress, the parameters and
+    /// the model.
     fn compose_column(&mut self, ui: &mut egui::Ui, now: f64) {
         ui.heading("Songloom");
-        if self.draft.model.trim().is_empty() && !self.engine.is_remote() {
-            self.embedded_model_banner(ui);
+        let remote = self.engine.is_remote();
+        if self.draft.model.trim().is_empty() && !remote {
+            for request in self.model.banner_ui(ui) {
+                self.engine.send(request);
+            }
         }
-        self.compose_ui(ui);
+        self.compose.ui(ui, &mut self.draft, &mut self.landmarks);
         ui.horizontal(|ui| {
             let running = self.is_running();
             let hint = if running { "Ctrl+Enter; waits its turn after the song being made" } else { "Ctrl+Enter" };
-            let generate = ui.add_enabled(self.draft_is_valid(), egui::Button::new("Generate")).on_hover_text(hint);
+            let valid = self.parameters.draft_is_valid();
+            let generate = ui.add_enabled(valid, egui::Button::new("Generate")).on_hover_text(hint);
             self.landmarks.generate = Some(generate.rect);
             if generate.clicked() {
                 self.generate(now);
@@ -366,63 +337,21 @@ impl<E: Engine> SongloomApp<E> {
                 self.cancel();
             }
         });
-        self.progress_ui(ui, now);
-        let mut removed = None;
-        for (place, waiting) in self.queue.iter().enumerate() {
-            ui.horizontal(|ui| {
-                ui.label(format!("Waiting ({}): {}, {}", place + 1, waiting.title, in_words(waiting.duration_s)));
-                let remove = ui.small_button("Remove");
-                let label = format!("Remove {} from the queue", waiting.title);
-                remove.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Button, true, &label));
-                if remove.clicked() {
-                    removed = Some(waiting.id);
-                }
-            });
-        }
-        if let Some(id) = removed {
+        if let Some(id) = ProgressPanel::ui(ui, self.job.as_ref(), &self.queue, now) {
             self.unqueue(id);
         }
         ui.separator();
-        self.parameters_ui(ui);
-    }
-
-    /// Said while the embedded model is the one in use: what it can do, and how to get the real one.
-    fn embedded_model_banner(&mut self, ui: &mut egui::Ui) {
-        egui::Frame::group(ui.style()).fill(ui.visuals().faint_bg_color).show(ui, |ui| {
-            ui.strong("You are using the built-in model, Songloom Mini.");
-            ui.label(
-                "It is a small model the project trained on synthesized public-domain scores: instrumental \
-                 pieces (organ, piano, strings, guitar, flute, clarinet, harp, bass, drums) from a description \
-                 of the style, instruments, key and tempo; it cannot sing. For songs with vocals, download \
-                 MiniMaxAI/MiniMax-Music3 (28.5 GB: `songloom model download` in a \
-                 terminal fetches, resumes and verifies it; it needs a GPU with 7 GB or more: on an H200 a minute \
-                 of music takes about 22 s, other GPUs are not measured yet, a CPU takes hours), then give its \
-                 folder as the Model below.",
-            );
-            ui.horizontal(|ui| {
-                if self.download.is_none() && ui.button("Download it").clicked() {
-                    self.engine.send(Request::DownloadModel);
-                }
-                ui.hyperlink_to("The model on Hugging Face", "https://huggingface.co/MiniMaxAI/MiniMax-Music3");
-                if ui.button("Enter its folder").clicked() {
-                    self.focus_model_field = true;
-                }
-            });
-        });
+        self.parameters.ui(ui, &mut self.draft, remote);
+        for request in self.model.ui(ui, &mut self.draft, remote) {
+            self.engine.send(request);
+        }
     }
 
     /// What there is to hear: the player, a notice line, the library.
     fn listen_column(&mut self, ui: &mut egui::Ui, now: f64) {
         let playback = self.engine.playback();
-        match &self.track {
-            Some(track) => {
-                for request in player_view::show(ui, track, &playback) {
-                    self.engine.send(request);
-                }
-            }
-            None => {
-                ui.label("Nothing to play yet: generate a song, or listen to one from the library.");
-            }
+        for request in PlayerPanel::ui(ui, self.track.as_ref(), &playback) {
+            self.engine.send(request);
         }
         // One line always, so a notice never moves what is below it; it goes after a while.
         match &self.notice {
@@ -458,252 +387,11 @@ impl<E: Engine> SongloomApp<E> {
         self.landmarks.export = self.library.newest_export;
         if let Some(action) = action {
             match action {
-                crate::library_view::Action::Send(request) => self.engine.send(request),
-                crate::library_view::Action::UseRecipe(song) => self.use_recipe(&song),
-                crate::library_view::Action::Variation(song) => self.variation(&song, now),
+                crate::panels::library::Action::Send(request) => self.engine.send(request),
+                crate::panels::library::Action::UseRecipe(song) => self.use_recipe(&song),
+                crate::panels::library::Action::Variation(song) => self.variation(&song, now),
             }
         }
-    }
-
-    fn compose_ui(&mut self, ui: &mut egui::Ui) {
-        let label = ui.label("Description");
-        let description = ui
-            .add(
-                egui::TextEdit::multiline(&mut self.draft.description)
-                    .hint_text("dreamy synth-pop, female vocals, 100 BPM")
-                    .desired_rows(2)
-                    .desired_width(f32::INFINITY),
-            )
-            .labelled_by(label.id);
-        self.landmarks.description = Some(description.rect);
-        ui.label("Lyrics");
-        let mut output = egui::TextEdit::multiline(&mut self.draft.lyrics)
-            .id_salt("lyrics")
-            .hint_text("[verse]\nfirst line\n[chorus]\n...")
-            .desired_rows(8)
-            .desired_width(f32::INFINITY)
-            .show(ui);
-        output.response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::TextInput, true, "Lyrics editor"));
-        self.landmarks.lyrics = Some(output.response.rect);
-        // After a tag button: the focus back in the editor, the cursor after the tag, so the next
-        // keystrokes land in the lyrics.
-        if let Some(at) = self.refocus_lyrics.take() {
-            output.response.request_focus();
-            let chars = self.draft.lyrics[..at.min(self.draft.lyrics.len())].chars().count();
-            let cursor = egui::text::CCursor::new(chars);
-            output.state.cursor.set_char_range(Some(egui::text::CCursorRange::one(cursor)));
-            output.state.store(ui.ctx(), output.response.id);
-        } else if let Some(range) = output.cursor_range {
-            let chars = range.primary.index.0;
-            self.lyrics_cursor =
-                self.draft.lyrics.char_indices().nth(chars).map_or(self.draft.lyrics.len(), |(i, _)| i);
-        }
-        // Below the editor, so Tab goes from the description straight to the lyrics.
-        ui.horizontal_wrapped(|ui| {
-            ui.label("Insert a tag:");
-            for tag in TAGS {
-                if ui.small_button(tag).clicked() {
-                    let (text, cursor) = insert_tag(&self.draft.lyrics, self.lyrics_cursor, tag);
-                    self.draft.lyrics = text;
-                    self.lyrics_cursor = cursor;
-                    self.refocus_lyrics = Some(cursor);
-                }
-            }
-        });
-        for dropped in dropped_text(&self.draft.lyrics) {
-            ui.colored_label(Color32::from_rgb(200, 120, 0), dropped.message());
-        }
-    }
-
-    /// The length as text: `90`, `1:30`, `1m30s`, `2m`; clamped to 1 s..6:00 with a note that says
-    /// so, and an error line for text that is no length (Generate waits for a good one).
-    fn duration_ui(&mut self, ui: &mut egui::Ui, label: egui::Id) {
-        if self.duration_shown != Some(self.draft.duration_s) {
-            self.duration_text = duration::format_duration(self.draft.duration_s);
-            self.duration_shown = Some(self.draft.duration_s);
-            self.duration_note = None;
-        }
-        ui.horizontal(|ui| {
-            let edit = egui::TextEdit::singleline(&mut self.duration_text).desired_width(70.0).hint_text("1:30");
-            if ui.add(edit).labelled_by(label).changed() {
-                self.duration_note = match duration::parse_duration(&self.duration_text) {
-                    Ok(seconds) => {
-                        let taken = seconds.clamp(1.0, duration::MAX_SECONDS);
-                        self.draft.duration_s = taken;
-                        self.duration_shown = Some(taken);
-                        (taken != seconds).then(|| {
-                            let length = duration::format_duration(taken);
-                            (format!("taken as {length}: a song is 1 s to 6:00"), false)
-                        })
-                    }
-                    Err(why) => Some((why, true)),
-                };
-            }
-            match &self.duration_note {
-                Some((note, false)) => {
-                    ui.small(note);
-                }
-                Some((why, true)) => {
-                    ui.colored_label(Color32::LIGHT_RED, why);
-                }
-                None => {}
-            }
-        });
-    }
-
-    /// Whether the draft can be made: a length that parses.
-    fn draft_is_valid(&self) -> bool {
-        !matches!(self.duration_note, Some((_, true)))
-    }
-
-    fn parameters_ui(&mut self, ui: &mut egui::Ui) {
-        egui::Grid::new("parameters").num_columns(2).show(ui, |ui| {
-            let label = ui.label("Duration");
-            self.duration_ui(ui, label.id);
-            ui.end_row();
-            let label = ui.label("Seed");
-            ui.horizontal(|ui| {
-                ui.add(egui::DragValue::new(&mut self.draft.seed)).labelled_by(label.id);
-                if ui.button("New seed").clicked() {
-                    self.draft.seed = ui.input(|i| (i.time * 1e6) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 16;
-                }
-            });
-            ui.end_row();
-            let label = ui.label("Steps");
-            ui.add(egui::DragValue::new(&mut self.draft.steps).range(1..=100)).labelled_by(label.id);
-            ui.end_row();
-            let label = ui.label("Guidance");
-            ui.add(egui::DragValue::new(&mut self.draft.guidance).range(0.0..=20.0).speed(0.05).max_decimals(2))
-                .labelled_by(label.id)
-                .on_hover_text("How closely the music follows the description (the model's own: 1.7)");
-            ui.end_row();
-            if self.engine.is_remote() {
-                return;
-            }
-            let label = ui.label("Device");
-            device_choice_ui(ui, label.id, &mut self.draft.device, &self.devices);
-            ui.end_row();
-            let chosen = self.devices.iter().find(|d| d.name == self.draft.device);
-            if let Some(advice) = chosen.and_then(|d| d.advice.as_ref()) {
-                ui.label("");
-                ui.add(egui::Label::new(egui::RichText::new(advice).small()).wrap());
-                ui.end_row();
-            }
-            let label = ui.label("Precision");
-            text_choice_ui(ui, label.id, "precision", &mut self.draft.precision, &PRECISIONS);
-            ui.end_row();
-            let label = ui.label("Weights");
-            text_choice_ui(ui, label.id, "weights", &mut self.draft.weights, &WEIGHTS).on_hover_text(
-                "The language model's weights: 8bit and 4bit take less GPU memory (auto: the most exact that fits)",
-            );
-            ui.end_row();
-            let label = ui.label("GPU memory (GB)");
-            ui.horizontal(|ui| {
-                let mut limited = self.draft.max_memory_gb.is_some();
-                ui.checkbox(&mut limited, "at most").labelled_by(label.id);
-                if limited {
-                    let gb = self.draft.max_memory_gb.get_or_insert(12.0);
-                    ui.add(egui::DragValue::new(gb).range(1.0..=1024.0).speed(0.5).max_decimals(1))
-                        .labelled_by(label.id);
-                } else {
-                    self.draft.max_memory_gb = None;
-                    ui.label("what the device has free");
-                }
-            });
-            ui.end_row();
-            let label = ui.label("Model");
-            let model = ui
-                .add(egui::TextEdit::singleline(&mut self.draft.model).hint_text("built-in model"))
-                .labelled_by(label.id);
-            if std::mem::take(&mut self.focus_model_field) {
-                model.request_focus();
-            }
-            ui.end_row();
-            ui.label("");
-            ui.vertical(|ui| self.models_ui(ui));
-            ui.end_row();
-        });
-        if self.model_info.as_ref().is_none_or(|(asked, _)| *asked != self.draft.model) {
-            self.model_info = Some((self.draft.model.clone(), None));
-            self.engine.send(Request::ModelInfo { model: self.draft.model.clone() });
-        }
-        if self.engine.is_remote() {
-            ui.small("The device, precision, weights, memory and model are the server's:");
-        }
-        match self.model_info.as_ref().and_then(|(_, answer)| answer.as_ref()) {
-            Some(Ok(summary)) => ui.small(summary),
-            Some(Err(why)) => ui.colored_label(Color32::from_rgb(200, 120, 0), format!("Model: {why}")),
-            None => ui.small("reading the model..."),
-        };
-    }
-
-    /// The models folder's complete models to choose, and the download: its button, or its
-    /// progress with Pause.
-    fn models_ui(&mut self, ui: &mut egui::Ui) {
-        if let Some((_, models)) = &self.models {
-            for model in models.iter().filter(|m| m.complete) {
-                ui.horizontal(|ui| {
-                    if ui.small_button("Use").on_hover_text(&model.path).clicked() {
-                        self.draft.model = model.path.clone();
-                    }
-                    ui.small(&model.summary);
-                });
-            }
-        }
-        match &self.download {
-            Some((done, total, file)) => {
-                let fraction = if *total > 0 { *done as f32 / *total as f32 } else { 0.0 };
-                let text = format!("Downloading the model: {:.1} of {:.1} GB", *done as f64 / 1e9, *total as f64 / 1e9);
-                ui.add(egui::ProgressBar::new(fraction).text(text)).on_hover_text(file);
-                if ui.small_button("Pause").on_hover_text("Download again to resume").clicked() {
-                    self.engine.send(Request::PauseDownload);
-                }
-            }
-            None => {
-                let partial = self.models.as_ref().is_some_and(|(_, m)| m.iter().any(|m| !m.complete));
-                let label = if partial { "Resume the model's download" } else { "Download MiniMax-Music3 (28.5 GB)" };
-                let folder = self.models.as_ref().map(|(f, _)| f.as_str()).unwrap_or("the models folder");
-                if ui.small_button(label).on_hover_text(format!("into {folder}; resumes and verifies")).clicked() {
-                    self.engine.send(Request::DownloadModel);
-                }
-            }
-        }
-    }
-
-    /// The progress, in a band of fixed height, so nothing below it moves as it changes.
-    fn progress_ui(&self, ui: &mut egui::Ui, now: f64) {
-        let top = ui.cursor().top();
-        self.progress_lines(ui, now);
-        let used = ui.cursor().top() - top;
-        ui.add_space((PROGRESS_BAND - used).max(0.0));
-    }
-
-    fn progress_lines(&self, ui: &mut egui::Ui, now: f64) {
-        let Some(job) = &self.job else { return };
-        let p = &job.progress;
-        // A failed or cancelled job: its progress cleared, one line that says what happened.
-        if let Some(error) = &p.error {
-            let line = if error == "cancelled" {
-                "Cancelled: nothing was kept.".to_string()
-            } else {
-                format!("Could not make the song: {error}")
-            };
-            ui.colored_label(Color32::LIGHT_RED, line);
-            return;
-        }
-        if let Some(timings) = &p.finished {
-            let first =
-                timings.time_to_first_audio_s.map(|f| format!(", first audio after {f:.1} s")).unwrap_or_default();
-            ui.label(format!("Finished: {:.1} s of audio in {}{first}", p.audio_s(), in_words(timings.total_s)));
-            return;
-        }
-        let eta = p.eta_s(now).map(|e| format!(" · about {} left", in_words(e))).unwrap_or_default();
-        ui.add(egui::ProgressBar::new(p.fraction() as f32).text(format!("{}{eta}", p.headline(job.duration_s))));
-        // One line whatever the width (the whole of it on hover), so the band keeps its height.
-        let details = p.details(now);
-        let plan = p.plan.as_deref().map_or(String::new(), |plan| format!("\nPlan: {plan}"));
-        ui.add(egui::Label::new(egui::RichText::new(&details).small()).truncate())
-            .on_hover_text(format!("{details}{plan}"));
     }
 }
 
@@ -735,42 +423,4 @@ pub(crate) fn choice_ui<T: PartialEq + Clone>(
         })
         .response
         .labelled_by(label)
-}
-
-/// The device drop-down: each choice the engine offers, those that cannot run here disabled with
-/// their reason; until the engine has said, the draft's choice alone.
-fn device_choice_ui(
-    ui: &mut egui::Ui,
-    label: egui::Id,
-    value: &mut String,
-    devices: &[DeviceStatus],
-) -> egui::Response {
-    egui::ComboBox::from_id_salt("device")
-        .selected_text(value.as_str())
-        .show_ui(ui, |ui| {
-            for device in devices {
-                let enabled = device.available.is_ok();
-                let response = ui.add_enabled(enabled, egui::Button::selectable(*value == device.name, &device.name));
-                let response = match &device.available {
-                    Ok(what) => response.on_hover_text(what),
-                    Err(why) => response.on_disabled_hover_text(format!("not available: {why}")),
-                };
-                if response.clicked() {
-                    *value = device.name.clone();
-                }
-            }
-        })
-        .response
-        .labelled_by(label)
-}
-
-fn text_choice_ui(
-    ui: &mut egui::Ui,
-    label: egui::Id,
-    id: &str,
-    value: &mut String,
-    options: &[&str],
-) -> egui::Response {
-    let options: Vec<(String, &str)> = options.iter().map(|o| (o.to_string(), *o)).collect();
-    choice_ui(ui, label, id, value, &options)
 }

@@ -110,6 +110,9 @@ pub enum Request {
     DownloadModel,
     /// Stops the download; the next one resumes where it stopped.
     PauseDownload,
+    /// Opens the system's folder picker for a model folder ([`EngineEvent::ModelFolderChosen`]
+    /// when one is chosen; nothing when the picker is closed).
+    ChooseModelFolder,
     /// Answered by [`EngineEvent::Library`].
     ListSongs {
         search: String,
@@ -261,6 +264,10 @@ pub enum EngineEvent {
     /// A download ended: the model's folder, or why not (a pause says so).
     DownloadEnded {
         result: Result<String, String>,
+    },
+    /// The folder the user chose in the folder picker.
+    ModelFolderChosen {
+        path: String,
     },
     /// Each device choice (`auto` first) and whether it can run here; sent once at the start.
     Devices {

@@ -5,7 +5,6 @@
 pub mod app;
 pub mod contract;
 pub mod duration;
-pub mod library_view;
 pub mod lyrics;
-pub mod player_view;
+pub mod panels;
 pub mod progress;

@@ -64,6 +64,7 @@ impl Progress {
             | EngineEvent::Models { .. }
             | EngineEvent::Download { .. }
             | EngineEvent::DownloadEnded { .. }
+            | EngineEvent::ModelFolderChosen { .. }
             | EngineEvent::Devices { .. }
             | EngineEvent::Notice { .. }
             | EngineEvent::Problem { .. } => {}

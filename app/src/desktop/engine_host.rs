@@ -226,6 +226,20 @@ impl InProcessEngine {
     }
 }
 
+/// The system's folder picker on a thread of its own (the window goes on drawing); the chosen
+/// folder to the window, nothing when the picker is closed.
+fn choose_model_folder(outbox: &Outbox) {
+    let outbox = outbox.clone();
+    std::thread::spawn(move || {
+        let dialog = rfd::AsyncFileDialog::new()
+            .set_title("Choose a MiniMax-Music3 model folder (diffusers layout)")
+            .set_directory(crate::model_download::models_dir());
+        if let Some(folder) = pollster::block_on(dialog.pick_folder()) {
+            outbox.send(EngineEvent::ModelFolderChosen { path: folder.path().display().to_string() });
+        }
+    });
+}
+
 /// The models folder and what it holds, to the window.
 fn send_models(outbox: &Outbox) {
     let models = crate::model_download::installed()
@@ -260,6 +274,7 @@ impl Engine for InProcessEngine {
             Request::Seek { frame } => self.players.with_open(|p| p.seek(frame)),
             Request::ListModels => send_models(&self.outbox),
             Request::DownloadModel => self.start_download(),
+            Request::ChooseModelFolder => choose_model_folder(&self.outbox),
             Request::PauseDownload => {
                 if let Some(stop) = self.download.lock().expect("not poisoned").as_ref() {
                     stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -474,6 +489,7 @@ impl Librarian {
             | Request::ListModels
             | Request::DownloadModel
             | Request::PauseDownload
+            | Request::ChooseModelFolder
             | Request::ModelInfo { .. } => {
                 return Ok(());
             }

@@ -1,4 +1,4 @@
-//! The library panel: search, and for each song listen, take its recipe into the composer, make a
+//! `LibraryPanel`: search, and for each song listen, take its recipe into the composer, make a
 //! variation (its recipe with a new seed), rename, export (float32 or 16-bit, to a folder the
 //! settings keep) and delete (after a confirmation).
 
@@ -15,7 +15,7 @@ pub enum Action {
 }
 
 #[derive(Default)]
-pub struct LibraryView {
+pub struct LibraryPanel {
     /// The songs matching `search`, newest first, as the engine last listed them.
     pub songs: Vec<SongEntry>,
     pub search: String,
@@ -27,7 +27,7 @@ pub struct LibraryView {
     pub newest_export: Option<egui::Rect>,
 }
 
-impl LibraryView {
+impl LibraryPanel {
     /// Draws the panel; `busy` while a song is being made (listening takes the player from it);
     /// `downloads` where an export is a browser's download (no folder to choose).
     pub fn ui(&mut self, ui: &mut egui::Ui, settings: &mut Settings, busy: bool, downloads: bool) -> Option<Action> {

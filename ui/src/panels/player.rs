@@ -1,4 +1,4 @@
-//! The player: what is loaded, play/pause, the playhead's time, a level meter, and the waveform
+//! `PlayerPanel`: what is loaded, play/pause, the playhead's time, a level meter, and the waveform
 //! as it grows on a timeline as long as the song asked for, with the playhead drawn on it and
 //! click-to-seek.
 
@@ -7,8 +7,24 @@ use egui::{Color32, Sense, Stroke, Vec2};
 use crate::app::Track;
 use crate::contract::{PlaybackState, Request};
 
-/// Draws the player for `track`; returns what the user asked of the engine.
-pub fn show(ui: &mut egui::Ui, track: &Track, playback: &PlaybackState) -> Vec<Request> {
+/// The player panel; it keeps nothing of its own (the track and the playback are the app's and
+/// the engine's).
+pub struct PlayerPanel;
+
+impl PlayerPanel {
+    /// Draws the player for `track`; returns what the user asked of the engine.
+    pub fn ui(ui: &mut egui::Ui, track: Option<&Track>, playback: &PlaybackState) -> Vec<Request> {
+        match track {
+            Some(track) => show(ui, track, playback),
+            None => {
+                ui.label("Nothing to play yet: generate a song, or listen to one from the library.");
+                Vec::new()
+            }
+        }
+    }
+}
+
+fn show(ui: &mut egui::Ui, track: &Track, playback: &PlaybackState) -> Vec<Request> {
     let mut requests = Vec::new();
     let rate = track.sample_rate.max(1) as f64;
     let frames = track.audio.len() / 2;

@@ -1,0 +1,67 @@
+//! `ComposePanel`: the description and the lyrics, with tag buttons that keep the cursor in the
+//! lyrics and a warning for text the model would drop.
+
+use egui::Color32;
+
+use crate::app::Landmarks;
+use crate::contract::Recipe;
+use crate::lyrics::{TAGS, dropped_text, insert_tag};
+
+#[derive(Default)]
+pub struct ComposePanel {
+    /// Where a tag goes: the Lyrics editor's cursor, as a byte offset.
+    lyrics_cursor: usize,
+    /// Set by a tag button: the Lyrics editor takes the focus back with its cursor here.
+    refocus_lyrics: Option<usize>,
+}
+
+impl ComposePanel {
+    pub fn ui(&mut self, ui: &mut egui::Ui, draft: &mut Recipe, landmarks: &mut Landmarks) {
+        let label = ui.label("Description");
+        let description = ui
+            .add(
+                egui::TextEdit::multiline(&mut draft.description)
+                    .hint_text("dreamy synth-pop, female vocals, 100 BPM")
+                    .desired_rows(2)
+                    .desired_width(f32::INFINITY),
+            )
+            .labelled_by(label.id);
+        landmarks.description = Some(description.rect);
+        ui.label("Lyrics");
+        let mut output = egui::TextEdit::multiline(&mut draft.lyrics)
+            .id_salt("lyrics")
+            .hint_text("[verse]\nfirst line\n[chorus]\n...")
+            .desired_rows(8)
+            .desired_width(f32::INFINITY)
+            .show(ui);
+        output.response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::TextInput, true, "Lyrics editor"));
+        landmarks.lyrics = Some(output.response.rect);
+        // After a tag button: the focus back in the editor, the cursor after the tag, so the next
+        // keystrokes land in the lyrics.
+        if let Some(at) = self.refocus_lyrics.take() {
+            output.response.request_focus();
+            let chars = draft.lyrics[..at.min(draft.lyrics.len())].chars().count();
+            let cursor = egui::text::CCursor::new(chars);
+            output.state.cursor.set_char_range(Some(egui::text::CCursorRange::one(cursor)));
+            output.state.store(ui.ctx(), output.response.id);
+        } else if let Some(range) = output.cursor_range {
+            let chars = range.primary.index.0;
+            self.lyrics_cursor = draft.lyrics.char_indices().nth(chars).map_or(draft.lyrics.len(), |(i, _)| i);
+        }
+        // Below the editor, so Tab goes from the description straight to the lyrics.
+        ui.horizontal_wrapped(|ui| {
+            ui.label("Insert a tag:");
+            for tag in TAGS {
+                if ui.small_button(tag).clicked() {
+                    let (text, cursor) = insert_tag(&draft.lyrics, self.lyrics_cursor, tag);
+                    draft.lyrics = text;
+                    self.lyrics_cursor = cursor;
+                    self.refocus_lyrics = Some(cursor);
+                }
+            }
+        });
+        for dropped in dropped_text(&draft.lyrics) {
+            ui.colored_label(Color32::from_rgb(200, 120, 0), dropped.message());
+        }
+    }
+}
