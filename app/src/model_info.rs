@@ -4,7 +4,9 @@ use std::path::Path;
 
 use anyhow::Result;
 use serde_json::json;
+use songloom_engine::Precision;
 use songloom_engine::model_dir::{ACOUSTIC_DTYPE, AR_DTYPE, ModelDir};
+use songloom_engine::plan::{ArFormats, Mode, Workload, size};
 use songloom_engine::weights::Checkpoint;
 
 use crate::output::say;
@@ -94,7 +96,43 @@ pub fn summary(dir: &Path) -> Result<String> {
         }
     }
     let tokenizer = if report["tokenizer"].as_bool() == Some(true) { "tokenizer" } else { "no tokenizer" };
-    Ok(format!("{} parameters: {}; {tokenizer}", human(total), parts.join(", ")))
+    let needs = needs(dir).map_or_else(|e| format!("what it needs is unknown: {e}"), |n| n);
+    Ok(format!("{} parameters: {}; {tokenizer}. {needs}", human(total), parts.join(", ")))
+}
+
+/// What the model needs: its size on disk, and the GPU memory a 60 s song's plans predict
+/// (`--precision bf16`), from the most exact format it holds down to the smallest, phase by phase.
+fn needs(dir: &Path) -> Result<String> {
+    let model = ModelDir::open(dir)?;
+    let geometry = model.geometry()?;
+    let work = Workload { precision: Precision::Bf16, prompt: 300, frames: 1500, runtime: 0.6e9, gpu: true };
+    let choices: Vec<ArFormats> = match model.stored_formats()? {
+        Some(stored) => vec![stored],
+        None => ArFormats::ALL.to_vec(),
+    };
+    let largest = geometry.plan(choices[0], Mode::Streamed, &work);
+    let smallest = geometry.plan(*choices.last().expect("one at least"), Mode::PhaseByPhase, &work);
+    Ok(format!(
+        "Needs {} on disk; a 60 s song on a GPU: {} ({}, streamed) down to {} ({}, phase by phase)",
+        size(disk_bytes(dir) as f64),
+        size(largest.peak),
+        largest.formats.describe(),
+        size(smallest.peak),
+        smallest.formats.describe()
+    ))
+}
+
+/// Bytes of the files under `dir`.
+fn disk_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => disk_bytes(&e.path()),
+            Ok(_) => e.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 /// The component's config read as the engine reads it (the file there, its fields of the right
@@ -165,4 +203,24 @@ pub fn report(dir: &Path) -> Result<serde_json::Value> {
         },
         "components": components,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(name)
+    }
+
+    #[test]
+    fn the_summary_says_what_the_model_needs() {
+        let tiny = summary(&model("tests/fixtures/tiny-music3")).unwrap();
+        assert!(tiny.contains("Needs ") && tiny.contains(" on disk; a 60 s song on a GPU: "), "{tiny}");
+        assert!(tiny.contains("(bf16 AR weights, streamed) down to"), "{tiny}");
+        // A quantized copy holds one format: its plans are that format's.
+        let mini = summary(&model("models/songloom-mini")).unwrap();
+        assert!(mini.contains("(q8 AR weights, streamed) down to"), "{mini}");
+        assert!(mini.contains("(q8 AR weights, phase by phase)"), "{mini}");
+    }
 }
