@@ -96,7 +96,7 @@ pub fn summary(dir: &Path) -> Result<String> {
         }
     }
     let tokenizer = if report["tokenizer"].as_bool() == Some(true) { "tokenizer" } else { "no tokenizer" };
-    let needs = needs(dir).map_or_else(|e| format!("what it needs is unknown: {e}"), |n| n);
+    let needs = needs(dir).unwrap_or_else(|e| format!("what it needs is unknown: {e}"));
     Ok(format!("{} parameters: {}; {tokenizer}. {needs}", human(total), parts.join(", ")))
 }
 

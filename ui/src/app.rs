@@ -288,11 +288,13 @@ impl<E: Engine> SongloomApp<E> {
         // Two columns from 720 points on (compose on the left, listen on the right), so at 800x600
         // Generate and the player are both in view; one scrolling column below that.
         if ui.available_width() >= 720.0 {
+            // Columns lay out justified, which spreads a wrapped paragraph's words apart.
+            let unjustified = egui::Layout::top_down(egui::Align::Min);
             ui.columns(2, |columns| {
-                egui::ScrollArea::vertical()
-                    .id_salt("compose")
-                    .show(&mut columns[0], |ui| self.compose_column(ui, now));
-                self.listen_column(&mut columns[1], now);
+                egui::ScrollArea::vertical().id_salt("compose").show(&mut columns[0], |ui| {
+                    ui.with_layout(unjustified, |ui| self.compose_column(ui, now));
+                });
+                columns[1].with_layout(unjustified, |ui| self.listen_column(ui, now));
             });
         } else {
             egui::ScrollArea::vertical().id_salt("window").show(ui, |ui| {

@@ -493,3 +493,42 @@ fn the_library_is_usable_while_a_song_is_made() {
     assert_eq!(h.state().engine().playback().frames, 4410, "the song made meanwhile never reached the player");
     assert_eq!(h.state().track.as_ref().unwrap().audio.len(), 2 * 4410, "the window still shows the library song");
 }
+
+#[path = "../../tests/hub/mod.rs"]
+mod hub;
+
+/// The window's Download runs on the engine's own thread against a hub on loopback: the model
+/// lands in the models folder, verified, becomes the Model, and is listed to choose.
+#[test]
+fn the_window_downloads_the_model_and_makes_it_the_model() {
+    let setup = Setup::new();
+    let hub = hub::Hub::start(hub::Faults::default());
+    let data = setup.home.path().join("data");
+    // SAFETY: as in `null_sound_home`: this test holds the home's lock while they are set.
+    unsafe {
+        std::env::set_var("HF_ENDPOINT", hub.endpoint());
+        std::env::set_var("XDG_DATA_HOME", &data);
+    }
+    let mut h = setup.harness();
+    h.get_by_label("Download MiniMax-Music3 (28.5 GB)").click();
+    h.step();
+    wait_until(&mut h, "the download's end", |app| app.notice.is_some());
+    let (notice, problem, _) = h.state().notice.clone().unwrap();
+    assert!(!problem && notice.starts_with("The model is in "), "{notice}");
+    let model = PathBuf::from(&h.state().draft.model);
+    assert!(model.starts_with(data.join("songloom/models")), "{}", model.display());
+    for file in
+        ["language_model/config.json", "language_model/model-00003-of-00005.safetensors", "tokenizer/tokenizer.json"]
+    {
+        let fetched = std::fs::read(model.join(file)).unwrap();
+        assert_eq!(fetched, std::fs::read(hub::fixture().join(file)).unwrap(), "{file}");
+    }
+    assert!(hub.seen.lock().unwrap().iter().any(|(path, _)| path.contains("/resolve/main/")));
+    // The models folder listed again, the new model in it, one click from the Model field.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while h.query_by_label("Use").is_none() {
+        assert!(Instant::now() < deadline, "the downloaded model was never listed");
+        std::thread::sleep(Duration::from_millis(10));
+        h.step();
+    }
+}

@@ -44,8 +44,13 @@ impl LibraryPanel {
                 ui.label("Export downloads")
             } else {
                 let label = ui.label("Export to");
-                ui.add(egui::TextEdit::singleline(&mut settings.export_folder).hint_text("your Music folder"))
-                    .labelled_by(label.id);
+                let width = (ui.available_width() - 140.0).clamp(80.0, 280.0);
+                ui.add(
+                    egui::TextEdit::singleline(&mut settings.export_folder)
+                        .hint_text("your Music folder")
+                        .desired_width(width),
+                )
+                .labelled_by(label.id);
                 ui.label("as")
             };
             choice_ui(

@@ -70,7 +70,7 @@ impl ModelPanel {
                  of music takes about 22 s, other GPUs are not measured yet, a CPU takes hours), then choose its \
                  folder as the Model.",
             );
-            ui.horizontal(|ui| {
+            ui.horizontal_wrapped(|ui| {
                 if self.download.is_none() && ui.button("Download it").clicked() {
                     requests.push(Request::DownloadModel);
                 }
@@ -90,7 +90,7 @@ impl ModelPanel {
     pub fn ui(&mut self, ui: &mut egui::Ui, draft: &mut Recipe, remote: bool) -> Vec<Request> {
         let mut requests = Vec::new();
         if !remote {
-            ui.horizontal(|ui| {
+            ui.horizontal_wrapped(|ui| {
                 let label = ui.label("Model");
                 let field =
                     egui::TextEdit::singleline(&mut draft.model).hint_text("built-in model").desired_width(220.0);

@@ -39,7 +39,7 @@ fn show(ui: &mut egui::Ui, track: &Track, playback: &PlaybackState) -> Vec<Reque
         let made = if length > frames { format!(" · {} made", clock(frames as f64 / rate)) } else { String::new() };
         ui.label(format!("{} / {}{made}", clock(playback.position as f64 / rate), clock(length as f64 / rate)));
         level_meter(ui, playback.level);
-        ui.label(&track.title);
+        ui.add(egui::Label::new(&track.title).truncate());
     });
     if let Some(why) = &playback.unavailable {
         ui.label(format!("Not playing: {why}"));

@@ -1,0 +1,130 @@
+//! The scripted engine and harnesses the window's tests share.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+
+use egui_kittest::Harness;
+use songloom_ui::app::SongloomApp;
+use songloom_ui::contract::{Engine, EngineEvent, PlaybackState, Recipe, Request, Stage, Timings};
+
+/// Answers a Generate with a short scripted song, a few events per poll.
+#[derive(Default)]
+pub struct ScriptedEngine {
+    pub sent: RefCell<Vec<Request>>,
+    pub queue: RefCell<VecDeque<EngineEvent>>,
+    pub per_poll: usize,
+    /// While set, nothing arrives (a song that takes its time).
+    pub paused: std::cell::Cell<bool>,
+    /// Songs made elsewhere, as a browser page's engine.
+    pub remote: bool,
+}
+
+impl Engine for ScriptedEngine {
+    fn send(&self, request: Request) {
+        let mut queue = self.queue.borrow_mut();
+        match &request {
+            Request::Generate { job, .. } => {
+                let job = *job;
+                queue.push_back(EngineEvent::Stage { job, stage: Stage::Tokenize, done: 1, total: 1 });
+                for done in 1..=4 {
+                    queue.push_back(EngineEvent::Stage { job, stage: Stage::ArFrames, done, total: 4 });
+                }
+                for done in 1..=2 {
+                    queue.push_back(EngineEvent::Stage {
+                        job,
+                        stage: Stage::Denoise { window: 0, windows: 1 },
+                        done,
+                        total: 2,
+                    });
+                }
+                queue.push_back(EngineEvent::Audio {
+                    job,
+                    first_sample: 0,
+                    samples: vec![0.5, -0.5, 0.25, -0.25],
+                    sample_rate: 44100,
+                });
+                queue.push_back(EngineEvent::Finished { job, timings: Timings { total_s: 1.0, ..Timings::default() } });
+            }
+            Request::Cancel { job } => {
+                // As the engine: that job's song stops (or never starts), the others go on.
+                queue.retain(|e| e.job() != Some(*job));
+                queue.push_back(EngineEvent::Cancelled { job: *job });
+            }
+            Request::ListModels => queue.push_back(EngineEvent::Models {
+                folder: "/models".into(),
+                models: vec![songloom_ui::contract::InstalledModel {
+                    path: "/models/MiniMax-Music3".into(),
+                    complete: true,
+                    summary: "MiniMaxAI/MiniMax-Music3 (main), 28.5 GB".into(),
+                }],
+            }),
+            Request::DownloadModel => {
+                queue.push_back(EngineEvent::Download { done: 7_000_000_000, total: 28_500_000_000, file: "a".into() });
+            }
+            Request::PauseDownload => {
+                queue.push_back(EngineEvent::DownloadEnded { result: Err("paused; downloading again resumes".into()) });
+            }
+            Request::ModelInfo { model } => {
+                let summary = if model.is_empty() {
+                    Ok("6.1 M parameters: all there".into())
+                } else {
+                    Err(format!("{model} is not a model"))
+                };
+                queue.push_back(EngineEvent::ModelInfo { model: model.clone(), summary });
+            }
+            _ => {}
+        }
+        self.sent.borrow_mut().push(request);
+    }
+
+    fn poll(&self) -> Vec<EngineEvent> {
+        if self.paused.get() {
+            return Vec::new();
+        }
+        let mut queue = self.queue.borrow_mut();
+        let n = if self.per_poll == 0 { queue.len() } else { self.per_poll.min(queue.len()) };
+        queue.drain(..n).collect()
+    }
+
+    fn playback(&self) -> PlaybackState {
+        PlaybackState::default()
+    }
+
+    fn is_remote(&self) -> bool {
+        self.remote
+    }
+}
+
+pub fn harness(engine: ScriptedEngine) -> Harness<'static, SongloomApp<ScriptedEngine>> {
+    let app = SongloomApp::new(engine, Recipe::default());
+    Harness::new_ui_state(|ui, app: &mut SongloomApp<ScriptedEngine>| app.ui(ui), app)
+}
+
+pub fn library_song() -> songloom_ui::contract::SongEntry {
+    songloom_ui::contract::SongEntry {
+        id: 7,
+        title: "Harbour lights".into(),
+        recipe: Recipe {
+            description: "slow harbour ballad".into(),
+            lyrics: "[verse]\nlanterns".into(),
+            seed: 42,
+            ..Recipe::default()
+        },
+        seconds: 30.0,
+        created_unix: 0,
+        timings: Timings::default(),
+    }
+}
+
+/// The window at `size` with a song in the player and one in the library.
+pub fn sized_harness(size: egui::Vec2) -> Harness<'static, SongloomApp<ScriptedEngine>> {
+    let mut app = SongloomApp::new(ScriptedEngine::default(), Recipe::default());
+    app.library.songs = vec![library_song()];
+    app.track = Some(songloom_ui::app::Track {
+        title: "a song".into(),
+        audio: vec![0.1; 88_200],
+        sample_rate: 44_100,
+        ..Default::default()
+    });
+    Harness::builder().with_size(size).build_ui_state(|ui, app: &mut SongloomApp<ScriptedEngine>| app.ui(ui), app)
+}

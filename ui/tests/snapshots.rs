@@ -1,0 +1,138 @@
+//! The window as pictures, at 1280x800 and 800x600: the first run (the built-in model's banner),
+//! a song being made, a song finished, and a failed start. Rendered by egui-wgpu on whatever
+//! adapter there is (lavapipe in CI) and compared with `tests/snapshots/*.png`; write them anew
+//! with `UPDATE_SNAPSHOTS=1`. Without any adapter the test says so and skips.
+
+#[allow(dead_code)]
+mod common;
+
+use common::{ScriptedEngine, library_song};
+use egui_kittest::Harness;
+use songloom_ui::app::SongloomApp;
+use songloom_ui::contract::{EngineEvent, Recipe, Request, SongEntry, Stage, Timings};
+
+const SIZES: [(f32, f32); 2] = [(1280.0, 800.0), (800.0, 600.0)];
+
+fn adapter_available() -> bool {
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
+    !pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all())).is_empty()
+}
+
+fn window(size: (f32, f32), engine: ScriptedEngine, draft: Recipe) -> Harness<'static, SongloomApp<ScriptedEngine>> {
+    let mut app = SongloomApp::new(engine, draft);
+    app.library.songs = vec![library_song()];
+    Harness::builder().with_size(egui::vec2(size.0, size.1)).wgpu().build_ui_state(
+        // As the desktop shell draws it.
+        |ui, app: &mut SongloomApp<ScriptedEngine>| {
+            egui::CentralPanel::default().show(ui, |ui| {
+                egui::ScrollArea::vertical().show(ui, |ui| app.ui(ui));
+            });
+        },
+        app,
+    )
+}
+
+fn written_draft() -> Recipe {
+    Recipe {
+        description: "a folk song played on piano with bass with drums in D major at 100 BPM".into(),
+        lyrics: "[intro]\n[verse]\n[chorus]\n[outro]".into(),
+        duration_s: 30.0,
+        ..Recipe::default()
+    }
+}
+
+/// A song of 30 s, a third composed and the first seconds heard.
+fn generating(h: &mut Harness<'static, SongloomApp<ScriptedEngine>>) {
+    h.state().engine().paused.set(true);
+    h.state_mut().generate(0.0);
+    let queue = &h.state().engine().queue;
+    queue.borrow_mut().clear();
+    let job = 1;
+    queue.borrow_mut().extend([
+        EngineEvent::Stage { job, stage: Stage::Tokenize, done: 1, total: 1 },
+        EngineEvent::Stage { job, stage: Stage::ArFrames, done: 250, total: 750 },
+        EngineEvent::Audio {
+            job,
+            first_sample: 0,
+            samples: (0..2 * 44_100 * 4).map(|i| ((i as f32) * 0.01).sin() * 0.4).collect(),
+            sample_rate: 44_100,
+        },
+    ]);
+    h.state().engine().paused.set(false);
+}
+
+fn finished(h: &mut Harness<'static, SongloomApp<ScriptedEngine>>) {
+    generating(h);
+    h.run();
+    let job = 1;
+    let song = SongEntry { id: 8, title: "Folk song in D".into(), recipe: written_draft(), ..library_song() };
+    let rest = 2 * 44_100 * 26;
+    h.state().engine().queue.borrow_mut().extend([
+        EngineEvent::Stage { job, stage: Stage::ArFrames, done: 750, total: 750 },
+        EngineEvent::Audio {
+            job,
+            first_sample: 44_100 * 4,
+            samples: (0..rest).map(|i| ((i as f32) * 0.01).sin() * 0.4 * ((i / 20_000) % 3) as f32).collect(),
+            sample_rate: 44_100,
+        },
+        EngineEvent::Saved { job, song: song.clone() },
+        EngineEvent::Library { songs: vec![song, library_song()] },
+        EngineEvent::Finished {
+            job,
+            timings: Timings { total_s: 23.0, time_to_first_audio_s: Some(13.9), ..Timings::default() },
+        },
+    ]);
+}
+
+fn failed(h: &mut Harness<'static, SongloomApp<ScriptedEngine>>) {
+    h.state().engine().paused.set(true);
+    h.state_mut().draft.model = "/home/me/MiniMax-Music3".into();
+    h.state_mut().generate(0.0);
+    let queue = &h.state().engine().queue;
+    queue.borrow_mut().retain(|e| !matches!(e, EngineEvent::Stage { .. } | EngineEvent::Audio { .. }));
+    queue.borrow_mut().retain(|e| e.job().is_none());
+    queue.borrow_mut().push_back(EngineEvent::Failed {
+        job: 1,
+        message: "model directory not found: /home/me/MiniMax-Music3 (download it with Download, or choose its folder)"
+            .into(),
+    });
+    h.state().engine().paused.set(false);
+}
+
+#[test]
+fn the_window_looks_as_committed_at_both_sizes() {
+    if !adapter_available() {
+        println!("skipped: no wgpu adapter here to render the window (CI installs lavapipe)");
+        return;
+    }
+    let mut results = egui_kittest::SnapshotResults::new();
+    for size in SIZES {
+        let name = |state: &str| format!("{state}-{}x{}", size.0, size.1);
+        let mut first_run = window(size, ScriptedEngine::default(), Recipe::default());
+        first_run.run_steps(3);
+        results.add(first_run.try_snapshot(name("first-run")));
+
+        let mut making = window(size, ScriptedEngine::default(), written_draft());
+        making.run();
+        generating(&mut making);
+        making.run_steps(3);
+        results.add(making.try_snapshot(name("generating")));
+
+        let mut done = window(size, ScriptedEngine::default(), written_draft());
+        done.run();
+        finished(&mut done);
+        done.run_steps(3);
+        results.add(done.try_snapshot(name("finished")));
+
+        let mut error = window(size, ScriptedEngine::default(), written_draft());
+        error.run();
+        failed(&mut error);
+        error.run_steps(3);
+        assert!(
+            error.state().engine().sent.borrow().iter().any(|r| matches!(r, Request::Generate { .. })),
+            "the failed start was asked for"
+        );
+        results.add(error.try_snapshot(name("error")));
+    }
+    results.unwrap();
+}
