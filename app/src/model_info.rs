@@ -4,10 +4,10 @@ use std::path::Path;
 
 use anyhow::Result;
 use serde_json::json;
-use songloom_engine::Precision;
 use songloom_engine::model_dir::{ACOUSTIC_DTYPE, AR_DTYPE, ModelDir};
 use songloom_engine::plan::{ArFormats, Mode, Workload, size};
 use songloom_engine::weights::Checkpoint;
+use songloom_engine::{DType, Precision};
 
 use crate::output::say;
 
@@ -169,8 +169,17 @@ pub fn report(dir: &Path) -> Result<serde_json::Value> {
                 let mut dtypes = std::collections::BTreeMap::<String, usize>::new();
                 let names: Vec<String> = ckpt.tensor_names().map(str::to_string).collect();
                 for n in &names {
-                    let shape = ckpt.shape_of(n)?;
-                    params += shape.iter().product::<usize>();
+                    let base = n.strip_suffix(".scales").or_else(|| n.strip_suffix(".offsets"));
+                    if base.is_some_and(|b| matches!(ckpt.stored_format(b), Some(DType::Q8 | DType::Q4))) {
+                        continue; // a quantized matrix's scales and offsets are not parameters
+                    }
+                    // A quantized matrix packs 32-bit words: 4 weights each in q8, 8 in q4.
+                    let per_element = match ckpt.stored_format(n) {
+                        Some(DType::Q8) => 4,
+                        Some(DType::Q4) => 8,
+                        _ => 1,
+                    };
+                    params += ckpt.shape_of(n)?.iter().product::<usize>() * per_element;
                     *dtypes
                         .entry(
                             ckpt.read_rows(n, Some((0, 0)))
@@ -220,6 +229,8 @@ mod tests {
         assert!(tiny.contains("(bf16 AR weights, streamed) down to"), "{tiny}");
         // A quantized copy holds one format: its plans are that format's.
         let mini = summary(&model("models/songloom-mini")).unwrap();
+        // Its q8 matrices count as the weights they pack (the card's 16.3 M), not as words.
+        assert!(mini.starts_with("16.3 M parameters: language_model 5.5 M"), "{mini}");
         assert!(mini.contains("(q8 AR weights, streamed) down to"), "{mini}");
         assert!(mini.contains("(q8 AR weights, phase by phase)"), "{mini}");
     }
