@@ -85,6 +85,23 @@ pub fn models_dir() -> PathBuf {
     crate::library::default_dir().join("models")
 }
 
+/// Where a download goes unless told otherwise.
+pub fn default_dir() -> PathBuf {
+    models_dir().join("MiniMax-Music3")
+}
+
+/// Removes what an unfinished download into `dir` fetched; a complete model (its marker there)
+/// is kept and said so.
+pub fn discard_partial(dir: &Path) -> Result<()> {
+    if dir.join(MARKER).exists() {
+        bail!("{} is a complete model: delete it yourself if you mean to", dir.display());
+    }
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(anyhow!("removing {}: {e}", dir.display())),
+        _ => Ok(()),
+    }
+}
+
 struct Hub {
     endpoint: String,
     token: Option<String>,
@@ -294,7 +311,7 @@ pub fn download(dir: Option<PathBuf>, revision: &str) -> Result<PathBuf> {
 
 /// [`download`] reporting to `progress` and stopping when it says so.
 pub fn download_with(dir: Option<PathBuf>, revision: &str, progress: &Progress) -> Result<PathBuf> {
-    let dir = dir.unwrap_or_else(|| models_dir().join("MiniMax-Music3"));
+    let dir = dir.unwrap_or_else(default_dir);
     let hub = Hub::from_env();
     let files = hub.tree(revision)?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;

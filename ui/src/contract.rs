@@ -110,6 +110,9 @@ pub enum Request {
     DownloadModel,
     /// Stops the download; the next one resumes where it stopped.
     PauseDownload,
+    /// Stops the download, if one runs, and removes what it fetched; a complete model is never
+    /// removed.
+    CancelDownload,
     /// Opens the system's folder picker for a model folder ([`EngineEvent::ModelFolderChosen`]
     /// when one is chosen; nothing when the picker is closed).
     ChooseModelFolder,

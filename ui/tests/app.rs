@@ -389,4 +389,14 @@ fn the_model_is_downloaded_paused_and_chosen_in_the_window() {
     h.get_by_label("Use").click();
     h.run();
     assert_eq!(h.state().draft.model, "/models/MiniMax-Music3");
+    // Download again, then cancel: the engine stops it and removes what it fetched.
+    h.get_by_label("Download MiniMax-Music3 (28.5 GB)").click();
+    h.run();
+    h.run();
+    h.get_by_label("Cancel the download").click();
+    h.run();
+    h.run();
+    assert!(h.state().engine().sent.borrow().iter().any(|r| matches!(r, Request::CancelDownload)));
+    h.get_by_label("The download stopped: cancelled; what it had fetched is removed");
+    assert!(h.query_by_label("Cancel the download").is_none(), "no download runs");
 }

@@ -121,6 +121,8 @@ pub struct InProcessEngine {
     outbox: Outbox,
     /// Set while a model download runs; storing `true` in it pauses that download.
     download: Arc<Mutex<Option<Arc<std::sync::atomic::AtomicBool>>>>,
+    /// Set by a cancel: the download, once stopped, removes what it fetched.
+    discard_download: Arc<std::sync::atomic::AtomicBool>,
     librarian: mpsc::Sender<ToLibrarian>,
     events: mpsc::Receiver<EngineEvent>,
     running: Running,
@@ -194,7 +196,17 @@ impl InProcessEngine {
                 }
             }
         });
-        InProcessEngine { jobs, outbox, download: Arc::default(), librarian, events, running, unqueued, players }
+        InProcessEngine {
+            jobs,
+            outbox,
+            download: Arc::default(),
+            discard_download: Arc::default(),
+            librarian,
+            events,
+            running,
+            unqueued,
+            players,
+        }
     }
 
     /// The model's download on a thread of its own (one at a time), its progress a few times a
@@ -206,7 +218,8 @@ impl InProcessEngine {
         }
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         *slot = Some(stop.clone());
-        let (outbox, download) = (self.outbox.clone(), self.download.clone());
+        self.discard_download.store(false, std::sync::atomic::Ordering::Relaxed);
+        let (outbox, download, discard) = (self.outbox.clone(), self.download.clone(), self.discard_download.clone());
         std::thread::spawn(move || {
             let last = std::cell::Cell::new(std::time::Instant::now() - std::time::Duration::from_secs(1));
             let report = |done: u64, total: u64, file: &str| {
@@ -216,13 +229,42 @@ impl InProcessEngine {
                 }
             };
             let progress = crate::model_download::Progress { report: &report, stop: &stop };
-            let result = crate::model_download::download_with(None, "main", &progress)
+            let mut result = crate::model_download::download_with(None, "main", &progress)
                 .map(|dir| dir.display().to_string())
                 .map_err(|e| format!("{e:#}"));
-            *download.lock().expect("not poisoned") = None;
+            // The lock held while the cancel is read and the slot emptied: a cancel comes before
+            // (and is done here) or after (and finds no download running).
+            let mut slot = download.lock().expect("not poisoned");
+            if result.is_err() && discard.load(std::sync::atomic::Ordering::Relaxed) {
+                result = Err(match crate::model_download::discard_partial(&crate::model_download::default_dir()) {
+                    Ok(()) => "cancelled; what it had fetched is removed".into(),
+                    Err(e) => format!("cancelled, but {e:#}"),
+                });
+            }
+            *slot = None;
+            drop(slot);
             outbox.send(EngineEvent::DownloadEnded { result });
             send_models(&outbox);
         });
+    }
+}
+
+impl InProcessEngine {
+    /// Stops a running download, which then removes what it fetched; with none running, removes
+    /// what an earlier one left.
+    fn cancel_download(&self) {
+        let slot = self.download.lock().expect("not poisoned");
+        if let Some(stop) = slot.as_ref() {
+            self.discard_download.store(true, std::sync::atomic::Ordering::Relaxed);
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            return;
+        }
+        drop(slot);
+        match crate::model_download::discard_partial(&crate::model_download::default_dir()) {
+            Ok(()) => self.outbox.send(EngineEvent::Notice { message: "The partial download is removed".into() }),
+            Err(e) => self.outbox.send(EngineEvent::Problem { message: format!("{e:#}") }),
+        }
+        send_models(&self.outbox);
     }
 }
 
@@ -275,6 +317,7 @@ impl Engine for InProcessEngine {
             Request::ListModels => send_models(&self.outbox),
             Request::DownloadModel => self.start_download(),
             Request::ChooseModelFolder => choose_model_folder(&self.outbox),
+            Request::CancelDownload => self.cancel_download(),
             Request::PauseDownload => {
                 if let Some(stop) = self.download.lock().expect("not poisoned").as_ref() {
                     stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -489,6 +532,7 @@ impl Librarian {
             | Request::ListModels
             | Request::DownloadModel
             | Request::PauseDownload
+            | Request::CancelDownload
             | Request::ChooseModelFolder
             | Request::ModelInfo { .. } => {
                 return Ok(());

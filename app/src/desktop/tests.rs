@@ -532,3 +532,25 @@ fn the_window_downloads_the_model_and_makes_it_the_model() {
         h.step();
     }
 }
+
+/// What an interrupted download left is offered to resume or to discard; Discard removes it (and
+/// only it) and says so.
+#[test]
+fn a_partial_download_can_be_discarded_from_the_window() {
+    let setup = Setup::new();
+    let data = setup.home.path().join("data");
+    // SAFETY: as in `null_sound_home`: this test holds the home's lock while it is set.
+    unsafe { std::env::set_var("XDG_DATA_HOME", &data) };
+    let partial = crate::model_download::default_dir();
+    std::fs::create_dir_all(partial.join("language_model")).unwrap();
+    std::fs::write(partial.join("language_model/config.json"), "{}").unwrap();
+    let mut h = setup.harness();
+    h.run_steps(2);
+    h.get_by_label("Resume the model's download");
+    h.get_by_label("Discard the partial download").click();
+    h.step();
+    wait_until(&mut h, "the discard", |app| app.notice.is_some());
+    assert_eq!(h.state().notice.as_ref().unwrap().0, "The partial download is removed");
+    assert!(!partial.exists(), "{} is still there", partial.display());
+    assert!(data.join("songloom/models").exists(), "the models folder itself stays");
+}

@@ -138,17 +138,31 @@ impl ModelPanel {
                 let fraction = if *total > 0 { *done as f32 / *total as f32 } else { 0.0 };
                 let text = format!("Downloading the model: {:.1} of {:.1} GB", *done as f64 / 1e9, *total as f64 / 1e9);
                 ui.add(egui::ProgressBar::new(fraction).text(text)).on_hover_text(file);
-                if ui.small_button("Pause").on_hover_text("Download again to resume").clicked() {
-                    requests.push(Request::PauseDownload);
-                }
+                ui.horizontal(|ui| {
+                    if ui.small_button("Pause").on_hover_text("Download again to resume").clicked() {
+                        requests.push(Request::PauseDownload);
+                    }
+                    if ui
+                        .small_button("Cancel the download")
+                        .on_hover_text("stops it and removes what it fetched")
+                        .clicked()
+                    {
+                        requests.push(Request::CancelDownload);
+                    }
+                });
             }
             None => {
                 let partial = self.models.as_ref().is_some_and(|(_, m)| m.iter().any(|m| !m.complete));
                 let label = if partial { "Resume the model's download" } else { "Download MiniMax-Music3 (28.5 GB)" };
                 let folder = self.models.as_ref().map(|(f, _)| f.as_str()).unwrap_or("the models folder");
-                if ui.small_button(label).on_hover_text(format!("into {folder}; resumes and verifies")).clicked() {
-                    requests.push(Request::DownloadModel);
-                }
+                ui.horizontal(|ui| {
+                    if ui.small_button(label).on_hover_text(format!("into {folder}; resumes and verifies")).clicked() {
+                        requests.push(Request::DownloadModel);
+                    }
+                    if partial && ui.small_button("Discard the partial download").clicked() {
+                        requests.push(Request::CancelDownload);
+                    }
+                });
             }
         }
     }

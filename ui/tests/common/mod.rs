@@ -64,6 +64,10 @@ impl Engine for ScriptedEngine {
             Request::PauseDownload => {
                 queue.push_back(EngineEvent::DownloadEnded { result: Err("paused; downloading again resumes".into()) });
             }
+            Request::CancelDownload => {
+                let result = Err("cancelled; what it had fetched is removed".into());
+                queue.push_back(EngineEvent::DownloadEnded { result });
+            }
             Request::ModelInfo { model } => {
                 let summary = if model.is_empty() {
                     Ok("6.1 M parameters: all there".into())
