@@ -400,3 +400,21 @@ fn the_model_is_downloaded_paused_and_chosen_in_the_window() {
     h.get_by_label("The download stopped: cancelled; what it had fetched is removed");
     assert!(h.query_by_label("Cancel the download").is_none(), "no download runs");
 }
+
+/// Choose folder… asks the engine for the system's folder picker (the shell opens it); the
+/// folder chosen there becomes the Model, and the Model line then says what that model holds.
+#[test]
+fn choose_folder_asks_for_the_picker_and_the_chosen_folder_becomes_the_model() {
+    let mut h = harness(ScriptedEngine::default());
+    h.set_size(egui::vec2(1280.0, 1400.0));
+    h.run();
+    h.get_by_label("Choose folder…").click();
+    h.run();
+    assert!(h.state().engine().sent.borrow().iter().any(|r| matches!(r, Request::ChooseModelFolder)));
+    let chosen = EngineEvent::ModelFolderChosen { path: "/disks/big/MiniMax-Music3".into() };
+    h.state().engine().queue.borrow_mut().push_back(chosen);
+    h.run();
+    h.run();
+    assert_eq!(h.state().draft.model, "/disks/big/MiniMax-Music3");
+    h.get_by_label("Model: /disks/big/MiniMax-Music3 is not a model");
+}
