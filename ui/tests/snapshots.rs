@@ -1,5 +1,5 @@
 //! The window as pictures, at 1280x800 and 800x600: the first run (the built-in model's banner),
-//! a song being made, a song finished, and a failed start. Rendered by egui-wgpu on whatever
+//! a song being made, a song finished, and a failed start. Rendered by egui-wgpu on
 //! lavapipe and compared with `tests/snapshots/*.png`; write them anew with `UPDATE_SNAPSHOTS=1`.
 //! Without a software adapter the test says so and skips.
 
