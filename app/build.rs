@@ -26,7 +26,8 @@ fn main() {
     let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     println!("cargo:rerun-if-env-changed=SONGLOOM_EMBED_MODEL");
     let chosen = std::env::var("SONGLOOM_EMBED_MODEL").unwrap_or_else(|_| "models/songloom-mini".into());
-    let root = Path::new(&manifest).join("..").join(&chosen).canonicalize().expect("the model to embed");
+    let wanted = Path::new(&manifest).join("..").join(&chosen);
+    let root = wanted.canonicalize().unwrap_or_else(|e| panic!("the model to embed, {}: {e}", wanted.display()));
     println!("cargo:rerun-if-changed={}", root.display());
     let mut list = Vec::new();
     files(&root, &mut list);

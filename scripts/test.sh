@@ -11,6 +11,6 @@ cargo clippy --locked --target wasm32-unknown-unknown -p songloom-web -- -D warn
 SONGLOOM_REQUIRE_BROWSER=1 cargo nextest run --workspace --locked --no-fail-fast
 # The main job as the README gives it: a song from the embedded model, written (not played).
 song_dir=$(mktemp -d)
+trap 'rm -rf "$song_dir"' EXIT
 bash scripts/run.sh --no-play --out "$song_dir/song.wav"
 test -s "$song_dir/song.wav"
-rm -rf "$song_dir"

@@ -4,7 +4,7 @@
 //! Every figure for a device other than the one measured is labelled an estimate.
 
 use songloom_engine::pipeline::{MemoryRequest, Pipeline};
-use songloom_engine::plan::{ArFormats, Mode, Plan};
+use songloom_engine::plan::{ArFormats, Mode, PLANNED_SONG_FRAMES, PLANNED_SONG_PROMPT, Plan};
 use songloom_engine::{DType, Device, DeviceChoice, DeviceKind, DeviceOptions, Precision};
 
 /// 60 s songs on one H200 by plan, from docs/BENCHMARKS.md ("the tiers with a bf16 KV cache, in
@@ -37,8 +37,9 @@ pub fn for_device(kind: DeviceKind) -> String {
             .into();
     }
     let options = DeviceOptions { precision: Precision::Bf16, ..DeviceOptions::default() };
-    let plan = Device::open(DeviceChoice::Kind(kind), options)
-        .and_then(|device| Pipeline::synthetic_plan(&device, MemoryRequest::default(), 300, 1500));
+    let plan = Device::open(DeviceChoice::Kind(kind), options).and_then(|device| {
+        Pipeline::synthetic_plan(&device, MemoryRequest::default(), PLANNED_SONG_PROMPT, PLANNED_SONG_FRAMES)
+    });
     match plan {
         Err(e) => format!("the real model here: {e}"),
         Ok(plan) => {
@@ -65,7 +66,7 @@ mod tests {
     #[test]
     fn each_tier_budget_finds_its_measured_song() {
         let geometry = Geometry { head_rows: 16_389, ..Geometry::default() };
-        let work = Workload { precision: Precision::Bf16, prompt: 300, frames: 1500, runtime: 0.6e9, gpu: true };
+        let work = Workload::planned_song_on_gpu(Precision::Bf16);
         for (budget, seconds) in [(150e9, 23.44), (16.5e9, 20.76), (12e9, 20.83), (8e9, 21.45)] {
             let plan = geometry.choose(WeightsChoice::Auto, None, None, Some(budget), &work).unwrap();
             assert_eq!(measured(&plan), Some(seconds), "{}", plan.describe());

@@ -11,6 +11,7 @@ use songloom_engine::models::dit::Dit;
 use songloom_engine::models::vocoder::Vocoder;
 use songloom_engine::pipeline::rng::Rng;
 use songloom_engine::pipeline::{Cancel, Event, MemoryRequest, Observer, Pipeline, Request};
+use songloom_engine::plan::{PLANNED_SONG_FRAMES, PLANNED_SONG_PROMPT};
 use songloom_engine::prompt::PromptIds;
 use songloom_engine::weights::VarBuilder;
 use songloom_engine::{DType, Device, DeviceChoice, DeviceKind, DeviceOptions, Precision, Tensor};
@@ -237,7 +238,7 @@ fn bench_constants() -> PipelineConstants {
 /// Each stage of the full-size model once, with synthetic weights.
 fn stages(device: Device, memory: MemoryRequest, repeat: usize) -> Result<()> {
     let start = Instant::now();
-    let plan = Pipeline::synthetic_plan(&device, memory, 300, 1500)?;
+    let plan = Pipeline::synthetic_plan(&device, memory, PLANNED_SONG_PROMPT, PLANNED_SONG_FRAMES)?;
     say!("plan: {}", plan.describe());
     let pipeline = Pipeline::synthetic_planned(device, 7, bench_constants(), &plan, &|_| {})?;
     let device = &pipeline.device;

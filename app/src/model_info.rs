@@ -105,7 +105,7 @@ pub fn summary(dir: &Path) -> Result<String> {
 fn needs(dir: &Path) -> Result<String> {
     let model = ModelDir::open(dir)?;
     let geometry = model.geometry()?;
-    let work = Workload { precision: Precision::Bf16, prompt: 300, frames: 1500, runtime: 0.6e9, gpu: true };
+    let work = Workload::planned_song_on_gpu(Precision::Bf16);
     let choices: Vec<ArFormats> = match model.stored_formats()? {
         Some(stored) => vec![stored],
         None => ArFormats::ALL.to_vec(),

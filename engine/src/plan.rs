@@ -23,6 +23,15 @@ use crate::tensor::DType;
 
 const GB: f64 = 1e9;
 
+/// A GPU's own memory beside the model: the CUDA context, cuBLAS handles and their workspaces
+/// (measured on the H200).
+pub const GPU_RUNTIME_BYTES: f64 = 0.6e9;
+
+/// The song the advice, the benchmarks and `model info` plan for: 60 s (1,500 frames at 25 Hz)
+/// after a 300-token prompt.
+pub const PLANNED_SONG_PROMPT: usize = 300;
+pub const PLANNED_SONG_FRAMES: usize = 1500;
+
 /// The AR half's weight formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ArFormats {
@@ -154,6 +163,18 @@ pub struct Workload {
     /// The device is a GPU: the language model's embedding table lives in host memory, and the
     /// precision policy decides the DiT's weights.
     pub gpu: bool,
+}
+
+impl Workload {
+    /// A song of `prompt` tokens and `frames` frames on a GPU under `precision`.
+    pub fn on_gpu(precision: Precision, prompt: usize, frames: usize) -> Self {
+        Workload { precision, prompt, frames, runtime: GPU_RUNTIME_BYTES, gpu: true }
+    }
+
+    /// The planned 60 s song on a GPU under `precision`.
+    pub fn planned_song_on_gpu(precision: Precision) -> Self {
+        Self::on_gpu(precision, PLANNED_SONG_PROMPT, PLANNED_SONG_FRAMES)
+    }
 }
 
 /// Bytes a plan holds on the device, part by part.
@@ -456,8 +477,7 @@ mod tests {
     #[test]
     fn a_tight_budget_takes_smaller_weights_then_phases_and_names_the_smallest_plan() {
         let g = real();
-        let frames = 1500;
-        let work = Workload { precision: Precision::Bf16, prompt: 300, frames, runtime: 0.6 * GB, gpu: true };
+        let work = Workload::planned_song_on_gpu(Precision::Bf16);
         let peak = |f, mode| g.plan(f, mode, &work).peak;
         let choose = |choice, budget: f64| g.choose(choice, None, None, Some(budget), &work);
         let roomy = choose(WeightsChoice::Auto, 80.0 * GB).unwrap();
@@ -484,7 +504,7 @@ mod tests {
         assert_eq!((q8_dit.formats, q8_dit.acoustic, q8_dit.mode), (ArFormats::Q4_LM, DType::Q8, Mode::Streamed));
         assert!(q8_dit.peak < bf16_dit.peak - 2.0 * GB, "{} against {}", q8_dit.describe(), bf16_dit.describe());
         assert!(q8_dit.describe().contains("q8 DiT"), "{}", q8_dit.describe());
-        assert!(q8_dit.for_song(&g, 300, frames).is_ok_and(|p| p.acoustic == DType::Q8));
+        assert!(q8_dit.for_song(&g, PLANNED_SONG_PROMPT, PLANNED_SONG_FRAMES).is_ok_and(|p| p.acoustic == DType::Q8));
         // Only the bf16 precision quantizes the DiT.
         let reference = Workload { precision: Precision::Reference, ..work };
         let plans = g.choose(WeightsChoice::Int4, Some(Mode::Streamed), None, None, &reference).unwrap();
@@ -499,8 +519,8 @@ mod tests {
         assert!(err.contains("quantized copy") && err.contains("--weights bf16"), "{err}");
         // A longer song under the loaded plan is checked against its budget.
         let exact = choose(WeightsChoice::Int8, peak(ArFormats::Q8, Mode::Streamed)).unwrap();
-        assert!(exact.for_song(&g, 300, frames).is_ok());
-        let err = exact.for_song(&g, 300, 9000).unwrap_err().to_string();
+        assert!(exact.for_song(&g, PLANNED_SONG_PROMPT, PLANNED_SONG_FRAMES).is_ok());
+        let err = exact.for_song(&g, PLANNED_SONG_PROMPT, 9000).unwrap_err().to_string();
         assert!(err.contains("over the") && err.contains("budget"), "{err}");
     }
 }

@@ -73,7 +73,7 @@ def retimed(codes: np.ndarray, ratio: float, max_frames: int) -> np.ndarray:
 
     def any_in_span(marks: np.ndarray) -> np.ndarray:
         count = np.concatenate([[0], np.cumsum(marks)])
-        return count[landed + 1] - count[np.minimum(first, landed + 1)] > 0
+        return count[landed + 1] - count[first] > 0
 
     out = codes[landed].copy()
     for k in range(1, 5):

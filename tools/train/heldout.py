@@ -17,16 +17,21 @@ ENSEMBLES = ["church organ", "acoustic guitar", "flute with plucked bass", "stri
 OUT = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "heldout-captions.json"
 
 
-def main():
+def held_out_pieces():
+    """The 20 held-out pieces the captions come from, in caption order, and the generator that
+    goes on to draw their tempos, keys and templates."""
     pieces = dataset.read_pieces()
     held = [p for i, p in enumerate(pieces) if i % dataset.HELD_OUT_EVERY == 0]
     rng = np.random.default_rng(2026)
-    chosen = rng.choice(len(held), size=20, replace=False)
+    return [held[i] for i in rng.choice(len(held), size=20, replace=False)], rng
+
+
+def main():
+    chosen, rng = held_out_pieces()
     tempos = np.linspace(64, 156, 20).round().astype(int)
     rng.shuffle(tempos)
     out = []
-    for n, index in enumerate(chosen):
-        piece = held[index]
+    for n, piece in enumerate(chosen):
         ensemble = ENSEMBLES[n % 4]
         tonic = int(rng.integers(12))
         template = int(rng.integers(3))

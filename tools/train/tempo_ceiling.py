@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import scipy.io.wavfile
 
-import dataset
 import heldout
 import synth
 
@@ -43,14 +42,12 @@ def main():
     args = parser.parse_args()
     captions = json.loads(heldout.OUT.read_text())
     tempos = [c["tempo"] for c in captions]
-    pieces = dataset.read_pieces()
-    held = [p for i, p in enumerate(pieces) if i % dataset.HELD_OUT_EVERY == 0]
-    chosen = np.random.default_rng(2026).choice(len(held), size=20, replace=False)  # as heldout.py draws them
+    pieces, _ = heldout.held_out_pieces()
     names = [e[0] for e in synth.ENSEMBLES]
     counted, true = [], []
     for n, c in enumerate(captions):
         params = dict(tempo=c["tempo"], ensemble=names.index(c["ensemble"]), drums=False, transpose=0)
-        r = synth.render(held[chosen[n]], seed=n, max_seconds=8.0, params=params)
+        r = synth.render(pieces[n], seed=n, max_seconds=8.0, params=params)
         counted.append(onset_rate(r.audio.mean(0).astype(np.float64)))
         true.append(sum(1 for f in r.onsets if f) / 8.0)
     print(

@@ -205,14 +205,14 @@ impl<E: Engine> SongloomApp<E> {
                 | EngineEvent::Download { .. }
                 | EngineEvent::DownloadEnded { .. }
                 | EngineEvent::ModelFolderChosen { .. }) => {
-                    let notice = match self.model.apply(event, &mut self.draft) {
+                    let (message, problem) = match self.model.apply(event, &mut self.draft) {
                         None => continue,
                         Some(DownloadOutcome::Installed(path)) => {
                             (format!("The model is in {path}; it is now the Model"), false)
                         }
                         Some(DownloadOutcome::Stopped(why)) => (format!("The download stopped: {why}"), true),
                     };
-                    self.notice = Some((notice.0, notice.1, now_s));
+                    self.notice = Some((message, problem, now_s));
                     self.engine.send(Request::ListModels);
                 }
                 EngineEvent::Notice { message } => self.notice = Some((message, false, now_s)),
@@ -397,7 +397,6 @@ impl<E: Engine> SongloomApp<E> {
     }
 }
 
-/// A drop-down of `options` for `value`, named by the label `label`.
 /// A seed for a variation of a song made with `seed`: different from it and from the other
 /// variations of this session (`job` counts them).
 fn variation_seed(seed: u64, job: JobId) -> u64 {
@@ -406,23 +405,4 @@ fn variation_seed(seed: u64, job: JobId) -> u64 {
     // Six digits at most, as a person would type a seed.
     let h = (h ^ (h >> 27)) % 1_000_000;
     if h == seed { (h + 1) % 1_000_000 } else { h }
-}
-
-pub(crate) fn choice_ui<T: PartialEq + Clone>(
-    ui: &mut egui::Ui,
-    label: egui::Id,
-    id: &str,
-    value: &mut T,
-    options: &[(T, &str)],
-) -> egui::Response {
-    let selected = options.iter().find(|(v, _)| v == value).map_or("", |(_, name)| *name);
-    egui::ComboBox::from_id_salt(id)
-        .selected_text(selected)
-        .show_ui(ui, |ui| {
-            for (option, name) in options {
-                ui.selectable_value(value, option.clone(), *name);
-            }
-        })
-        .response
-        .labelled_by(label)
 }

@@ -91,8 +91,12 @@ fn failed(h: &mut Harness<'static, SongloomApp<ScriptedEngine>>) {
     h.state().engine().paused.set(true);
     h.state_mut().draft.model = "/home/me/MiniMax-Music3".into();
     h.state_mut().generate(0.0);
+    assert!(
+        h.state().engine().sent.borrow().iter().any(|r| matches!(r, Request::Generate { .. })),
+        "the failed start was asked for"
+    );
+    // The job's scripted events give way to its failure.
     let queue = &h.state().engine().queue;
-    queue.borrow_mut().retain(|e| !matches!(e, EngineEvent::Stage { .. } | EngineEvent::Audio { .. }));
     queue.borrow_mut().retain(|e| e.job().is_none());
     queue.borrow_mut().push_back(EngineEvent::Failed {
         job: 1,
@@ -100,6 +104,13 @@ fn failed(h: &mut Harness<'static, SongloomApp<ScriptedEngine>>) {
             .into(),
     });
     h.state().engine().paused.set(false);
+}
+
+/// One picture: the window with `draft` in it, then what `play` does to it.
+struct Scene {
+    state: &'static str,
+    draft: fn() -> Recipe,
+    play: fn(&mut Harness<'static, SongloomApp<ScriptedEngine>>),
 }
 
 #[test]
@@ -110,34 +121,21 @@ fn the_window_looks_as_committed_at_both_sizes() {
         );
         return;
     }
+    let scenes = [
+        Scene { state: "first-run", draft: Recipe::default, play: |_| {} },
+        Scene { state: "generating", draft: written_draft, play: generating },
+        Scene { state: "finished", draft: written_draft, play: finished },
+        Scene { state: "error", draft: written_draft, play: failed },
+    ];
     let mut results = egui_kittest::SnapshotResults::new();
     for size in SIZES {
-        let name = |state: &str| format!("{state}-{}x{}", size.0, size.1);
-        let mut first_run = window(size, ScriptedEngine::default(), Recipe::default());
-        first_run.run_steps(3);
-        results.add(first_run.try_snapshot(name("first-run")));
-
-        let mut making = window(size, ScriptedEngine::default(), written_draft());
-        making.run();
-        generating(&mut making);
-        making.run_steps(3);
-        results.add(making.try_snapshot(name("generating")));
-
-        let mut done = window(size, ScriptedEngine::default(), written_draft());
-        done.run();
-        finished(&mut done);
-        done.run_steps(3);
-        results.add(done.try_snapshot(name("finished")));
-
-        let mut error = window(size, ScriptedEngine::default(), written_draft());
-        error.run();
-        failed(&mut error);
-        error.run_steps(3);
-        assert!(
-            error.state().engine().sent.borrow().iter().any(|r| matches!(r, Request::Generate { .. })),
-            "the failed start was asked for"
-        );
-        results.add(error.try_snapshot(name("error")));
+        for scene in &scenes {
+            let mut h = window(size, ScriptedEngine::default(), (scene.draft)());
+            h.run();
+            (scene.play)(&mut h);
+            h.run_steps(3);
+            results.add(h.try_snapshot(format!("{}-{}x{}", scene.state, size.0, size.1)));
+        }
     }
     results.unwrap();
 }

@@ -116,13 +116,18 @@ pub fn wait_for_device_probe(limit: std::time::Duration) {
     let _ = PROBE_DONE.wait_timeout_while(running, limit, |n| *n > 0);
 }
 
+/// A model download on its thread: storing `true` in `stop` ends it (a pause); `discard`, set by
+/// a cancel, has it remove what it fetched once stopped.
+struct RunningDownload {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    discard: bool,
+}
+
 pub struct InProcessEngine {
     jobs: mpsc::Sender<(JobId, Recipe)>,
     outbox: Outbox,
-    /// Set while a model download runs; storing `true` in it pauses that download.
-    download: Arc<Mutex<Option<Arc<std::sync::atomic::AtomicBool>>>>,
-    /// Set by a cancel: the download, once stopped, removes what it fetched.
-    discard_download: Arc<std::sync::atomic::AtomicBool>,
+    /// The model download while one runs.
+    download: Arc<Mutex<Option<RunningDownload>>>,
     librarian: mpsc::Sender<ToLibrarian>,
     events: mpsc::Receiver<EngineEvent>,
     running: Running,
@@ -196,17 +201,7 @@ impl InProcessEngine {
                 }
             }
         });
-        InProcessEngine {
-            jobs,
-            outbox,
-            download: Arc::default(),
-            discard_download: Arc::default(),
-            librarian,
-            events,
-            running,
-            unqueued,
-            players,
-        }
+        InProcessEngine { jobs, outbox, download: Arc::default(), librarian, events, running, unqueued, players }
     }
 
     /// The model's download on a thread of its own (one at a time), its progress a few times a
@@ -217,9 +212,8 @@ impl InProcessEngine {
             return;
         }
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        *slot = Some(stop.clone());
-        self.discard_download.store(false, std::sync::atomic::Ordering::Relaxed);
-        let (outbox, download, discard) = (self.outbox.clone(), self.download.clone(), self.discard_download.clone());
+        *slot = Some(RunningDownload { stop: stop.clone(), discard: false });
+        let (outbox, download) = (self.outbox.clone(), self.download.clone());
         std::thread::spawn(move || {
             let last = std::cell::Cell::new(std::time::Instant::now() - std::time::Duration::from_secs(1));
             let report = |done: u64, total: u64, file: &str| {
@@ -232,31 +226,28 @@ impl InProcessEngine {
             let mut result = crate::model_download::download_with(None, "main", &progress)
                 .map(|dir| dir.display().to_string())
                 .map_err(|e| format!("{e:#}"));
-            // The lock held while the cancel is read and the slot emptied: a cancel comes before
+            // The lock held while the slot is emptied and the cancel done: a cancel comes before
             // (and is done here) or after (and finds no download running).
             let mut slot = download.lock().expect("not poisoned");
-            if result.is_err() && discard.load(std::sync::atomic::Ordering::Relaxed) {
+            if slot.take().is_some_and(|d| d.discard) && result.is_err() {
                 result = Err(match crate::model_download::discard_partial(&crate::model_download::default_dir()) {
                     Ok(()) => "cancelled; what it had fetched is removed".into(),
                     Err(e) => format!("cancelled, but {e:#}"),
                 });
             }
-            *slot = None;
             drop(slot);
             outbox.send(EngineEvent::DownloadEnded { result });
             send_models(&outbox);
         });
     }
-}
 
-impl InProcessEngine {
     /// Stops a running download, which then removes what it fetched; with none running, removes
     /// what an earlier one left.
     fn cancel_download(&self) {
-        let slot = self.download.lock().expect("not poisoned");
-        if let Some(stop) = slot.as_ref() {
-            self.discard_download.store(true, std::sync::atomic::Ordering::Relaxed);
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut slot = self.download.lock().expect("not poisoned");
+        if let Some(running) = slot.as_mut() {
+            running.discard = true;
+            running.stop.store(true, std::sync::atomic::Ordering::Relaxed);
             return;
         }
         drop(slot);
@@ -319,8 +310,8 @@ impl Engine for InProcessEngine {
             Request::ChooseModelFolder => choose_model_folder(&self.outbox),
             Request::CancelDownload => self.cancel_download(),
             Request::PauseDownload => {
-                if let Some(stop) = self.download.lock().expect("not poisoned").as_ref() {
-                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                if let Some(running) = self.download.lock().expect("not poisoned").as_ref() {
+                    running.stop.store(true, std::sync::atomic::Ordering::Relaxed);
                 }
             }
             other => {

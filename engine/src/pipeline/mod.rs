@@ -103,8 +103,11 @@ fn synthetic_geometry(constants: &PipelineConstants) -> Geometry {
 
 /// The workload of a song of `prompt` tokens and `frames` frames on `device`.
 fn workload(device: &Device, prompt: usize, frames: usize) -> Workload {
-    let gpu = device.kind() != DeviceKind::Cpu;
-    Workload { precision: device.precision(), prompt, frames, runtime: if gpu { 0.6e9 } else { 0.0 }, gpu }
+    if device.kind() == DeviceKind::Cpu {
+        Workload { precision: device.precision(), prompt, frames, runtime: 0.0, gpu: false }
+    } else {
+        Workload::on_gpu(device.precision(), prompt, frames)
+    }
 }
 
 /// The budget: the one asked for, else (on a GPU) the device's free memory.

@@ -2,8 +2,9 @@
 //! variation (its recipe with a new seed), rename, export (float32 or 16-bit, to a folder the
 //! settings keep) and delete (after a confirmation).
 
-use crate::app::{Settings, choice_ui};
+use crate::app::Settings;
 use crate::contract::{ExportFormat, Request, SongEntry, SongId};
+use crate::panels::choice_ui;
 
 /// What the user asked for in the panel.
 pub enum Action {

@@ -14,3 +14,23 @@ pub use model::ModelPanel;
 pub use parameters::ParametersPanel;
 pub use player::PlayerPanel;
 pub use progress::ProgressPanel;
+
+/// A drop-down of `options` for `value`, named by the label `label`.
+pub(crate) fn choice_ui<T: PartialEq + Clone>(
+    ui: &mut egui::Ui,
+    label: egui::Id,
+    id: &str,
+    value: &mut T,
+    options: &[(T, &str)],
+) -> egui::Response {
+    let selected = options.iter().find(|(v, _)| v == value).map_or("", |(_, name)| *name);
+    egui::ComboBox::from_id_salt(id)
+        .selected_text(selected)
+        .show_ui(ui, |ui| {
+            for (option, name) in options {
+                ui.selectable_value(value, option.clone(), *name);
+            }
+        })
+        .response
+        .labelled_by(label)
+}

@@ -166,8 +166,4 @@ impl ModelPanel {
             }
         }
     }
-
-    pub fn is_downloading(&self) -> bool {
-        self.download.is_some()
-    }
 }

@@ -4,9 +4,9 @@
 
 use egui::Color32;
 
-use crate::app::choice_ui;
 use crate::contract::{DeviceStatus, PRECISIONS, Recipe, WEIGHTS};
 use crate::duration;
+use crate::panels::choice_ui;
 
 #[derive(Default)]
 pub struct ParametersPanel {
