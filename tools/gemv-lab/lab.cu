@@ -1,8 +1,11 @@
 // A measuring bench for the decode step's quantized products, built and run on the GPU machine
 // with nvcc (tools/gemv-lab/run.sh): the engine's kernels (kernels/gemv_quant.cu, kernels/gemv.cu)
-// beside candidate designs, each timed over enough copies of its weights that L2 (50 MB on an
-// H200) holds none of them, as in a decode step that reads every layer once. Prints GB/s over the
-// bytes read (weights, scales, offsets) and each candidate's distance to the engine's kernel.
+// beside candidate designs (candidates.cu), each timed over enough copies of its weights that L2
+// (50 MB on an H200) holds none of them, as in a decode step that reads every layer once. Each is
+// timed twice: launched plainly, one after another, and chained as the decode step launches its
+// kernels (programmatic dependent launch: the next kernel's blocks start, and fetch their first
+// weights, while the one before drains). Prints GB/s over the bytes read (weights, scales,
+// offsets), the share of the device-copy ceiling, and each candidate's distance to the engine.
 
 #include <cstdio>
 #include <cstdlib>
@@ -14,13 +17,8 @@
 #undef INFINITY
 #include "../../kernels/common.cuh"
 #include "../../kernels/gemv.cu"
-// The kernels as they were (run.sh puts them in namespace `before`), then as they are.
-#include "/tmp/gemv_quant_before.cu"
-#undef QROWS
-#undef QM
-#undef GEMV_Q_FOR
-#undef GEMV_Q_ALL
 #include "../../kernels/gemv_quant.cu"
+#include "candidates.cu"
 
 #define CHECK(x)                                                                 \
     do {                                                                         \
@@ -102,16 +100,32 @@ static void release(Weights& q) {
 }
 
 static cudaEvent_t e0, e1;
+static cudaStream_t stream;
 static double copy_ceiling;
+
+// One launch on the lab's stream, chained (programmatic dependent launch) or not.
+template <typename... Params, typename... Args>
+static void launch(bool chained, void (*kernel)(Params...), int grid, int threads, Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(threads);
+    cfg.stream = stream;
+    cudaLaunchAttribute attr = {};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = chained ? 1 : 0;
+    CHECK(cudaLaunchKernelEx(&cfg, kernel, ((Params)args)...));
+}
 
 template <typename F>
 static double time_us(int copies, F launch) {
     for (int i = 0; i < 10; i++) launch(i % copies);
     CHECK(cudaDeviceSynchronize());
     const int reps = 300;
-    cudaEventRecord(e0);
+    cudaEventRecord(e0, stream);
     for (int i = 0; i < reps; i++) launch(i % copies);
-    cudaEventRecord(e1);
+    cudaEventRecord(e1, stream);
     CHECK(cudaEventSynchronize(e1));
     float ms;
     cudaEventElapsedTime(&ms, e0, e1);
@@ -130,19 +144,49 @@ static double rel_rms(const std::vector<float>& a, const std::vector<float>& b) 
 
 static std::vector<float> fetch(const float* d, size_t n) {
     std::vector<float> h(n);
+    CHECK(cudaStreamSynchronize(stream));
     CHECK(cudaMemcpy(h.data(), d, n * 4, cudaMemcpyDeviceToHost));
     return h;
 }
 
+// Threads a block of the engine's kernels runs with (engine/src/cuda/products.rs, threads()).
 static int engine_threads(int bits, int k, int most) {
     int loads = k / (bits == 8 ? 16 : 32);
     int t = (loads + 31) / 32 * 32;
-    return t < most ? t : most;
+    return t < 32 ? 32 : t < most ? t : most;
+}
+
+typedef void (*PlainKernel)(const unsigned int*, const unsigned short*, const unsigned short*, const unsigned int*,
+                            const float*, const float*, float*, int, int, int);
+typedef void (*SwigluKernel)(const unsigned int*, const unsigned short*, const unsigned short*, const unsigned int*,
+                             const unsigned short*, const unsigned short*, const unsigned int*, const float*,
+                             const float*, float*, int, int, int);
+typedef void (*Group3Kernel)(const unsigned int*, const unsigned short*, const unsigned short*, const unsigned int*,
+                             const unsigned short*, const unsigned short*, const unsigned int*, const unsigned short*,
+                             const unsigned short*, float*, float*, float*, const unsigned int*, const float*,
+                             const float*, int, int, int, int, int);
+
+// A kernel to time: the engine's, or a candidate with its loads in flight a row and threads.
+template <typename K>
+struct Variant {
+    const char* name;
+    K kernel;
+    int threads;
+};
+
+static void report(int bits, const char* shape, const char* form, double bytes, const char* name, int threads,
+                   double plain, double chained, double distance) {
+    printf("q%d %-20s %-7s %6.1f MB  %-16s T=%3d  plain %6.2f us %5.0f GB/s (%3.0f %%)  chained %6.2f us %5.0f GB/s "
+           "(%3.0f %%)  distance %.1e\n",
+           bits, shape, form, bytes / 1e6, name, threads, plain, bytes / plain / 1e3,
+           100.0 * bytes / plain / 1e3 / copy_ceiling, chained, bytes / chained / 1e3,
+           100.0 * bytes / chained / 1e3 / copy_ceiling, distance);
 }
 
 int main() {
     CHECK(cudaEventCreate(&e0));
     CHECK(cudaEventCreate(&e1));
+    CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     // Ceilings: a 1 GiB device copy (read + written) and a read-only pass over 1 GiB.
     {
         size_t n = 1ul << 30;
@@ -151,8 +195,8 @@ int main() {
         CHECK(cudaMalloc(&b, n));
         unsigned int* sink;
         CHECK(cudaMalloc(&sink, 4));
-        double copy = time_us(1, [&](int) { cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice); });
-        double read = time_us(1, [&](int) { read_all<<<132 * 8, 512>>>((const uint4*)a, n / 16, sink); });
+        double copy = time_us(1, [&](int) { cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, stream); });
+        double read = time_us(1, [&](int) { read_all<<<132 * 8, 512, 0, stream>>>((const uint4*)a, n / 16, sink); });
         copy_ceiling = 2 * n / copy / 1e3;
         printf("ceiling: device copy %.0f GB/s (read + written), read-only %.0f GB/s\n", 2 * n / copy / 1e3,
                n / read / 1e3);
@@ -180,64 +224,77 @@ int main() {
     CHECK(cudaMalloc(&xq, 8 * 12288));
     CHECK(cudaMalloc(&xs, 8 * 12288 / 32 * 4));
     CHECK(cudaMalloc(&xsum, 2 * 8 * 12288 / 32 * 4));
+    CHECK(cudaDeviceSynchronize());
     for (int bits : {8, 4}) {
         for (Shape sh : shapes) {
-            int k = sh.k, n = sh.n;
+            int k = sh.k, n = sh.n, loads = k / (bits == 8 ? 16 : 32);
             Weights q = make(bits, k, n);
             double mb = q.bytes();
             int t = engine_threads(bits, k, 256);
-            auto prepass = [&](bool norm) {
+            auto prepass = [&](bool chained, bool norm) {
                 int threads = k / 4 < 1024 ? k / 4 : 1024;
-                quantize_activations<<<M, threads>>>(x, norm ? gain : nullptr, 1e-6f, xq, xs, (float2*)xsum, k, bits);
+                launch(chained, quantize_activations, M, threads, x, norm ? gain : nullptr, 1e-6f, xq, xs,
+                       (float2*)xsum, k, bits);
             };
-            double t_pre = time_us(1, [&](int) { prepass(false); });
-            auto before = [&](int c) {
-                if (bits == 8)
-                    before::gemv_q8_m2<<<(n + 3) / 4, t>>>(q.w(c), q.s(c), q.o(c), x, y_ref, M, k, n);
-                else
-                    before::gemv_q4_m2<<<(n + 3) / 4, t>>>(q.w(c), q.s(c), q.o(c), x, y_ref, M, k, n);
-            };
-            auto now = [&](int c) {
-                if (bits == 8)
-                    gemv_q8_m2<<<(n + 7) / 8, t>>>(q.w(c), q.s(c), q.o(c), xq, xs, xsum, y, M, k, n);
-                else
-                    gemv_q4_m2<<<(n + 7) / 8, t>>>(q.w(c), q.s(c), q.o(c), xq, xs, xsum, y, M, k, n);
-            };
-            prepass(false);
-            double t_before = time_us(q.copies, before), t_now = time_us(q.copies, now);
-            double t_both = time_us(q.copies, [&](int c) { prepass(false); now(c); });
-            before(0);
-            now(0);
-            auto ref = fetch(y_ref, (size_t)M * n), got = fetch(y, (size_t)M * n);
-            printf("q%d %-20s %6.1f MB  plain   before %7.2f us %5.0f GB/s   now %7.2f us %5.0f GB/s  (%.0f %% of copy)  distance %.2e; prepass %.2f us, both %.2f us\n",
-                   bits, sh.name, mb / 1e6, t_before, mb / t_before / 1e3, t_now, mb / t_now / 1e3,
-                   100.0 * mb / t_now / 1e3 / copy_ceiling, rel_rms(got, ref), t_pre, t_both);
+            prepass(false, false);
+            std::vector<Variant<PlainKernel>> variants = {
+                {"engine", bits == 8 ? gemv_q8_m2 : gemv_q4_m2, t}};
+            {
+                int half = engine_threads(bits, k / 2, 256);
+                variants.push_back({"halving", bits == 8 ? cand::gemv<8, 1> : cand::gemv<4, 1>, t});
+                variants.push_back({"halving", bits == 8 ? cand::gemv<8, 1> : cand::gemv<4, 1>, half});
+                variants.push_back({"lean, 3 blocks", bits == 8 ? cand::gemv_lean<8, 3> : cand::gemv_lean<4, 3>, t});
+                variants.push_back({"lean, 4 blocks", bits == 8 ? cand::gemv_lean<8, 4> : cand::gemv_lean<4, 4>, t});
+                variants.push_back({"lean, 4 blocks", bits == 8 ? cand::gemv_lean<8, 4> : cand::gemv_lean<4, 4>, half});
+                variants.push_back({"lean, 6 blocks", bits == 8 ? cand::gemv_lean<8, 6> : cand::gemv_lean<4, 6>, half});
+            }
+            launch(false, variants[0].kernel, (n + 7) / 8, t, q.w(0), q.s(0), q.o(0), xq, xs, xsum, y_ref, M, k, n);
+            auto ref = fetch(y_ref, (size_t)M * n);
+            for (auto& v : variants) {
+                auto run = [&](bool chained) {
+                    return time_us(q.copies, [&](int c) {
+                        launch(chained, v.kernel, (n + 7) / 8, v.threads, q.w(c), q.s(c), q.o(c), xq, xs, xsum, y,
+                               M, k, n);
+                    });
+                };
+                double plain = run(false), chained = run(true);
+                launch(false, v.kernel, (n + 7) / 8, v.threads, q.w(0), q.s(0), q.o(0), xq, xs, xsum, y, M, k, n);
+                report(bits, sh.name, "plain", mb, v.name, v.threads, plain, chained, rel_rms(fetch(y, (size_t)M * n), ref));
+            }
+            {
+                double pre = time_us(1, [&](int) { prepass(true, false); });
+                double both = time_us(q.copies, [&](int c) {
+                    prepass(true, false);
+                    launch(true, variants[0].kernel, (n + 7) / 8, t, q.w(c), q.s(c), q.o(c), xq, xs, xsum, y, M, k, n);
+                });
+                printf("q%d %-20s loads a row %d; the activations' quantization alone, chained %.2f us; engine + it, chained %.2f us\n",
+                       bits, sh.name, loads, pre, both);
+            }
             if (sh.n == 12288) {
                 // SwiGLU with the norm: gate and up are two copies of the weights.
+                prepass(false, true);
                 int t2 = engine_threads(bits, k, 128);
-                auto sw_before = [&](int c) {
+                std::vector<Variant<SwigluKernel>> sw = {{"engine", bits == 8 ? gemv_swiglu_q8_m2 : gemv_swiglu_q4_m2, t2}};
+                sw.push_back({"halving", bits == 8 ? cand::swiglu<8, 1> : cand::swiglu<4, 1>, t2});
+                for (int half : {t2, engine_threads(bits, k / 2, 128)}) {
+                    sw.push_back({"lean, 4 blocks", bits == 8 ? cand::swiglu_lean<8, 4> : cand::swiglu_lean<4, 4>, half});
+                    sw.push_back({"lean, 6 blocks", bits == 8 ? cand::swiglu_lean<8, 6> : cand::swiglu_lean<4, 6>, half});
+                    sw.push_back({"lean, 8 blocks", bits == 8 ? cand::swiglu_lean<8, 8> : cand::swiglu_lean<4, 8>, half});
+                }
+                auto go = [&](Variant<SwigluKernel>& v, bool chained, int c, float* out) {
                     int d = (c + 1) % q.copies;
-                    if (bits == 8)
-                        before::gemv_swiglu_q8_m2<<<(n + 3) / 4, t2>>>(q.w(c), q.s(c), q.o(c), q.w(d), q.s(d), q.o(d), x, gain, 1e-6f, y_ref, M, k, n);
-                    else
-                        before::gemv_swiglu_q4_m2<<<(n + 3) / 4, t2>>>(q.w(c), q.s(c), q.o(c), q.w(d), q.s(d), q.o(d), x, gain, 1e-6f, y_ref, M, k, n);
+                    launch(chained, v.kernel, (n + 3) / 4, v.threads, q.w(c), q.s(c), q.o(c), q.w(d), q.s(d), q.o(d),
+                           xq, xs, xsum, out, M, k, n);
                 };
-                auto sw_now = [&](int c) {
-                    int d = (c + 1) % q.copies;
-                    if (bits == 8)
-                        gemv_swiglu_q8_m2<<<(n + 3) / 4, t2>>>(q.w(c), q.s(c), q.o(c), q.w(d), q.s(d), q.o(d), xq, xs, xsum, y, M, k, n);
-                    else
-                        gemv_swiglu_q4_m2<<<(n + 3) / 4, t2>>>(q.w(c), q.s(c), q.o(c), q.w(d), q.s(d), q.o(d), xq, xs, xsum, y, M, k, n);
-                };
-                prepass(true);
-                double a = time_us(q.copies, sw_before), b = time_us(q.copies, sw_now);
-                sw_before(0);
-                sw_now(0);
+                go(sw[0], false, 0, y_ref);
                 ref = fetch(y_ref, (size_t)M * n);
-                got = fetch(y, (size_t)M * n);
-                printf("q%d %-20s %6.1f MB  swiglu  before %7.2f us %5.0f GB/s   now %7.2f us %5.0f GB/s  (%.0f %% of copy)  distance %.2e\n",
-                       bits, sh.name, 2 * mb / 1e6, a, 2 * mb / a / 1e3, b, 2 * mb / b / 1e3,
-                       100.0 * 2 * mb / b / 1e3 / copy_ceiling, rel_rms(got, ref));
+                for (auto& v : sw) {
+                    double plain = time_us(q.copies, [&](int c) { go(v, false, c, y); });
+                    double chained = time_us(q.copies, [&](int c) { go(v, true, c, y); });
+                    go(v, false, 0, y);
+                    report(bits, sh.name, "swiglu", 2 * mb, v.name, v.threads, plain, chained,
+                           rel_rms(fetch(y, (size_t)M * n), ref));
+                }
             }
             release(q);
         }
@@ -246,35 +303,37 @@ int main() {
             int k = 4096;
             Weights q = make(bits, k, 6144);
             double mb = q.bytes();
-            int t = engine_threads(bits, k, 256);
             long wq = (long)4096 * q.words_per / 6144, gq = (long)4096 * q.groups_per / 6144;
             long wk = (long)1024 * q.words_per / 6144, gk = (long)1024 * q.groups_per / 6144;
-            auto run = [&](int c, bool now) {
+            std::vector<Variant<Group3Kernel>> g3 = {
+                {"engine", bits == 8 ? gemv_group3_q8_m2 : gemv_group3_q4_m2, engine_threads(bits, k, 256)}};
+            {
+                int t = engine_threads(bits, k, 256), half = engine_threads(bits, k / 2, 256);
+                g3.push_back({"halving", bits == 8 ? cand::group3<8, 1> : cand::group3<4, 1>, t});
+                g3.push_back({"halving", bits == 8 ? cand::group3<8, 1> : cand::group3<4, 1>, half});
+                g3.push_back({"lean, 3 blocks", bits == 8 ? cand::group3_lean<8, 3> : cand::group3_lean<4, 3>, t});
+                g3.push_back({"lean, 4 blocks", bits == 8 ? cand::group3_lean<8, 4> : cand::group3_lean<4, 4>, t});
+                g3.push_back({"lean, 4 blocks", bits == 8 ? cand::group3_lean<8, 4> : cand::group3_lean<4, 4>, half});
+                g3.push_back({"lean, 6 blocks", bits == 8 ? cand::group3_lean<8, 6> : cand::group3_lean<4, 6>, half});
+            }
+            auto go = [&](Variant<Group3Kernel>& v, bool chained, int c, float* out) {
                 const unsigned int* w0 = q.w(c); const unsigned short* s0 = q.s(c); const unsigned short* o0 = q.o(c);
                 const unsigned int *w1 = w0 + wq, *w2 = w0 + wq + wk;
                 const unsigned short *s1 = s0 + gq, *s2 = s0 + gq + gk, *o1 = o0 + gq, *o2 = o0 + gq + gk;
-                if (now) {
-                    int blocks = 4096 / 8 + 1024 / 8 + 1024 / 8;
-                    if (bits == 8) gemv_group3_q8_m2<<<blocks, t>>>(w0, s0, o0, w1, s1, o1, w2, s2, o2, y, y2, y3, xq, xs, xsum, M, k, 4096, 1024, 1024);
-                    else gemv_group3_q4_m2<<<blocks, t>>>(w0, s0, o0, w1, s1, o1, w2, s2, o2, y, y2, y3, xq, xs, xsum, M, k, 4096, 1024, 1024);
-                } else {
-                    int blocks = 4096 / 4 + 1024 / 4 + 1024 / 4;
-                    if (bits == 8) before::gemv_group3_q8_m2<<<blocks, t>>>(w0, s0, o0, w1, s1, o1, w2, s2, o2, y_ref, y2, y3, x, gain, 1e-6f, M, k, 4096, 1024, 1024);
-                    else before::gemv_group3_q4_m2<<<blocks, t>>>(w0, s0, o0, w1, s1, o1, w2, s2, o2, y_ref, y2, y3, x, gain, 1e-6f, M, k, 4096, 1024, 1024);
-                }
+                int blocks = 4096 / 8 + 1024 / 8 + 1024 / 8;
+                launch(chained, v.kernel, blocks, v.threads, w0, s0, o0, w1, s1, o1, w2, s2, o2, out, y2, y3, xq, xs,
+                       xsum, M, k, 4096, 1024, 1024);
             };
-            {
-                int threads = 1024;
-                quantize_activations<<<M, threads>>>(x, gain, 1e-6f, xq, xs, (float2*)xsum, k, bits);
+            launch(false, quantize_activations, M, 1024, x, gain, 1e-6f, xq, xs, (float2*)xsum, k, bits);
+            go(g3[0], false, 0, y_ref);
+            auto ref = fetch(y_ref, (size_t)M * 4096);
+            for (auto& v : g3) {
+                double plain = time_us(q.copies, [&](int c) { go(v, false, c, y); });
+                double chained = time_us(q.copies, [&](int c) { go(v, true, c, y); });
+                go(v, false, 0, y);
+                report(bits, "q/k/v 4096->6144", "qkv", mb, v.name, v.threads, plain, chained,
+                       rel_rms(fetch(y, (size_t)M * 4096), ref));
             }
-            double a = time_us(q.copies, [&](int c) { run(c, false); });
-            double b = time_us(q.copies, [&](int c) { run(c, true); });
-            run(0, false);
-            run(0, true);
-            auto ref = fetch(y_ref, (size_t)M * 4096), got = fetch(y, (size_t)M * 4096);
-            printf("q%d %-20s %6.1f MB  qkv     before %7.2f us %5.0f GB/s   now %7.2f us %5.0f GB/s  (%.0f %% of copy)  distance %.2e\n",
-                   bits, "q/k/v 4096->6144", mb / 1e6, a, mb / a / 1e3, b, mb / b / 1e3,
-                   100.0 * mb / b / 1e3 / copy_ceiling, rel_rms(got, ref));
             release(q);
         }
     }
@@ -287,11 +346,15 @@ int main() {
         unsigned int* w;
         CHECK(cudaMalloc(&w, words * 4 * copies));
         fill_words<<<1024, 256>>>(w, words * copies, 5);
-        // Keep the bf16 values finite: clear each half's exponent top bit.
-        double tb = time_us(copies, [&](int c) {
-            gemv_bf16_k8_m2<<<(n + 3) / 4, 256>>>((const bf16_t*)(w + c * words), x, y, k, n);
-        });
-        printf("bf16 %-20s %6.1f MB  engine     %7.2f us %6.0f GB/s\n", sh.name, mb / 1e6, tb, mb / tb / 1e3);
+        CHECK(cudaDeviceSynchronize());
+        auto run = [&](bool chained) {
+            return time_us(copies, [&](int c) {
+                launch(chained, gemv_bf16_k8_m2, (n + 3) / 4, 256, (const bf16_t*)(w + c * words), (const float*)x, y, k, n);
+            });
+        };
+        double plain = run(false), chained = run(true);
+        printf("bf16 %-20s %6.1f MB  engine  plain %6.2f us %5.0f GB/s  chained %6.2f us %5.0f GB/s\n", sh.name,
+               mb / 1e6, plain, mb / plain / 1e3, chained, mb / chained / 1e3);
         cudaFree(w);
     }
     return 0;

@@ -1,0 +1,213 @@
+// Candidate designs of the quantized decode products, beside the engine's (kernels/gemv_quant.cu,
+// whose types and q_dot they reuse). lab.cu times both. The candidates differ from the engine's
+// gemv_q_rows in two places:
+// - PIPE weight loads of each row in flight a thread (the engine: 1), so a thread can own more of
+//   a row and a block fewer threads for the same bytes;
+// - the block's partial sums reduced by halving: each of a warp's 5 shuffle steps hands half of a
+//   lane's remaining values to its partner, so the R * M sums of a thread take about R * M
+//   shuffles instead of 5 R * M (at one load a row a thread the old reduction was as many
+//   instructions as the dot products).
+
+namespace cand {
+
+// Sums each of N values over the warp's lanes: halving while more than one value is left, then
+// plain butterfly steps. Afterwards v[j] (j < max(N / 32, 1)) holds the warp's total of value
+// `base + j`; lanes differing only in the bits of `plain` hold the same totals.
+template <int N, int O>
+__device__ __forceinline__ void halve(float* v, int lane, int& base, int& plain) {
+    if constexpr (O > 0) {
+        if constexpr (N > 1) {
+            constexpr int H = N / 2;
+            bool high = lane & O;
+#pragma unroll
+            for (int j = 0; j < H; j++) {
+                float keep = high ? v[j + H] : v[j];
+                float send = high ? v[j] : v[j + H];
+                v[j] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+            }
+            if (high) base += H;
+            halve<H, O / 2>(v, lane, base, plain);
+        } else {
+            v[0] += __shfl_xor_sync(0xffffffffu, v[0], O);
+            plain |= O;
+            halve<1, O / 2>(v, lane, base, plain);
+        }
+    }
+}
+
+template <int BITS, int M, int EPI, int WARPS, int PIPE, bool LEAN = false>
+__device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, QInput x, const float* __restrict__ residual,
+                                            float* __restrict__ y, int m, int k, int n, int row0) {
+    constexpr int W = EPI == QEPI_SWIGLU ? 2 : 1;
+    constexpr int R = QROWS / W;
+    constexpr int N = W * R * M;
+    constexpr int PER = QLayout<BITS>::PER_LOAD;
+    __shared__ float partial[WARPS][N];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    int loads = k / PER, groups = k / 32;
+    float acc[N];
+#pragma unroll
+    for (int f = 0; f < N; f++) acc[f] = 0.0f;
+    const uint4* words[W][R];
+    const unsigned short* scales[W][R];
+    const unsigned short* offsets[W][R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        long row = min(row0 + r, n - 1);
+        words[0][r] = a.words + row * loads;
+        scales[0][r] = a.scales + row * groups;
+        offsets[0][r] = BITS == 4 ? a.offsets + row * groups : a.scales;
+        if (EPI == QEPI_SWIGLU) {
+            words[W - 1][r] = b.words + row * loads;
+            scales[W - 1][r] = b.scales + row * groups;
+            offsets[W - 1][r] = BITS == 4 ? b.offsets + row * groups : b.scales;
+        }
+    }
+    if (threadIdx.x < loads)
+#pragma unroll
+        for (int h = 0; h < W; h++)
+#pragma unroll
+            for (int r = 0; r < R; r++) prefetch_l2(words[h][r] + threadIdx.x);
+    pdl_wait();
+    pdl_trigger();
+    for (int c0 = threadIdx.x; c0 < loads; c0 += PIPE * blockDim.x) {
+        uint4 p[PIPE][W][R];
+        float s[PIPE][W][R], o[PIPE][W][R];
+#pragma unroll
+        for (int u = 0; u < PIPE; u++) {
+            int c = min(c0 + u * (int)blockDim.x, loads - 1);
+            int group = BITS == 8 ? c >> 1 : c;
+#pragma unroll
+            for (int h = 0; h < W; h++)
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    if (LEAN) {
+                        // Row r of this block, the last row standing in for rows past the end.
+                        int rr = min(r, n - 1 - row0);
+                        QMatrix q = h == 0 ? a : b;
+                        p[u][h][r] = q.words[(long)row0 * loads + rr * loads + c];
+                        s[u][h][r] = f16_to_f32(q.scales[(long)row0 * groups + rr * groups + group]);
+                        o[u][h][r] = BITS == 4 ? f16_to_f32(q.offsets[(long)row0 * groups + rr * groups + group]) : 0.0f;
+                    } else {
+                        p[u][h][r] = words[h][r][c];
+                        s[u][h][r] = f16_to_f32(scales[h][r][group]);
+                        o[u][h][r] = BITS == 4 ? f16_to_f32(offsets[h][r][group]) : 0.0f;
+                    }
+                }
+        }
+#pragma unroll
+        for (int u = 0; u < PIPE; u++) {
+            int c = c0 + u * (int)blockDim.x;
+            if (c >= loads) break;
+            int group = BITS == 8 ? c >> 1 : c;
+#pragma unroll
+            for (int i = 0; i < M; i++) {
+                if (i >= m) break;
+                const uint4* xr = x.q + (long)i * (k / 16) + (BITS == 8 ? c : 2 * c);
+                uint4 xa = xr[0], xb = BITS == 4 ? xr[1] : xa;
+                float sx = x.scales[(long)i * groups + group];
+                float2 tx = BITS == 4 ? x.sums[(long)i * groups + group] : make_float2(0.0f, 0.0f);
+#pragma unroll
+                for (int h = 0; h < W; h++)
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        float d = (float)q_dot<BITS>(p[u][h][r], xa, xb);
+                        float extra = BITS == 4 ? o[u][h][r] * tx.x + s[u][h][r] * (7.5f * tx.y) : 0.0f;
+                        acc[(h * R + r) * M + i] += d * (s[u][h][r] * sx) + extra;
+                    }
+            }
+        }
+    }
+    int base = 0, plain = 0;
+    halve<N, 16>(acc, lane, base, plain);
+    if ((lane & plain) == 0) {
+        constexpr int LEFT = N > 32 ? N / 32 : 1;
+#pragma unroll
+        for (int j = 0; j < LEFT; j++) partial[warp][base + j] = acc[j];
+    }
+    __syncthreads();
+    for (int t = threadIdx.x; t < R * M; t += blockDim.x) {
+        int r = t / M, i = t % M;
+        float sum[W];
+#pragma unroll
+        for (int h = 0; h < W; h++) {
+            sum[h] = 0.0f;
+#pragma unroll
+            for (int wi = 0; wi < WARPS; wi++)
+                if (wi < warps) sum[h] += partial[wi][(h * R + r) * M + i];
+        }
+        long out = (long)i * n + row0 + r;
+        if (row0 + r < n && i < m) {
+            if (EPI == QEPI_PLAIN) y[out] = sum[0];
+            if (EPI == QEPI_ADD) y[out] = residual[out] + sum[0];
+            if (EPI == QEPI_SWIGLU) y[out] = sum[0] / (1.0f + expf(-sum[0])) * sum[W - 1];
+        }
+    }
+}
+
+template <int BITS, int PIPE>
+__global__ void __launch_bounds__(256) gemv(const unsigned int* w, const unsigned short* w_s,
+                                            const unsigned short* w_o, QX_ARGS, float* __restrict__ y, int m,
+                                            int k, int n) {
+    gemv_q_rows<BITS, 2, QEPI_PLAIN, 8, PIPE>(QM(w), QM(w), QX, nullptr, y, m, k, n, blockIdx.x * QROWS);
+}
+
+template <int BITS, int PIPE>
+__global__ void __launch_bounds__(128) swiglu(const unsigned int* gate, const unsigned short* gate_s,
+                                              const unsigned short* gate_o, const unsigned int* up,
+                                              const unsigned short* up_s, const unsigned short* up_o, QX_ARGS,
+                                              float* __restrict__ y, int m, int k, int n) {
+    gemv_q_rows<BITS, 2, QEPI_SWIGLU, 4, PIPE>(QM(gate), QM(up), QX, nullptr, y, m, k, n, blockIdx.x * (QROWS / 2));
+}
+
+template <int BITS, int PIPE>
+__global__ void __launch_bounds__(256) group3(const unsigned int* w0, const unsigned short* w0_s,
+                                              const unsigned short* w0_o, const unsigned int* w1,
+                                              const unsigned short* w1_s, const unsigned short* w1_o,
+                                              const unsigned int* w2, const unsigned short* w2_s,
+                                              const unsigned short* w2_o, float* __restrict__ y0,
+                                              float* __restrict__ y1, float* __restrict__ y2, QX_ARGS, int m, int k,
+                                              int n0, int n1, int n2) {
+    int b0 = (n0 + QROWS - 1) / QROWS, b1 = (n1 + QROWS - 1) / QROWS;
+    int b = blockIdx.x;
+    QMatrix w = b < b0 ? QM(w0) : b < b0 + b1 ? QM(w1) : QM(w2);
+    float* y = b < b0 ? y0 : b < b0 + b1 ? y1 : y2;
+    int n = b < b0 ? n0 : b < b0 + b1 ? n1 : n2;
+    int row0 = (b < b0 ? b : b < b0 + b1 ? b - b0 : b - b0 - b1) * QROWS;
+    gemv_q_rows<BITS, 2, QEPI_PLAIN, 8, PIPE>(w, w, QX, nullptr, y, m, k, n, row0);
+}
+
+template <int BITS, int MINB>
+__global__ void __launch_bounds__(256, MINB) gemv_lean(const unsigned int* w, const unsigned short* w_s,
+                                                       const unsigned short* w_o, QX_ARGS, float* __restrict__ y,
+                                                       int m, int k, int n) {
+    gemv_q_rows<BITS, 2, QEPI_PLAIN, 8, 1, true>(QM(w), QM(w), QX, nullptr, y, m, k, n, blockIdx.x * QROWS);
+}
+
+template <int BITS, int MINB>
+__global__ void __launch_bounds__(128, MINB) swiglu_lean(const unsigned int* gate, const unsigned short* gate_s,
+                                                         const unsigned short* gate_o, const unsigned int* up,
+                                                         const unsigned short* up_s, const unsigned short* up_o,
+                                                         QX_ARGS, float* __restrict__ y, int m, int k, int n) {
+    gemv_q_rows<BITS, 2, QEPI_SWIGLU, 4, 1, true>(QM(gate), QM(up), QX, nullptr, y, m, k, n,
+                                                  blockIdx.x * (QROWS / 2));
+}
+
+template <int BITS, int MINB>
+__global__ void __launch_bounds__(256, MINB) group3_lean(const unsigned int* w0, const unsigned short* w0_s,
+                                                         const unsigned short* w0_o, const unsigned int* w1,
+                                                         const unsigned short* w1_s, const unsigned short* w1_o,
+                                                         const unsigned int* w2, const unsigned short* w2_s,
+                                                         const unsigned short* w2_o, float* __restrict__ y0,
+                                                         float* __restrict__ y1, float* __restrict__ y2, QX_ARGS,
+                                                         int m, int k, int n0, int n1, int n2) {
+    int b0 = (n0 + QROWS - 1) / QROWS, b1 = (n1 + QROWS - 1) / QROWS;
+    int b = blockIdx.x;
+    QMatrix w = b < b0 ? QM(w0) : b < b0 + b1 ? QM(w1) : QM(w2);
+    float* y = b < b0 ? y0 : b < b0 + b1 ? y1 : y2;
+    int n = b < b0 ? n0 : b < b0 + b1 ? n1 : n2;
+    int row0 = (b < b0 ? b : b < b0 + b1 ? b - b0 : b - b0 - b1) * QROWS;
+    gemv_q_rows<BITS, 2, QEPI_PLAIN, 8, 1, true>(w, w, QX, nullptr, y, m, k, n, row0);
+}
+
+}  // namespace cand
