@@ -4,6 +4,12 @@
 // the activations already rounded to int8 per group of 32 (quantize_rows.wgsl) and, for q4,
 // `lost` what the rounding took from each group's sum, counted at the middle of the codes: the
 // arithmetic of the CPU's and the CUDA kernels' integer products.
+//
+// The decode step's fused forms, so a layer takes fewer dispatches: the input RMS-normalised on
+// the way (`norm`: each row's squares are summed by the lanes that read it anyway, and the
+// products scaled by the inverse root at the end; float weights only, a quantized weight's input
+// comes rounded from the normalised rows), and the epilogues `residual + x w^T` and SwiGLU's
+// `silu(x w^T) * (x up^T)` with the second matrix `up`.
 
 // `n` weight rows (a piece of a weight kept in pieces, whose columns of `y` start at `y_offset`
 // in rows `y_stride` wide).
@@ -15,17 +21,54 @@ struct Params {
     y_stride: u32,
     y_offset: u32,
     groups: u32,
+    // EPILOGUE_PLAIN, EPILOGUE_ADD or EPILOGUE_SWIGLU.
+    epilogue: u32,
+    // Whether x goes in RMS-normalised with `gain`, and the norm's epsilon.
+    norm: u32,
+    eps: f32,
 }
+
+const EPILOGUE_PLAIN: u32 = 0u;
+const EPILOGUE_ADD: u32 = 1u;
+const EPILOGUE_SWIGLU: u32 = 2u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(9) var<storage, read> lost: array<f32>;
+@group(0) @binding(16) var<storage, read> residual: array<f32>;
 
 const LANES: u32 = 32u;
 const ROWS: u32 = 8u;
 const MAX_M: u32 = 8u;
 var<workgroup> partial: array<f32, 2048>;
+// Each input row's squares, from the first weight row's lanes (every weight row's lanes read the
+// same inputs).
+var<workgroup> squares: array<f32, 256>;
+
+// Sums `acc` over each weight row's 32 lanes into `partial[i * 256 + lid]` of its lane 0, and, with
+// `with_squares`, `sq` over the first weight row's lanes into `squares[i * LANES]`.
+fn sum_lanes(lid: u32, acc: array<f32, MAX_M>, sq: array<f32, MAX_M>, with_squares: bool) {
+    let lane = lid % LANES;
+    for (var i = 0u; i < MAX_M; i++) {
+        partial[i * 256u + lid] = acc[i];
+        if with_squares && lid < LANES {
+            squares[i * LANES + lid] = sq[i];
+        }
+    }
+    workgroupBarrier();
+    for (var stride = LANES / 2u; stride > 0u; stride = stride / 2u) {
+        if lane < stride {
+            for (var i = 0u; i < MAX_M; i++) {
+                partial[i * 256u + lid] += partial[i * 256u + lid + stride];
+                if with_squares && lid < LANES {
+                    squares[i * LANES + lid] += squares[i * LANES + lid + stride];
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -33,47 +76,79 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let lane = lid % LANES;
     let r = workgroup_index(wid, nwg) * ROWS + lid / LANES;
     let k4 = p.k / 4u;
+    let swiglu = p.epilogue == EPILOGUE_SWIGLU;
+    let norm = p.norm != 0u;
     var acc: array<f32, MAX_M>;
+    var acc_up: array<f32, MAX_M>;
+    var sq: array<f32, MAX_M>;
+    // (The first weight row of a workgroup is never past the end, so its lanes sum the squares.)
     if r < p.n {
         for (var j = lane; j < k4; j += LANES) {
             let wv = w4(r * p.k + 4u * j);
+            var uv = vec4<f32>(0.0);
+            if swiglu {
+                uv = up4(r * p.k + 4u * j);
+            }
+            var gv = vec4<f32>(1.0);
+            if norm {
+                gv = gain4(4u * j);
+            }
             for (var i = 0u; i < MAX_M; i++) {
                 if i < p.m {
-                    acc[i] += dot(x[i * k4 + j], wv);
+                    let xv = x[i * k4 + j];
+                    var h = xv;
+                    if norm {
+                        sq[i] += dot(xv, xv);
+                        h = xv * gv;
+                    }
+                    acc[i] += dot(h, wv);
+                    if swiglu {
+                        acc_up[i] += dot(h, uv);
+                    }
                 }
             }
         }
         if w_corrects_rounding {
             for (var g = lane; g < p.groups; g += LANES) {
                 let middle = w_middle(r * p.groups + g);
+                let middle_up = select(0.0, up_middle(r * p.groups + g), swiglu);
                 for (var i = 0u; i < MAX_M; i++) {
                     if i < p.m {
                         acc[i] += middle * lost[i * p.groups + g];
+                        acc_up[i] += middle_up * lost[i * p.groups + g];
                     }
                 }
             }
         }
     }
+    sum_lanes(lid, acc, sq, norm);
+    var gate: array<f32, MAX_M>;
     for (var i = 0u; i < MAX_M; i++) {
-        partial[i * 256u + lid] = acc[i];
+        gate[i] = partial[i * 256u + lid];
     }
-    workgroupBarrier();
-    for (var stride = LANES / 2u; stride > 0u; stride = stride / 2u) {
-        if lane < stride {
-            for (var i = 0u; i < MAX_M; i++) {
-                partial[i * 256u + lid] += partial[i * 256u + lid + stride];
-            }
-        }
+    if swiglu {
         workgroupBarrier();
+        sum_lanes(lid, acc_up, sq, false);
     }
     if lane == 0u && r < p.n {
         for (var i = 0u; i < MAX_M; i++) {
             if i < p.m {
-                var v = partial[i * 256u + lid];
+                var v = gate[i];
+                var scale = 1.0;
+                if norm {
+                    scale = 1.0 / sqrt(squares[i * LANES] / f32(p.k) + p.eps);
+                }
+                v *= scale;
                 if p.has_bias != 0u {
                     v += bias(p.y_offset + r);
                 }
-                y[i * p.y_stride + p.y_offset + r] = v;
+                let at = i * p.y_stride + p.y_offset + r;
+                if p.epilogue == EPILOGUE_ADD {
+                    v = residual[at] + v;
+                } else if swiglu {
+                    v = silu(v) * (partial[i * 256u + lid] * scale);
+                }
+                y[at] = v;
             }
         }
     }

@@ -28,7 +28,7 @@ use self::queue::Queue;
 use self::shaders::Program;
 pub use self::storage::WgpuStorage;
 use crate::device::{
-    AttentionShape, Backend, Candidates, DeviceKind, DeviceOptions, MemoryUse, Op, Operand, Rotary, Shortlist,
+    AttentionShape, Backend, Candidates, DeviceKind, DeviceOptions, MemoryUse, Op, Operand, RmsNorm, Rotary, Shortlist,
 };
 use crate::error::{Error, Result};
 use crate::precision::Precision;
@@ -403,6 +403,18 @@ impl Backend for WgpuBackend {
 
     fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         WgpuBackend::linear(self, x, w, bias)
+    }
+
+    fn linear_add(&self, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
+        WgpuBackend::linear_add(self, x, w, residual)
+    }
+
+    fn linear_swiglu(&self, x: &Tensor, norm: Option<RmsNorm>, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+        WgpuBackend::linear_swiglu(self, x, norm, gate, up)
+    }
+
+    fn linear3(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
+        WgpuBackend::linear3(self, x, norm, w)
     }
 
     fn embedding(&self, table: &Tensor, ids: &[u32]) -> Result<Tensor> {

@@ -3,14 +3,17 @@
 //! 256 rows (k a multiple of 4) the GEMM of larger tiles and 16-byte loads (linear_wide.wgsl). Against
 //! a quantized weight the GEMV takes its input rounded as the integer decode products do
 //! (quantize_rows.wgsl), the arithmetic the CPU and CUDA share; the GEMM dequantizes as it reads.
+//! The decode step's fused products (the residual add, SwiGLU, q/k/v with their norm) are the
+//! GEMV with its input norm and epilogues; other shapes take the composed forms.
 
 use super::shaders::Program;
-use super::{WgpuBackend, bits, weight_and_bias_bindings, word};
-use crate::device::Op;
+use super::storage::WgpuStorage;
+use super::{WgpuBackend, bits, tensor_bindings, weight_and_bias_bindings, word};
+use crate::device::{Op, RmsNorm, composed};
 use crate::error::Result;
 use crate::quant::GROUP;
 use crate::shapes;
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 
 /// Up to this many rows a product is a GEMV.
 const GEMV_MAX_ROWS: usize = 8;
@@ -22,18 +25,161 @@ const WIDE_TILE: usize = 128;
 /// From this many rows on, the 128-row tiles are mostly full.
 const WIDE_MIN_ROWS: usize = 256;
 
+/// What the decode GEMV does with its sums (gemv.wgsl's `EPILOGUE_*`).
+#[derive(Clone, Copy)]
+enum Epilogue<'a> {
+    Plain,
+    /// `residual + x w^T`.
+    Add(&'a Tensor),
+    /// `silu(x w^T) * (x up^T)`, with `up` the second matrix.
+    Swiglu(&'a Tensor),
+}
+
+impl Epilogue<'_> {
+    fn code(self) -> u32 {
+        match self {
+            Epilogue::Plain => 0,
+            Epilogue::Add(_) => 1,
+            Epilogue::Swiglu(_) => 2,
+        }
+    }
+}
+
+/// Whether `x [m, k]` goes through the decode GEMV.
+fn is_gemv(m: usize, k: usize) -> bool {
+    m <= GEMV_MAX_ROWS && k.is_multiple_of(4)
+}
+
 impl WgpuBackend {
     pub(super) fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         let op = Op::Linear;
         let (m, k, n) = shapes::linear(x, w, bias)?;
+        if is_gemv(m, k) {
+            return self.gemv(op, x, w, bias, None, Epilogue::Plain);
+        }
         let src = self.f32s(x, op)?;
         let weight = self.matrix(w, op)?;
         let out = self.alloc(op, m * n)?;
-        // The GEMV reads four weights at a time.
-        let gemv = m <= GEMV_MAX_ROWS && k.is_multiple_of(4);
+        // A weight kept in pieces: each piece's product fills its columns of the output.
+        for (first_row, piece) in weight.pieces() {
+            let rows = piece.len.checked_div(k).unwrap_or(n);
+            let readers = self.with_bias(op, piece, bias)?;
+            let formats = [piece.dtype, readers.1.dtype];
+            let params = [
+                word(op, m)?,
+                word(op, rows)?,
+                word(op, k)?,
+                bias.is_some() as u32,
+                word(op, n)?,
+                word(op, first_row)?,
+            ];
+            let mut buffers = vec![(1, src.buffer()), (2, out.buffer())];
+            buffers.extend(weight_and_bias_bindings(readers));
+            // The wide GEMM reads x four values at a time.
+            let (program, tile) = if m >= WIDE_MIN_ROWS && k.is_multiple_of(4) {
+                (Program::LinearWide, WIDE_TILE)
+            } else {
+                (Program::Linear, TILE)
+            };
+            let grid = (word(op, rows.div_ceil(tile))?, word(op, m.div_ceil(tile))?);
+            self.run_grid(program, &formats, &params, &buffers, grid)?;
+        }
+        Ok(self.wrap(&[m, n], out))
+    }
+
+    pub(super) fn linear_add(&self, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
+        let (m, k, n) = shapes::linear(x, w, None)?;
+        if !is_gemv(m, k) || residual.shape() != [m, n] {
+            return composed::linear_add(self, x, w, residual);
+        }
+        self.gemv(Op::LinearAdd, x, w, None, None, Epilogue::Add(residual))
+    }
+
+    pub(super) fn linear_swiglu(
+        &self,
+        x: &Tensor,
+        norm: Option<RmsNorm>,
+        gate: &Tensor,
+        up: &Tensor,
+    ) -> Result<Tensor> {
+        let (m, k, _) = shapes::linear(x, gate, None)?;
+        let op = Op::LinearSwiglu;
+        let (g, u) = (self.matrix(gate, op)?, self.matrix(up, op)?);
+        // The two matrices are read side by side: one shape and format, each whole.
+        let paired = gate.shape() == up.shape() && g.dtype == u.dtype && g.pieces.is_empty() && u.pieces.is_empty();
+        if !is_gemv(m, k) || !paired || !self.norm_fits(norm, k) {
+            return composed::linear_swiglu(self, x, norm, gate, up);
+        }
+        self.gemv(op, x, gate, None, norm, Epilogue::Swiglu(up))
+    }
+
+    pub(super) fn linear3(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
+        let (m, k, _) = shapes::linear(x, w[0], None)?;
+        if !is_gemv(m, k) || !self.norm_fits(norm, k) {
+            return composed::linear3(self, x, norm, w);
+        }
+        // A quantized input is normalised once for the three (the GEMV normalises float inputs).
+        let quantized = w.iter().any(|w| w.dtype().is_quantized());
+        let normed = match norm {
+            Some(n) if quantized => Some(self.rms_norm(x, n.weight, n.eps)?),
+            _ => None,
+        };
+        let (x, norm) = match &normed {
+            Some(h) => (h, None),
+            None => (x, norm),
+        };
+        let op = Op::Linear3;
+        Ok([
+            self.gemv(op, x, w[0], None, norm, Epilogue::Plain)?,
+            self.gemv(op, x, w[1], None, norm, Epilogue::Plain)?,
+            self.gemv(op, x, w[2], None, norm, Epilogue::Plain)?,
+        ])
+    }
+
+    /// Whether the GEMV can apply `norm` to rows `k` wide: a whole weight of `k` values.
+    fn norm_fits(&self, norm: Option<RmsNorm>, k: usize) -> bool {
+        norm.is_none_or(|n| {
+            n.weight.elem_count() == k
+                && matches!(n.weight.storage(), crate::tensor::Storage::Wgpu(s) if s.pieces.is_empty())
+        })
+    }
+
+    /// The decode GEMV (gemv.wgsl) of `x [m <= 8, k]`, `k` a multiple of 4, with `norm` applied
+    /// to the input first and `epilogue` to the sums.
+    fn gemv(
+        &self,
+        op: Op,
+        x: &Tensor,
+        w: &Tensor,
+        bias: Option<&Tensor>,
+        norm: Option<RmsNorm>,
+        epilogue: Epilogue,
+    ) -> Result<Tensor> {
+        let (m, k, n) = shapes::linear(x, w, bias)?;
+        let weight = self.matrix(w, op)?;
+        // A quantized weight's input is rounded (below) from the normalised rows.
+        let normed = match norm {
+            Some(nm) if weight.dtype.is_quantized() => Some(self.rms_norm(x, nm.weight, nm.eps)?),
+            _ => None,
+        };
+        let (x, norm) = match &normed {
+            Some(h) => (h, None),
+            None => (x, norm),
+        };
+        let src = self.f32s(x, op)?;
+        let up = match epilogue {
+            Epilogue::Swiglu(u) => Some(self.storage(u, op)?),
+            _ => None,
+        };
+        let residual = match epilogue {
+            Epilogue::Add(r) => Some(self.f32s(r, op)?),
+            _ => None,
+        };
+        let gain = norm.map(|nm| self.storage(nm.weight, op)).transpose()?;
+        let out = self.alloc(op, m * n)?;
         let groups = k / GROUP;
         // Against a quantized weight the GEMV's rows go in rounded, with what rounding lost.
-        let rounded = if gemv && weight.dtype.is_quantized() && k.is_multiple_of(GROUP) && m > 0 {
+        let rounded = if weight.dtype.is_quantized() && k.is_multiple_of(GROUP) && m > 0 {
             let rounded = self.alloc(op, m * k)?;
             let lost = self.alloc(op, m * groups)?;
             let buffers = [(1, src.buffer()), (2, rounded.buffer()), (3, lost.buffer())];
@@ -44,40 +190,39 @@ impl WgpuBackend {
         } else {
             None
         };
+        let (input, lost) = match &rounded {
+            Some((r, l)) => (r.buffer(), l.buffer()),
+            None => (src.buffer(), self.unused.raw()),
+        };
         // A weight kept in pieces: each piece's product fills its columns of the output.
         for (first_row, piece) in weight.pieces() {
             let rows = piece.len.checked_div(k).unwrap_or(n);
             let readers = self.with_bias(op, piece, bias)?;
-            let formats = [piece.dtype, readers.1.dtype];
-            let mut params = vec![
+            // Where there is no second matrix or norm, the weight stands in for the first and an
+            // f32 reader of the unused buffer for the second; neither is read.
+            let up_reader: &WgpuStorage = up.unwrap_or(piece);
+            let formats = [piece.dtype, readers.1.dtype, up_reader.dtype, gain.map_or(DType::F32, |g| g.dtype)];
+            let params = [
                 word(op, m)?,
                 word(op, rows)?,
                 word(op, k)?,
                 bias.is_some() as u32,
                 word(op, n)?,
                 word(op, first_row)?,
+                word(op, groups)?,
+                epilogue.code(),
+                norm.is_some() as u32,
+                bits(norm.map_or(0.0, |nm| nm.eps)),
             ];
-            if gemv {
-                let (input, lost) = match &rounded {
-                    Some((r, l)) => (r.buffer(), l.buffer()),
-                    None => (src.buffer(), self.unused.raw()),
-                };
-                params.push(word(op, groups)?);
-                let mut buffers = vec![(1, input), (2, out.buffer()), (9, lost)];
-                buffers.extend(weight_and_bias_bindings(readers));
-                self.run(Program::Gemv, &formats, &params, &buffers, word(op, rows.div_ceil(GEMV_ROWS))?)?;
-            } else {
-                let mut buffers = vec![(1, src.buffer()), (2, out.buffer())];
-                buffers.extend(weight_and_bias_bindings(readers));
-                // The wide GEMM reads x four values at a time.
-                let (program, tile) = if m >= WIDE_MIN_ROWS && k.is_multiple_of(4) {
-                    (Program::LinearWide, WIDE_TILE)
-                } else {
-                    (Program::Linear, TILE)
-                };
-                let grid = (word(op, rows.div_ceil(tile))?, word(op, m.div_ceil(tile))?);
-                self.run_grid(program, &formats, &params, &buffers, grid)?;
+            let mut buffers = vec![(1, input), (2, out.buffer()), (9, lost)];
+            buffers.extend(weight_and_bias_bindings(readers));
+            buffers.extend(tensor_bindings(10, up_reader));
+            match gain {
+                Some(g) => buffers.extend(tensor_bindings(13, g)),
+                None => buffers.push((13, self.unused.raw())),
             }
+            buffers.push((16, residual.map_or(self.unused.raw(), |r| r.buffer())));
+            self.run(Program::Gemv, &formats, &params, &buffers, word(op, rows.div_ceil(GEMV_ROWS))?)?;
         }
         Ok(self.wrap(&[m, n], out))
     }

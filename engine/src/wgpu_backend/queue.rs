@@ -20,12 +20,15 @@ const PASS_DISPATCHES: usize = 64;
 /// Workgroups one dimension of a dispatch can hold.
 pub const MAX_WORKGROUPS: u32 = 65_535;
 
-/// A program and the formats of its readers (at most two), without allocating.
-type PipelineKey = (Program, [Option<DType>; 2]);
+/// Readers a program has at most.
+const MAX_READERS: usize = 4;
+
+/// A program and the formats of its readers, without allocating.
+type PipelineKey = (Program, [Option<DType>; MAX_READERS]);
 
 fn pipeline_key(program: Program, formats: &[DType]) -> PipelineKey {
-    assert!(formats.len() <= 2, "a program has at most two readers");
-    (program, [formats.first().copied(), formats.get(1).copied()])
+    assert!(formats.len() <= MAX_READERS, "a program has at most {MAX_READERS} readers");
+    (program, std::array::from_fn(|i| formats.get(i).copied()))
 }
 
 /// A compiled program and its bind group layout.

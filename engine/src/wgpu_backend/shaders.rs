@@ -21,6 +21,8 @@ pub enum Program {
     Rope,
     Attention,
     AttentionTiled,
+    AttentionSplit,
+    AttentionMerge,
     Linear,
     LinearWide,
     Gemv,
@@ -32,7 +34,7 @@ pub enum Program {
 }
 
 impl Program {
-    pub const ALL: [Program; 19] = [
+    pub const ALL: [Program; 21] = [
         Program::Unary,
         Program::Binary,
         Program::Fill,
@@ -44,6 +46,8 @@ impl Program {
         Program::Rope,
         Program::Attention,
         Program::AttentionTiled,
+        Program::AttentionSplit,
+        Program::AttentionMerge,
         Program::Linear,
         Program::LinearWide,
         Program::Gemv,
@@ -67,6 +71,8 @@ impl Program {
             Program::Rope => "rope",
             Program::Attention => "attention",
             Program::AttentionTiled => "attention_tiled",
+            Program::AttentionSplit => "attention_split",
+            Program::AttentionMerge => "attention_merge",
             Program::Linear => "linear",
             Program::LinearWide => "linear_wide",
             Program::Gemv => "gemv",
@@ -91,6 +97,8 @@ impl Program {
             Program::Rope => include_str!("../../../shaders/rope.wgsl"),
             Program::Attention => include_str!("../../../shaders/attention.wgsl"),
             Program::AttentionTiled => include_str!("../../../shaders/attention_tiled.wgsl"),
+            Program::AttentionSplit => include_str!("../../../shaders/attention_split.wgsl"),
+            Program::AttentionMerge => include_str!("../../../shaders/attention_merge.wgsl"),
             Program::Linear => include_str!("../../../shaders/linear.wgsl"),
             Program::LinearWide => include_str!("../../../shaders/linear_wide.wgsl"),
             Program::Gemv => include_str!("../../../shaders/gemv.wgsl"),
@@ -107,10 +115,13 @@ impl Program {
         match self {
             Program::Gather => &[("table", 3)],
             Program::Norms => &[("weight", 3), ("bias", 6)],
-            Program::Linear | Program::LinearWide | Program::Gemv | Program::Conv => &[("w", 3), ("bias", 6)],
+            Program::Linear | Program::LinearWide | Program::Conv => &[("w", 3), ("bias", 6)],
+            // SwiGLU's second matrix from 10, the input norm's weight from 13 (lost at 9, the
+            // residual at 16).
+            Program::Gemv => &[("w", 3), ("bias", 6), ("up", 10), ("gain", 13)],
             Program::Snake => &[("alpha", 3)],
             // The keys from 3, the values from 6 (room for a quantized reader's three bindings).
-            Program::Attention | Program::AttentionTiled => &[("k", 3), ("v", 6)],
+            Program::Attention | Program::AttentionTiled | Program::AttentionSplit => &[("k", 3), ("v", 6)],
             _ => &[],
         }
     }

@@ -3,7 +3,8 @@
 //! dispatches to: head dim 8 with several queries (one warp per query), head dim 64 with 64+
 //! queries (the DiT's tiled kernel), head dim 128 with a partial last block of 16 queries (wgpu's
 //! tiled shader on a prefill), and a single query (a decode step) over 1 to 35 splits of 32 keys,
-//! a partial last split, and 1, 2, 4 and 8 query heads per KV head (the LM's 32/8 among them).
+//! a partial last split, and 1, 2, 4 and 8 query heads per KV head (the LM's 32/8 among them;
+//! wgpu's split shader takes chunks of 64 keys, the last of 65 keys a single one).
 //! Non-finite values: a NaN every query sees poisons its batch entry; NaNs in the cache rows
 //! beyond the valid keys must not reach any output.
 
@@ -14,7 +15,7 @@ use super::{naive_rms_norm, naive_rope};
 use crate::conformance::{Case, FLOAT_DTYPES, Input};
 
 /// (head dim, queries, valid keys, capacity, causal, heads, KV heads)
-const SHAPES: [(usize, usize, usize, usize, bool, usize, usize); 16] = [
+const SHAPES: [(usize, usize, usize, usize, bool, usize, usize); 17] = [
     (8, 5, 5, 5, false, 4, 2),
     (8, 5, 5, 9, true, 4, 2),
     (8, 1, 7, 9, true, 4, 2),
@@ -31,6 +32,7 @@ const SHAPES: [(usize, usize, usize, usize, bool, usize, usize); 16] = [
     (16, 1, 40, 40, true, 2, 1),
     (128, 1, 1100, 1200, true, 32, 8),
     (128, 33, 40, 48, true, 8, 2),
+    (64, 1, 200, 210, true, 8, 1),
 ];
 
 #[derive(Clone, Copy, PartialEq)]
