@@ -45,6 +45,13 @@ impl Epilogue<'_> {
     }
 }
 
+/// The parameters every product program starts with: `m` rows of `x`, `rows` weight rows `k` long
+/// (a piece of a weight, its first row `first_row` of the output's `n` columns), and whether a bias
+/// is added.
+fn piece_params(op: Op, m: usize, rows: usize, k: usize, bias: bool, n: usize, first_row: usize) -> Result<[u32; 6]> {
+    Ok([word(op, m)?, word(op, rows)?, word(op, k)?, bias as u32, word(op, n)?, word(op, first_row)?])
+}
+
 /// Whether `x [m, k]` goes through the decode GEMV.
 fn is_gemv(m: usize, k: usize) -> bool {
     m <= GEMV_MAX_ROWS && k.is_multiple_of(4)
@@ -65,14 +72,7 @@ impl WgpuBackend {
             let rows = piece.len.checked_div(k).unwrap_or(n);
             let readers = self.with_bias(op, piece, bias)?;
             let formats = [piece.dtype, readers.1.dtype];
-            let params = [
-                word(op, m)?,
-                word(op, rows)?,
-                word(op, k)?,
-                bias.is_some() as u32,
-                word(op, n)?,
-                word(op, first_row)?,
-            ];
+            let params = piece_params(op, m, rows, k, bias.is_some(), n, first_row)?;
             let mut buffers = vec![(1, src.buffer()), (2, out.buffer())];
             buffers.extend(weight_and_bias_bindings(readers));
             // The wide GEMM reads x four values at a time.
@@ -202,18 +202,13 @@ impl WgpuBackend {
             // f32 reader of the unused buffer for the second; neither is read.
             let up_reader: &WgpuStorage = up.unwrap_or(piece);
             let formats = [piece.dtype, readers.1.dtype, up_reader.dtype, gain.map_or(DType::F32, |g| g.dtype)];
-            let params = [
-                word(op, m)?,
-                word(op, rows)?,
-                word(op, k)?,
-                bias.is_some() as u32,
-                word(op, n)?,
-                word(op, first_row)?,
+            let mut params = piece_params(op, m, rows, k, bias.is_some(), n, first_row)?.to_vec();
+            params.extend([
                 word(op, groups)?,
                 epilogue.code(),
                 norm.is_some() as u32,
                 bits(norm.map_or(0.0, |nm| nm.eps)),
-            ];
+            ]);
             let mut buffers = vec![(1, input), (2, out.buffer()), (9, lost)];
             buffers.extend(weight_and_bias_bindings(readers));
             buffers.extend(tensor_bindings(10, up_reader));
