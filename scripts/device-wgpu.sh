@@ -2,7 +2,8 @@
 # Runs on the GPU machine over what scripts/device-pack.sh packed into .device/: the wgpu backend
 # through NVIDIA's Vulkan driver (the loader unpacked from .gl/, see the device tool's README):
 # the devices it sees, the tests (TESTS) on wgpu beside the CPU, the main job on the embedded
-# model, then the benchmarks (WHAT, default gemm and stages) on DEVICES (wgpu and CUDA) in one run,
+# model, then the benchmarks (WHAT, default gemm and stages) on DEVICES (wgpu and CUDA) in one run
+# (and on songloom-prev where packed),
 # with nvidia-smi sampling memory. Logs to $OUT/run.tar.gz, the summary to $OUT/summary.txt.
 # .gl/ (git-ignored through .git/info/exclude) is made once on the development machine:
 #   mkdir -p .gl /tmp/amd64/partial; o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
@@ -27,15 +28,21 @@ for d in ${MAIN_DEVICES-wgpu cuda}; do
     --lyrics "[verse]\nla la la" --duration 10 --seed 3 --no-play --out $R/main-$d.wav >> $R/summary.txt 2>&1
   echo "main job on $d rc=$?" >> $R/summary.txt
 done
+# With songloom-prev packed (PREV= in scripts/device-pack.sh), each bench also runs on it, right
+# after this binary's, so the two versions are timed in the same lease.
+bins=songloom; [ -x /tmp/b/songloom-prev ] && bins="songloom songloom-prev"
 for what in ${WHAT-gemm stages}; do
   for d in ${DEVICES-wgpu cuda}; do
-    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > $R/smi-$what-$d.txt &
-    smi=$!
-    timeout ${BENCH_LIMIT:-300} $B bench --device $d --what $what --precision ${PRECISION:-bf16} ${BENCH_ARGS:-} > $R/bench-$what-$d.txt 2>&1
-    echo "rc=$?" >> $R/bench-$what-$d.txt
-    kill $smi; wait $smi 2>/dev/null
-    echo "nvidia-smi peak $(sort -n $R/smi-$what-$d.txt | tail -1) MiB" >> $R/bench-$what-$d.txt
-    { echo "== bench $what on $d"; cat $R/bench-$what-$d.txt; } >> $R/summary.txt
+    for bin in $bins; do
+      log=$R/bench-$what-$d-$bin.txt
+      nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > $R/smi-$what-$d-$bin.txt &
+      smi=$!
+      timeout ${BENCH_LIMIT:-300} /tmp/b/$bin bench --device $d --what $what --precision ${PRECISION:-bf16} ${BENCH_ARGS:-} > $log 2>&1
+      echo "rc=$?" >> $log
+      kill $smi; wait $smi 2>/dev/null
+      echo "nvidia-smi peak $(sort -n $R/smi-$what-$d-$bin.txt | tail -1) MiB" >> $log
+      { echo "== bench $what on $d, $bin"; cat $log; } >> $R/summary.txt
+    done
   done
 done
 cat $R/summary.txt
