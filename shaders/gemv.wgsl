@@ -111,7 +111,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if w_corrects_rounding {
             for (var g = lane; g < p.groups; g += LANES) {
                 let middle = w_middle(r * p.groups + g);
-                let middle_up = select(0.0, up_middle(r * p.groups + g), swiglu);
+                var middle_up = 0.0;
+                if swiglu {
+                    middle_up = up_middle(r * p.groups + g);
+                }
                 for (var i = 0u; i < MAX_M; i++) {
                     if i < p.m {
                         acc[i] += middle * lost[i * p.groups + g];
