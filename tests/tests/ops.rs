@@ -159,6 +159,20 @@ fn a_wgpu_matrix_in_pieces_computes_what_the_whole_one_does() {
             let got = device.linear(&x, &pieces, Some(&bias)).unwrap().to_f32_vec();
             assert!(same_bits(&want, &got), "{dtype}: a product of {m} rows");
         }
+        // The decode step's fused products read the pieces too (the norm in the GEMV where the
+        // weights are floats, before it where they are quantized).
+        let x = device.upload(t(&[2, cols], 3)).unwrap();
+        let residual = device.upload(t(&[2, rows], 4)).unwrap();
+        let want = device.linear_add(&x, &whole, &residual).unwrap().to_f32_vec();
+        let got = device.linear_add(&x, &pieces, &residual).unwrap().to_f32_vec();
+        assert!(same_bits(&want, &got), "{dtype}: a product with the residual added");
+        let gain = device.upload(t(&[cols], 5)).unwrap();
+        let norm = Some(songloom_engine::device::RmsNorm { weight: &gain, eps: 1e-6 });
+        let want = device.linear3(&x, norm, [&whole, &whole, &whole]).unwrap();
+        let got = device.linear3(&x, norm, [&pieces, &pieces, &pieces]).unwrap();
+        for (w, g) in want.iter().zip(&got) {
+            assert!(same_bits(&w.to_f32_vec(), &g.to_f32_vec()), "{dtype}: q, k and v with the norm");
+        }
         let ids = [0u32, 69, 15, 16, 33, 64, 64, 2];
         let want = device.embedding(&whole, &ids).unwrap().to_f32_vec();
         assert!(same_bits(&want, &device.embedding(&pieces, &ids).unwrap().to_f32_vec()), "{dtype}: lookup");

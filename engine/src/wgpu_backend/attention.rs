@@ -1,6 +1,7 @@
-//! Attention (attention.wgsl for few queries, attention_tiled.wgsl for many, attention_split.wgsl and attention_merge.wgsl for one query over a long cache) and the rotary
-//! embedding (rope.wgsl), whose cosines and sines are computed on the host in f32, the
-//! reference's arithmetic, and kept per (theta, dims, positions).
+//! Attention (attention.wgsl for few queries, attention_tiled.wgsl for many, attention_split.wgsl
+//! and attention_merge.wgsl for one query over a long cache) and the rotary embedding (rope.wgsl),
+//! whose cosines and sines are computed on the host in f32, the reference's arithmetic, and kept
+//! per (theta, dims, positions).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -6,11 +6,13 @@
 //! The decode step's fused products (the residual add, SwiGLU, q/k/v with their norm) are the
 //! GEMV with its input norm and epilogues; other shapes take the composed forms.
 
+use std::borrow::Cow;
+
 use super::shaders::Program;
 use super::storage::WgpuStorage;
 use super::{WgpuBackend, bits, tensor_bindings, weight_and_bias_bindings, word};
 use crate::device::{Op, RmsNorm, composed};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::quant::GROUP;
 use crate::shapes;
 use crate::tensor::{DType, Tensor};
@@ -110,7 +112,8 @@ impl WgpuBackend {
         if !is_gemv(m, k) || !paired || !self.norm_fits(norm, k) {
             return composed::linear_swiglu(self, x, norm, gate, up);
         }
-        self.gemv(op, x, gate, None, norm, Epilogue::Swiglu(up))
+        let (x, norm) = self.gemv_input(x, norm, g.dtype.is_quantized())?;
+        self.gemv(op, &x, gate, None, norm, Epilogue::Swiglu(up))
     }
 
     pub(super) fn linear3(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
@@ -118,34 +121,39 @@ impl WgpuBackend {
         if !is_gemv(m, k) || !self.norm_fits(norm, k) {
             return composed::linear3(self, x, norm, w);
         }
-        // A quantized input is normalised once for the three (the GEMV normalises float inputs).
-        let quantized = w.iter().any(|w| w.dtype().is_quantized());
-        let normed = match norm {
-            Some(n) if quantized => Some(self.rms_norm(x, n.weight, n.eps)?),
-            _ => None,
-        };
-        let (x, norm) = match &normed {
-            Some(h) => (h, None),
-            None => (x, norm),
-        };
+        // A quantized input is normalised once for the three.
+        let (x, norm) = self.gemv_input(x, norm, w.iter().any(|w| w.dtype().is_quantized()))?;
         let op = Op::Linear3;
         Ok([
-            self.gemv(op, x, w[0], None, norm, Epilogue::Plain)?,
-            self.gemv(op, x, w[1], None, norm, Epilogue::Plain)?,
-            self.gemv(op, x, w[2], None, norm, Epilogue::Plain)?,
+            self.gemv(op, &x, w[0], None, norm, Epilogue::Plain)?,
+            self.gemv(op, &x, w[1], None, norm, Epilogue::Plain)?,
+            self.gemv(op, &x, w[2], None, norm, Epilogue::Plain)?,
         ])
     }
 
-    /// Whether the GEMV can apply `norm` to rows `k` wide: a whole weight of `k` values.
+    /// Whether the GEMV can apply `norm` to rows `k` wide: a whole weight of `k` values here.
     fn norm_fits(&self, norm: Option<RmsNorm>, k: usize) -> bool {
-        norm.is_none_or(|n| {
-            n.weight.elem_count() == k
-                && matches!(n.weight.storage(), crate::tensor::Storage::Wgpu(s) if s.pieces.is_empty())
-        })
+        norm.is_none_or(|n| n.weight.elem_count() == k && self.storage(n.weight, Op::RmsNorm).is_ok())
+    }
+
+    /// The input and norm the GEMV takes: against quantized weights the input normalised here
+    /// (the GEMV rounds it from the normalised rows); against float ones `x` and the norm, which
+    /// the GEMV applies itself.
+    fn gemv_input<'x, 'n>(
+        &self,
+        x: &'x Tensor,
+        norm: Option<RmsNorm<'n>>,
+        quantized: bool,
+    ) -> Result<(Cow<'x, Tensor>, Option<RmsNorm<'n>>)> {
+        match norm {
+            Some(n) if quantized => Ok((Cow::Owned(self.rms_norm(x, n.weight, n.eps)?), None)),
+            _ => Ok((Cow::Borrowed(x), norm)),
+        }
     }
 
     /// The decode GEMV (gemv.wgsl) of `x [m <= 8, k]`, `k` a multiple of 4, with `norm` applied
-    /// to the input first and `epilogue` to the sums.
+    /// to the input first (float weights only: see [`gemv_input`](Self::gemv_input)) and
+    /// `epilogue` to the sums.
     fn gemv(
         &self,
         op: Op,
@@ -157,15 +165,9 @@ impl WgpuBackend {
     ) -> Result<Tensor> {
         let (m, k, n) = shapes::linear(x, w, bias)?;
         let weight = self.matrix(w, op)?;
-        // A quantized weight's input is rounded (below) from the normalised rows.
-        let normed = match norm {
-            Some(nm) if weight.dtype.is_quantized() => Some(self.rms_norm(x, nm.weight, nm.eps)?),
-            _ => None,
-        };
-        let (x, norm) = match &normed {
-            Some(h) => (h, None),
-            None => (x, norm),
-        };
+        if norm.is_some() && weight.dtype.is_quantized() {
+            return Err(Error::Invalid("the GEMV applies a norm only against float weights".into()));
+        }
         let src = self.f32s(x, op)?;
         let up = match epilogue {
             Epilogue::Swiglu(u) => Some(self.storage(u, op)?),
