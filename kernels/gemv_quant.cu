@@ -139,45 +139,79 @@ struct QInput {
     const float2* sums;
 };
 
-// Rows [row0, row0 + R) of y[M, n] (and, for SwiGLU, of the second matrix).
-template <int BITS, int M, int EPI, int WARPS>
+// Sums each of N values over the warp's lanes by halving: each of the 5 shuffle steps hands half
+// of a lane's remaining values to its partner (while more than one is left, then plain butterfly
+// steps), so N sums take about N shuffles instead of 5 N. Afterwards v[j] (j < max(N / 32, 1))
+// holds the warp's total of value `base + j`; lanes differing only in the bits of `plain` hold the
+// same totals.
+template <int N, int O>
+__device__ __forceinline__ void warp_sum_halving(float* v, int lane, int& base, int& plain) {
+    if constexpr (O > 0) {
+        if constexpr (N > 1) {
+            constexpr int H = N / 2;
+            bool high = lane & O;
+#pragma unroll
+            for (int j = 0; j < H; j++) {
+                float keep = high ? v[j + H] : v[j];
+                float send = high ? v[j] : v[j + H];
+                v[j] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+            }
+            if (high) base += H;
+            warp_sum_halving<H, O / 2>(v, lane, base, plain);
+        } else {
+            v[0] += __shfl_xor_sync(0xffffffffu, v[0], O);
+            plain |= O;
+            warp_sum_halving<1, O / 2>(v, lane, base, plain);
+        }
+    }
+}
+
+// Rows [row0, row0 + R) of y[M, n] (and, for SwiGLU, of the second matrix), R = ROWS (SwiGLU: ROWS
+// / 2 of each matrix). LEAN addresses every row from the block's first (one base pointer, fewer
+// registers, so more blocks stay resident under the kernel's launch bounds) and reduces the sums by
+// halving; with 8 rows only q8's SwiGLU and q/k/v gain from it (tools/gemv-lab: 82 -> 92 % and 54
+// -> 69 % of the copy ceiling, docs/BENCHMARKS.md); q4's, whose 8 loads and 16 sums need about
+// 128 registers, spill that way, unless the block owns 4 rows.
+template <int BITS, int M, int EPI, int WARPS, bool LEAN = false, int ROWS = QROWS>
 __device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, QInput x, const float* __restrict__ residual,
                                             float* __restrict__ y, int m, int k, int n, int row0) {
     constexpr int W = EPI == QEPI_SWIGLU ? 2 : 1;
-    constexpr int R = QROWS / W;
+    constexpr int R = ROWS / W;
+    constexpr int N = W * R * M;
     constexpr int PER = QLayout<BITS>::PER_LOAD;
-    __shared__ float partial[WARPS][W][R][M];
+    __shared__ float partial[WARPS][N];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
     int loads = k / PER, groups = k / 32;
-    float acc[W][R][M];
+    // acc[(h * R + r) * M + i]: matrix h, row r, activation row i.
+    float acc[N];
 #pragma unroll
-    for (int h = 0; h < W; h++)
-#pragma unroll
-        for (int r = 0; r < R; r++)
-#pragma unroll
-            for (int i = 0; i < M; i++) acc[h][r][i] = 0.0f;
+    for (int f = 0; f < N; f++) acc[f] = 0.0f;
     const uint4* words[W][R];
     const unsigned short* scales[W][R];
     const unsigned short* offsets[W][R];
+    if (!LEAN)
 #pragma unroll
-    for (int r = 0; r < R; r++) {
-        long row = min(row0 + r, n - 1);
-        words[0][r] = a.words + row * loads;
-        scales[0][r] = a.scales + row * groups;
-        offsets[0][r] = BITS == 4 ? a.offsets + row * groups : a.scales;
-        if (EPI == QEPI_SWIGLU) {
-            words[W - 1][r] = b.words + row * loads;
-            scales[W - 1][r] = b.scales + row * groups;
-            offsets[W - 1][r] = BITS == 4 ? b.offsets + row * groups : b.scales;
+        for (int r = 0; r < R; r++) {
+            long row = min(row0 + r, n - 1);
+            words[0][r] = a.words + row * loads;
+            scales[0][r] = a.scales + row * groups;
+            offsets[0][r] = BITS == 4 ? a.offsets + row * groups : a.scales;
+            if (EPI == QEPI_SWIGLU) {
+                words[W - 1][r] = b.words + row * loads;
+                scales[W - 1][r] = b.scales + row * groups;
+                offsets[W - 1][r] = BITS == 4 ? b.offsets + row * groups : b.scales;
+            }
         }
-    }
     // Launched overlapped, the block fetches its first weights into L2 while the kernel before
     // it drains; the activations are that kernel's output, read only after the wait.
     if (threadIdx.x < loads)
 #pragma unroll
         for (int h = 0; h < W; h++)
 #pragma unroll
-            for (int r = 0; r < R; r++) prefetch_l2(words[h][r] + threadIdx.x);
+            for (int r = 0; r < R; r++) {
+                long row = min(row0 + r, n - 1);
+                prefetch_l2((h == 0 ? a : b).words + row * loads + threadIdx.x);
+            }
     pdl_wait();
     pdl_trigger();
     for (int c = threadIdx.x; c < loads; c += blockDim.x) {
@@ -188,9 +222,18 @@ __device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, QInput x, cons
         for (int h = 0; h < W; h++)
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                p[h][r] = words[h][r][c];
-                s[h][r] = f16_to_f32(scales[h][r][group]);
-                o[h][r] = BITS == 4 ? f16_to_f32(offsets[h][r][group]) : 0.0f;
+                if (LEAN) {
+                    // Row r of the block, its last row standing in for rows past the end.
+                    int rr = min(r, n - 1 - row0);
+                    QMatrix q = h == 0 ? a : b;
+                    p[h][r] = q.words[(long)row0 * loads + rr * loads + c];
+                    s[h][r] = f16_to_f32(q.scales[(long)row0 * groups + rr * groups + group]);
+                    o[h][r] = BITS == 4 ? f16_to_f32(q.offsets[(long)row0 * groups + rr * groups + group]) : 0.0f;
+                } else {
+                    p[h][r] = words[h][r][c];
+                    s[h][r] = f16_to_f32(scales[h][r][group]);
+                    o[h][r] = BITS == 4 ? f16_to_f32(offsets[h][r][group]) : 0.0f;
+                }
             }
 #pragma unroll
         for (int i = 0; i < M; i++) {
@@ -207,19 +250,25 @@ __device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, QInput x, cons
                     // q4: (s q + o) . x ~ s q . x^ + o sum(x) + 7.5 s (sum(x) - sum(x^)): the
                     // nibbles' rounding error counted about their middle, as if they were centred.
                     float extra = BITS == 4 ? o[h][r] * tx.x + s[h][r] * (7.5f * tx.y) : 0.0f;
-                    acc[h][r][i] += d * (s[h][r] * sx) + extra;
+                    acc[(h * R + r) * M + i] += d * (s[h][r] * sx) + extra;
                 }
         }
     }
+    if (LEAN) {
+        int base = 0, plain = 0;
+        warp_sum_halving<N, 16>(acc, lane, base, plain);
+        if ((lane & plain) == 0) {
+            constexpr int LEFT = N > 32 ? N / 32 : 1;
 #pragma unroll
-    for (int h = 0; h < W; h++)
+            for (int j = 0; j < LEFT; j++) partial[warp][base + j] = acc[j];
+        }
+    } else {
 #pragma unroll
-        for (int r = 0; r < R; r++)
-#pragma unroll
-            for (int i = 0; i < M; i++) {
-                float v = warp_sum(acc[h][r][i]);
-                if (lane == 0) partial[warp][h][r][i] = v;
-            }
+        for (int f = 0; f < N; f++) {
+            float v = warp_sum(acc[f]);
+            if (lane == 0) partial[warp][f] = v;
+        }
+    }
     __syncthreads();
     for (int t = threadIdx.x; t < R * M; t += blockDim.x) {
         int r = t / M, i = t % M;
@@ -229,7 +278,7 @@ __device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, QInput x, cons
             sum[h] = 0.0f;
 #pragma unroll
             for (int wi = 0; wi < WARPS; wi++)
-                if (wi < warps) sum[h] += partial[wi][h][r][i];
+                if (wi < warps) sum[h] += partial[wi][(h * R + r) * M + i];
         }
         long out = (long)i * n + row0 + r;
         if (row0 + r < n && i < m) {
@@ -241,30 +290,51 @@ __device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, QInput x, cons
 }
 
 // The kernels of one format and row count. A matrix is passed as its words, scales and offsets (q8
-// passes its scales again as offsets, unread), the input as quantize_activations wrote it. A block
-// owns QROWS rows (SwiGLU's QROWS / 2 of each matrix).
+// passes its scales again as offsets, unread), the input as quantize_activations wrote it. Each
+// family's rows a block, leanness and blocks kept resident (the launch bounds' second number) at
+// two activation rows are what tools/gemv-lab measured fastest, chained as the decode step runs
+// them (docs/BENCHMARKS.md): q8's plain and residual-add products 4 rows, lean, 4 blocks (o_proj's
+// shape 56 -> 67 %, down 77 -> 80 %); q8's SwiGLU 8 rows (4 of each), lean, 4 blocks (82 -> 92 %);
+// q8's q/k/v 8 rows, lean, 3 blocks (54 -> 69 %); q4's SwiGLU 4 rows (2 of each), lean, 6 blocks
+// (74 -> 83 %); every other kernel 8 rows (SwiGLU 4 of each), a pointer a row, no bound. The host
+// takes the rows a block and the threads from engine/src/cuda/products.rs (`DecodeWeight`).
+#define AT_TWO(BITS, M, B) ((BITS) == (B) && (M) == 2)
+#define ROWS_PLAIN(BITS, M) (AT_TWO(BITS, M, 8) ? 4 : QROWS)
+#define ROWS_SWIGLU(BITS, M) (AT_TWO(BITS, M, 4) ? 4 : QROWS)
+#define LEAN_SWIGLU(BITS, M) ((M) == 2)
+// Launch bounds with the blocks kept resident, or none: a minimum of one block is not the same as
+// none to ptxas, which then takes more registers (gemv_q4_m2 141 instead of 128, one block of 256
+// threads a multiprocessor instead of two: down 65 -> 47 % in tools/gemv-lab).
+#define BOUNDS_1(T) __launch_bounds__(T)
+#define BOUNDS_3(T) __launch_bounds__(T, 3)
+#define BOUNDS_4(T) __launch_bounds__(T, 4)
+#define BOUNDS_6(T) __launch_bounds__(T, 6)
+#define BOUNDS(T, B) BOUNDS_##B(T)
 #define QM(w) QMatrix{(const uint4*)w, w##_s, w##_o}
 #define QX QInput{(const uint4*)xq, xs, (const float2*)xsum}
 #define QX_ARGS const unsigned int* __restrict__ xq, const float* __restrict__ xs, const float* __restrict__ xsum
-#define GEMV_Q_FOR(BITS, M)                                                                                       \
-    extern "C" __global__ void __launch_bounds__(256) gemv_q##BITS##_m##M(                                        \
+#define GEMV_Q_FOR(BITS, M, PLAIN_B, SWIGLU_B, GROUP3_B)                                                                                     \
+    extern "C" __global__ void BOUNDS(256, PLAIN_B) gemv_q##BITS##_m##M(                                            \
         const unsigned int* w, const unsigned short* w_s, const unsigned short* w_o, QX_ARGS,                    \
         float* __restrict__ y, int m, int k, int n) {                                                            \
-        gemv_q_rows<BITS, M, QEPI_PLAIN, 8>(QM(w), QM(w), QX, nullptr, y, m, k, n, blockIdx.x * QROWS);          \
+        constexpr int R = ROWS_PLAIN(BITS, M);                                                                    \
+        gemv_q_rows<BITS, M, QEPI_PLAIN, 8, R != QROWS, R>(QM(w), QM(w), QX, nullptr, y, m, k, n, blockIdx.x * R); \
     }                                                                                                             \
-    extern "C" __global__ void __launch_bounds__(256) gemv_add_q##BITS##_m##M(                                    \
+    extern "C" __global__ void BOUNDS(256, PLAIN_B) gemv_add_q##BITS##_m##M(                                        \
         const unsigned int* w, const unsigned short* w_s, const unsigned short* w_o, QX_ARGS,                    \
         const float* __restrict__ residual, float* __restrict__ y, int m, int k, int n) {                        \
-        gemv_q_rows<BITS, M, QEPI_ADD, 8>(QM(w), QM(w), QX, residual, y, m, k, n, blockIdx.x * QROWS);           \
+        constexpr int R = ROWS_PLAIN(BITS, M);                                                                    \
+        gemv_q_rows<BITS, M, QEPI_ADD, 8, R != QROWS, R>(QM(w), QM(w), QX, residual, y, m, k, n, blockIdx.x * R); \
     }                                                                                                             \
-    extern "C" __global__ void __launch_bounds__(128) gemv_swiglu_q##BITS##_m##M(                                 \
+    extern "C" __global__ void BOUNDS(128, SWIGLU_B) gemv_swiglu_q##BITS##_m##M(                                    \
         const unsigned int* gate, const unsigned short* gate_s, const unsigned short* gate_o,                    \
         const unsigned int* up, const unsigned short* up_s, const unsigned short* up_o, QX_ARGS,                 \
         float* __restrict__ y, int m, int k, int n) {                                                            \
-        gemv_q_rows<BITS, M, QEPI_SWIGLU, 4>(QM(gate), QM(up), QX, nullptr, y, m, k, n,                         \
-                                             blockIdx.x * (QROWS / 2));                                          \
+        constexpr int R = ROWS_SWIGLU(BITS, M);                                                                   \
+        gemv_q_rows<BITS, M, QEPI_SWIGLU, 4, LEAN_SWIGLU(BITS, M), R>(QM(gate), QM(up), QX, nullptr, y, m, k, n, \
+                                                                       blockIdx.x * (R / 2));                    \
     }                                                                                                             \
-    extern "C" __global__ void __launch_bounds__(256) gemv_group3_q##BITS##_m##M(                                 \
+    extern "C" __global__ void BOUNDS(256, GROUP3_B) gemv_group3_q##BITS##_m##M(                                    \
         const unsigned int* w0, const unsigned short* w0_s, const unsigned short* w0_o, const unsigned int* w1,  \
         const unsigned short* w1_s, const unsigned short* w1_o, const unsigned int* w2,                          \
         const unsigned short* w2_s, const unsigned short* w2_o, float* __restrict__ y0, float* __restrict__ y1,  \
@@ -275,10 +345,13 @@ __device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, QInput x, cons
         float* y = b < b0 ? y0 : b < b0 + b1 ? y1 : y2;                                                           \
         int n = b < b0 ? n0 : b < b0 + b1 ? n1 : n2;                                                              \
         int row0 = (b < b0 ? b : b < b0 + b1 ? b - b0 : b - b0 - b1) * QROWS;                                     \
-        gemv_q_rows<BITS, M, QEPI_PLAIN, 8>(w, w, QX, nullptr, y, m, k, n, row0);                                 \
+        gemv_q_rows<BITS, M, QEPI_PLAIN, 8, AT_TWO(BITS, M, 8)>(w, w, QX, nullptr, y, m, k, n, row0);             \
     }
 
-#define GEMV_Q_ALL(BITS) GEMV_Q_FOR(BITS, 2) GEMV_Q_FOR(BITS, 4) GEMV_Q_FOR(BITS, 8)
-
-GEMV_Q_ALL(8)
-GEMV_Q_ALL(4)
+// (BITS, M, then the blocks kept resident of the plain and residual-add, SwiGLU and q/k/v kernels)
+GEMV_Q_FOR(8, 2, 4, 4, 3)
+GEMV_Q_FOR(8, 4, 1, 1, 1)
+GEMV_Q_FOR(8, 8, 1, 1, 1)
+GEMV_Q_FOR(4, 2, 1, 6, 1)
+GEMV_Q_FOR(4, 4, 1, 1, 1)
+GEMV_Q_FOR(4, 8, 1, 1, 1)

@@ -18,7 +18,7 @@ $B devices > $R/devices.txt 2>&1
 cat $R/smi.txt $R/devices.txt > $R/summary.txt
 for t in ${TESTS-conformance ops parity pipeline memory}; do
   [ -x /tmp/b/test-$t ] || continue
-  SONGLOOM_TEST_DEVICES=wgpu timeout ${TEST_LIMIT:-240} /tmp/b/test-$t --nocapture --test-threads=1 > $R/test-$t.log 2>&1
+  SONGLOOM_TEST_DEVICES=wgpu timeout -k 15 ${TEST_LIMIT:-240} /tmp/b/test-$t --nocapture --test-threads=1 > $R/test-$t.log 2>&1
   echo "test-$t rc=$?" >> $R/summary.txt
   grep -h "test result\|^wgpu\|wgpu:" $R/test-$t.log | head -20 >> $R/summary.txt
   grep -B2 -A12 "panicked" $R/test-$t.log | head -30 >> $R/summary.txt
@@ -29,15 +29,19 @@ for d in ${MAIN_DEVICES-wgpu cuda}; do
   echo "main job on $d rc=$?" >> $R/summary.txt
 done
 # With songloom-prev packed (PREV= in scripts/device-pack.sh), each bench also runs on it, right
-# after this binary's, so the two versions are timed in the same lease.
-bins=songloom; [ -x /tmp/b/songloom-prev ] && bins="songloom songloom-prev"
+# after this binary's, so the two versions are timed in the same lease; with NOCOOP=1, this binary
+# again without the cooperative-matrix products (songloom-nocoop: SONGLOOM_WGPU_COOPERATIVE=0).
+bins=songloom; [ -x /tmp/b/songloom-prev ] && bins="$bins songloom-prev"
+[ -n "${NOCOOP:-}" ] && bins="$bins songloom-nocoop"
 for what in ${WHAT-gemm stages}; do
   for d in ${DEVICES-wgpu cuda}; do
     for bin in $bins; do
       log=$R/bench-$what-$d-$bin.txt
+      exe=/tmp/b/$bin; cooperative=1
+      [ $bin = songloom-nocoop ] && { exe=/tmp/b/songloom; cooperative=0; [ $d = wgpu ] || continue; }
       nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > $R/smi-$what-$d-$bin.txt &
       smi=$!
-      timeout ${BENCH_LIMIT:-300} /tmp/b/$bin bench --device $d --what $what --precision ${PRECISION:-bf16} ${BENCH_ARGS:-} > $log 2>&1
+      SONGLOOM_WGPU_COOPERATIVE=$cooperative timeout -k 15 ${BENCH_LIMIT:-300} $exe bench --device $d --what $what --precision ${PRECISION:-bf16} ${BENCH_ARGS:-} > $log 2>&1
       echo "rc=$?" >> $log
       kill $smi; wait $smi 2>/dev/null
       echo "nvidia-smi peak $(sort -n $R/smi-$what-$d-$bin.txt | tail -1) MiB" >> $log

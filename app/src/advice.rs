@@ -26,9 +26,12 @@ fn measured(plan: &Plan) -> Option<f64> {
 }
 
 /// What the wgpu backend measured on the H200 through Vulkan (docs/BENCHMARKS.md, "wgpu backend"):
-/// a 60 s song phase by phase in 430.6 s, 18 times CUDA's.
+/// a 60 s song phase by phase in 430.6 s, 18 times CUDA's, before the DiT ran on the matrix units,
+/// which took its forward pair from 681 to 159 ms (the song not measured again).
 const WGPU_SPEED: &str = "on the H200 through Vulkan a 60 s song took 431 s phase by phase with the wgpu shaders, \
-     18 times CUDA's time (docs/BENCHMARKS.md); other GPUs scale with their memory bandwidth and FP32 rate";
+     18 times CUDA's time, before the DiT ran on the tensor cores through cooperative matrices, which made its \
+     steps 4.3 times faster (docs/BENCHMARKS.md); other GPUs scale with their memory bandwidth and FP32 rate, \
+     or their f16 matrix rate where wgpu offers cooperative matrices";
 
 pub fn for_device(kind: DeviceKind) -> String {
     if kind == DeviceKind::Cpu {

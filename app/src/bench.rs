@@ -26,9 +26,9 @@ pub struct BenchArgs {
     /// auto, cpu, cuda or wgpu.
     #[arg(long, default_value = "auto")]
     device: DeviceChoice,
-    /// gemm, dit-block, stages, song, precision (the fast policies' distance to exact f32 at full
-    /// size, GPU only), quant (the weight formats' distances to bf16 at full size, GPU only) or
-    /// all (all = gemm and dit-block, what a CPU can do).
+    /// gemm, dit-block, dit-ops (each op of a DiT block timed alone), stages, song, precision (the
+    /// fast policies' distance to exact f32 at full size, GPU only), quant (the weight formats'
+    /// distances to bf16 at full size, GPU only) or all (all = gemm and dit-block, what a CPU can do).
     #[arg(long, default_value = "all")]
     what: String,
     /// Timed repetitions per measurement.
@@ -68,6 +68,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         }
         "gemm" => gemm(&device, args.repeat),
         "dit-block" => dit_block(&device, args.repeat),
+        "dit-ops" => dit_ops(&device, args.repeat),
         "stages" => stages(device, memory, args.repeat),
         "song" => song(device, memory, args.duration, args.steps),
         "quant" => {
@@ -83,7 +84,11 @@ pub fn run(args: BenchArgs) -> Result<()> {
             drop(device);
             precision_distances()
         }
-        other => bail!("unknown benchmark `{other}` (expected gemm, dit-block, stages, song, precision, quant or all)"),
+        other => {
+            bail!(
+                "unknown benchmark `{other}` (expected gemm, dit-block, dit-ops, stages, song, precision, quant or all)"
+            )
+        }
     }
 }
 
@@ -159,28 +164,33 @@ fn filled(device: &Device, shape: &[usize], value: f32) -> Result<Tensor> {
 }
 
 fn gemm(device: &Device, repeat: usize) -> Result<()> {
-    // (label, m, k, n, weight dtype)
+    // (label, m, k, n, weight dtype); `None`: a DiT matrix as the precision policy keeps it
+    // (`product_weight`: f32, bf16, or f16 where wgpu's products run on the matrix units).
     let shapes = [
-        ("square 2048^3 (peak reference)", 2048, 2048, 2048, DType::F32),
-        ("DiT attention proj 690x2048 -> 2048", 690, 2048, 2048, DType::F32),
-        ("DiT ff_in 690x2048 -> 16384", 690, 2048, 16384, DType::F32),
-        ("DiT ff_out 690x8192 -> 2048", 690, 8192, 2048, DType::F32),
-        ("LM decode q_proj 2x4096 -> 4096 (bf16)", 2, 4096, 4096, DType::BF16),
-        ("LM decode gate_proj 2x4096 -> 12288 (bf16)", 2, 4096, 12288, DType::BF16),
-        ("LM prefill gate_proj 448x4096 -> 12288 (bf16)", 448, 4096, 12288, DType::BF16),
-        ("LM decode q_proj 2x4096 -> 4096 (q8)", 2, 4096, 4096, DType::Q8),
-        ("LM decode gate_proj 2x4096 -> 12288 (q8)", 2, 4096, 12288, DType::Q8),
-        ("LM decode q_proj 2x4096 -> 4096 (q4)", 2, 4096, 4096, DType::Q4),
-        ("LM decode gate_proj 2x4096 -> 12288 (q4)", 2, 4096, 12288, DType::Q4),
-        ("LM prefill gate_proj 448x4096 -> 12288 (q8)", 448, 4096, 12288, DType::Q8),
-        ("depth 14x1024 -> 4096 (q8)", 14, 1024, 4096, DType::Q8),
+        ("square 2048^3 (peak reference)", 2048, 2048, 2048, Some(DType::F32)),
+        ("DiT attention proj 690x2048 -> 2048", 690, 2048, 2048, None),
+        ("DiT ff_in 690x2048 -> 16384", 690, 2048, 16384, None),
+        ("DiT ff_out 690x8192 -> 2048", 690, 8192, 2048, None),
+        ("LM decode q_proj 2x4096 -> 4096 (bf16)", 2, 4096, 4096, Some(DType::BF16)),
+        ("LM decode gate_proj 2x4096 -> 12288 (bf16)", 2, 4096, 12288, Some(DType::BF16)),
+        ("LM prefill gate_proj 448x4096 -> 12288 (bf16)", 448, 4096, 12288, Some(DType::BF16)),
+        ("LM decode q_proj 2x4096 -> 4096 (q8)", 2, 4096, 4096, Some(DType::Q8)),
+        ("LM decode gate_proj 2x4096 -> 12288 (q8)", 2, 4096, 12288, Some(DType::Q8)),
+        ("LM decode q_proj 2x4096 -> 4096 (q4)", 2, 4096, 4096, Some(DType::Q4)),
+        ("LM decode gate_proj 2x4096 -> 12288 (q4)", 2, 4096, 12288, Some(DType::Q4)),
+        ("LM prefill gate_proj 448x4096 -> 12288 (q8)", 448, 4096, 12288, Some(DType::Q8)),
+        ("depth 14x1024 -> 4096 (q8)", 14, 1024, 4096, Some(DType::Q8)),
     ];
     launch_cost(device)?;
     copy_ceiling(device)?;
     say!("{:<48} {:>10} {:>12} {:>10}", "GEMM", "ms", "GFLOP/s", "GB/s (w)");
     for (label, m, k, n, dtype) in shapes {
         let x = filled(device, &[m, k], 1e-3)?;
-        let w = device.cast(&filled(device, &[n, k], 1e-3)?, dtype)?;
+        let w = filled(device, &[n, k], 1e-3)?;
+        let w = match dtype {
+            Some(dtype) => device.cast(&w, dtype)?,
+            None => device.product_weight(w)?,
+        };
         // Decode products are timed back to back, as a decode step runs them.
         let calls = if m <= 8 { 20 } else { 1 };
         let secs = median_of(device, repeat, || {
@@ -190,7 +200,8 @@ fn gemm(device: &Device, repeat: usize) -> Result<()> {
             Ok(())
         })? / calls as f64;
         let flops = 2.0 * (m * k * n) as f64;
-        let weight_bytes = (n * k) as f64 * dtype.bits_per_weight() / 8.0;
+        let weight_bytes = (n * k) as f64 * w.dtype().bits_per_weight() / 8.0;
+        let label = if dtype.is_none() { format!("{label} ({})", w.dtype()) } else { label.to_string() };
         say!("{label:<48} {:>10.3} {:>12.1} {:>10.1}", secs * 1e3, flops / secs / 1e9, weight_bytes / secs / 1e9);
     }
     Ok(())
@@ -228,6 +239,55 @@ fn dit_block(device: &Device, repeat: usize) -> Result<()> {
         flops / 1e9,
         block * 36.0
     );
+    Ok(())
+}
+
+/// One op of a DiT block, run on its inputs.
+type BlockOp<'a> = dyn Fn() -> songloom_engine::Result<Tensor> + 'a;
+
+/// Each op of one DiT block at sequence 690 timed alone, in the order the block runs them, with its
+/// matrices as the precision policy keeps them: where a forward's time goes.
+fn dit_ops(device: &Device, repeat: usize) -> Result<()> {
+    let cfg = DitConfig::default();
+    let (seq, inner, ff) = (690, cfg.inner_dim(), cfg.ff_inner_dim);
+    let matrix = |rows: usize, cols: usize| -> Result<Tensor> {
+        Ok(device.product_weight(filled(device, &[rows, cols], 1e-3)?)?)
+    };
+    let x = filled(device, &[seq, inner], 0.1)?;
+    let (norm_w, norm_b) = (filled(device, &[inner], 0.1)?, filled(device, &[inner], 0.01)?);
+    let [q_w, k_w, v_w, out_w] =
+        [matrix(inner, inner)?, matrix(inner, inner)?, matrix(inner, inner)?, matrix(inner, inner)?];
+    let (ff_in, ff_in_b) = (matrix(2 * ff, inner)?, filled(device, &[2 * ff], 0.01)?);
+    let (ff_out, ff_out_b) = (matrix(inner, ff)?, filled(device, &[inner], 0.01)?);
+    let (rotary, shape) =
+        (songloom_engine::models::dit::rotary(&cfg, seq), songloom_engine::models::dit::attention_shape(&cfg, seq));
+    let n = device.layer_norm(&x, &norm_w, &norm_b, 1e-5)?;
+    let [q, k, v] = device.linear3(&n, None, [&q_w, &k_w, &v_w])?;
+    let glu = device.linear_glu(&n, &ff_in, Some(&ff_in_b))?;
+    // (label, how many a block runs, the op)
+    let ops: Vec<(&str, usize, Box<BlockOp>)> = vec![
+        ("layer norm", 2, Box::new(|| device.layer_norm(&x, &norm_w, &norm_b, 1e-5))),
+        ("q, k, v products", 1, Box::new(|| Ok(device.linear3(&n, None, [&q_w, &k_w, &v_w])?[0].clone()))),
+        ("rotary", 2, Box::new(|| device.rope(&q, rotary))),
+        ("attention", 1, Box::new(|| device.attention(&q, &k, &v, shape))),
+        ("attention out product", 1, Box::new(|| device.linear(&q, &out_w, None))),
+        ("residual add", 2, Box::new(|| device.add(&x, &q))),
+        ("ff_in product and GLU", 1, Box::new(|| device.linear_glu(&n, &ff_in, Some(&ff_in_b)))),
+        ("ff_out product", 1, Box::new(|| device.linear(&glu, &ff_out, Some(&ff_out_b)))),
+    ];
+    let mut times = Vec::new();
+    for (label, count, op) in &ops {
+        let secs = median_of(device, repeat, || {
+            op()?;
+            Ok(())
+        })?;
+        times.push((*label, *count as f64 * secs));
+    }
+    let block: f64 = times.iter().map(|t| t.1).sum();
+    say!("one DiT block at seq 690, each op alone ({} matrices): {:.2} ms", q_w.dtype(), block * 1e3);
+    for (label, secs) in times {
+        say!("  {label:<24} {:>8.3} ms {:>5.1} %", secs * 1e3, 100.0 * secs / block);
+    }
     Ok(())
 }
 

@@ -155,7 +155,17 @@ pub fn device_of(kind: DeviceKind) -> Device {
 
 /// The CUDA device under `precision`, or why there is none.
 pub fn cuda_with(precision: Precision) -> songloom_engine::Result<Device> {
-    Device::open(DeviceChoice::Kind(DeviceKind::Cuda), DeviceOptions { precision, ..DeviceOptions::default() })
+    gpu_with(DeviceKind::Cuda, precision)
+}
+
+/// A device of `kind` under `precision`, or why there is none (or why it is left out:
+/// `SONGLOOM_TEST_DEVICES`, as in [`devices_with`]).
+pub fn gpu_with(kind: DeviceKind, precision: Precision) -> songloom_engine::Result<Device> {
+    let wanted = std::env::var("SONGLOOM_TEST_DEVICES").ok();
+    if wanted.as_deref().is_some_and(|w| !w.split(',').any(|n| n == kind.name())) {
+        return Err(songloom_engine::Error::Invalid(format!("{kind} not in SONGLOOM_TEST_DEVICES")));
+    }
+    Device::open(DeviceChoice::Kind(kind), DeviceOptions { precision, ..DeviceOptions::default() })
 }
 
 /// Copies the tiny model into a temporary directory so a test can break one file of it.

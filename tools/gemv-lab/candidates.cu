@@ -1,45 +1,20 @@
 // Candidate designs of the quantized decode products, beside the engine's (kernels/gemv_quant.cu,
-// whose types and q_dot they reuse). lab.cu times both. The candidates differ from the engine's
-// gemv_q_rows in two places:
+// whose types, q_dot and warp_sum_halving they reuse). lab.cu times both. The candidates differ
+// from the engine's gemv_q_rows in three places:
 // - PIPE weight loads of each row in flight a thread (the engine: 1), so a thread can own more of
 //   a row and a block fewer threads for the same bytes;
-// - the block's partial sums reduced by halving: each of a warp's 5 shuffle steps hands half of a
-//   lane's remaining values to its partner, so the R * M sums of a thread take about R * M
-//   shuffles instead of 5 R * M (at one load a row a thread the old reduction was as many
-//   instructions as the dot products).
+// - the block's partial sums always reduced by halving (the engine: only where LEAN);
+// - QR weight rows a block (the engine: QROWS, 8): fewer rows need fewer registers (q4's 8 loads
+//   of 16 bytes and 16 sums need about 128), so more blocks stay resident, each activation load
+//   serving fewer rows.
 
 namespace cand {
 
-// Sums each of N values over the warp's lanes: halving while more than one value is left, then
-// plain butterfly steps. Afterwards v[j] (j < max(N / 32, 1)) holds the warp's total of value
-// `base + j`; lanes differing only in the bits of `plain` hold the same totals.
-template <int N, int O>
-__device__ __forceinline__ void halve(float* v, int lane, int& base, int& plain) {
-    if constexpr (O > 0) {
-        if constexpr (N > 1) {
-            constexpr int H = N / 2;
-            bool high = lane & O;
-#pragma unroll
-            for (int j = 0; j < H; j++) {
-                float keep = high ? v[j + H] : v[j];
-                float send = high ? v[j] : v[j + H];
-                v[j] = keep + __shfl_xor_sync(0xffffffffu, send, O);
-            }
-            if (high) base += H;
-            halve<H, O / 2>(v, lane, base, plain);
-        } else {
-            v[0] += __shfl_xor_sync(0xffffffffu, v[0], O);
-            plain |= O;
-            halve<1, O / 2>(v, lane, base, plain);
-        }
-    }
-}
-
-template <int BITS, int M, int EPI, int WARPS, int PIPE, bool LEAN = false>
-__device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, QInput x, const float* __restrict__ residual,
+template <int BITS, int M, int EPI, int WARPS, int PIPE, bool LEAN = false, int QR = QROWS>
+__device__ __forceinline__ void candidate_rows(QMatrix a, QMatrix b, QInput x, const float* __restrict__ residual,
                                             float* __restrict__ y, int m, int k, int n, int row0) {
     constexpr int W = EPI == QEPI_SWIGLU ? 2 : 1;
-    constexpr int R = QROWS / W;
+    constexpr int R = QR / W;
     constexpr int N = W * R * M;
     constexpr int PER = QLayout<BITS>::PER_LOAD;
     __shared__ float partial[WARPS][N];
@@ -119,7 +94,7 @@ __device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, QInput x, cons
         }
     }
     int base = 0, plain = 0;
-    halve<N, 16>(acc, lane, base, plain);
+    warp_sum_halving<N, 16>(acc, lane, base, plain);
     if ((lane & plain) == 0) {
         constexpr int LEFT = N > 32 ? N / 32 : 1;
 #pragma unroll
@@ -149,7 +124,7 @@ template <int BITS, int PIPE>
 __global__ void __launch_bounds__(256) gemv(const unsigned int* w, const unsigned short* w_s,
                                             const unsigned short* w_o, QX_ARGS, float* __restrict__ y, int m,
                                             int k, int n) {
-    gemv_q_rows<BITS, 2, QEPI_PLAIN, 8, PIPE>(QM(w), QM(w), QX, nullptr, y, m, k, n, blockIdx.x * QROWS);
+    candidate_rows<BITS, 2, QEPI_PLAIN, 8, PIPE>(QM(w), QM(w), QX, nullptr, y, m, k, n, blockIdx.x * QROWS);
 }
 
 template <int BITS, int PIPE>
@@ -157,7 +132,7 @@ __global__ void __launch_bounds__(128) swiglu(const unsigned int* gate, const un
                                               const unsigned short* gate_o, const unsigned int* up,
                                               const unsigned short* up_s, const unsigned short* up_o, QX_ARGS,
                                               float* __restrict__ y, int m, int k, int n) {
-    gemv_q_rows<BITS, 2, QEPI_SWIGLU, 4, PIPE>(QM(gate), QM(up), QX, nullptr, y, m, k, n, blockIdx.x * (QROWS / 2));
+    candidate_rows<BITS, 2, QEPI_SWIGLU, 4, PIPE>(QM(gate), QM(up), QX, nullptr, y, m, k, n, blockIdx.x * (QROWS / 2));
 }
 
 template <int BITS, int PIPE>
@@ -174,14 +149,14 @@ __global__ void __launch_bounds__(256) group3(const unsigned int* w0, const unsi
     float* y = b < b0 ? y0 : b < b0 + b1 ? y1 : y2;
     int n = b < b0 ? n0 : b < b0 + b1 ? n1 : n2;
     int row0 = (b < b0 ? b : b < b0 + b1 ? b - b0 : b - b0 - b1) * QROWS;
-    gemv_q_rows<BITS, 2, QEPI_PLAIN, 8, PIPE>(w, w, QX, nullptr, y, m, k, n, row0);
+    candidate_rows<BITS, 2, QEPI_PLAIN, 8, PIPE>(w, w, QX, nullptr, y, m, k, n, row0);
 }
 
 template <int BITS, int MINB>
 __global__ void __launch_bounds__(256, MINB) gemv_lean(const unsigned int* w, const unsigned short* w_s,
                                                        const unsigned short* w_o, QX_ARGS, float* __restrict__ y,
                                                        int m, int k, int n) {
-    gemv_q_rows<BITS, 2, QEPI_PLAIN, 8, 1, true>(QM(w), QM(w), QX, nullptr, y, m, k, n, blockIdx.x * QROWS);
+    candidate_rows<BITS, 2, QEPI_PLAIN, 8, 1, true>(QM(w), QM(w), QX, nullptr, y, m, k, n, blockIdx.x * QROWS);
 }
 
 template <int BITS, int MINB>
@@ -189,7 +164,7 @@ __global__ void __launch_bounds__(128, MINB) swiglu_lean(const unsigned int* gat
                                                          const unsigned short* gate_o, const unsigned int* up,
                                                          const unsigned short* up_s, const unsigned short* up_o,
                                                          QX_ARGS, float* __restrict__ y, int m, int k, int n) {
-    gemv_q_rows<BITS, 2, QEPI_SWIGLU, 4, 1, true>(QM(gate), QM(up), QX, nullptr, y, m, k, n,
+    candidate_rows<BITS, 2, QEPI_SWIGLU, 4, 1, true>(QM(gate), QM(up), QX, nullptr, y, m, k, n,
                                                   blockIdx.x * (QROWS / 2));
 }
 
@@ -207,7 +182,40 @@ __global__ void __launch_bounds__(256, MINB) group3_lean(const unsigned int* w0,
     float* y = b < b0 ? y0 : b < b0 + b1 ? y1 : y2;
     int n = b < b0 ? n0 : b < b0 + b1 ? n1 : n2;
     int row0 = (b < b0 ? b : b < b0 + b1 ? b - b0 : b - b0 - b1) * QROWS;
-    gemv_q_rows<BITS, 2, QEPI_PLAIN, 8, 1, true>(w, w, QX, nullptr, y, m, k, n, row0);
+    candidate_rows<BITS, 2, QEPI_PLAIN, 8, 1, true>(w, w, QX, nullptr, y, m, k, n, row0);
+}
+
+// Four rows a block (SwiGLU two of each matrix), lean, at least MINB blocks resident.
+template <int BITS, int MINB>
+__global__ void __launch_bounds__(256, MINB) gemv_rows4(const unsigned int* w, const unsigned short* w_s,
+                                                        const unsigned short* w_o, QX_ARGS, float* __restrict__ y,
+                                                        int m, int k, int n) {
+    candidate_rows<BITS, 2, QEPI_PLAIN, 8, 1, true, 4>(QM(w), QM(w), QX, nullptr, y, m, k, n, blockIdx.x * 4);
+}
+
+template <int BITS, int MINB>
+__global__ void __launch_bounds__(128, MINB) swiglu_rows4(const unsigned int* gate, const unsigned short* gate_s,
+                                                          const unsigned short* gate_o, const unsigned int* up,
+                                                          const unsigned short* up_s, const unsigned short* up_o,
+                                                          QX_ARGS, float* __restrict__ y, int m, int k, int n) {
+    candidate_rows<BITS, 2, QEPI_SWIGLU, 4, 1, true, 4>(QM(gate), QM(up), QX, nullptr, y, m, k, n, blockIdx.x * 2);
+}
+
+template <int BITS, int MINB>
+__global__ void __launch_bounds__(256, MINB) group3_rows4(const unsigned int* w0, const unsigned short* w0_s,
+                                                          const unsigned short* w0_o, const unsigned int* w1,
+                                                          const unsigned short* w1_s, const unsigned short* w1_o,
+                                                          const unsigned int* w2, const unsigned short* w2_s,
+                                                          const unsigned short* w2_o, float* __restrict__ y0,
+                                                          float* __restrict__ y1, float* __restrict__ y2, QX_ARGS,
+                                                          int m, int k, int n0, int n1, int n2) {
+    int b0 = (n0 + 3) / 4, b1 = (n1 + 3) / 4;
+    int b = blockIdx.x;
+    QMatrix w = b < b0 ? QM(w0) : b < b0 + b1 ? QM(w1) : QM(w2);
+    float* y = b < b0 ? y0 : b < b0 + b1 ? y1 : y2;
+    int n = b < b0 ? n0 : b < b0 + b1 ? n1 : n2;
+    int row0 = (b < b0 ? b : b < b0 + b1 ? b - b0 : b - b0 - b1) * 4;
+    candidate_rows<BITS, 2, QEPI_PLAIN, 8, 1, true, 4>(w, w, QX, nullptr, y, m, k, n, row0);
 }
 
 }  // namespace cand

@@ -149,11 +149,25 @@ static std::vector<float> fetch(const float* d, size_t n) {
     return h;
 }
 
-// Threads a block of the engine's kernels runs with (engine/src/cuda/products.rs, threads()).
-static int engine_threads(int bits, int k, int most) {
-    int loads = k / (bits == 8 ? 16 : 32);
+// Threads a block of the engine's kernels runs with (engine/src/cuda/products.rs, threads()), for
+// `per_thread` loads of a row a thread.
+static int engine_threads(int bits, int k, int most, int per_thread = 1) {
+    int loads = k / (bits == 8 ? 16 : 32) / per_thread;
     int t = (loads + 31) / 32 * 32;
     return t < 32 ? 32 : t < most ? t : most;
+}
+
+// Rows a block of the engine's kernels owns at two activation rows (kernels/gemv_quant.cu's
+// ROWS_PLAIN and ROWS_SWIGLU, SwiGLU's of each matrix; engine/src/cuda/products.rs,
+// rows_per_block()), and the threads for them: two loads of a row a thread where the block owns
+// half its family's usual rows.
+static int engine_rows(int bits, bool swiglu) {
+    if (swiglu) return bits == 4 ? 2 : 4;
+    return bits == 8 ? 4 : 8;
+}
+static int engine_threads_of(int bits, bool swiglu, int k, int most) {
+    bool halved = engine_rows(bits, swiglu) < (swiglu ? 4 : 8);
+    return engine_threads(bits, k, most, halved ? 2 : 1);
 }
 
 typedef void (*PlainKernel)(const unsigned int*, const unsigned short*, const unsigned short*, const unsigned int*,
@@ -166,12 +180,14 @@ typedef void (*Group3Kernel)(const unsigned int*, const unsigned short*, const u
                              const unsigned short*, float*, float*, float*, const unsigned int*, const float*,
                              const float*, int, int, int, int, int);
 
-// A kernel to time: the engine's, or a candidate with its loads in flight a row and threads.
+// A kernel to time: the engine's, or a candidate with its loads in flight a row and threads, and
+// the weight rows a block owns (SwiGLU's: of each matrix).
 template <typename K>
 struct Variant {
     const char* name;
     K kernel;
     int threads;
+    int rows = 8;
 };
 
 static void report(int bits, const char* shape, const char* form, double bytes, const char* name, int threads,
@@ -231,6 +247,7 @@ int main() {
             Weights q = make(bits, k, n);
             double mb = q.bytes();
             int t = engine_threads(bits, k, 256);
+            int te = engine_threads_of(bits, false, k, 256), re = engine_rows(bits, false);
             auto prepass = [&](bool chained, bool norm) {
                 int threads = k / 4 < 1024 ? k / 4 : 1024;
                 launch(chained, quantize_activations, M, threads, x, norm ? gain : nullptr, 1e-6f, xq, xs,
@@ -238,7 +255,7 @@ int main() {
             };
             prepass(false, false);
             std::vector<Variant<PlainKernel>> variants = {
-                {"engine", bits == 8 ? gemv_q8_m2 : gemv_q4_m2, t}};
+                {"engine", bits == 8 ? gemv_q8_m2 : gemv_q4_m2, te, re}};
             {
                 int half = engine_threads(bits, k / 2, 256);
                 variants.push_back({"halving", bits == 8 ? cand::gemv<8, 1> : cand::gemv<4, 1>, t});
@@ -247,25 +264,32 @@ int main() {
                 variants.push_back({"lean, 4 blocks", bits == 8 ? cand::gemv_lean<8, 4> : cand::gemv_lean<4, 4>, t});
                 variants.push_back({"lean, 4 blocks", bits == 8 ? cand::gemv_lean<8, 4> : cand::gemv_lean<4, 4>, half});
                 variants.push_back({"lean, 6 blocks", bits == 8 ? cand::gemv_lean<8, 6> : cand::gemv_lean<4, 6>, half});
+                for (int threads : {t, half}) {
+                    variants.push_back({"4 rows, 4 blocks", bits == 8 ? cand::gemv_rows4<8, 4> : cand::gemv_rows4<4, 4>, threads, 4});
+                    variants.push_back({"4 rows, 6 blocks", bits == 8 ? cand::gemv_rows4<8, 6> : cand::gemv_rows4<4, 6>, threads, 4});
+                }
             }
-            launch(false, variants[0].kernel, (n + 7) / 8, t, q.w(0), q.s(0), q.o(0), xq, xs, xsum, y_ref, M, k, n);
+            launch(false, variants[0].kernel, (n + re - 1) / re, te, q.w(0), q.s(0), q.o(0), xq, xs, xsum, y_ref, M, k,
+                   n);
             auto ref = fetch(y_ref, (size_t)M * n);
             for (auto& v : variants) {
+                int grid = (n + v.rows - 1) / v.rows;
                 auto run = [&](bool chained) {
                     return time_us(q.copies, [&](int c) {
-                        launch(chained, v.kernel, (n + 7) / 8, v.threads, q.w(c), q.s(c), q.o(c), xq, xs, xsum, y,
+                        launch(chained, v.kernel, grid, v.threads, q.w(c), q.s(c), q.o(c), xq, xs, xsum, y,
                                M, k, n);
                     });
                 };
                 double plain = run(false), chained = run(true);
-                launch(false, v.kernel, (n + 7) / 8, v.threads, q.w(0), q.s(0), q.o(0), xq, xs, xsum, y, M, k, n);
+                launch(false, v.kernel, grid, v.threads, q.w(0), q.s(0), q.o(0), xq, xs, xsum, y, M, k, n);
                 report(bits, sh.name, "plain", mb, v.name, v.threads, plain, chained, rel_rms(fetch(y, (size_t)M * n), ref));
             }
             {
                 double pre = time_us(1, [&](int) { prepass(true, false); });
                 double both = time_us(q.copies, [&](int c) {
                     prepass(true, false);
-                    launch(true, variants[0].kernel, (n + 7) / 8, t, q.w(c), q.s(c), q.o(c), xq, xs, xsum, y, M, k, n);
+                    launch(true, variants[0].kernel, (n + re - 1) / re, te, q.w(c), q.s(c), q.o(c), xq, xs, xsum, y, M, k,
+                           n);
                 });
                 printf("q%d %-20s loads a row %d; the activations' quantization alone, chained %.2f us; engine + it, chained %.2f us\n",
                        bits, sh.name, loads, pre, both);
@@ -274,17 +298,20 @@ int main() {
                 // SwiGLU with the norm: gate and up are two copies of the weights.
                 prepass(false, true);
                 int t2 = engine_threads(bits, k, 128);
-                std::vector<Variant<SwigluKernel>> sw = {{"engine", bits == 8 ? gemv_swiglu_q8_m2 : gemv_swiglu_q4_m2, t2}};
-                sw.push_back({"halving", bits == 8 ? cand::swiglu<8, 1> : cand::swiglu<4, 1>, t2});
+                std::vector<Variant<SwigluKernel>> sw = {{"engine", bits == 8 ? gemv_swiglu_q8_m2 : gemv_swiglu_q4_m2,
+                                                          engine_threads_of(bits, true, k, 128), engine_rows(bits, true)}};
+                sw.push_back({"halving", bits == 8 ? cand::swiglu<8, 1> : cand::swiglu<4, 1>, t2, 4});
                 for (int half : {t2, engine_threads(bits, k / 2, 128)}) {
-                    sw.push_back({"lean, 4 blocks", bits == 8 ? cand::swiglu_lean<8, 4> : cand::swiglu_lean<4, 4>, half});
-                    sw.push_back({"lean, 6 blocks", bits == 8 ? cand::swiglu_lean<8, 6> : cand::swiglu_lean<4, 6>, half});
-                    sw.push_back({"lean, 8 blocks", bits == 8 ? cand::swiglu_lean<8, 8> : cand::swiglu_lean<4, 8>, half});
+                    sw.push_back({"lean, 4 blocks", bits == 8 ? cand::swiglu_lean<8, 4> : cand::swiglu_lean<4, 4>, half, 4});
+                    sw.push_back({"lean, 6 blocks", bits == 8 ? cand::swiglu_lean<8, 6> : cand::swiglu_lean<4, 6>, half, 4});
+                    sw.push_back({"lean, 8 blocks", bits == 8 ? cand::swiglu_lean<8, 8> : cand::swiglu_lean<4, 8>, half, 4});
+                    sw.push_back({"4 rows, 6 blocks", bits == 8 ? cand::swiglu_rows4<8, 6> : cand::swiglu_rows4<4, 6>, half, 2});
+                    sw.push_back({"4 rows, 8 blocks", bits == 8 ? cand::swiglu_rows4<8, 8> : cand::swiglu_rows4<4, 8>, half, 2});
                 }
                 auto go = [&](Variant<SwigluKernel>& v, bool chained, int c, float* out) {
                     int d = (c + 1) % q.copies;
-                    launch(chained, v.kernel, (n + 3) / 4, v.threads, q.w(c), q.s(c), q.o(c), q.w(d), q.s(d), q.o(d),
-                           xq, xs, xsum, out, M, k, n);
+                    launch(chained, v.kernel, (n + v.rows - 1) / v.rows, v.threads, q.w(c), q.s(c), q.o(c), q.w(d),
+                           q.s(d), q.o(d), xq, xs, xsum, out, M, k, n);
                 };
                 go(sw[0], false, 0, y_ref);
                 ref = fetch(y_ref, (size_t)M * n);
@@ -315,12 +342,16 @@ int main() {
                 g3.push_back({"lean, 4 blocks", bits == 8 ? cand::group3_lean<8, 4> : cand::group3_lean<4, 4>, t});
                 g3.push_back({"lean, 4 blocks", bits == 8 ? cand::group3_lean<8, 4> : cand::group3_lean<4, 4>, half});
                 g3.push_back({"lean, 6 blocks", bits == 8 ? cand::group3_lean<8, 6> : cand::group3_lean<4, 6>, half});
+                for (int threads : {t, half}) {
+                    g3.push_back({"4 rows, 4 blocks", bits == 8 ? cand::group3_rows4<8, 4> : cand::group3_rows4<4, 4>, threads, 4});
+                    g3.push_back({"4 rows, 6 blocks", bits == 8 ? cand::group3_rows4<8, 6> : cand::group3_rows4<4, 6>, threads, 4});
+                }
             }
             auto go = [&](Variant<Group3Kernel>& v, bool chained, int c, float* out) {
                 const unsigned int* w0 = q.w(c); const unsigned short* s0 = q.s(c); const unsigned short* o0 = q.o(c);
                 const unsigned int *w1 = w0 + wq, *w2 = w0 + wq + wk;
                 const unsigned short *s1 = s0 + gq, *s2 = s0 + gq + gk, *o1 = o0 + gq, *o2 = o0 + gq + gk;
-                int blocks = 4096 / 8 + 1024 / 8 + 1024 / 8;
+                int blocks = (4096 + 1024 + 1024) / v.rows;
                 launch(chained, v.kernel, blocks, v.threads, w0, s0, o0, w1, s1, o1, w2, s2, o2, out, y2, y3, xq, xs,
                        xsum, M, k, 4096, 1024, 1024);
             };

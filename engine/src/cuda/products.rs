@@ -82,22 +82,35 @@ impl DecodeWeight<'_> {
         }
     }
 
-    /// Threads a block of this weight's kernels runs with, at most `most`: all of them for bf16; for
-    /// a quantized weight as many as a row of `k` has 16-byte loads, rounded up to a warp, so a
-    /// short row (the depth decoder's 1024, q4's 128 loads of a 4096 row) leaves no thread idle.
-    pub(super) fn threads(&self, k: usize, most: u32) -> u32 {
+    /// Threads a block of `family`'s kernel for `m` activation rows runs with, at most `most`: all
+    /// of them for bf16; for a quantized weight as many as a row of `k` has 16-byte loads, rounded
+    /// up to a warp, so a short row (the depth decoder's 1024, q4's 128 loads of a 4096 row) leaves
+    /// no thread idle, or, where a block owns half its family's usual rows
+    /// ([`rows_per_block`](Self::rows_per_block)), as many as half a row has: each thread takes two
+    /// loads of a row (measured faster in tools/gemv-lab, docs/BENCHMARKS.md).
+    pub(super) fn threads(&self, family: &str, m: usize, k: usize, most: u32) -> u32 {
         match self {
             DecodeWeight::Bf16(_) => most,
-            DecodeWeight::Quant(q) => ((k / q.per_load()).div_ceil(32) * 32).clamp(32, most as usize) as u32,
+            DecodeWeight::Quant(q) => {
+                let usual = if family == "gemv_swiglu" { 4 } else { 8 };
+                let per_thread = if self.rows_per_block(family, m) < usual { 2 } else { 1 };
+                ((k / q.per_load() / per_thread).div_ceil(32) * 32).clamp(32, most as usize) as u32
+            }
         }
     }
 
-    /// Weight rows a block of `family`'s kernel owns (kernels/gemv.cu, kernels/gemv_quant.cu).
-    pub(super) fn rows_per_block(&self, family: &str) -> usize {
+    /// Weight rows a block of `family`'s kernel owns for `m` activation rows (kernels/gemv.cu;
+    /// kernels/gemv_quant.cu's `ROWS_PLAIN` and `ROWS_SWIGLU`, SwiGLU's counted for each matrix).
+    pub(super) fn rows_per_block(&self, family: &str, m: usize) -> usize {
+        let two = m.next_power_of_two() <= 2;
         match self {
             DecodeWeight::Bf16(_) => 4,
-            DecodeWeight::Quant(_) if family == "gemv_swiglu" => 4,
-            DecodeWeight::Quant(_) => 8,
+            DecodeWeight::Quant(q) => match (q.dtype, family) {
+                (DType::Q8, "gemv" | "gemv_add") if two => 4,
+                (DType::Q4, "gemv_swiglu") if two => 2,
+                (_, "gemv_swiglu") => 4,
+                _ => 8,
+            },
         }
     }
 
@@ -218,7 +231,7 @@ impl CudaBackend {
                 b.output(&mut y);
                 weight.rows(&mut b, m);
                 b.int(ki).int(ni);
-                let cfg = gemv_config(n, weight.rows_per_block("gemv"), weight.threads(k, GEMV_THREADS));
+                let cfg = gemv_config(n, weight.rows_per_block("gemv", m), weight.threads("gemv", m, k, GEMV_THREADS));
                 // SAFETY: w holds [n, k] weights with k whole groups, the input [m, k] quantized,
                 // y [m, n]; the kernel waits before it reads the input or writes y.
                 unsafe { b.launch(cfg, self.overlap) }?;
@@ -439,7 +452,7 @@ impl CudaBackend {
         b.input(self.f32s(residual, Op::LinearAdd)?).output(&mut y);
         weight.rows(&mut b, m);
         b.int(ki).int(ni);
-        let cfg = gemv_config(n, weight.rows_per_block("gemv_add"), weight.threads(k, GEMV_THREADS));
+        let cfg = gemv_config(n, weight.rows_per_block("gemv_add", m), weight.threads("gemv_add", m, k, GEMV_THREADS));
         // SAFETY: as the decode product in `matmul_nt`; the residual is [m, n] like y.
         unsafe { b.launch(cfg, self.overlap) }?;
         self.wrap(&[m, n], y)
@@ -476,7 +489,8 @@ impl CudaBackend {
         b.output(&mut y);
         g.rows(&mut b, m);
         b.int(ki).int(ni);
-        let cfg = gemv_config(n, g.rows_per_block("gemv_swiglu"), g.threads(k, GEMV_SWIGLU_THREADS));
+        let cfg =
+            gemv_config(n, g.rows_per_block("gemv_swiglu", m), g.threads("gemv_swiglu", m, k, GEMV_SWIGLU_THREADS));
         // SAFETY: as the decode product in `matmul_nt`, for two weights of the same shape; the norm
         // weight, when given, holds k bf16 values (a null pointer otherwise).
         unsafe { b.launch(cfg, self.overlap) }?;
@@ -507,9 +521,9 @@ impl CudaBackend {
         input.push_norm(&mut b, norm_bits, eps);
         w0.rows(&mut b, m);
         b.int(ki).int(n0i).int(n1i).int(n2i);
-        let per_block = w0.rows_per_block("gemv_group3");
+        let per_block = w0.rows_per_block("gemv_group3", m);
         let blocks = n0.div_ceil(per_block) + n1.div_ceil(per_block) + n2.div_ceil(per_block);
-        let threads = w0.threads(k, GEMV_THREADS);
+        let threads = w0.threads("gemv_group3", m, k, GEMV_THREADS);
         let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: three decode products of one input; the grid is their row groups back to back; the
         // norm weight, when given, holds k bf16 values (a null pointer otherwise).

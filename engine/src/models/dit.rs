@@ -43,6 +43,33 @@ pub struct Dit {
     postprocess: Tensor,
 }
 
+/// The rotary embedding of a window of `seq` tokens (the time token first).
+pub fn rotary(cfg: &DitConfig, seq: usize) -> Rotary {
+    Rotary {
+        heads: cfg.num_attention_heads,
+        head_dim: cfg.attention_head_dim,
+        rotary_dim: cfg.rotary_dim,
+        theta: ROPE_THETA,
+        first_position: 0,
+        seq_len: seq,
+    }
+}
+
+/// The attention of a window of `seq` tokens: every token sees every other.
+pub fn attention_shape(cfg: &DitConfig, seq: usize) -> AttentionShape {
+    let heads = cfg.num_attention_heads;
+    AttentionShape {
+        batch: 1,
+        q_len: seq,
+        kv_len: seq,
+        kv_capacity: seq,
+        heads,
+        kv_heads: heads,
+        head_dim: cfg.attention_head_dim,
+        causal: false,
+    }
+}
+
 impl Dit {
     pub fn new(cfg: &DitConfig, vb: &VarBuilder) -> Result<Self> {
         let inner = cfg.inner_dim();
@@ -130,25 +157,7 @@ impl Dit {
         let x = device.linear(&x, &self.proj_in, None)?;
         let mut x = device.cat_rows(&[&self.time_embedding(device, t)?, &x])?;
         let seq = length + 1;
-        let heads = cfg.num_attention_heads;
-        let rotary = Rotary {
-            heads,
-            head_dim: cfg.attention_head_dim,
-            rotary_dim: cfg.rotary_dim,
-            theta: ROPE_THETA,
-            first_position: 0,
-            seq_len: seq,
-        };
-        let shape = AttentionShape {
-            batch: 1,
-            q_len: seq,
-            kv_len: seq,
-            kv_capacity: seq,
-            heads,
-            kv_heads: heads,
-            head_dim: cfg.attention_head_dim,
-            causal: false,
-        };
+        let (rotary, shape) = (rotary(cfg, seq), attention_shape(cfg, seq));
         for b in &self.blocks {
             let n = device.layer_norm(&x, &b.norm1_w, &b.norm1_b, LAYER_NORM_EPS)?;
             let [q, k, v] = device.linear3(&n, None, [&b.q, &b.k, &b.v])?;

@@ -1,5 +1,6 @@
-//! Attention (attention.wgsl for few queries, attention_tiled.wgsl for many, attention_split.wgsl
-//! and attention_merge.wgsl for one query over a long cache) and the rotary embedding (rope.wgsl),
+//! Attention (attention.wgsl for few queries, attention_tiled.wgsl for many, attention_coop.wgsl for
+//! the DiT's on the matrix units, attention_split.wgsl and attention_merge.wgsl for one query over a
+//! long cache) and the rotary embedding (rope.wgsl),
 //! whose cosines and sines are computed on the host in f32, the reference's arithmetic, and kept
 //! per (theta, dims, positions).
 
@@ -124,9 +125,18 @@ impl WgpuBackend {
             self.run(Program::AttentionMerge, &[], &params, &buffers, word(op, tasks)?)?;
             return Ok(self.wrap(&[s.batch, s.heads * s.head_dim], out));
         }
-        // Many queries (head dim at most 128) go in blocks, each key and value read once a block.
+        // Many queries (head dim at most 128) go in blocks, each key and value read once a block;
+        // the DiT's (head dim 64, no mask) under a fast policy on the matrix units, where the
+        // adapter has them, in f16 as CUDA runs it in TF32.
         let tiled = s.q_len >= TILED_MIN_QUERIES && s.head_dim <= 128;
-        let (program, queries_a_task) = if tiled { (Program::AttentionTiled, 16) } else { (Program::Attention, 1) };
+        let on_matrix_units = tiled && self.cooperative && self.precision.is_fast() && s.head_dim == 64 && !s.causal;
+        let (program, queries_a_task) = if on_matrix_units {
+            (Program::AttentionCoop, 64)
+        } else if tiled {
+            (Program::AttentionTiled, 16)
+        } else {
+            (Program::Attention, 1)
+        };
         let tasks = s.batch * s.heads * s.q_len.div_ceil(queries_a_task);
         let params = [
             word(op, tasks)?,

@@ -12,8 +12,27 @@ pub struct Opened {
     /// The device-local memory of the adapter, where the platform says (Vulkan).
     pub memory: Option<u64>,
     /// The matrix shapes wgpu's experimental cooperative-matrix feature offers here (tensor
-    /// cores from WGSL); none where the adapter lacks the feature. Not used yet.
+    /// cores from WGSL); none where the adapter lacks the feature.
     pub cooperative_shapes: usize,
+    /// Whether the f16 products run on the matrix units ([`cooperative_products`]).
+    pub cooperative: bool,
+}
+
+/// Whether the adapter can run linear_coop.wgsl: cooperative matrices of 16 x 16 x 16 f16 inputs
+/// into f32 sums, f16 arithmetic, and subgroups of exactly 32 lanes (the program counts a
+/// workgroup's subgroups as runs of 32 invocations). `SONGLOOM_WGPU_COOPERATIVE=0` turns it off,
+/// to time the products without it.
+fn cooperative_products(adapter: &wgpu::Adapter, info: &wgpu::AdapterInfo) -> bool {
+    let wanted = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16;
+    let f16_into_f32 = |p: &wgpu::CooperativeMatrixProperties| {
+        (p.m_size, p.n_size, p.k_size) == (16, 16, 16)
+            && p.ab_type == wgpu::CooperativeScalarType::F16
+            && p.cr_type == wgpu::CooperativeScalarType::F32
+    };
+    std::env::var("SONGLOOM_WGPU_COOPERATIVE").map_or(true, |v| v != "0")
+        && adapter.features().contains(wanted)
+        && (info.subgroup_min_size, info.subgroup_max_size) == (32, 32)
+        && adapter.cooperative_matrix_properties().iter().any(f16_into_f32)
 }
 
 /// How far an adapter type is preferred: real GPUs first, a software rasterizer last.
@@ -66,11 +85,23 @@ pub fn open(real_gpu_only: bool) -> Result<Opened> {
         )));
     }
     let limits = adapter.limits();
-    let features = adapter.features() & (wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP);
+    let cooperative = cooperative_products(&adapter, &info);
+    let mut features = adapter.features() & (wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP);
+    if cooperative {
+        features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+    }
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("songloom"),
         required_features: features,
         required_limits: limits.clone(),
+        // SAFETY: wgpu asks this acknowledgement for its experimental features; the one taken,
+        // cooperative matrices, is used by one program (linear_coop.wgsl), which the conformance
+        // suite checks against the CPU on every adapter that runs it.
+        experimental_features: if cooperative {
+            unsafe { wgpu::ExperimentalFeatures::enabled() }
+        } else {
+            wgpu::ExperimentalFeatures::disabled()
+        },
         ..Default::default()
     }))
     .map_err(|e| Error::Gpu(format!("opening {}: {e}", info.name)))?;
@@ -80,7 +111,7 @@ pub fn open(real_gpu_only: bool) -> Result<Opened> {
     } else {
         0
     };
-    Ok(Opened { device, queue, info, limits, features, memory, cooperative_shapes })
+    Ok(Opened { device, queue, info, limits, features, memory, cooperative_shapes, cooperative })
 }
 
 /// The largest device-local heap, read from Vulkan (wgpu itself does not say).
@@ -124,9 +155,10 @@ pub fn describe(opened: &Opened) -> String {
     let memory = opened.memory.map(|m| format!(" with {:.1} GiB", gib(m))).unwrap_or_default();
     let yes = |f: wgpu::Features| if opened.features.contains(f) { "yes" } else { "no" };
     let auto = if is_real_gpu(opened.info.device_type) { "" } else { "; `auto` passes it over" };
-    let cooperative = match opened.cooperative_shapes {
-        0 => "no".to_string(),
-        n => format!("{n} shapes, unused"),
+    let cooperative = match (opened.cooperative_shapes, opened.cooperative) {
+        (0, _) => "no".to_string(),
+        (n, true) => format!("{n} shapes, f16 products and the DiT's attention on them"),
+        (n, false) => format!("{n} shapes, unused (no 16x16x16 f16 into f32 with subgroups of 32, or turned off)"),
     };
     format!(
         "{}: {} {kind}{memory}; largest binding {:.2} GiB, buffer {:.2} GiB, workgroup memory {} KiB; f16 {}, \

@@ -45,6 +45,8 @@ pub struct WgpuBackend {
     description: String,
     /// The adapter is a GPU, not a CPU implementation such as lavapipe.
     real_gpu: bool,
+    /// f16 products run on the matrix units (linear_coop.wgsl; `context::cooperative_products`).
+    cooperative: bool,
     precision: Precision,
     memory: Option<u64>,
     limits: wgpu::Limits,
@@ -75,6 +77,7 @@ impl WgpuBackend {
             shared,
             description,
             real_gpu: context::is_real_gpu(opened.info.device_type),
+            cooperative: opened.cooperative,
             precision: options.precision,
             memory: opened.memory,
             limits: opened.limits,
@@ -394,8 +397,12 @@ impl Backend for WgpuBackend {
         Ok(self.wrap(t.shape(), self.upload_shaped(t.shape(), &converted)?))
     }
 
+    /// Under the bf16 policy a DiT matrix is kept in bf16, or in f16 where the products run on
+    /// the matrix units (which take f16, not bf16): the same two bytes a weight, three more bits
+    /// of mantissa, and the activations rounded to f16 beside it.
     fn product_weight(&self, w: Tensor) -> Result<Tensor> {
         match (self.precision, w.dtype()) {
+            (Precision::Bf16, DType::F32) if self.cooperative => self.cast(&w, DType::F16),
             (Precision::Bf16, DType::F32) => self.cast(&w, DType::BF16),
             _ => Ok(w),
         }

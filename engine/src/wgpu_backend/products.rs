@@ -3,6 +3,9 @@
 //! 256 rows (k a multiple of 4) the GEMM of larger tiles and 16-byte loads (linear_wide.wgsl). Against
 //! a quantized weight the GEMV takes its input rounded as the integer decode products do
 //! (quantize_rows.wgsl), the arithmetic the CPU and CUDA share; the GEMM dequantizes as it reads.
+//! Where the adapter offers cooperative matrices, an f16 weight's product beyond the decode shapes
+//! runs on the matrix units (linear_coop.wgsl), its input rounded to f16 (as CUDA's beyond them
+//! round theirs to bf16).
 //! The decode step's fused products (the residual add, SwiGLU, q/k/v with their norm) are the
 //! GEMV with its input norm and epilogues; other shapes take the composed forms.
 
@@ -26,6 +29,8 @@ const TILE: usize = 64;
 const WIDE_TILE: usize = 128;
 /// From this many rows on, the 128-row tiles are mostly full.
 const WIDE_MIN_ROWS: usize = 256;
+/// Output tile of the products on the matrix units (linear_coop.wgsl): rows of x, weight rows.
+const COOP_TILE: (usize, usize) = (128, 64);
 
 /// What the decode GEMV does with its sums (gemv.wgsl's `EPILOGUE_*`).
 #[derive(Clone, Copy)]
@@ -77,13 +82,16 @@ impl WgpuBackend {
             let params = piece_params(op, m, rows, k, bias.is_some(), n, first_row)?;
             let mut buffers = vec![(1, src.buffer()), (2, out.buffer())];
             buffers.extend(weight_and_bias_bindings(readers));
-            // The wide GEMM reads x four values at a time.
-            let (program, tile) = if m >= WIDE_MIN_ROWS && k.is_multiple_of(4) {
-                (Program::LinearWide, WIDE_TILE)
+            // The wide GEMM reads x four values at a time, as does the product on the matrix
+            // units, which takes f16 weights only (their inputs are f16). Tiles: (x rows, weight rows).
+            let (program, tile) = if self.cooperative && piece.dtype == DType::F16 && k.is_multiple_of(4) {
+                (Program::LinearCoop, COOP_TILE)
+            } else if m >= WIDE_MIN_ROWS && k.is_multiple_of(4) {
+                (Program::LinearWide, (WIDE_TILE, WIDE_TILE))
             } else {
-                (Program::Linear, TILE)
+                (Program::Linear, (TILE, TILE))
             };
-            let grid = (word(op, rows.div_ceil(tile))?, word(op, m.div_ceil(tile))?);
+            let grid = (word(op, rows.div_ceil(tile.1))?, word(op, m.div_ceil(tile.0))?);
             self.run_grid(program, &formats, &params, &buffers, grid)?;
         }
         Ok(self.wrap(&[m, n], out))

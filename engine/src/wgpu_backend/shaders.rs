@@ -6,6 +6,7 @@
 use crate::tensor::DType;
 
 const COMMON: &str = include_str!("../../../shaders/common.wgsl");
+const COOPERATIVE_PREAMBLE: &str = "enable f16;\nenable wgpu_cooperative_matrix;\n";
 
 /// A shader file, with the names of the tensor readers it calls (`w(i)`, `bias(i)`, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -21,10 +22,12 @@ pub enum Program {
     Rope,
     Attention,
     AttentionTiled,
+    AttentionCoop,
     AttentionSplit,
     AttentionMerge,
     Linear,
     LinearWide,
+    LinearCoop,
     Gemv,
     QuantizeRows,
     Conv,
@@ -34,7 +37,7 @@ pub enum Program {
 }
 
 impl Program {
-    pub const ALL: [Program; 21] = [
+    pub const ALL: [Program; 23] = [
         Program::Unary,
         Program::Binary,
         Program::Fill,
@@ -46,10 +49,12 @@ impl Program {
         Program::Rope,
         Program::Attention,
         Program::AttentionTiled,
+        Program::AttentionCoop,
         Program::AttentionSplit,
         Program::AttentionMerge,
         Program::Linear,
         Program::LinearWide,
+        Program::LinearCoop,
         Program::Gemv,
         Program::QuantizeRows,
         Program::Conv,
@@ -71,10 +76,12 @@ impl Program {
             Program::Rope => "rope",
             Program::Attention => "attention",
             Program::AttentionTiled => "attention_tiled",
+            Program::AttentionCoop => "attention_coop",
             Program::AttentionSplit => "attention_split",
             Program::AttentionMerge => "attention_merge",
             Program::Linear => "linear",
             Program::LinearWide => "linear_wide",
+            Program::LinearCoop => "linear_coop",
             Program::Gemv => "gemv",
             Program::QuantizeRows => "quantize_rows",
             Program::Conv => "conv",
@@ -97,10 +104,12 @@ impl Program {
             Program::Rope => include_str!("../../../shaders/rope.wgsl"),
             Program::Attention => include_str!("../../../shaders/attention.wgsl"),
             Program::AttentionTiled => include_str!("../../../shaders/attention_tiled.wgsl"),
+            Program::AttentionCoop => include_str!("../../../shaders/attention_coop.wgsl"),
             Program::AttentionSplit => include_str!("../../../shaders/attention_split.wgsl"),
             Program::AttentionMerge => include_str!("../../../shaders/attention_merge.wgsl"),
             Program::Linear => include_str!("../../../shaders/linear.wgsl"),
             Program::LinearWide => include_str!("../../../shaders/linear_wide.wgsl"),
+            Program::LinearCoop => include_str!("../../../shaders/linear_coop.wgsl"),
             Program::Gemv => include_str!("../../../shaders/gemv.wgsl"),
             Program::QuantizeRows => include_str!("../../../shaders/quantize_rows.wgsl"),
             Program::Conv => include_str!("../../../shaders/conv.wgsl"),
@@ -115,21 +124,31 @@ impl Program {
         match self {
             Program::Gather => &[("table", 3)],
             Program::Norms => &[("weight", 3), ("bias", 6)],
-            Program::Linear | Program::LinearWide | Program::Conv => &[("w", 3), ("bias", 6)],
+            Program::Linear | Program::LinearWide | Program::LinearCoop | Program::Conv => &[("w", 3), ("bias", 6)],
             // SwiGLU's second matrix from 10, the input norm's weight from 13 (lost at 9, the
             // residual at 16).
             Program::Gemv => &[("w", 3), ("bias", 6), ("up", 10), ("gain", 13)],
             Program::Snake => &[("alpha", 3)],
             // The keys from 3, the values from 6 (room for a quantized reader's three bindings).
-            Program::Attention | Program::AttentionTiled | Program::AttentionSplit => &[("k", 3), ("v", 6)],
+            Program::Attention | Program::AttentionTiled | Program::AttentionCoop | Program::AttentionSplit => {
+                &[("k", 3), ("v", 6)]
+            }
             _ => &[],
         }
+    }
+
+    /// Whether the program runs on the matrix units through wgpu's experimental cooperative
+    /// matrices (with f16 arithmetic): built only where the adapter offers both.
+    pub fn is_cooperative(self) -> bool {
+        matches!(self, Program::LinearCoop | Program::AttentionCoop)
     }
 
     /// The full source with the readers in `formats` (one for each of [`readers`](Self::readers)).
     pub fn source(self, formats: &[DType]) -> String {
         assert_eq!(formats.len(), self.readers().len(), "{}: a format for each reader", self.name());
-        let mut source = String::from(COMMON);
+        // WGSL's `enable` directives come before everything else.
+        let mut source = String::from(if self.is_cooperative() { COOPERATIVE_PREAMBLE } else { "" });
+        source.push_str(COMMON);
         for (&(name, binding), &dtype) in self.readers().iter().zip(formats) {
             source.push_str(&reader(name, binding, dtype));
         }
@@ -273,15 +292,24 @@ mod tests {
     /// itself uses), on a machine without a GPU.
     /// What naga is told the device can do: the f16 packing built-ins every Vulkan, Metal and
     /// DX12 adapter has (the backend refuses an adapter without them), nothing optional.
+    /// A cooperative program is told the device has f16 arithmetic and cooperative matrices too,
+    /// and is also written out as SPIR-V (what wgpu hands Vulkan), which catches what naga's
+    /// SPIR-V writer cannot express.
     fn validate(source: &str) -> Result<(), String> {
         let module = naga::front::wgsl::parse_str(source).map_err(|e| e.emit_to_string(source))?;
-        naga::valid::Validator::new(
-            naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32,
-        )
-        .validate(&module)
-        .map(|_| ())
-        .map_err(|e| e.emit_to_string(source))
+        let cooperative = source.starts_with(COOPERATIVE_PREAMBLE);
+        let mut capabilities = naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32;
+        if cooperative {
+            capabilities |= naga::valid::Capabilities::SHADER_FLOAT16 | naga::valid::Capabilities::COOPERATIVE_MATRIX;
+        }
+        let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), capabilities)
+            .validate(&module)
+            .map_err(|e| e.emit_to_string(source))?;
+        if cooperative {
+            naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
+                .map_err(|e| format!("SPIR-V: {e}"))?;
+        }
+        Ok(())
     }
 
     #[test]
