@@ -13,7 +13,9 @@ pub enum Precision {
     Tf32,
     /// bf16 tensor cores for the DiT (its matrices kept in bf16, activations rounded to bf16, f32
     /// accumulation); TF32 for the vocoder, whose bf16 convolutions measured slower on the H200
-    /// (69.0 against 57.0 ms a window: every layer's im2col matrix would be converted).
+    /// (69.0 against 57.0 ms a window: every layer's im2col matrix would be converted). On wgpu
+    /// with cooperative matrices, whose fragments take f16 and not bf16, the DiT's matrices and
+    /// activations are f16 there instead (the same bytes, a finer mantissa, a narrower range).
     Bf16,
 }
 

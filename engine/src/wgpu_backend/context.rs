@@ -14,14 +14,14 @@ pub struct Opened {
     /// The matrix shapes wgpu's experimental cooperative-matrix feature offers here (tensor
     /// cores from WGSL); none where the adapter lacks the feature.
     pub cooperative_shapes: usize,
-    /// Whether the f16 products run on the matrix units ([`cooperative_products`]).
+    /// Whether f16 products and the DiT's attention run on the matrix units ([`cooperative_products`]).
     pub cooperative: bool,
 }
 
-/// Whether the adapter can run linear_coop.wgsl: cooperative matrices of 16 x 16 x 16 f16 inputs
-/// into f32 sums, f16 arithmetic, and subgroups of exactly 32 lanes (the program counts a
-/// workgroup's subgroups as runs of 32 invocations). `SONGLOOM_WGPU_COOPERATIVE=0` turns it off,
-/// to time the products without it.
+/// Whether the adapter can run the cooperative programs (linear_coop.wgsl, attention_coop.wgsl):
+/// cooperative matrices of 16 x 16 x 16 f16 inputs into f32 sums, f16 arithmetic, and subgroups of
+/// exactly 32 lanes (the programs count a workgroup's subgroups as runs of 32 invocations).
+/// `SONGLOOM_WGPU_COOPERATIVE=0` turns them off, to time the backend without them.
 fn cooperative_products(adapter: &wgpu::Adapter, info: &wgpu::AdapterInfo) -> bool {
     let wanted = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16;
     let f16_into_f32 = |p: &wgpu::CooperativeMatrixProperties| {
@@ -95,8 +95,9 @@ pub fn open(real_gpu_only: bool) -> Result<Opened> {
         required_features: features,
         required_limits: limits.clone(),
         // SAFETY: wgpu asks this acknowledgement for its experimental features; the one taken,
-        // cooperative matrices, is used by one program (linear_coop.wgsl), which the conformance
-        // suite checks against the CPU on every adapter that runs it.
+        // cooperative matrices, is used by two programs (linear_coop.wgsl, attention_coop.wgsl),
+        // which the conformance suite and the fast-precision tests check on every adapter that
+        // runs them.
         experimental_features: if cooperative {
             unsafe { wgpu::ExperimentalFeatures::enabled() }
         } else {

@@ -1,6 +1,8 @@
 //! The wgpu backend: WGSL compute shaders (`shaders/`) on any Vulkan, Metal or DX12 adapter.
 //! Activations are f32; weights keep their format on the device (f32, bf16, f16, q8, q4) and are
-//! unpacked in the shaders as they are read, with f32 arithmetic throughout.
+//! unpacked in the shaders as they are read, with f32 arithmetic throughout, except on the matrix
+//! units where the adapter offers wgpu's cooperative matrices (f16 weights' products beyond 8 rows,
+//! the DiT's attention under a fast precision: f16 inputs, f32 sums).
 //!
 //! A file per op family: `products` (the tiled GEMM and the decode GEMV), `attention` (and the
 //! rotary embedding), `norms`, `conv` (and Snake), `elementwise`, `layout` (data movement),
@@ -45,7 +47,8 @@ pub struct WgpuBackend {
     description: String,
     /// The adapter is a GPU, not a CPU implementation such as lavapipe.
     real_gpu: bool,
-    /// f16 products run on the matrix units (linear_coop.wgsl; `context::cooperative_products`).
+    /// f16 products and, under a fast precision, the DiT's attention run on the matrix units
+    /// (linear_coop.wgsl, attention_coop.wgsl; `context::cooperative_products`).
     cooperative: bool,
     precision: Precision,
     memory: Option<u64>,
