@@ -121,13 +121,9 @@ pub fn cpu() -> Device {
 /// they work (else the reason is printed and the backend skipped) and where
 /// `SONGLOOM_TEST_DEVICES`, if set, names them.
 pub fn devices_with(options: DeviceOptions) -> Vec<Device> {
-    // `SONGLOOM_TEST_DEVICES=wgpu` (say) keeps the GPU runs to the backends named, beside the CPU.
-    let wanted = std::env::var("SONGLOOM_TEST_DEVICES").ok();
     DeviceKind::ALL
         .into_iter()
-        .filter(|kind| {
-            *kind == DeviceKind::Cpu || wanted.as_deref().is_none_or(|w| w.split(',').any(|n| n == kind.name()))
-        })
+        .filter(|kind| *kind == DeviceKind::Cpu || wanted(*kind))
         .filter_map(|kind| match Device::open(DeviceChoice::Kind(kind), options) {
             Ok(device) => Some(device),
             Err(e) => {
@@ -153,16 +149,16 @@ pub fn device_of(kind: DeviceKind) -> Device {
     Device::from_choice(DeviceChoice::Kind(kind)).unwrap_or_else(|e| panic!("{kind}: {e}"))
 }
 
-/// The CUDA device under `precision`, or why there is none.
-pub fn cuda_with(precision: Precision) -> songloom_engine::Result<Device> {
-    gpu_with(DeviceKind::Cuda, precision)
+/// Whether the GPU runs take `kind`: `SONGLOOM_TEST_DEVICES=wgpu` (say) keeps them to the
+/// backends named, beside the CPU.
+fn wanted(kind: DeviceKind) -> bool {
+    std::env::var("SONGLOOM_TEST_DEVICES").map_or(true, |w| w.split(',').any(|n| n == kind.name()))
 }
 
 /// A device of `kind` under `precision`, or why there is none (or why it is left out:
 /// `SONGLOOM_TEST_DEVICES`, as in [`devices_with`]).
 pub fn gpu_with(kind: DeviceKind, precision: Precision) -> songloom_engine::Result<Device> {
-    let wanted = std::env::var("SONGLOOM_TEST_DEVICES").ok();
-    if wanted.as_deref().is_some_and(|w| !w.split(',').any(|n| n == kind.name())) {
+    if !wanted(kind) {
         return Err(songloom_engine::Error::Invalid(format!("{kind} not in SONGLOOM_TEST_DEVICES")));
     }
     Device::open(DeviceChoice::Kind(kind), DeviceOptions { precision, ..DeviceOptions::default() })

@@ -3,7 +3,10 @@
 //! the comparison helpers and the suite's own rules shown to catch what they are there to catch.
 
 use songloom_engine::{DType, Device, DeviceKind, DeviceOptions, Error, Op};
-use songloom_tests::conformance::{Case, Verdict, all_cases, backend_methods, check_lifecycle, run_suite, verdict};
+use songloom_tests::conformance::tolerance::{Judge, tolerance};
+use songloom_tests::conformance::{
+    Case, Verdict, all_cases, backend_methods, check_lifecycle, check_outputs, run_suite, verdict,
+};
 use songloom_tests::devices_with;
 
 fn sentinel_devices() -> Vec<Device> {
@@ -123,4 +126,29 @@ fn a_backend_that_misstates_what_it_supports_is_caught() {
     assert!(matches!(verdict(op, dtype, kind, false, &wrong_backend), Verdict::Wrong(_)), "named another backend");
     let cannot_hold: Result<(), Error> = Err(Error::Unsupported { op: Op::Upload, dtype, backend: kind });
     assert_eq!(verdict(op, dtype, kind, true, &cannot_hold), Verdict::CannotHold);
+}
+
+/// The negative control of the f16 products' bound against the CPU (wgpu's products on the matrix
+/// units round the activations to f16): on the deepest f16 product case beyond 8 rows (300 rows,
+/// 260 deep, with a bias), the naive product of activations rounded to f16 lies within it (3.1e-3
+/// here, as the H200's 3.4e-3 worst), and of activations rounded to bf16 (three mantissa bits
+/// coarser, as a program that lost precision on the way would give) does not (1.4e-2).
+#[test]
+fn the_f16_products_bound_takes_f16_rounding_and_rejects_bf16s() {
+    let tol = tolerance(Op::Linear, DType::F16, Judge::Cpu);
+    let case = all_cases()
+        .into_iter()
+        .find(|c| c.op == Op::Linear && c.dtype == DType::F16 && c.label == "300x260 by 130x260 + bias")
+        .expect("the f16 case of 300 rows");
+    let want = (case.naive)(&case.inputs);
+    let with_rounded_activations = |round: fn(f32) -> f32| {
+        let mut inputs = case.inputs.clone();
+        inputs[0].values.iter_mut().for_each(|v| *v = round(*v));
+        (case.naive)(&inputs)
+    };
+    let f16 = with_rounded_activations(|v| half::f16::from_f32(v).to_f32());
+    let worst = check_outputs(&f16, &want, tol).unwrap_or_else(|why| panic!("f16 rounding refused: {why}"));
+    let bf16 = with_rounded_activations(|v| half::bf16::from_f32(v).to_f32());
+    let refused = check_outputs(&bf16, &want, tol).expect_err("bf16 rounding passed the f16 bound");
+    println!("f16 rounding worst {worst:.2e} within {tol:?}; bf16 rounding refused: {refused}");
 }

@@ -152,23 +152,24 @@ __global__ void __launch_bounds__(256) group3(const unsigned int* w0, const unsi
     candidate_rows<BITS, 2, QEPI_PLAIN, 8, PIPE>(w, w, QX, nullptr, y, m, k, n, row0);
 }
 
-template <int BITS, int MINB>
+// Lean, QR rows a block (SwiGLU QR / 2 of each matrix), at least MINB blocks resident.
+template <int BITS, int MINB, int QR = QROWS>
 __global__ void __launch_bounds__(256, MINB) gemv_lean(const unsigned int* w, const unsigned short* w_s,
                                                        const unsigned short* w_o, QX_ARGS, float* __restrict__ y,
                                                        int m, int k, int n) {
-    candidate_rows<BITS, 2, QEPI_PLAIN, 8, 1, true>(QM(w), QM(w), QX, nullptr, y, m, k, n, blockIdx.x * QROWS);
+    candidate_rows<BITS, 2, QEPI_PLAIN, 8, 1, true, QR>(QM(w), QM(w), QX, nullptr, y, m, k, n, blockIdx.x * QR);
 }
 
-template <int BITS, int MINB>
+template <int BITS, int MINB, int QR = QROWS>
 __global__ void __launch_bounds__(128, MINB) swiglu_lean(const unsigned int* gate, const unsigned short* gate_s,
                                                          const unsigned short* gate_o, const unsigned int* up,
                                                          const unsigned short* up_s, const unsigned short* up_o,
                                                          QX_ARGS, float* __restrict__ y, int m, int k, int n) {
-    candidate_rows<BITS, 2, QEPI_SWIGLU, 4, 1, true>(QM(gate), QM(up), QX, nullptr, y, m, k, n,
-                                                  blockIdx.x * (QROWS / 2));
+    candidate_rows<BITS, 2, QEPI_SWIGLU, 4, 1, true, QR>(QM(gate), QM(up), QX, nullptr, y, m, k, n,
+                                                         blockIdx.x * (QR / 2));
 }
 
-template <int BITS, int MINB>
+template <int BITS, int MINB, int QR = QROWS>
 __global__ void __launch_bounds__(256, MINB) group3_lean(const unsigned int* w0, const unsigned short* w0_s,
                                                          const unsigned short* w0_o, const unsigned int* w1,
                                                          const unsigned short* w1_s, const unsigned short* w1_o,
@@ -176,46 +177,13 @@ __global__ void __launch_bounds__(256, MINB) group3_lean(const unsigned int* w0,
                                                          const unsigned short* w2_o, float* __restrict__ y0,
                                                          float* __restrict__ y1, float* __restrict__ y2, QX_ARGS,
                                                          int m, int k, int n0, int n1, int n2) {
-    int b0 = (n0 + QROWS - 1) / QROWS, b1 = (n1 + QROWS - 1) / QROWS;
+    int b0 = (n0 + QR - 1) / QR, b1 = (n1 + QR - 1) / QR;
     int b = blockIdx.x;
     QMatrix w = b < b0 ? QM(w0) : b < b0 + b1 ? QM(w1) : QM(w2);
     float* y = b < b0 ? y0 : b < b0 + b1 ? y1 : y2;
     int n = b < b0 ? n0 : b < b0 + b1 ? n1 : n2;
-    int row0 = (b < b0 ? b : b < b0 + b1 ? b - b0 : b - b0 - b1) * QROWS;
-    candidate_rows<BITS, 2, QEPI_PLAIN, 8, 1, true>(w, w, QX, nullptr, y, m, k, n, row0);
-}
-
-// Four rows a block (SwiGLU two of each matrix), lean, at least MINB blocks resident.
-template <int BITS, int MINB>
-__global__ void __launch_bounds__(256, MINB) gemv_rows4(const unsigned int* w, const unsigned short* w_s,
-                                                        const unsigned short* w_o, QX_ARGS, float* __restrict__ y,
-                                                        int m, int k, int n) {
-    candidate_rows<BITS, 2, QEPI_PLAIN, 8, 1, true, 4>(QM(w), QM(w), QX, nullptr, y, m, k, n, blockIdx.x * 4);
-}
-
-template <int BITS, int MINB>
-__global__ void __launch_bounds__(128, MINB) swiglu_rows4(const unsigned int* gate, const unsigned short* gate_s,
-                                                          const unsigned short* gate_o, const unsigned int* up,
-                                                          const unsigned short* up_s, const unsigned short* up_o,
-                                                          QX_ARGS, float* __restrict__ y, int m, int k, int n) {
-    candidate_rows<BITS, 2, QEPI_SWIGLU, 4, 1, true, 4>(QM(gate), QM(up), QX, nullptr, y, m, k, n, blockIdx.x * 2);
-}
-
-template <int BITS, int MINB>
-__global__ void __launch_bounds__(256, MINB) group3_rows4(const unsigned int* w0, const unsigned short* w0_s,
-                                                          const unsigned short* w0_o, const unsigned int* w1,
-                                                          const unsigned short* w1_s, const unsigned short* w1_o,
-                                                          const unsigned int* w2, const unsigned short* w2_s,
-                                                          const unsigned short* w2_o, float* __restrict__ y0,
-                                                          float* __restrict__ y1, float* __restrict__ y2, QX_ARGS,
-                                                          int m, int k, int n0, int n1, int n2) {
-    int b0 = (n0 + 3) / 4, b1 = (n1 + 3) / 4;
-    int b = blockIdx.x;
-    QMatrix w = b < b0 ? QM(w0) : b < b0 + b1 ? QM(w1) : QM(w2);
-    float* y = b < b0 ? y0 : b < b0 + b1 ? y1 : y2;
-    int n = b < b0 ? n0 : b < b0 + b1 ? n1 : n2;
-    int row0 = (b < b0 ? b : b < b0 + b1 ? b - b0 : b - b0 - b1) * 4;
-    candidate_rows<BITS, 2, QEPI_PLAIN, 8, 1, true, 4>(w, w, QX, nullptr, y, m, k, n, row0);
+    int row0 = (b < b0 ? b : b < b0 + b1 ? b - b0 : b - b0 - b1) * QR;
+    candidate_rows<BITS, 2, QEPI_PLAIN, 8, 1, true, QR>(w, w, QX, nullptr, y, m, k, n, row0);
 }
 
 }  // namespace cand

@@ -265,8 +265,8 @@ int main() {
                 variants.push_back({"lean, 4 blocks", bits == 8 ? cand::gemv_lean<8, 4> : cand::gemv_lean<4, 4>, half});
                 variants.push_back({"lean, 6 blocks", bits == 8 ? cand::gemv_lean<8, 6> : cand::gemv_lean<4, 6>, half});
                 for (int threads : {t, half}) {
-                    variants.push_back({"4 rows, 4 blocks", bits == 8 ? cand::gemv_rows4<8, 4> : cand::gemv_rows4<4, 4>, threads, 4});
-                    variants.push_back({"4 rows, 6 blocks", bits == 8 ? cand::gemv_rows4<8, 6> : cand::gemv_rows4<4, 6>, threads, 4});
+                    variants.push_back({"4 rows, 4 blocks", bits == 8 ? cand::gemv_lean<8, 4, 4> : cand::gemv_lean<4, 4, 4>, threads, 4});
+                    variants.push_back({"4 rows, 6 blocks", bits == 8 ? cand::gemv_lean<8, 6, 4> : cand::gemv_lean<4, 6, 4>, threads, 4});
                 }
             }
             launch(false, variants[0].kernel, (n + re - 1) / re, te, q.w(0), q.s(0), q.o(0), xq, xs, xsum, y_ref, M, k,
@@ -305,8 +305,8 @@ int main() {
                     sw.push_back({"lean, 4 blocks", bits == 8 ? cand::swiglu_lean<8, 4> : cand::swiglu_lean<4, 4>, half, 4});
                     sw.push_back({"lean, 6 blocks", bits == 8 ? cand::swiglu_lean<8, 6> : cand::swiglu_lean<4, 6>, half, 4});
                     sw.push_back({"lean, 8 blocks", bits == 8 ? cand::swiglu_lean<8, 8> : cand::swiglu_lean<4, 8>, half, 4});
-                    sw.push_back({"4 rows, 6 blocks", bits == 8 ? cand::swiglu_rows4<8, 6> : cand::swiglu_rows4<4, 6>, half, 2});
-                    sw.push_back({"4 rows, 8 blocks", bits == 8 ? cand::swiglu_rows4<8, 8> : cand::swiglu_rows4<4, 8>, half, 2});
+                    sw.push_back({"4 rows, 6 blocks", bits == 8 ? cand::swiglu_lean<8, 6, 4> : cand::swiglu_lean<4, 6, 4>, half, 2});
+                    sw.push_back({"4 rows, 8 blocks", bits == 8 ? cand::swiglu_lean<8, 8, 4> : cand::swiglu_lean<4, 8, 4>, half, 2});
                 }
                 auto go = [&](Variant<SwigluKernel>& v, bool chained, int c, float* out) {
                     int d = (c + 1) % q.copies;
@@ -343,8 +343,8 @@ int main() {
                 g3.push_back({"lean, 4 blocks", bits == 8 ? cand::group3_lean<8, 4> : cand::group3_lean<4, 4>, half});
                 g3.push_back({"lean, 6 blocks", bits == 8 ? cand::group3_lean<8, 6> : cand::group3_lean<4, 6>, half});
                 for (int threads : {t, half}) {
-                    g3.push_back({"4 rows, 4 blocks", bits == 8 ? cand::group3_rows4<8, 4> : cand::group3_rows4<4, 4>, threads, 4});
-                    g3.push_back({"4 rows, 6 blocks", bits == 8 ? cand::group3_rows4<8, 6> : cand::group3_rows4<4, 6>, threads, 4});
+                    g3.push_back({"4 rows, 4 blocks", bits == 8 ? cand::group3_lean<8, 4, 4> : cand::group3_lean<4, 4, 4>, threads, 4});
+                    g3.push_back({"4 rows, 6 blocks", bits == 8 ? cand::group3_lean<8, 6, 4> : cand::group3_lean<4, 6, 4>, threads, 4});
                 }
             }
             auto go = [&](Variant<Group3Kernel>& v, bool chained, int c, float* out) {

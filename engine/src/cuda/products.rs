@@ -39,6 +39,12 @@ pub(super) fn gemv_config(rows: usize, per_block: usize, threads: u32) -> Launch
     LaunchConfig { grid_dim: (rows.div_ceil(per_block) as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
 }
 
+/// Weight rows a block of a quantized decode-product kernel usually owns (kernels/gemv_quant.cu's
+/// `QROWS`; SwiGLU's counted for each of its two matrices).
+fn usual_rows(family: &str) -> usize {
+    if family == "gemv_swiglu" { 4 } else { 8 }
+}
+
 /// An input of the decode products: f32 for bf16 weights, quantized (kernels/gemv_quant.cu's
 /// `quantize_activations`) for quantized ones.
 pub(super) enum DecodeInput<'a> {
@@ -92,8 +98,7 @@ impl DecodeWeight<'_> {
         match self {
             DecodeWeight::Bf16(_) => most,
             DecodeWeight::Quant(q) => {
-                let usual = if family == "gemv_swiglu" { 4 } else { 8 };
-                let per_thread = if self.rows_per_block(family, m) < usual { 2 } else { 1 };
+                let per_thread = usual_rows(family) / self.rows_per_block(family, m);
                 ((k / q.per_load() / per_thread).div_ceil(32) * 32).clamp(32, most as usize) as u32
             }
         }
@@ -106,10 +111,8 @@ impl DecodeWeight<'_> {
         match self {
             DecodeWeight::Bf16(_) => 4,
             DecodeWeight::Quant(q) => match (q.dtype, family) {
-                (DType::Q8, "gemv" | "gemv_add") if two => 4,
-                (DType::Q4, "gemv_swiglu") if two => 2,
-                (_, "gemv_swiglu") => 4,
-                _ => 8,
+                (DType::Q8, "gemv" | "gemv_add") | (DType::Q4, "gemv_swiglu") if two => usual_rows(family) / 2,
+                _ => usual_rows(family),
             },
         }
     }

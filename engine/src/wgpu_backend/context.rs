@@ -14,7 +14,7 @@ pub struct Opened {
     /// The matrix shapes wgpu's experimental cooperative-matrix feature offers here (tensor
     /// cores from WGSL); none where the adapter lacks the feature.
     pub cooperative_shapes: usize,
-    /// Whether f16 products and the DiT's attention run on the matrix units ([`cooperative_products`]).
+    /// Whether f16 products and the DiT's attention run on the matrix units ([`runs_cooperative_programs`]).
     pub cooperative: bool,
 }
 
@@ -22,7 +22,7 @@ pub struct Opened {
 /// cooperative matrices of 16 x 16 x 16 f16 inputs into f32 sums, f16 arithmetic, and subgroups of
 /// exactly 32 lanes (the programs count a workgroup's subgroups as runs of 32 invocations).
 /// `SONGLOOM_WGPU_COOPERATIVE=0` turns them off, to time the backend without them.
-fn cooperative_products(adapter: &wgpu::Adapter, info: &wgpu::AdapterInfo) -> bool {
+fn runs_cooperative_programs(adapter: &wgpu::Adapter, info: &wgpu::AdapterInfo) -> bool {
     let wanted = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16;
     let f16_into_f32 = |p: &wgpu::CooperativeMatrixProperties| {
         (p.m_size, p.n_size, p.k_size) == (16, 16, 16)
@@ -85,7 +85,7 @@ pub fn open(real_gpu_only: bool) -> Result<Opened> {
         )));
     }
     let limits = adapter.limits();
-    let cooperative = cooperative_products(&adapter, &info);
+    let cooperative = runs_cooperative_programs(&adapter, &info);
     let mut features = adapter.features() & (wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP);
     if cooperative {
         features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;

@@ -48,7 +48,7 @@ pub struct WgpuBackend {
     /// The adapter is a GPU, not a CPU implementation such as lavapipe.
     real_gpu: bool,
     /// f16 products and, under a fast precision, the DiT's attention run on the matrix units
-    /// (linear_coop.wgsl, attention_coop.wgsl; `context::cooperative_products`).
+    /// (linear_coop.wgsl, attention_coop.wgsl; `context::runs_cooperative_programs`).
     cooperative: bool,
     precision: Precision,
     memory: Option<u64>,

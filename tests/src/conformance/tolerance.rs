@@ -54,7 +54,7 @@ pub fn tolerance(op: Op, dtype: DType, judge: Judge) -> Tolerance {
         // wgpu's products on the matrix units (cooperative matrices, beyond 8 rows against f16
         // weights) round the activations to f16: 2^-11 relative a term, an eighth of bf16's
         // (measured worst on the H200: linear 3.4e-3, linear3 1.2e-3, linear_add 6.7e-4, the
-        // GLU 4.6e-3, SwiGLU 7.9e-4).
+        // GLU 4.6e-3, SwiGLU 7.9e-4); bf16-rounded activations are refused (tests/tests/conformance.rs).
         (Op::Linear | Op::LinearAdd | Op::Linear3, DType::F16, Judge::Cpu) => Close(1e-2),
         (Op::LinearGlu | Op::LinearSwiglu, DType::F16, Judge::Cpu) => Close(1.5e-2),
         // Quantized weights take the bf16 products beyond 8 rows, dequantized to bf16: the weight is
