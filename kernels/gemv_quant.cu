@@ -31,8 +31,9 @@ struct QLayout {
     static constexpr int PER_LOAD = BITS == 8 ? 16 : 32;
 };
 
-// x[m, k] quantized for the products of a BITS-bit weight: one block per row, RMS-normalised first
-// with `g` (null: not). Writes the int8 values (q4's order), a scale per group (NaN for a group
+// x[m, k] quantized for the products of a BITS-bit weight: blocks (row, part), each part a block's
+// threads' worth of the row (down's 12288 in three parts: one pass each instead of three passes
+// of one block), RMS-normalised first with `g` (null: not; each part sums the row's squares itself). Writes the int8 values (q4's order), a scale per group (NaN for a group
 // holding a non-finite value) and each group's sum with the part of it the rounding lost (for q4's
 // offset and centring, below). Eight threads a group, four values a thread.
 extern "C" __global__ void __launch_bounds__(1024) quantize_activations(const float* __restrict__ x,
@@ -54,7 +55,7 @@ extern "C" __global__ void __launch_bounds__(1024) quantize_activations(const fl
     }
     pdl_trigger();
     // Whole warps run every pass (the shuffles need them); `live` guards loads and stores.
-    for (int base = 0; base < quads; base += blockDim.x) {
+    for (int base = blockIdx.y * blockDim.x; base < quads; base += gridDim.y * blockDim.x) {
         int qd = base + threadIdx.x;
         bool live = qd < quads;
         float4 f = live ? row[qd] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -291,17 +292,21 @@ __device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, QInput x, cons
 
 // The kernels of one format and row count. A matrix is passed as its words, scales and offsets (q8
 // passes its scales again as offsets, unread), the input as quantize_activations wrote it. Each
-// family's rows a block, leanness and blocks kept resident (the launch bounds' second number) at
-// two activation rows are what tools/gemv-lab measured fastest, chained as the decode step runs
-// them (docs/BENCHMARKS.md): q8's plain and residual-add products 4 rows, lean, 4 blocks (o_proj's
-// shape 56 -> 67 %, down 77 -> 80 %); q8's SwiGLU 8 rows (4 of each), lean, 4 blocks (82 -> 92 %);
-// q8's q/k/v 8 rows, lean, 3 blocks (54 -> 69 %); q4's SwiGLU 4 rows (2 of each), lean, 6 blocks
-// (74 -> 83 %); every other kernel 8 rows (SwiGLU 4 of each), a pointer a row, no bound. The host
-// takes the rows a block and the threads from engine/src/cuda/products.rs (`DecodeWeight`).
+// family's rows a block, leanness, threads and blocks kept resident (the launch bounds) at two
+// activation rows are what tools/gemv-lab measured fastest, chained as the decode step runs them
+// (docs/BENCHMARKS.md): q8's plain and residual-add products 4 rows, lean, 256 threads, 4 blocks
+// (o_proj's shape 56 -> 67 %, down 77 -> 80 %); q8's SwiGLU 8 rows (4 of each), lean, 4 blocks (82
+// -> 92 %); q8's q/k/v 8 rows, lean, 3 blocks (54 -> 69 %); q4's SwiGLU 4 rows (2 of each), lean, 6
+// blocks of 128 (74 -> 83 %); q4's plain, residual-add and q/k/v 4 rows, lean, 6 blocks of 128
+// (down 66 -> 77 %, q/k/v 54 -> 66 %, o_proj's shape 50 -> 51 %, timed as a CUDA graph replays them);
+// every other kernel 8 rows (SwiGLU 4 of each), a pointer a row, no bound. The host takes the rows a
+// block and the threads from engine/src/cuda/products.rs (`DecodeWeight`).
 #define AT_TWO(BITS, M, B) ((BITS) == (B) && (M) == 2)
-#define ROWS_PLAIN(BITS, M) (AT_TWO(BITS, M, 8) ? 4 : QROWS)
+#define ROWS_PLAIN(BITS, M) ((M) == 2 ? 4 : QROWS)
+#define ROWS_GROUP3(BITS, M) (AT_TWO(BITS, M, 4) ? 4 : QROWS)
 #define ROWS_SWIGLU(BITS, M) (AT_TWO(BITS, M, 4) ? 4 : QROWS)
 #define LEAN_SWIGLU(BITS, M) ((M) == 2)
+#define LEAN_GROUP3(BITS, M) ((M) == 2)
 // Launch bounds with the blocks kept resident, or none: a minimum of one block is not the same as
 // none to ptxas, which then takes more registers (gemv_q4_m2 141 instead of 128, one block of 256
 // threads a multiprocessor instead of two: down 65 -> 47 % in tools/gemv-lab).
@@ -313,14 +318,14 @@ __device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, QInput x, cons
 #define QM(w) QMatrix{(const uint4*)w, w##_s, w##_o}
 #define QX QInput{(const uint4*)xq, xs, (const float2*)xsum}
 #define QX_ARGS const unsigned int* __restrict__ xq, const float* __restrict__ xs, const float* __restrict__ xsum
-#define GEMV_Q_FOR(BITS, M, PLAIN_B, SWIGLU_B, GROUP3_B)                                                                                     \
-    extern "C" __global__ void BOUNDS(256, PLAIN_B) gemv_q##BITS##_m##M(                                            \
+#define GEMV_Q_FOR(BITS, M, PLAIN_T, PLAIN_B, SWIGLU_B, GROUP3_T, GROUP3_B)                                                                                     \
+    extern "C" __global__ void BOUNDS(PLAIN_T, PLAIN_B) gemv_q##BITS##_m##M(                                            \
         const unsigned int* w, const unsigned short* w_s, const unsigned short* w_o, QX_ARGS,                    \
         float* __restrict__ y, int m, int k, int n) {                                                            \
         constexpr int R = ROWS_PLAIN(BITS, M);                                                                    \
         gemv_q_rows<BITS, M, QEPI_PLAIN, 8, R != QROWS, R>(QM(w), QM(w), QX, nullptr, y, m, k, n, blockIdx.x * R); \
     }                                                                                                             \
-    extern "C" __global__ void BOUNDS(256, PLAIN_B) gemv_add_q##BITS##_m##M(                                        \
+    extern "C" __global__ void BOUNDS(PLAIN_T, PLAIN_B) gemv_add_q##BITS##_m##M(                                        \
         const unsigned int* w, const unsigned short* w_s, const unsigned short* w_o, QX_ARGS,                    \
         const float* __restrict__ residual, float* __restrict__ y, int m, int k, int n) {                        \
         constexpr int R = ROWS_PLAIN(BITS, M);                                                                    \
@@ -334,24 +339,27 @@ __device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, QInput x, cons
         gemv_q_rows<BITS, M, QEPI_SWIGLU, 4, LEAN_SWIGLU(BITS, M), R>(QM(gate), QM(up), QX, nullptr, y, m, k, n, \
                                                                        blockIdx.x * (R / 2));                    \
     }                                                                                                             \
-    extern "C" __global__ void BOUNDS(256, GROUP3_B) gemv_group3_q##BITS##_m##M(                                    \
+    extern "C" __global__ void BOUNDS(GROUP3_T, GROUP3_B) gemv_group3_q##BITS##_m##M(                                    \
         const unsigned int* w0, const unsigned short* w0_s, const unsigned short* w0_o, const unsigned int* w1,  \
         const unsigned short* w1_s, const unsigned short* w1_o, const unsigned int* w2,                          \
         const unsigned short* w2_s, const unsigned short* w2_o, float* __restrict__ y0, float* __restrict__ y1,  \
         float* __restrict__ y2, QX_ARGS, int m, int k, int n0, int n1, int n2) {                                 \
-        int b0 = (n0 + QROWS - 1) / QROWS, b1 = (n1 + QROWS - 1) / QROWS;                                         \
+        constexpr int R = ROWS_GROUP3(BITS, M);                                                                   \
+        int b0 = (n0 + R - 1) / R, b1 = (n1 + R - 1) / R;                                                         \
         int b = blockIdx.x;                                                                                       \
         QMatrix w = b < b0 ? QM(w0) : b < b0 + b1 ? QM(w1) : QM(w2);                                              \
         float* y = b < b0 ? y0 : b < b0 + b1 ? y1 : y2;                                                           \
         int n = b < b0 ? n0 : b < b0 + b1 ? n1 : n2;                                                              \
-        int row0 = (b < b0 ? b : b < b0 + b1 ? b - b0 : b - b0 - b1) * QROWS;                                     \
-        gemv_q_rows<BITS, M, QEPI_PLAIN, 8, AT_TWO(BITS, M, 8)>(w, w, QX, nullptr, y, m, k, n, row0);             \
+        int row0 = (b < b0 ? b : b < b0 + b1 ? b - b0 : b - b0 - b1) * R;                                         \
+        gemv_q_rows<BITS, M, QEPI_PLAIN, 8, LEAN_GROUP3(BITS, M), R>(w, w, QX, nullptr, y, m, k, n, row0);        \
     }
 
-// (BITS, M, then the blocks kept resident of the plain and residual-add, SwiGLU and q/k/v kernels)
-GEMV_Q_FOR(8, 2, 4, 4, 3)
-GEMV_Q_FOR(8, 4, 1, 1, 1)
-GEMV_Q_FOR(8, 8, 1, 1, 1)
-GEMV_Q_FOR(4, 2, 1, 6, 1)
-GEMV_Q_FOR(4, 4, 1, 1, 1)
-GEMV_Q_FOR(4, 8, 1, 1, 1)
+// (BITS, M, then the most threads and the blocks kept resident of the plain and residual-add
+// kernels, the blocks of the SwiGLU kernel (128 threads at most), the most threads and blocks of the
+// q/k/v kernel)
+GEMV_Q_FOR(8, 2, 256, 4, 4, 256, 3)
+GEMV_Q_FOR(8, 4, 256, 1, 1, 256, 1)
+GEMV_Q_FOR(8, 8, 256, 1, 1, 256, 1)
+GEMV_Q_FOR(4, 2, 128, 6, 6, 128, 6)
+GEMV_Q_FOR(4, 4, 256, 1, 1, 256, 1)
+GEMV_Q_FOR(4, 8, 256, 1, 1, 256, 1)

@@ -152,9 +152,9 @@ __global__ void __launch_bounds__(256) group3(const unsigned int* w0, const unsi
     candidate_rows<BITS, 2, QEPI_PLAIN, 8, PIPE>(w, w, QX, nullptr, y, m, k, n, row0);
 }
 
-// Lean, QR rows a block (SwiGLU QR / 2 of each matrix), at least MINB blocks resident.
-template <int BITS, int MINB, int QR = QROWS>
-__global__ void __launch_bounds__(256, MINB) gemv_lean(const unsigned int* w, const unsigned short* w_s,
+// Lean, QR rows a block (SwiGLU QR / 2 of each matrix), at least MINB blocks of MAXT threads resident.
+template <int BITS, int MINB, int QR = QROWS, int MAXT = 256>
+__global__ void __launch_bounds__(MAXT, MINB) gemv_lean(const unsigned int* w, const unsigned short* w_s,
                                                        const unsigned short* w_o, QX_ARGS, float* __restrict__ y,
                                                        int m, int k, int n) {
     candidate_rows<BITS, 2, QEPI_PLAIN, 8, 1, true, QR>(QM(w), QM(w), QX, nullptr, y, m, k, n, blockIdx.x * QR);
@@ -169,8 +169,8 @@ __global__ void __launch_bounds__(128, MINB) swiglu_lean(const unsigned int* gat
                                                          blockIdx.x * (QR / 2));
 }
 
-template <int BITS, int MINB, int QR = QROWS>
-__global__ void __launch_bounds__(256, MINB) group3_lean(const unsigned int* w0, const unsigned short* w0_s,
+template <int BITS, int MINB, int QR = QROWS, int MAXT = 256>
+__global__ void __launch_bounds__(MAXT, MINB) group3_lean(const unsigned int* w0, const unsigned short* w0_s,
                                                          const unsigned short* w0_o, const unsigned int* w1,
                                                          const unsigned short* w1_s, const unsigned short* w1_o,
                                                          const unsigned int* w2, const unsigned short* w2_s,
@@ -184,6 +184,95 @@ __global__ void __launch_bounds__(256, MINB) group3_lean(const unsigned int* w0,
     int n = b < b0 ? n0 : b < b0 + b1 ? n1 : n2;
     int row0 = (b < b0 ? b : b < b0 + b1 ? b - b0 : b - b0 - b1) * QR;
     candidate_rows<BITS, 2, QEPI_PLAIN, 8, 1, true, QR>(w, w, QX, nullptr, y, m, k, n, row0);
+}
+
+// Persistent forms of the lean kernels: a grid only as large as stays resident, each block taking
+// row group after row group (a block's start and end paid once, not once a group).
+template <int BITS, int MINB, int QR>
+__global__ void __launch_bounds__(128, MINB) gemv_persistent(const unsigned int* w, const unsigned short* w_s,
+                                                             const unsigned short* w_o, QX_ARGS,
+                                                             float* __restrict__ y, int m, int k, int n) {
+    for (int g = blockIdx.x; g * QR < n; g += gridDim.x) {
+        candidate_rows<BITS, 2, QEPI_PLAIN, 4, 1, true, QR>(QM(w), QM(w), QX, nullptr, y, m, k, n, g * QR);
+        __syncthreads();
+    }
+}
+
+template <int BITS, int MINB, int QR>
+__global__ void __launch_bounds__(128, MINB) swiglu_persistent(const unsigned int* gate, const unsigned short* gate_s,
+                                                               const unsigned short* gate_o, const unsigned int* up,
+                                                               const unsigned short* up_s, const unsigned short* up_o,
+                                                               QX_ARGS, float* __restrict__ y, int m, int k, int n) {
+    for (int g = blockIdx.x; g * (QR / 2) < n; g += gridDim.x) {
+        candidate_rows<BITS, 2, QEPI_SWIGLU, 4, 1, true, QR>(QM(gate), QM(up), QX, nullptr, y, m, k, n, g * (QR / 2));
+        __syncthreads();
+    }
+}
+
+// Each warp owns RW rows whole: its lanes stride over a row's loads with U loads of each row in
+// flight, and sum by halving. No shared memory and no barrier; the activations are read once a
+// load for the warp's RW rows (the block's kernels above read them once for all their rows).
+template <int BITS, int RW, int U, int MINB>
+__global__ void __launch_bounds__(128, MINB) warp_rows(const unsigned int* w, const unsigned short* w_s,
+                                                       const unsigned short* w_o, QX_ARGS, float* __restrict__ y,
+                                                       int m, int k, int n) {
+    constexpr int M = 2, N = RW * M, PER = QLayout<BITS>::PER_LOAD;
+    QMatrix a = QM(w);
+    QInput x = QX;
+    int lane = threadIdx.x & 31;
+    int row0 = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * RW;
+    if (row0 >= n) return;
+    int loads = k / PER, groups = k / 32;
+    float acc[N];
+#pragma unroll
+    for (int f = 0; f < N; f++) acc[f] = 0.0f;
+    if (lane < loads)
+#pragma unroll
+        for (int r = 0; r < RW; r++) prefetch_l2(a.words + (long)min(row0 + r, n - 1) * loads + lane);
+    pdl_wait();
+    pdl_trigger();
+    for (int c0 = lane; c0 < loads; c0 += 32 * U) {
+        uint4 p[U][RW];
+        float s[U][RW], o[U][RW];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int c = min(c0 + 32 * u, loads - 1);
+            int group = BITS == 8 ? c >> 1 : c;
+#pragma unroll
+            for (int r = 0; r < RW; r++) {
+                long row = min(row0 + r, n - 1);
+                p[u][r] = a.words[row * loads + c];
+                s[u][r] = f16_to_f32(a.scales[row * groups + group]);
+                o[u][r] = BITS == 4 ? f16_to_f32(a.offsets[row * groups + group]) : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int c = c0 + 32 * u;
+            if (c >= loads) break;
+            int group = BITS == 8 ? c >> 1 : c;
+#pragma unroll
+            for (int i = 0; i < M; i++) {
+                if (i >= m) break;
+                const uint4* xr = x.q + (long)i * (k / 16) + (BITS == 8 ? c : 2 * c);
+                uint4 xa = xr[0], xb = BITS == 4 ? xr[1] : xa;
+                float sx = x.scales[(long)i * groups + group];
+                float2 tx = BITS == 4 ? x.sums[(long)i * groups + group] : make_float2(0.0f, 0.0f);
+#pragma unroll
+                for (int r = 0; r < RW; r++) {
+                    float d = (float)q_dot<BITS>(p[u][r], xa, xb);
+                    float extra = BITS == 4 ? o[u][r] * tx.x + s[u][r] * (7.5f * tx.y) : 0.0f;
+                    acc[r * M + i] += d * (s[u][r] * sx) + extra;
+                }
+            }
+        }
+    }
+    int base = 0, plain = 0;
+    warp_sum_halving<N, 16>(acc, lane, base, plain);
+    if ((lane & plain) == 0) {
+        int r = base / M, i = base % M;
+        if (row0 + r < n && i < m) y[(long)i * n + row0 + r] = acc[0];
+    }
 }
 
 }  // namespace cand

@@ -105,9 +105,9 @@ static double copy_ceiling;
 
 // One launch on the lab's stream, chained (programmatic dependent launch) or not.
 template <typename... Params, typename... Args>
-static void launch(bool chained, void (*kernel)(Params...), int grid, int threads, Args... args) {
+static void launch(bool chained, void (*kernel)(Params...), dim3 grid, int threads, Args... args) {
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(grid);
+    cfg.gridDim = grid;
     cfg.blockDim = dim3(threads);
     cfg.stream = stream;
     cudaLaunchAttribute attr = {};
@@ -131,6 +131,36 @@ static double time_us(int copies, F launch) {
     cudaEventElapsedTime(&ms, e0, e1);
     CHECK(cudaGetLastError());
     return ms * 1000.0 / reps;
+}
+
+// The same chained launches captured into a CUDA graph and replayed once: the device's time
+// without the host's cost of issuing each launch (which a short product can take longer than
+// running: the quantization pass alone times at the host's rate of 3.5-4 us a launch chained).
+template <typename F>
+static double time_graph_us(int copies, F launch) {
+    const int reps = 300;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < reps; i++) launch(i % copies);
+    CHECK(cudaStreamEndCapture(stream, &graph));
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CHECK(cudaGraphLaunch(exec, stream));
+    CHECK(cudaStreamSynchronize(stream));
+    float best = 1e30f;
+    for (int t = 0; t < 3; t++) {
+        cudaEventRecord(e0, stream);
+        CHECK(cudaGraphLaunch(exec, stream));
+        cudaEventRecord(e1, stream);
+        CHECK(cudaEventSynchronize(e1));
+        float ms;
+        cudaEventElapsedTime(&ms, e0, e1);
+        best = ms < best ? ms : best;
+    }
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(graph));
+    CHECK(cudaGetLastError());
+    return best * 1000.0 / reps;
 }
 
 static double rel_rms(const std::vector<float>& a, const std::vector<float>& b) {
@@ -157,17 +187,21 @@ static int engine_threads(int bits, int k, int most, int per_thread = 1) {
     return t < 32 ? 32 : t < most ? t : most;
 }
 
-// Rows a block of the engine's kernels owns at two activation rows (kernels/gemv_quant.cu's
-// ROWS_PLAIN and ROWS_SWIGLU, SwiGLU's of each matrix; engine/src/cuda/products.rs,
-// rows_per_block()), and the threads for them: two loads of a row a thread where the block owns
-// half its family's usual rows.
-static int engine_rows(int bits, bool swiglu) {
-    if (swiglu) return bits == 4 ? 2 : 4;
-    return bits == 8 ? 4 : 8;
+// The engine's kernel families at two activation rows: rows a block owns (kernels/gemv_quant.cu's
+// ROWS_PLAIN, ROWS_SWIGLU of each matrix, ROWS_GROUP3) and threads, as engine/src/cuda/products.rs
+// (rows_per_block, threads) launches them.
+enum Family { PLAIN, SWIGLU, GROUP3 };
+static int engine_rows(int bits, Family f) {
+    if (f == SWIGLU) return bits == 4 ? 2 : 4;
+    if (f == GROUP3) return bits == 4 ? 4 : 8;
+    return 4;
 }
-static int engine_threads_of(int bits, bool swiglu, int k, int most) {
-    bool halved = engine_rows(bits, swiglu) < (swiglu ? 4 : 8);
-    return engine_threads(bits, k, most, halved ? 2 : 1);
+static int engine_threads_of(int bits, Family f, int k) {
+    int usual = f == SWIGLU ? 4 : 8, loads = k / (bits == 8 ? 16 : 32);
+    int per = usual / engine_rows(bits, f);
+    if (bits == 4 && f == PLAIN) per = loads <= 128 ? 1 : 4;
+    int most = bits == 4 || f == SWIGLU ? 128 : 256;
+    return engine_threads(bits, k, most, per);
 }
 
 typedef void (*PlainKernel)(const unsigned int*, const unsigned short*, const unsigned short*, const unsigned int*,
@@ -188,15 +222,17 @@ struct Variant {
     K kernel;
     int threads;
     int rows = 8;
+    int grid = 0;  // the blocks of a persistent kernel; 0: one a row group
+    int blocks(int n) const { return grid ? grid : (n + rows - 1) / rows; }
 };
 
 static void report(int bits, const char* shape, const char* form, double bytes, const char* name, int threads,
-                   double plain, double chained, double distance) {
-    printf("q%d %-20s %-7s %6.1f MB  %-16s T=%3d  plain %6.2f us %5.0f GB/s (%3.0f %%)  chained %6.2f us %5.0f GB/s "
-           "(%3.0f %%)  distance %.1e\n",
-           bits, shape, form, bytes / 1e6, name, threads, plain, bytes / plain / 1e3,
-           100.0 * bytes / plain / 1e3 / copy_ceiling, chained, bytes / chained / 1e3,
-           100.0 * bytes / chained / 1e3 / copy_ceiling, distance);
+                   double plain, double chained, double graph, double distance) {
+    auto share = [&](double us) { return 100.0 * bytes / us / 1e3 / copy_ceiling; };
+    printf("q%d %-20s %-7s %6.1f MB  %-18s T=%3d  plain %6.2f us (%3.0f %%)  chained %6.2f us (%3.0f %%)  graph %6.2f us "
+           "%5.0f GB/s (%3.0f %%)  distance %.1e\n",
+           bits, shape, form, bytes / 1e6, name, threads, plain, share(plain), chained, share(chained), graph,
+           bytes / graph / 1e3, share(graph), distance);
 }
 
 int main() {
@@ -246,34 +282,32 @@ int main() {
             int k = sh.k, n = sh.n, loads = k / (bits == 8 ? 16 : 32);
             Weights q = make(bits, k, n);
             double mb = q.bytes();
-            int t = engine_threads(bits, k, 256);
-            int te = engine_threads_of(bits, false, k, 256), re = engine_rows(bits, false);
+            int te = engine_threads_of(bits, PLAIN, k), re = engine_rows(bits, PLAIN);
             auto prepass = [&](bool chained, bool norm) {
                 int threads = k / 4 < 1024 ? k / 4 : 1024;
-                launch(chained, quantize_activations, M, threads, x, norm ? gain : nullptr, 1e-6f, xq, xs,
+                launch(chained, quantize_activations, dim3(M, k / 4 / threads), threads, x, norm ? gain : nullptr, 1e-6f, xq, xs,
                        (float2*)xsum, k, bits);
             };
             prepass(false, false);
             std::vector<Variant<PlainKernel>> variants = {
                 {"engine", bits == 8 ? gemv_q8_m2 : gemv_q4_m2, te, re}};
-            {
-                int half = engine_threads(bits, k / 2, 256);
-                variants.push_back({"halving", bits == 8 ? cand::gemv<8, 1> : cand::gemv<4, 1>, t});
-                variants.push_back({"halving", bits == 8 ? cand::gemv<8, 1> : cand::gemv<4, 1>, half});
-                variants.push_back({"lean, 3 blocks", bits == 8 ? cand::gemv_lean<8, 3> : cand::gemv_lean<4, 3>, t});
-                variants.push_back({"lean, 4 blocks", bits == 8 ? cand::gemv_lean<8, 4> : cand::gemv_lean<4, 4>, t});
-                variants.push_back({"lean, 4 blocks", bits == 8 ? cand::gemv_lean<8, 4> : cand::gemv_lean<4, 4>, half});
-                variants.push_back({"lean, 6 blocks", bits == 8 ? cand::gemv_lean<8, 6> : cand::gemv_lean<4, 6>, half});
-                for (int threads : {t, half}) {
-                    variants.push_back({"4 rows, 4 blocks", bits == 8 ? cand::gemv_lean<8, 4, 4> : cand::gemv_lean<4, 4, 4>, threads, 4});
-                    variants.push_back({"4 rows, 6 blocks", bits == 8 ? cand::gemv_lean<8, 6, 4> : cand::gemv_lean<4, 6, 4>, threads, 4});
+            if (bits == 4) {
+                // Threads for `per` loads of a row a thread, at most `most`.
+                auto tt = [&](int per, int most) { return engine_threads(4, k, most, per); };
+                for (int per : {1, 2, 4}) {
+                    variants.push_back({"4 rows, (128, 6)", cand::gemv_lean<4, 6, 4, 128>, tt(per, 128), 4});
+                    variants.push_back({"2 rows, (128, 8)", cand::gemv_lean<4, 8, 2, 128>, tt(per, 128), 2});
+                }
+                for (int per : {1, 2, 4}) {
+                    int threads = tt(per, 128), resident = threads <= 64 ? 12 : threads <= 96 ? 8 : 6;
+                    variants.push_back({"persistent 4 rows", cand::gemv_persistent<4, 6, 4>, threads, 4, 132 * resident});
                 }
             }
             launch(false, variants[0].kernel, (n + re - 1) / re, te, q.w(0), q.s(0), q.o(0), xq, xs, xsum, y_ref, M, k,
                    n);
             auto ref = fetch(y_ref, (size_t)M * n);
             for (auto& v : variants) {
-                int grid = (n + v.rows - 1) / v.rows;
+                int grid = v.blocks(n);
                 auto run = [&](bool chained) {
                     return time_us(q.copies, [&](int c) {
                         launch(chained, v.kernel, grid, v.threads, q.w(c), q.s(c), q.o(c), xq, xs, xsum, y,
@@ -281,8 +315,12 @@ int main() {
                     });
                 };
                 double plain = run(false), chained = run(true);
+                double graph = time_graph_us(q.copies, [&](int c) {
+                    launch(true, v.kernel, grid, v.threads, q.w(c), q.s(c), q.o(c), xq, xs, xsum, y, M, k, n);
+                });
                 launch(false, v.kernel, grid, v.threads, q.w(0), q.s(0), q.o(0), xq, xs, xsum, y, M, k, n);
-                report(bits, sh.name, "plain", mb, v.name, v.threads, plain, chained, rel_rms(fetch(y, (size_t)M * n), ref));
+                report(bits, sh.name, "plain", mb, v.name, v.threads, plain, chained, graph,
+                       rel_rms(fetch(y, (size_t)M * n), ref));
             }
             {
                 double pre = time_us(1, [&](int) { prepass(true, false); });
@@ -291,26 +329,30 @@ int main() {
                     launch(true, variants[0].kernel, (n + re - 1) / re, te, q.w(c), q.s(c), q.o(c), xq, xs, xsum, y, M, k,
                            n);
                 });
-                printf("q%d %-20s loads a row %d; the activations' quantization alone, chained %.2f us; engine + it, chained %.2f us\n",
-                       bits, sh.name, loads, pre, both);
+                double pre_graph = time_graph_us(1, [&](int) { prepass(true, false); });
+                double both_graph = time_graph_us(q.copies, [&](int c) {
+                    prepass(true, false);
+                    launch(true, variants[0].kernel, (n + re - 1) / re, te, q.w(c), q.s(c), q.o(c), xq, xs, xsum, y, M, k,
+                           n);
+                });
+                printf("q%d %-20s loads a row %d; the activations' quantization alone, chained %.2f us, graph %.2f us; "
+                       "engine + it, chained %.2f us, graph %.2f us\n",
+                       bits, sh.name, loads, pre, pre_graph, both, both_graph);
             }
             if (sh.n == 12288) {
                 // SwiGLU with the norm: gate and up are two copies of the weights.
                 prepass(false, true);
                 int t2 = engine_threads(bits, k, 128);
                 std::vector<Variant<SwigluKernel>> sw = {{"engine", bits == 8 ? gemv_swiglu_q8_m2 : gemv_swiglu_q4_m2,
-                                                          engine_threads_of(bits, true, k, 128), engine_rows(bits, true)}};
-                sw.push_back({"halving", bits == 8 ? cand::swiglu<8, 1> : cand::swiglu<4, 1>, t2, 4});
-                for (int half : {t2, engine_threads(bits, k / 2, 128)}) {
-                    sw.push_back({"lean, 4 blocks", bits == 8 ? cand::swiglu_lean<8, 4> : cand::swiglu_lean<4, 4>, half, 4});
-                    sw.push_back({"lean, 6 blocks", bits == 8 ? cand::swiglu_lean<8, 6> : cand::swiglu_lean<4, 6>, half, 4});
-                    sw.push_back({"lean, 8 blocks", bits == 8 ? cand::swiglu_lean<8, 8> : cand::swiglu_lean<4, 8>, half, 4});
-                    sw.push_back({"4 rows, 6 blocks", bits == 8 ? cand::swiglu_lean<8, 6, 4> : cand::swiglu_lean<4, 6, 4>, half, 2});
-                    sw.push_back({"4 rows, 8 blocks", bits == 8 ? cand::swiglu_lean<8, 8, 4> : cand::swiglu_lean<4, 8, 4>, half, 2});
-                }
+                                                          engine_threads_of(bits, SWIGLU, k), engine_rows(bits, SWIGLU)}};
+                if (bits == 4)
+                    for (int half : {t2, engine_threads(bits, k / 2, 128), engine_threads(bits, k / 4, 128)}) {
+                        int resident = half <= 64 ? 12 : 6;
+                        sw.push_back({"persistent 4 rows", cand::swiglu_persistent<4, 6, 4>, half, 2, 132 * resident});
+                    }
                 auto go = [&](Variant<SwigluKernel>& v, bool chained, int c, float* out) {
                     int d = (c + 1) % q.copies;
-                    launch(chained, v.kernel, (n + v.rows - 1) / v.rows, v.threads, q.w(c), q.s(c), q.o(c), q.w(d),
+                    launch(chained, v.kernel, v.blocks(n), v.threads, q.w(c), q.s(c), q.o(c), q.w(d),
                            q.s(d), q.o(d), xq, xs, xsum, out, M, k, n);
                 };
                 go(sw[0], false, 0, y_ref);
@@ -318,8 +360,9 @@ int main() {
                 for (auto& v : sw) {
                     double plain = time_us(q.copies, [&](int c) { go(v, false, c, y); });
                     double chained = time_us(q.copies, [&](int c) { go(v, true, c, y); });
+                    double graph = time_graph_us(q.copies, [&](int c) { go(v, true, c, y); });
                     go(v, false, 0, y);
-                    report(bits, sh.name, "swiglu", 2 * mb, v.name, v.threads, plain, chained,
+                    report(bits, sh.name, "swiglu", 2 * mb, v.name, v.threads, plain, chained, graph,
                            rel_rms(fetch(y, (size_t)M * n), ref));
                 }
             }
@@ -333,20 +376,13 @@ int main() {
             long wq = (long)4096 * q.words_per / 6144, gq = (long)4096 * q.groups_per / 6144;
             long wk = (long)1024 * q.words_per / 6144, gk = (long)1024 * q.groups_per / 6144;
             std::vector<Variant<Group3Kernel>> g3 = {
-                {"engine", bits == 8 ? gemv_group3_q8_m2 : gemv_group3_q4_m2, engine_threads(bits, k, 256)}};
-            {
-                int t = engine_threads(bits, k, 256), half = engine_threads(bits, k / 2, 256);
-                g3.push_back({"halving", bits == 8 ? cand::group3<8, 1> : cand::group3<4, 1>, t});
-                g3.push_back({"halving", bits == 8 ? cand::group3<8, 1> : cand::group3<4, 1>, half});
-                g3.push_back({"lean, 3 blocks", bits == 8 ? cand::group3_lean<8, 3> : cand::group3_lean<4, 3>, t});
-                g3.push_back({"lean, 4 blocks", bits == 8 ? cand::group3_lean<8, 4> : cand::group3_lean<4, 4>, t});
-                g3.push_back({"lean, 4 blocks", bits == 8 ? cand::group3_lean<8, 4> : cand::group3_lean<4, 4>, half});
-                g3.push_back({"lean, 6 blocks", bits == 8 ? cand::group3_lean<8, 6> : cand::group3_lean<4, 6>, half});
-                for (int threads : {t, half}) {
-                    g3.push_back({"4 rows, 4 blocks", bits == 8 ? cand::group3_lean<8, 4, 4> : cand::group3_lean<4, 4, 4>, threads, 4});
-                    g3.push_back({"4 rows, 6 blocks", bits == 8 ? cand::group3_lean<8, 6, 4> : cand::group3_lean<4, 6, 4>, threads, 4});
+                {"engine", bits == 8 ? gemv_group3_q8_m2 : gemv_group3_q4_m2, engine_threads_of(bits, GROUP3, k),
+                 engine_rows(bits, GROUP3)}};
+            if (bits == 4)
+                for (int per : {1, 2, 4}) {
+                    int t = engine_threads(4, k, 128, per);
+                    g3.push_back({"4 rows, (128, 6)", cand::group3_lean<4, 6, 4, 128>, t, 4});
                 }
-            }
             auto go = [&](Variant<Group3Kernel>& v, bool chained, int c, float* out) {
                 const unsigned int* w0 = q.w(c); const unsigned short* s0 = q.s(c); const unsigned short* o0 = q.o(c);
                 const unsigned int *w1 = w0 + wq, *w2 = w0 + wq + wk;
@@ -355,14 +391,15 @@ int main() {
                 launch(chained, v.kernel, blocks, v.threads, w0, s0, o0, w1, s1, o1, w2, s2, o2, out, y2, y3, xq, xs,
                        xsum, M, k, 4096, 1024, 1024);
             };
-            launch(false, quantize_activations, M, 1024, x, gain, 1e-6f, xq, xs, (float2*)xsum, k, bits);
+            launch(false, quantize_activations, dim3(M, 1), 1024, x, gain, 1e-6f, xq, xs, (float2*)xsum, k, bits);
             go(g3[0], false, 0, y_ref);
             auto ref = fetch(y_ref, (size_t)M * 4096);
             for (auto& v : g3) {
                 double plain = time_us(q.copies, [&](int c) { go(v, false, c, y); });
                 double chained = time_us(q.copies, [&](int c) { go(v, true, c, y); });
+                double graph = time_graph_us(q.copies, [&](int c) { go(v, true, c, y); });
                 go(v, false, 0, y);
-                report(bits, "q/k/v 4096->6144", "qkv", mb, v.name, v.threads, plain, chained,
+                report(bits, "q/k/v 4096->6144", "qkv", mb, v.name, v.threads, plain, chained, graph,
                        rel_rms(fetch(y, (size_t)M * 4096), ref));
             }
             release(q);
@@ -384,8 +421,13 @@ int main() {
             });
         };
         double plain = run(false), chained = run(true);
-        printf("bf16 %-20s %6.1f MB  engine  plain %6.2f us %5.0f GB/s  chained %6.2f us %5.0f GB/s\n", sh.name,
-               mb / 1e6, plain, mb / plain / 1e3, chained, mb / chained / 1e3);
+        double graph = time_graph_us(copies, [&](int c) {
+            launch(true, gemv_bf16_k8_m2, (n + 3) / 4, 256, (const bf16_t*)(w + c * words), (const float*)x, y, k, n);
+        });
+        printf("bf16 %-20s %6.1f MB  engine  plain %6.2f us %5.0f GB/s  chained %6.2f us %5.0f GB/s  graph %6.2f us "
+               "%5.0f GB/s (%3.0f %%)\n",
+               sh.name, mb / 1e6, plain, mb / plain / 1e3, chained, mb / chained / 1e3, graph, mb / graph / 1e3,
+               100.0 * mb / graph / 1e3 / copy_ceiling);
         cudaFree(w);
     }
     return 0;

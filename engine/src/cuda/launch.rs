@@ -42,15 +42,25 @@ impl<'a> Overlapped<'a> {
 
     /// A buffer the kernel reads.
     pub fn input<T>(&mut self, buffer: &impl DevicePtr<T>) -> &mut Self {
-        let (ptr, _sync) = buffer.device_ptr(self.stream);
-        self.slots.push(ptr);
-        self
+        self.input_from(buffer, 0)
     }
 
     /// A buffer the kernel writes.
     pub fn output<T>(&mut self, buffer: &mut impl DevicePtrMut<T>) -> &mut Self {
+        self.output_from(buffer, 0)
+    }
+
+    /// A buffer the kernel reads, from its element `offset` on.
+    pub fn input_from<T>(&mut self, buffer: &impl DevicePtr<T>, offset: usize) -> &mut Self {
+        let (ptr, _sync) = buffer.device_ptr(self.stream);
+        self.slots.push(ptr + (offset * size_of::<T>()) as u64);
+        self
+    }
+
+    /// A buffer the kernel writes, from its element `offset` on.
+    pub fn output_from<T>(&mut self, buffer: &mut impl DevicePtrMut<T>, offset: usize) -> &mut Self {
         let (ptr, _sync) = buffer.device_ptr_mut(self.stream);
-        self.slots.push(ptr);
+        self.slots.push(ptr + (offset * size_of::<T>()) as u64);
         self
     }
 

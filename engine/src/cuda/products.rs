@@ -49,14 +49,38 @@ fn usual_rows(family: &str) -> usize {
 /// `quantize_activations`) for quantized ones.
 pub(super) enum DecodeInput<'a> {
     F32(&'a CudaSlice<f32>),
-    Quant { values: CudaSlice<u32>, scales: CudaSlice<f32>, sums: CudaSlice<f32> },
+    Quant(QuantInput),
+}
+
+/// Quantized activations in one allocation (one allocation and free a product instead of
+/// three; the decode step's host time is mostly such calls): the int8 values, then each group's
+/// two sums (8-byte aligned, as the kernels read them), then its scale, all 4-byte words.
+pub(super) struct QuantInput {
+    words: CudaSlice<u32>,
+    groups: usize,
+}
+
+impl QuantInput {
+    fn values_len(&self) -> usize {
+        self.groups * GROUP / 4
+    }
+
+    fn sums_at(&self) -> usize {
+        self.values_len()
+    }
+
+    fn scales_at(&self) -> usize {
+        self.values_len() + 2 * self.groups
+    }
 }
 
 impl DecodeInput<'_> {
     pub(super) fn push(&self, b: &mut Overlapped) {
         match self {
             DecodeInput::F32(x) => b.input(*x),
-            DecodeInput::Quant { values, scales, sums } => b.input(values).input(scales).input(sums),
+            DecodeInput::Quant(q) => {
+                b.input(&q.words).input_from(&q.words, q.scales_at()).input_from(&q.words, q.sums_at())
+            }
         };
     }
 
@@ -88,30 +112,57 @@ impl DecodeWeight<'_> {
         }
     }
 
-    /// Threads a block of `family`'s kernel for `m` activation rows runs with, at most `most`: all
-    /// of them for bf16; for a quantized weight as many as a row of `k` has 16-byte loads, rounded
-    /// up to a warp, so a short row (the depth decoder's 1024, q4's 128 loads of a 4096 row) leaves
-    /// no thread idle, or, where a block owns half its family's usual rows
-    /// ([`rows_per_block`](Self::rows_per_block)), as many as half a row has: each thread takes two
-    /// loads of a row (measured faster in tools/gemv-lab, docs/BENCHMARKS.md).
-    pub(super) fn threads(&self, family: &str, m: usize, k: usize, most: u32) -> u32 {
+    /// Threads a block of `family`'s kernel for `m` activation rows runs with: all the kernel
+    /// takes for bf16; for a quantized weight one for each [`loads_per_thread`](Self::loads_per_thread)
+    /// 16-byte loads of a row of `k`, rounded up to a warp, so a short row (the depth decoder's, q4's
+    /// 128 loads of a 4096 row) leaves no thread idle.
+    pub(super) fn threads(&self, family: &str, m: usize, k: usize) -> u32 {
+        let most = self.most_threads(family, m);
         match self {
             DecodeWeight::Bf16(_) => most,
             DecodeWeight::Quant(q) => {
-                let per_thread = usual_rows(family) / self.rows_per_block(family, m);
-                ((k / q.per_load() / per_thread).div_ceil(32) * 32).clamp(32, most as usize) as u32
+                let loads = k / q.per_load();
+                let per_thread = self.loads_per_thread(family, m, loads);
+                (loads.div_ceil(per_thread).div_ceil(32) * 32).clamp(32, most as usize) as u32
             }
         }
     }
 
+    /// The most threads `family`'s kernel for `m` activation rows takes (its launch bounds,
+    /// kernels/gemv.cu and kernels/gemv_quant.cu's `GEMV_Q_FOR`).
+    fn most_threads(&self, family: &str, m: usize) -> u32 {
+        match self {
+            DecodeWeight::Quant(q) if q.dtype == DType::Q4 && m.next_power_of_two() <= 2 => GEMV_SWIGLU_THREADS,
+            _ if family == "gemv_swiglu" => GEMV_SWIGLU_THREADS,
+            _ => GEMV_THREADS,
+        }
+    }
+
+    /// Loads of a row each thread of a quantized kernel takes (tools/gemv-lab's fastest,
+    /// docs/BENCHMARKS.md): two where a block owns half its family's usual rows
+    /// ([`rows_per_block`](Self::rows_per_block)), one otherwise; q4's plain and residual-add
+    /// products at two activation rows one for rows of up to 128 loads, else four (down's 384 loads
+    /// on 96 threads: 8 blocks a multiprocessor then hold the whole grid at once, 66 -> 77 % of the
+    /// copy ceiling, where 128 threads took 65 %).
+    fn loads_per_thread(&self, family: &str, m: usize, loads: usize) -> usize {
+        let two = m.next_power_of_two() <= 2;
+        match self {
+            DecodeWeight::Quant(q) if q.dtype == DType::Q4 && two && matches!(family, "gemv" | "gemv_add") => {
+                if loads <= 128 { 1 } else { 4 }
+            }
+            _ => usual_rows(family) / self.rows_per_block(family, m),
+        }
+    }
+
     /// Weight rows a block of `family`'s kernel owns for `m` activation rows (kernels/gemv.cu;
-    /// kernels/gemv_quant.cu's `ROWS_PLAIN` and `ROWS_SWIGLU`, SwiGLU's counted for each matrix).
+    /// kernels/gemv_quant.cu's `ROWS_PLAIN`, `ROWS_GROUP3` and `ROWS_SWIGLU`, SwiGLU's counted for
+    /// each matrix).
     pub(super) fn rows_per_block(&self, family: &str, m: usize) -> usize {
         let two = m.next_power_of_two() <= 2;
         match self {
             DecodeWeight::Bf16(_) => 4,
             DecodeWeight::Quant(q) => match (q.dtype, family) {
-                (DType::Q8, "gemv" | "gemv_add") | (DType::Q4, "gemv_swiglu") if two => usual_rows(family) / 2,
+                (DType::Q8, "gemv" | "gemv_add") | (DType::Q4, _) if two => usual_rows(family) / 2,
                 _ => usual_rows(family),
             },
         }
@@ -195,22 +246,25 @@ impl CudaBackend {
     ) -> Result<DecodeInput<'x>> {
         let DecodeWeight::Quant(q) = weight else { return Ok(DecodeInput::F32(x)) };
         let groups = m * k / GROUP;
-        let (mut values, mut scales, mut sums) =
-            (self.alloc_as::<u32>(lane, m * k / 4)?, self.alloc(lane, groups)?, self.alloc(lane, 2 * groups)?);
+        let words = self.alloc_as::<u32>(lane, m * k / 4 + 3 * groups)?;
+        let mut input = QuantInput { words, groups };
+        let (scales_at, sums_at) = (input.scales_at(), input.sums_at());
         let (ki, bits, eps) = (k as i32, if q.dtype == DType::Q8 { 8i32 } else { 4 }, norm.map_or(0.0, |n| n.1));
         let mut b = Overlapped::new(&lane.stream, self.kernels.get("quantize_activations")?);
-        b.input(x).optional(norm.map(|n| n.0)).float(eps).output(&mut values).output(&mut scales).output(&mut sums);
+        b.input(x).optional(norm.map(|n| n.0)).float(eps).output(&mut input.words);
+        b.output_from(&mut input.words, scales_at).output_from(&mut input.words, sums_at);
         b.int(ki).int(bits);
+        let threads = (k / 4).min(1024);
         let cfg = LaunchConfig {
-            grid_dim: (m as u32, 1, 1),
-            block_dim: ((k / 4).min(1024) as u32, 1, 1),
+            grid_dim: (m as u32, (k / 4).div_ceil(threads) as u32, 1),
+            block_dim: (threads as u32, 1, 1),
             shared_mem_bytes: 0,
         };
         // SAFETY: x is [m, k] with k whole groups of 32 (so whole warps of four values a thread),
-        // the norm weight (when given) k bf16 values; the outputs hold m * k bytes, m * k / 32 scales
-        // and twice as many sums; the kernel waits before it reads x.
+        // the norm weight (when given) k bf16 values; the outputs, parts of one allocation, hold
+        // m * k bytes, m * k / 32 scales and twice as many sums; the kernel waits before it reads x.
         unsafe { b.launch(cfg, self.overlap) }?;
-        Ok(DecodeInput::Quant { values, scales, sums })
+        Ok(DecodeInput::Quant(input))
     }
 
     pub(super) fn matmul_nt(
@@ -234,7 +288,7 @@ impl CudaBackend {
                 b.output(&mut y);
                 weight.rows(&mut b, m);
                 b.int(ki).int(ni);
-                let cfg = gemv_config(n, weight.rows_per_block("gemv", m), weight.threads("gemv", m, k, GEMV_THREADS));
+                let cfg = gemv_config(n, weight.rows_per_block("gemv", m), weight.threads("gemv", m, k));
                 // SAFETY: w holds [n, k] weights with k whole groups, the input [m, k] quantized,
                 // y [m, n]; the kernel waits before it reads the input or writes y.
                 unsafe { b.launch(cfg, self.overlap) }?;
@@ -455,7 +509,7 @@ impl CudaBackend {
         b.input(self.f32s(residual, Op::LinearAdd)?).output(&mut y);
         weight.rows(&mut b, m);
         b.int(ki).int(ni);
-        let cfg = gemv_config(n, weight.rows_per_block("gemv_add", m), weight.threads("gemv_add", m, k, GEMV_THREADS));
+        let cfg = gemv_config(n, weight.rows_per_block("gemv_add", m), weight.threads("gemv_add", m, k));
         // SAFETY: as the decode product in `matmul_nt`; the residual is [m, n] like y.
         unsafe { b.launch(cfg, self.overlap) }?;
         self.wrap(&[m, n], y)
@@ -492,8 +546,7 @@ impl CudaBackend {
         b.output(&mut y);
         g.rows(&mut b, m);
         b.int(ki).int(ni);
-        let cfg =
-            gemv_config(n, g.rows_per_block("gemv_swiglu", m), g.threads("gemv_swiglu", m, k, GEMV_SWIGLU_THREADS));
+        let cfg = gemv_config(n, g.rows_per_block("gemv_swiglu", m), g.threads("gemv_swiglu", m, k));
         // SAFETY: as the decode product in `matmul_nt`, for two weights of the same shape; the norm
         // weight, when given, holds k bf16 values (a null pointer otherwise).
         unsafe { b.launch(cfg, self.overlap) }?;
@@ -526,7 +579,7 @@ impl CudaBackend {
         b.int(ki).int(n0i).int(n1i).int(n2i);
         let per_block = w0.rows_per_block("gemv_group3", m);
         let blocks = n0.div_ceil(per_block) + n1.div_ceil(per_block) + n2.div_ceil(per_block);
-        let threads = w0.threads("gemv_group3", m, k, GEMV_THREADS);
+        let threads = w0.threads("gemv_group3", m, k);
         let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: three decode products of one input; the grid is their row groups back to back; the
         // norm weight, when given, holds k bf16 values (a null pointer otherwise).
