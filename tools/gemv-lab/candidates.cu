@@ -6,7 +6,10 @@
 // - the block's partial sums always reduced by halving (the engine: only where LEAN);
 // - QR weight rows a block (the engine: QROWS, 8): fewer rows need fewer registers (q4's 8 loads
 //   of 16 bytes and 16 sums need about 128), so more blocks stay resident, each activation load
-//   serving fewer rows.
+//   serving fewer rows;
+// - persistent forms, whose blocks take row group after row group.
+// A design that lost and left (docs/gpu-runs/2026-12-02-7): warps owning 1, 2 or 4 rows whole, with
+// no shared memory (q4 down 49-53 % of the copy ceiling, the block kernels 62-77 %).
 
 namespace cand {
 
@@ -206,72 +209,6 @@ __global__ void __launch_bounds__(128, MINB) swiglu_persistent(const unsigned in
     for (int g = blockIdx.x; g * (QR / 2) < n; g += gridDim.x) {
         candidate_rows<BITS, 2, QEPI_SWIGLU, 4, 1, true, QR>(QM(gate), QM(up), QX, nullptr, y, m, k, n, g * (QR / 2));
         __syncthreads();
-    }
-}
-
-// Each warp owns RW rows whole: its lanes stride over a row's loads with U loads of each row in
-// flight, and sum by halving. No shared memory and no barrier; the activations are read once a
-// load for the warp's RW rows (the block's kernels above read them once for all their rows).
-template <int BITS, int RW, int U, int MINB>
-__global__ void __launch_bounds__(128, MINB) warp_rows(const unsigned int* w, const unsigned short* w_s,
-                                                       const unsigned short* w_o, QX_ARGS, float* __restrict__ y,
-                                                       int m, int k, int n) {
-    constexpr int M = 2, N = RW * M, PER = QLayout<BITS>::PER_LOAD;
-    QMatrix a = QM(w);
-    QInput x = QX;
-    int lane = threadIdx.x & 31;
-    int row0 = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * RW;
-    if (row0 >= n) return;
-    int loads = k / PER, groups = k / 32;
-    float acc[N];
-#pragma unroll
-    for (int f = 0; f < N; f++) acc[f] = 0.0f;
-    if (lane < loads)
-#pragma unroll
-        for (int r = 0; r < RW; r++) prefetch_l2(a.words + (long)min(row0 + r, n - 1) * loads + lane);
-    pdl_wait();
-    pdl_trigger();
-    for (int c0 = lane; c0 < loads; c0 += 32 * U) {
-        uint4 p[U][RW];
-        float s[U][RW], o[U][RW];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            int c = min(c0 + 32 * u, loads - 1);
-            int group = BITS == 8 ? c >> 1 : c;
-#pragma unroll
-            for (int r = 0; r < RW; r++) {
-                long row = min(row0 + r, n - 1);
-                p[u][r] = a.words[row * loads + c];
-                s[u][r] = f16_to_f32(a.scales[row * groups + group]);
-                o[u][r] = BITS == 4 ? f16_to_f32(a.offsets[row * groups + group]) : 0.0f;
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            int c = c0 + 32 * u;
-            if (c >= loads) break;
-            int group = BITS == 8 ? c >> 1 : c;
-#pragma unroll
-            for (int i = 0; i < M; i++) {
-                if (i >= m) break;
-                const uint4* xr = x.q + (long)i * (k / 16) + (BITS == 8 ? c : 2 * c);
-                uint4 xa = xr[0], xb = BITS == 4 ? xr[1] : xa;
-                float sx = x.scales[(long)i * groups + group];
-                float2 tx = BITS == 4 ? x.sums[(long)i * groups + group] : make_float2(0.0f, 0.0f);
-#pragma unroll
-                for (int r = 0; r < RW; r++) {
-                    float d = (float)q_dot<BITS>(p[u][r], xa, xb);
-                    float extra = BITS == 4 ? o[u][r] * tx.x + s[u][r] * (7.5f * tx.y) : 0.0f;
-                    acc[r * M + i] += d * (s[u][r] * sx) + extra;
-                }
-            }
-        }
-    }
-    int base = 0, plain = 0;
-    warp_sum_halving<N, 16>(acc, lane, base, plain);
-    if ((lane & plain) == 0) {
-        int r = base / M, i = base % M;
-        if (row0 + r < n && i < m) y[(long)i * n + row0 + r] = acc[0];
     }
 }
 

@@ -52,9 +52,10 @@ pub(super) enum DecodeInput<'a> {
     Quant(QuantInput),
 }
 
-/// Quantized activations in one allocation (one allocation and free a product instead of
-/// three; the decode step's host time is mostly such calls): the int8 values, then each group's
-/// two sums (8-byte aligned, as the kernels read them), then its scale, all 4-byte words.
+/// Quantized activations in one allocation: the int8 values, then each group's two sums (8-byte
+/// aligned, as the kernels read them), then its scale, all 4-byte words. One allocation and free a
+/// product instead of three each took the q4 decode step, which the host issues in about as long
+/// as the GPU runs it, from 2.96 to 2.72 ms on the H200 (docs/BENCHMARKS.md).
 pub(super) struct QuantInput {
     words: CudaSlice<u32>,
     groups: usize,
@@ -142,8 +143,8 @@ impl DecodeWeight<'_> {
     /// docs/BENCHMARKS.md): two where a block owns half its family's usual rows
     /// ([`rows_per_block`](Self::rows_per_block)), one otherwise; q4's plain and residual-add
     /// products at two activation rows one for rows of up to 128 loads, else four (down's 384 loads
-    /// on 96 threads: 8 blocks a multiprocessor then hold the whole grid at once, 66 -> 77 % of the
-    /// copy ceiling, where 128 threads took 65 %).
+    /// on 96 threads, 77 % of the copy ceiling, where 128 threads took 65 %: 8 blocks a
+    /// multiprocessor then hold all 1024 of the grid at once, 6 of 128 threads leave a second wave).
     fn loads_per_thread(&self, family: &str, m: usize, loads: usize) -> usize {
         let two = m.next_power_of_two() <= 2;
         match self {
