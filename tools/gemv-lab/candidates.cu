@@ -6,10 +6,11 @@
 // - the block's partial sums always reduced by halving (the engine: only where LEAN);
 // - QR weight rows a block (the engine: QROWS, 8): fewer rows need fewer registers (q4's 8 loads
 //   of 16 bytes and 16 sums need about 128), so more blocks stay resident, each activation load
-//   serving fewer rows;
-// - persistent forms, whose blocks take row group after row group.
-// A design that lost and left (docs/gpu-runs/2026-12-02-7): warps owning 1, 2 or 4 rows whole, with
-// no shared memory (q4 down 49-53 % of the copy ceiling, the block kernels 62-77 %).
+//   serving fewer rows.
+// Designs that lost and left: warps owning 1, 2 or 4 rows whole, with no shared memory (q4 down
+// 49-53 % of the copy ceiling, the block kernels 62-77 %, docs/gpu-runs/2026-12-02-7); persistent
+// grids, each block taking row group after row group (q4 SwiGLU 69-80 % against 83 %, down 56-68 %
+// against 77 %, docs/gpu-runs/2026-12-02-8).
 
 namespace cand {
 
@@ -187,29 +188,6 @@ __global__ void __launch_bounds__(MAXT, MINB) group3_lean(const unsigned int* w0
     int n = b < b0 ? n0 : b < b0 + b1 ? n1 : n2;
     int row0 = (b < b0 ? b : b < b0 + b1 ? b - b0 : b - b0 - b1) * QR;
     candidate_rows<BITS, 2, QEPI_PLAIN, 8, 1, true, QR>(w, w, QX, nullptr, y, m, k, n, row0);
-}
-
-// Persistent forms of the lean kernels: a grid only as large as stays resident, each block taking
-// row group after row group (a block's start and end paid once, not once a group).
-template <int BITS, int MINB, int QR>
-__global__ void __launch_bounds__(128, MINB) gemv_persistent(const unsigned int* w, const unsigned short* w_s,
-                                                             const unsigned short* w_o, QX_ARGS,
-                                                             float* __restrict__ y, int m, int k, int n) {
-    for (int g = blockIdx.x; g * QR < n; g += gridDim.x) {
-        candidate_rows<BITS, 2, QEPI_PLAIN, 4, 1, true, QR>(QM(w), QM(w), QX, nullptr, y, m, k, n, g * QR);
-        __syncthreads();
-    }
-}
-
-template <int BITS, int MINB, int QR>
-__global__ void __launch_bounds__(128, MINB) swiglu_persistent(const unsigned int* gate, const unsigned short* gate_s,
-                                                               const unsigned short* gate_o, const unsigned int* up,
-                                                               const unsigned short* up_s, const unsigned short* up_o,
-                                                               QX_ARGS, float* __restrict__ y, int m, int k, int n) {
-    for (int g = blockIdx.x; g * (QR / 2) < n; g += gridDim.x) {
-        candidate_rows<BITS, 2, QEPI_SWIGLU, 4, 1, true, QR>(QM(gate), QM(up), QX, nullptr, y, m, k, n, g * (QR / 2));
-        __syncthreads();
-    }
 }
 
 }  // namespace cand

@@ -222,8 +222,7 @@ struct Variant {
     K kernel;
     int threads;
     int rows = 8;
-    int grid = 0;  // the blocks of a persistent kernel; 0: one a row group
-    int blocks(int n) const { return grid ? grid : (n + rows - 1) / rows; }
+    int blocks(int n) const { return (n + rows - 1) / rows; }
 };
 
 static void report(int bits, const char* shape, const char* form, double bytes, const char* name, int threads,
@@ -298,10 +297,6 @@ int main() {
                     variants.push_back({"4 rows, (128, 6)", cand::gemv_lean<4, 6, 4, 128>, tt(per, 128), 4});
                     variants.push_back({"2 rows, (128, 8)", cand::gemv_lean<4, 8, 2, 128>, tt(per, 128), 2});
                 }
-                for (int per : {1, 2, 4}) {
-                    int threads = tt(per, 128), resident = threads <= 64 ? 12 : threads <= 96 ? 8 : 6;
-                    variants.push_back({"persistent 4 rows", cand::gemv_persistent<4, 6, 4>, threads, 4, 132 * resident});
-                }
             }
             launch(false, variants[0].kernel, (n + re - 1) / re, te, q.w(0), q.s(0), q.o(0), xq, xs, xsum, y_ref, M, k,
                    n);
@@ -346,10 +341,8 @@ int main() {
                 std::vector<Variant<SwigluKernel>> sw = {{"engine", bits == 8 ? gemv_swiglu_q8_m2 : gemv_swiglu_q4_m2,
                                                           engine_threads_of(bits, SWIGLU, k), engine_rows(bits, SWIGLU)}};
                 if (bits == 4)
-                    for (int half : {t2, engine_threads(bits, k / 2, 128), engine_threads(bits, k / 4, 128)}) {
-                        int resident = half <= 64 ? 12 : 6;
-                        sw.push_back({"persistent 4 rows", cand::swiglu_persistent<4, 6, 4>, half, 2, 132 * resident});
-                    }
+                    for (int half : {t2, engine_threads(bits, k / 2, 128), engine_threads(bits, k / 4, 128)})
+                        sw.push_back({"8 rows, 4 blocks", cand::swiglu_lean<4, 4, 8>, half, 4});
                 auto go = [&](Variant<SwigluKernel>& v, bool chained, int c, float* out) {
                     int d = (c + 1) % q.copies;
                     launch(chained, v.kernel, v.blocks(n), v.threads, q.w(c), q.s(c), q.o(c), q.w(d),
