@@ -103,13 +103,47 @@ pub(super) enum DecodeWeight<'a> {
     Quant(&'a CudaQuant),
 }
 
+/// The kernel, rows a block and threads a block of one decode product.
+pub(super) struct DecodeLaunch {
+    pub kernel: String,
+    pub rows_per_block: usize,
+    pub threads: u32,
+}
+
+impl DecodeLaunch {
+    /// The launch over `rows` weight rows.
+    pub(super) fn config(&self, rows: usize) -> LaunchConfig {
+        gemv_config(rows, self.rows_per_block, self.threads)
+    }
+}
+
 impl DecodeWeight<'_> {
-    /// The kernel of a family (`gemv`, `gemv_add`, `gemv_swiglu`, `gemv_group3`) for `m` rows: one
-    /// per row count for bf16, the smallest of 2, 4 or 8 rows for a quantized format.
-    pub(super) fn kernel(&self, family: &str, m: usize) -> String {
-        match self {
+    /// How `family`'s (`gemv`, `gemv_add`, `gemv_swiglu`, `gemv_group3`) decode product of `m`
+    /// activation rows against this weight, rows `k` long, is launched.
+    pub(super) fn launch(&self, family: &str, m: usize, k: usize) -> DecodeLaunch {
+        let short = self.short_rows(family, m, k);
+        let kernel = match self {
             DecodeWeight::Bf16(_) => format!("{family}_bf16_k8_m{m}"),
-            DecodeWeight::Quant(q) => format!("{family}_{}_m{}", q.dtype, m.next_power_of_two().max(2)),
+            DecodeWeight::Quant(q) => {
+                let suffix = if short { "_short" } else { "" };
+                format!("{family}_{}_m{}{suffix}", q.dtype, m.next_power_of_two().max(2))
+            }
+        };
+        let rows_per_block = if short { 2 } else { self.rows_per_block(family, m) };
+        DecodeLaunch { kernel, rows_per_block, threads: self.threads(family, m, k) }
+    }
+
+    /// Whether the product takes q4's kernels for rows of at most 128 loads at two activation rows
+    /// (kernels/gemv_quant.cu's `gemv_q4_m2_short`, `gemv_add_q4_m2_short`: o_proj's 4096).
+    fn short_rows(&self, family: &str, m: usize, k: usize) -> bool {
+        match self {
+            DecodeWeight::Quant(q) => {
+                q.dtype == DType::Q4
+                    && m.next_power_of_two() <= 2
+                    && matches!(family, "gemv" | "gemv_add")
+                    && k / q.per_load() <= 128
+            }
+            DecodeWeight::Bf16(_) => false,
         }
     }
 
@@ -117,13 +151,13 @@ impl DecodeWeight<'_> {
     /// takes for bf16; for a quantized weight one for each [`loads_per_thread`](Self::loads_per_thread)
     /// 16-byte loads of a row of `k`, rounded up to a warp, so a short row (the depth decoder's, q4's
     /// 128 loads of a 4096 row) leaves no thread idle.
-    pub(super) fn threads(&self, family: &str, m: usize, k: usize) -> u32 {
+    fn threads(&self, family: &str, m: usize, k: usize) -> u32 {
         let most = self.most_threads(family, m);
         match self {
             DecodeWeight::Bf16(_) => most,
             DecodeWeight::Quant(q) => {
                 let loads = k / q.per_load();
-                let per_thread = self.loads_per_thread(family, m, loads);
+                let per_thread = self.loads_per_thread(family, m, k);
                 (loads.div_ceil(per_thread).div_ceil(32) * 32).clamp(32, most as usize) as u32
             }
         }
@@ -139,17 +173,18 @@ impl DecodeWeight<'_> {
         }
     }
 
-    /// Loads of a row each thread of a quantized kernel takes (tools/gemv-lab's fastest,
+    /// Loads of a row of `k` each thread of a quantized kernel takes (tools/gemv-lab's fastest,
     /// docs/BENCHMARKS.md): two where a block owns half its family's usual rows
     /// ([`rows_per_block`](Self::rows_per_block)), one otherwise; q4's plain and residual-add
-    /// products at two activation rows one for rows of up to 128 loads, else four (down's 384 loads
-    /// on 96 threads, 77 % of the copy ceiling, where 128 threads took 65 %: 8 blocks a
-    /// multiprocessor then hold all 1024 of the grid at once, 6 of 128 threads leave a second wave).
-    fn loads_per_thread(&self, family: &str, m: usize, loads: usize) -> usize {
+    /// products at two activation rows two for rows of up to 128 loads (the short kernels, 2 rows a
+    /// block), else four (down's 384 loads on 96 threads, 77 % of the copy ceiling, where 128
+    /// threads took 65 %: 8 blocks a multiprocessor then hold all 1024 of the grid at once, 6 of
+    /// 128 threads leave a second wave).
+    fn loads_per_thread(&self, family: &str, m: usize, k: usize) -> usize {
         let two = m.next_power_of_two() <= 2;
         match self {
             DecodeWeight::Quant(q) if q.dtype == DType::Q4 && two && matches!(family, "gemv" | "gemv_add") => {
-                if loads <= 128 { 1 } else { 4 }
+                if self.short_rows(family, m, k) { 2 } else { 4 }
             }
             _ => usual_rows(family) / self.rows_per_block(family, m),
         }
@@ -157,8 +192,8 @@ impl DecodeWeight<'_> {
 
     /// Weight rows a block of `family`'s kernel owns for `m` activation rows (kernels/gemv.cu;
     /// kernels/gemv_quant.cu's `ROWS_PLAIN`, `ROWS_GROUP3` and `ROWS_SWIGLU`, SwiGLU's counted for
-    /// each matrix).
-    pub(super) fn rows_per_block(&self, family: &str, m: usize) -> usize {
+    /// each matrix), the short kernels aside.
+    fn rows_per_block(&self, family: &str, m: usize) -> usize {
         let two = m.next_power_of_two() <= 2;
         match self {
             DecodeWeight::Bf16(_) => 4,
@@ -283,13 +318,14 @@ impl CudaBackend {
             CudaStorage::Quant(q) if m <= GEMV_MAX_ROWS && k.is_multiple_of(GROUP) => {
                 let weight = DecodeWeight::Quant(q);
                 let input = self.decode_input(lane, x, m, k, &weight, None)?;
-                let mut b = Overlapped::new(&lane.stream, self.kernels.get(&weight.kernel("gemv", m))?);
+                let launch = weight.launch("gemv", m, k);
+                let mut b = Overlapped::new(&lane.stream, self.kernels.get(&launch.kernel)?);
                 weight.push(&mut b);
                 input.push(&mut b);
                 b.output(&mut y);
                 weight.rows(&mut b, m);
                 b.int(ki).int(ni);
-                let cfg = gemv_config(n, weight.rows_per_block("gemv", m), weight.threads("gemv", m, k));
+                let cfg = launch.config(n);
                 // SAFETY: w holds [n, k] weights with k whole groups, the input [m, k] quantized,
                 // y [m, n]; the kernel waits before it reads the input or writes y.
                 unsafe { b.launch(cfg, self.overlap) }?;
@@ -504,13 +540,14 @@ impl CudaBackend {
         let mut y = self.alloc(&lane, m * n)?;
         let (ki, ni) = (k as i32, n as i32);
         let input = self.decode_input(&lane, self.f32s(x, Op::LinearAdd)?, m, k, &weight, None)?;
-        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&weight.kernel("gemv_add", m))?);
+        let launch = weight.launch("gemv_add", m, k);
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&launch.kernel)?);
         weight.push(&mut b);
         input.push(&mut b);
         b.input(self.f32s(residual, Op::LinearAdd)?).output(&mut y);
         weight.rows(&mut b, m);
         b.int(ki).int(ni);
-        let cfg = gemv_config(n, weight.rows_per_block("gemv_add", m), weight.threads("gemv_add", m, k));
+        let cfg = launch.config(n);
         // SAFETY: as the decode product in `matmul_nt`; the residual is [m, n] like y.
         unsafe { b.launch(cfg, self.overlap) }?;
         self.wrap(&[m, n], y)
@@ -539,7 +576,8 @@ impl CudaBackend {
         let (ki, ni, eps) = (k as i32, n as i32, norm.map_or(0.0, |n| n.eps));
         let norm_eps = norm_bits.map(|bits| (bits, eps));
         let input = self.decode_input(&lane, self.f32s(x, Op::LinearSwiglu)?, m, k, &g, norm_eps)?;
-        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&g.kernel("gemv_swiglu", m))?);
+        let launch = g.launch("gemv_swiglu", m, k);
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&launch.kernel)?);
         g.push(&mut b);
         u.push(&mut b);
         input.push(&mut b);
@@ -547,7 +585,7 @@ impl CudaBackend {
         b.output(&mut y);
         g.rows(&mut b, m);
         b.int(ki).int(ni);
-        let cfg = gemv_config(n, g.rows_per_block("gemv_swiglu", m), g.threads("gemv_swiglu", m, k));
+        let cfg = launch.config(n);
         // SAFETY: as the decode product in `matmul_nt`, for two weights of the same shape; the norm
         // weight, when given, holds k bf16 values (a null pointer otherwise).
         unsafe { b.launch(cfg, self.overlap) }?;
@@ -569,7 +607,8 @@ impl CudaBackend {
         let (ki, n0i, n1i, n2i, eps) = (k as i32, n0 as i32, n1 as i32, n2 as i32, norm.map_or(0.0, |n| n.eps));
         let norm_eps = norm_bits.map(|bits| (bits, eps));
         let input = self.decode_input(&lane, self.f32s(x, Op::Linear3)?, m, k, &w0, norm_eps)?;
-        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&w0.kernel("gemv_group3", m))?);
+        let launch = w0.launch("gemv_group3", m, k);
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&launch.kernel)?);
         for weight in [w0, w1, w2] {
             weight.push(&mut b);
         }
@@ -578,10 +617,10 @@ impl CudaBackend {
         input.push_norm(&mut b, norm_bits, eps);
         w0.rows(&mut b, m);
         b.int(ki).int(n0i).int(n1i).int(n2i);
-        let per_block = w0.rows_per_block("gemv_group3", m);
+        let per_block = launch.rows_per_block;
         let blocks = n0.div_ceil(per_block) + n1.div_ceil(per_block) + n2.div_ceil(per_block);
-        let threads = w0.threads("gemv_group3", m, k);
-        let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        let cfg =
+            LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (launch.threads, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: three decode products of one input; the grid is their row groups back to back; the
         // norm weight, when given, holds k bf16 values (a null pointer otherwise).
         unsafe { b.launch(cfg, self.overlap) }?;
