@@ -298,8 +298,8 @@ __device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, QInput x, cons
 // (o_proj's shape 56 -> 67 %, down 77 -> 80 %); q8's SwiGLU 8 rows (4 of each), lean, 4 blocks (82
 // -> 92 %); q8's q/k/v 8 rows, lean, 3 blocks (54 -> 69 %); q4's SwiGLU 4 rows (2 of each), lean, 6
 // blocks of 128 (74 -> 83 %); q4's plain, residual-add and q/k/v 4 rows, lean, 6 blocks of 128
-// (down 66 -> 77 %, q/k/v 54 -> 66 %, timed as a CUDA graph replays them; rows of at most 128
-// loads take the short kernels at the end of this file);
+// (down 66 -> 77 %, q/k/v 54 -> 66 %, timed as a CUDA graph replays them; the residual-add
+// product of rows of at most 128 loads takes the short kernel at the end of this file);
 // every other kernel 8 rows (SwiGLU 4 of each), a pointer a row, no bound. The host takes the rows a
 // block and the threads from engine/src/cuda/products.rs (`DecodeWeight`).
 #define AT_TWO(BITS, M, B) ((BITS) == (B) && (M) == 2)
@@ -365,10 +365,12 @@ GEMV_Q_FOR(4, 2, 128, 6, 6, 128, 6)
 GEMV_Q_FOR(4, 4, 256, 1, 1, 256, 1)
 GEMV_Q_FOR(4, 8, 256, 1, 1, 256, 1)
 
-// q4's plain and residual-add products of rows of at most 128 loads (o_proj's 4096) at two
-// activation rows: 2 rows a block, lean, 8 blocks of 128 threads kept resident, two loads of a row
-// a thread (o_proj's shape 52 -> 57 % of the copy ceiling in tools/gemv-lab, where the 4-row kernel
-// above keeps only 6 blocks resident and leaves a second wave of its 1024).
+// q4's residual-add product of rows of at most 128 loads (o_proj's 4096 -> 4096, in the LM and the
+// depth decoder) at two activation rows: 2 rows a block, lean, 8 blocks of 128 threads kept
+// resident, two loads of a row a thread (o_proj's shape 52 -> 57-58 % of the copy ceiling in
+// tools/gemv-lab, in three leases, where the 4-row kernel keeps 6 blocks resident and leaves a
+// second wave of its 1024). Its plain twin is the lab's reference for that shape; the engine's
+// plain products (4096 -> 1024, 4096 -> 12288: slower this way) keep the 4-row kernel.
 extern "C" __global__ void __launch_bounds__(128, 8) gemv_q4_m2_short(
     const unsigned int* w, const unsigned short* w_s, const unsigned short* w_o, QX_ARGS, float* __restrict__ y, int m,
     int k, int n) {

@@ -191,17 +191,15 @@ static int engine_threads(int bits, int k, int most, int per_thread = 1) {
 // ROWS_PLAIN, ROWS_SWIGLU of each matrix, ROWS_GROUP3) and threads, as engine/src/cuda/products.rs
 // (rows_per_block, threads) launches them.
 enum Family { PLAIN, SWIGLU, GROUP3 };
-// q4's plain products of rows of at most 128 loads take the short kernel (gemv_q4_m2_short).
-static bool engine_short(int bits, Family f, int k) { return bits == 4 && f == PLAIN && k / 32 <= 128; }
-static int engine_rows(int bits, Family f, int k) {
+static int engine_rows(int bits, Family f) {
     if (f == SWIGLU) return bits == 4 ? 2 : 4;
     if (f == GROUP3) return bits == 4 ? 4 : 8;
-    return engine_short(bits, f, k) ? 2 : 4;
+    return 4;
 }
 static int engine_threads_of(int bits, Family f, int k) {
     int usual = f == SWIGLU ? 4 : 8;
-    int per = usual / engine_rows(bits, f, k);
-    if (bits == 4 && f == PLAIN) per = engine_short(bits, f, k) ? 2 : 4;
+    int loads = k / (bits == 8 ? 16 : 32), per = usual / engine_rows(bits, f);
+    if (bits == 4 && f == PLAIN) per = loads <= 128 ? 1 : 4;
     int most = bits == 4 || f == SWIGLU ? 128 : 256;
     return engine_threads(bits, k, most, per);
 }
@@ -257,7 +255,7 @@ int main() {
     }
     Shape shapes[] = {{"q_proj 4096->4096", 4096, 4096}, {"k_proj 4096->1024", 4096, 1024},
                       {"gate 4096->12288", 4096, 12288}, {"down 12288->4096", 12288, 4096},
-                      {"depth 2048->2048", 2048, 2048}};
+                      {"depth down 6144->4096", 6144, 4096}};
     const int M = 2;
     float *x, *y_ref, *y, *y2, *y3;
     bf16_t* gain;
@@ -283,7 +281,7 @@ int main() {
             int k = sh.k, n = sh.n, loads = k / (bits == 8 ? 16 : 32);
             Weights q = make(bits, k, n);
             double mb = q.bytes();
-            int te = engine_threads_of(bits, PLAIN, k), re = engine_rows(bits, PLAIN, k);
+            int te = engine_threads_of(bits, PLAIN, k), re = engine_rows(bits, PLAIN);
             auto prepass = [&](bool chained, bool norm) {
                 int threads = k / 4 < 1024 ? k / 4 : 1024;
                 launch(chained, quantize_activations, dim3(M, k / 4 / threads), threads, x, norm ? gain : nullptr, 1e-6f, xq, xs,
@@ -291,7 +289,10 @@ int main() {
             };
             prepass(false, false);
             std::vector<Variant<PlainKernel>> variants = {
-                {"engine", bits == 8 ? gemv_q8_m2 : engine_short(bits, PLAIN, k) ? gemv_q4_m2_short : gemv_q4_m2, te, re}};
+                {"engine", bits == 8 ? gemv_q8_m2 : gemv_q4_m2, te, re}};
+            // The engine's short residual-add kernel (o_proj's) in its plain form.
+            if (bits == 4 && loads <= 128)
+                variants.push_back({"engine short", gemv_q4_m2_short, engine_threads(4, k, 128, 2), 2});
             if (bits == 4) {
                 // Threads for `per` loads of a row a thread, at most `most`.
                 auto tt = [&](int per, int most) { return engine_threads(4, k, most, per); };
@@ -341,7 +342,7 @@ int main() {
                 prepass(false, true);
                 int t2 = engine_threads(bits, k, 128);
                 std::vector<Variant<SwigluKernel>> sw = {{"engine", bits == 8 ? gemv_swiglu_q8_m2 : gemv_swiglu_q4_m2,
-                                                          engine_threads_of(bits, SWIGLU, k), engine_rows(bits, SWIGLU, k)}};
+                                                          engine_threads_of(bits, SWIGLU, k), engine_rows(bits, SWIGLU)}};
                 if (bits == 4)
                     for (int half : {t2, engine_threads(bits, k / 2, 128), engine_threads(bits, k / 4, 128)})
                         sw.push_back({"8 rows, 4 blocks", cand::swiglu_lean<4, 4, 8>, half, 4});
@@ -372,7 +373,7 @@ int main() {
             long wk = (long)1024 * q.words_per / 6144, gk = (long)1024 * q.groups_per / 6144;
             std::vector<Variant<Group3Kernel>> g3 = {
                 {"engine", bits == 8 ? gemv_group3_q8_m2 : gemv_group3_q4_m2, engine_threads_of(bits, GROUP3, k),
-                 engine_rows(bits, GROUP3, k)}};
+                 engine_rows(bits, GROUP3)}};
             if (bits == 4)
                 for (int per : {1, 2, 4}) {
                     int t = engine_threads(4, k, 128, per);

@@ -133,15 +133,14 @@ impl DecodeWeight<'_> {
         DecodeLaunch { kernel, rows_per_block, threads: self.threads(family, m, k) }
     }
 
-    /// Whether the product takes q4's kernels for rows of at most 128 loads at two activation rows
-    /// (kernels/gemv_quant.cu's `gemv_q4_m2_short`, `gemv_add_q4_m2_short`: o_proj's 4096).
+    /// Whether the product takes q4's residual-add kernel for rows of at most 128 loads at two
+    /// activation rows (kernels/gemv_quant.cu's `gemv_add_q4_m2_short`: the o_proj of the LM and of
+    /// the depth decoder, 4096 -> 4096). The plain products of such rows keep the 4-row kernel: at
+    /// 4096 -> 1024 (the depth decoder's heads) and 4096 -> 12288 the short one measured slower.
     fn short_rows(&self, family: &str, m: usize, k: usize) -> bool {
         match self {
             DecodeWeight::Quant(q) => {
-                q.dtype == DType::Q4
-                    && m.next_power_of_two() <= 2
-                    && matches!(family, "gemv" | "gemv_add")
-                    && k / q.per_load() <= 128
+                q.dtype == DType::Q4 && m.next_power_of_two() <= 2 && family == "gemv_add" && k / q.per_load() <= 128
             }
             DecodeWeight::Bf16(_) => false,
         }
@@ -176,15 +175,19 @@ impl DecodeWeight<'_> {
     /// Loads of a row of `k` each thread of a quantized kernel takes (tools/gemv-lab's fastest,
     /// docs/BENCHMARKS.md): two where a block owns half its family's usual rows
     /// ([`rows_per_block`](Self::rows_per_block)), one otherwise; q4's plain and residual-add
-    /// products at two activation rows two for rows of up to 128 loads (the short kernels, 2 rows a
-    /// block), else four (down's 384 loads on 96 threads, 77 % of the copy ceiling, where 128
-    /// threads took 65 %: 8 blocks a multiprocessor then hold all 1024 of the grid at once, 6 of
-    /// 128 threads leave a second wave).
+    /// products at two activation rows one for rows of up to 128 loads (two in the short
+    /// residual-add kernel, 2 rows a block), else four (down's 384 loads on 96 threads, 77 % of the
+    /// copy ceiling, where 128 threads took 65 %: 8 blocks a multiprocessor then hold all 1024 of
+    /// the grid at once, 6 of 128 threads leave a second wave).
     fn loads_per_thread(&self, family: &str, m: usize, k: usize) -> usize {
         let two = m.next_power_of_two() <= 2;
         match self {
             DecodeWeight::Quant(q) if q.dtype == DType::Q4 && two && matches!(family, "gemv" | "gemv_add") => {
-                if self.short_rows(family, m, k) { 2 } else { 4 }
+                match (self.short_rows(family, m, k), k / q.per_load() <= 128) {
+                    (true, _) => 2,
+                    (false, true) => 1,
+                    (false, false) => 4,
+                }
             }
             _ => usual_rows(family) / self.rows_per_block(family, m),
         }
