@@ -2,10 +2,12 @@
 // with nvcc (tools/gemv-lab/run.sh): the engine's kernels (kernels/gemv_quant.cu, kernels/gemv.cu)
 // beside candidate designs (candidates.cu), each timed over enough copies of its weights that L2
 // (50 MB on an H200) holds none of them, as in a decode step that reads every layer once. Each is
-// timed twice: launched plainly, one after another, and chained as the decode step launches its
+// timed three ways: launched plainly, one after another; chained as the decode step launches its
 // kernels (programmatic dependent launch: the next kernel's blocks start, and fetch their first
-// weights, while the one before drains). Prints GB/s over the bytes read (weights, scales,
-// offsets), the share of the device-copy ceiling, and each candidate's distance to the engine.
+// weights, while the one before drains); and that chain captured as a CUDA graph and replayed, the
+// device's own time without the host's issue of each launch (which a short product takes longer
+// than it runs). Prints GB/s over the bytes read (weights, scales, offsets), the share of the
+// device-copy ceiling, and each candidate's distance to the engine.
 
 #include <cstdio>
 #include <cstdlib>
