@@ -32,6 +32,9 @@ pub(super) const GEMV_MAX_ROWS: usize = 8;
 /// blocks read two weights and run half as many.
 pub(super) const GEMV_THREADS: u32 = 256;
 pub(super) const GEMV_SWIGLU_THREADS: u32 = 128;
+/// The most threads of q4's decode-product kernels at two activation rows (their launch bounds:
+/// 6 or 8 blocks of 128 resident, kernels/gemv_quant.cu).
+const GEMV_Q4_PAIR_THREADS: u32 = 128;
 
 /// The launch of a decode-product kernel over `rows` weight rows, `per_block` a block, with
 /// `threads` a block.
@@ -166,7 +169,7 @@ impl DecodeWeight<'_> {
     /// kernels/gemv.cu and kernels/gemv_quant.cu's `GEMV_Q_FOR`).
     fn most_threads(&self, family: &str, m: usize) -> u32 {
         match self {
-            DecodeWeight::Quant(q) if q.dtype == DType::Q4 && m.next_power_of_two() <= 2 => GEMV_SWIGLU_THREADS,
+            DecodeWeight::Quant(q) if q.dtype == DType::Q4 && m.next_power_of_two() <= 2 => GEMV_Q4_PAIR_THREADS,
             _ if family == "gemv_swiglu" => GEMV_SWIGLU_THREADS,
             _ => GEMV_THREADS,
         }
@@ -195,7 +198,7 @@ impl DecodeWeight<'_> {
 
     /// Weight rows a block of `family`'s kernel owns for `m` activation rows (kernels/gemv.cu;
     /// kernels/gemv_quant.cu's `ROWS_PLAIN`, `ROWS_GROUP3` and `ROWS_SWIGLU`, SwiGLU's counted for
-    /// each matrix), the short kernels aside.
+    /// each matrix), the short residual-add kernel aside.
     fn rows_per_block(&self, family: &str, m: usize) -> usize {
         let two = m.next_power_of_two() <= 2;
         match self {
