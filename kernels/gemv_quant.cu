@@ -369,14 +369,8 @@ GEMV_Q_FOR(4, 8, 256, 1, 1, 256, 1)
 // depth decoder) at two activation rows: 2 rows a block, lean, 8 blocks of 128 threads kept
 // resident, two loads of a row a thread (o_proj's shape 52 -> 57-58 % of the copy ceiling in
 // tools/gemv-lab, in three leases, where the 4-row kernel keeps 6 blocks resident and leaves a
-// second wave of its 1024). Its plain twin is the lab's reference for that shape; the engine's
-// plain products (4096 -> 1024, 4096 -> 12288: slower this way) keep the 4-row kernel.
-extern "C" __global__ void __launch_bounds__(128, 8) gemv_q4_m2_short(
-    const unsigned int* w, const unsigned short* w_s, const unsigned short* w_o, QX_ARGS, float* __restrict__ y, int m,
-    int k, int n) {
-    gemv_q_rows<4, 2, QEPI_PLAIN, 4, true, 2>(QM(w), QM(w), QX, nullptr, y, m, k, n, blockIdx.x * 2);
-}
-
+// second wave of its 1024). The same shape for the engine's plain products of such rows (4096 ->
+// 1024, 4096 -> 12288) measured slower (docs/gpu-runs/2026-12-02-11), so they keep the 4-row kernel.
 extern "C" __global__ void __launch_bounds__(128, 8) gemv_add_q4_m2_short(
     const unsigned int* w, const unsigned short* w_s, const unsigned short* w_o, QX_ARGS,
     const float* __restrict__ residual, float* __restrict__ y, int m, int k, int n) {

@@ -292,9 +292,6 @@ int main() {
             prepass(false, false);
             std::vector<Variant<PlainKernel>> variants = {
                 {"engine", bits == 8 ? gemv_q8_m2 : gemv_q4_m2, te, re}};
-            // The engine's short residual-add kernel (o_proj's) in its plain form.
-            if (bits == 4 && loads <= 128)
-                variants.push_back({"engine short", gemv_q4_m2_short, engine_threads(4, k, 128, 2), 2});
             if (bits == 4) {
                 // Threads for `per` loads of a row a thread, at most `most`.
                 auto tt = [&](int per, int most) { return engine_threads(4, k, most, per); };
@@ -320,6 +317,21 @@ int main() {
                 });
                 launch(false, v.kernel, grid, v.threads, q.w(0), q.s(0), q.o(0), xq, xs, xsum, y, M, k, n);
                 report(bits, sh.name, "plain", mb, v.name, v.threads, plain, chained, graph,
+                       rel_rms(fetch(y, (size_t)M * n), ref));
+            }
+            if (bits == 4 && loads <= 128) {
+                // The engine's residual-add kernel for such rows (o_proj's), a zero residual added.
+                int t = engine_threads(4, k, 128, 2), grid = (n + 1) / 2;
+                auto go = [&](bool chained, int c) {
+                    launch(chained, gemv_add_q4_m2_short, grid, t, q.w(c), q.s(c), q.o(c), xq, xs, xsum,
+                           (const float*)y2, y, M, k, n);
+                };
+                CHECK(cudaMemset(y2, 0, (size_t)M * n * 4));
+                double plain = time_us(q.copies, [&](int c) { go(false, c); });
+                double chained = time_us(q.copies, [&](int c) { go(true, c); });
+                double graph = time_graph_us(q.copies, [&](int c) { go(true, c); });
+                go(false, 0);
+                report(bits, sh.name, "add", mb, "engine short", t, plain, chained, graph,
                        rel_rms(fetch(y, (size_t)M * n), ref));
             }
             {

@@ -28,10 +28,10 @@ macro_rules! gemv_kernels {
 }
 
 /// The quantized decode-product kernels, four per format and most activation rows (2, 4 or 8; see
-/// kernels/gemv_quant.cu), and q4's two for short rows at two activation rows.
+/// kernels/gemv_quant.cu), and q4's residual-add one for short rows at two activation rows.
 macro_rules! gemv_quant_kernels {
     ($($m:literal),*) => {
-        ["quantize_activations", "gemv_q4_m2_short", "gemv_add_q4_m2_short", $(
+        ["quantize_activations", "gemv_add_q4_m2_short", $(
             concat!("gemv_q8_m", $m),
             concat!("gemv_add_q8_m", $m),
             concat!("gemv_swiglu_q8_m", $m),
