@@ -3,8 +3,9 @@
 
 use std::path::PathBuf;
 
-use crate::device::{DeviceKind, Op};
-use crate::tensor::DType;
+use crate::device::kind::DeviceKind;
+use crate::device::op::Op;
+use crate::dtype::DType;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -5,6 +5,7 @@ pub mod config;
 pub mod cpu;
 pub mod cuda;
 pub mod device;
+pub mod dtype;
 pub mod error;
 pub mod hash;
 pub mod model_dir;

@@ -29,6 +29,18 @@ use crate::tensor::DType;
 /// Weights per scale.
 pub const GROUP: usize = 32;
 
+impl DType {
+    /// Storage a weight takes, group scales and offsets included.
+    pub fn bits_per_weight(self) -> f64 {
+        match self {
+            DType::F32 => 32.0,
+            DType::BF16 | DType::F16 => 16.0,
+            DType::Q8 => 8.0 + 16.0 / GROUP as f64,
+            DType::Q4 => 4.0 + 32.0 / GROUP as f64,
+        }
+    }
+}
+
 /// A quantized tensor's data: `len` weights in groups of [`GROUP`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct QuantData {

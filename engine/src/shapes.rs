@@ -103,39 +103,6 @@ pub fn cat_rows(parts: &[&Tensor]) -> Result<(usize, usize)> {
     Ok((rows, cols))
 }
 
-/// The dimensions of a 1-D convolution.
-pub struct Conv {
-    pub c_in: usize,
-    pub t: usize,
-    pub c_out: usize,
-    pub k: usize,
-    pub t_out: usize,
-}
-
-/// `x [c_in, t]` against `w [c_out, c_in, k]`, stride 1.
-pub fn conv1d(x: &Tensor, w: &Tensor, padding: usize, dilation: usize) -> Result<Conv> {
-    let (c_in, t) = x.dims2("conv1d")?;
-    let [c_out, w_in, k] = *w.shape() else {
-        return Err(Error::shape("conv1d", format!("weight {:?} is not [out, in, k]", w.shape())));
-    };
-    if w_in != c_in || k == 0 || t + 2 * padding < dilation * (k - 1) + 1 {
-        return Err(Error::shape("conv1d", format!("input {:?} against weight {:?}", x.shape(), w.shape())));
-    }
-    Ok(Conv { c_in, t, c_out, k, t_out: t + 2 * padding - dilation * (k - 1) })
-}
-
-/// `x [c_in, t]` against `w [c_in, c_out, k]` (torch's ConvTranspose1d layout).
-pub fn conv_transpose1d(x: &Tensor, w: &Tensor, stride: usize, padding: usize) -> Result<Conv> {
-    let (c_in, t) = x.dims2("conv_transpose1d")?;
-    let [w_in, c_out, k] = *w.shape() else {
-        return Err(Error::shape("conv_transpose1d", format!("weight {:?} is not [in, out, k]", w.shape())));
-    };
-    if w_in != c_in || t == 0 || (t - 1) * stride + k <= 2 * padding {
-        return Err(Error::shape("conv_transpose1d", format!("input {:?} against weight {:?}", x.shape(), w.shape())));
-    }
-    Ok(Conv { c_in, t, c_out, k, t_out: (t - 1) * stride + k - 2 * padding })
-}
-
 /// `(channels, t)` of a Snake activation with one alpha per channel.
 pub fn snake(x: &Tensor, alpha: &Tensor) -> Result<(usize, usize)> {
     let (c, t) = x.dims2("snake")?;

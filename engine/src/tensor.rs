@@ -3,60 +3,10 @@
 
 use half::{bf16, f16};
 
-use crate::device::DeviceKind;
+pub use crate::device::storage::Storage;
+pub use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::quant::QuantData;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum DType {
-    F32,
-    BF16,
-    F16,
-    /// 8-bit weights in groups with an f16 scale (`quant`).
-    Q8,
-    /// 4-bit weights in groups with an f16 scale and offset (`quant`).
-    Q4,
-}
-
-impl DType {
-    /// Storage a weight takes, group scales and offsets included.
-    pub fn bits_per_weight(self) -> f64 {
-        match self {
-            DType::F32 => 32.0,
-            DType::BF16 | DType::F16 => 16.0,
-            DType::Q8 => 8.0 + 16.0 / crate::quant::GROUP as f64,
-            DType::Q4 => 4.0 + 32.0 / crate::quant::GROUP as f64,
-        }
-    }
-
-    /// Whether this is one of the grouped formats of `quant`.
-    pub fn is_quantized(self) -> bool {
-        matches!(self, DType::Q8 | DType::Q4)
-    }
-
-    /// Rounds an f32 to the nearest value this dtype can hold (round to nearest even, as torch's
-    /// `.to(dtype)` does). The quantized formats round a whole group at once
-    /// ([`quant::round_trip`](crate::quant::round_trip)); a value alone passes unchanged.
-    pub fn round(self, x: f32) -> f32 {
-        match self {
-            DType::F32 | DType::Q8 | DType::Q4 => x,
-            DType::BF16 => bf16::from_f32(x).to_f32(),
-            DType::F16 => f16::from_f32(x).to_f32(),
-        }
-    }
-}
-
-impl std::fmt::Display for DType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            DType::F32 => "f32",
-            DType::BF16 => "bf16",
-            DType::F16 => "f16",
-            DType::Q8 => "q8",
-            DType::Q4 => "q4",
-        })
-    }
-}
 
 /// Host memory in one of the supported dtypes.
 #[derive(Debug, Clone)]
@@ -113,50 +63,6 @@ impl CpuStorage {
             DType::F16 => CpuStorage::F16(values.into_iter().map(f16::from_f32).collect()),
             DType::Q8 | DType::Q4 => CpuStorage::Quant(crate::quant::quantize(&values, dtype)?),
         })
-    }
-}
-
-/// Where a tensor's data lives.
-#[derive(Debug, Clone)]
-pub enum Storage {
-    Cpu(CpuStorage),
-    Cuda(crate::cuda::CudaStorage),
-    Wgpu(crate::wgpu_backend::WgpuStorage),
-}
-
-impl Storage {
-    pub fn dtype(&self) -> DType {
-        match self {
-            Storage::Cpu(s) => s.dtype(),
-            Storage::Cuda(s) => s.dtype(),
-            Storage::Wgpu(s) => s.dtype(),
-        }
-    }
-
-    /// The backend whose memory holds the data.
-    pub fn kind(&self) -> DeviceKind {
-        match self {
-            Storage::Cpu(_) => DeviceKind::Cpu,
-            Storage::Cuda(_) => DeviceKind::Cuda,
-            Storage::Wgpu(_) => DeviceKind::Wgpu,
-        }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            Storage::Cpu(s) => s.len(),
-            Storage::Cuda(s) => s.len(),
-            Storage::Wgpu(s) => s.len(),
-        }
-    }
-
-    /// A copy of the values as f32 in host memory (device buffers may hold padding at the end).
-    fn to_host(&self) -> Result<Vec<f32>> {
-        match self {
-            Storage::Cpu(s) => Ok(s.to_f32_vec()),
-            Storage::Cuda(s) => s.to_host(),
-            Storage::Wgpu(s) => s.to_host(),
-        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! shortlisting backend's lists against the host rule; the fast precisions' attention bound.
 
 use songloom_engine::config::PipelineConstants;
-use songloom_engine::device::{Candidates, composed};
+use songloom_engine::device::{Candidates, Conv1dParams, composed};
 use songloom_engine::pipeline::sampling::{depth_shortlist, semantic_shortlist, shortlist};
 use songloom_engine::{DType, DeviceKind, Op, Precision, Tensor};
 use songloom_tests::conformance::judge::Tolerance;
@@ -28,7 +28,13 @@ fn bad_shapes_and_dtypes_are_errors_that_name_what_is_wrong() {
         let t = |shape: &[usize], seed: u64| device.upload(t(shape, seed)).unwrap();
         let err = device.linear(&t(&[2, 3], 1), &t(&[4, 5], 2), None).unwrap_err().to_string();
         assert!(err.contains("linear"), "{err}");
-        assert!(device.conv1d(&t(&[3, 4], 1), &t(&[2, 5, 3], 2), None, 1, 1).is_err());
+        let (x, w) = (t(&[3, 4], 1), t(&[2, 5, 3], 2));
+        assert!(Conv1dParams::new(&x, &w, 1, 1).and_then(|p| device.conv1d(&x, &w, None, &p)).is_err());
+        // Parameters read from other tensors are refused, not trusted.
+        let (x2, w2) = (t(&[5, 4], 1), t(&[2, 5, 3], 2));
+        let params = Conv1dParams::new(&x2, &w2, 1, 1).unwrap();
+        let err = device.conv1d(&x, &w, None, &params).unwrap_err().to_string();
+        assert!(err.contains("conv1d"), "{err}");
         assert!(device.add(&t(&[2, 3], 1), &t(&[3, 2], 2)).is_err());
         let bf = device.cast(&t(&[2, 2], 1), DType::BF16).unwrap();
         let err = device.tanh(&bf).unwrap_err().to_string();

@@ -9,7 +9,11 @@ use half::bf16;
 use rayon::prelude::*;
 
 use super::gemm::{MatRef, dot_f32, gemm_f32};
-use crate::device::AttentionShape;
+use super::{CpuBackend, f32s, kv_rows, out};
+use crate::device::{AttentionOps, AttentionShape, Op};
+use crate::error::Result;
+use crate::shapes;
+use crate::tensor::Tensor;
 
 const QUERY_BLOCK: usize = 16;
 /// From this many queries on, scores and outputs are computed as two GEMMs per head.
@@ -149,4 +153,13 @@ fn attention_rows(q: &[f32], k: KvRows<'_>, v: KvRows<'_>, s: AttentionShape, fi
         }
     }
     out
+}
+
+impl AttentionOps for CpuBackend {
+    fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, s: AttentionShape) -> Result<Tensor> {
+        shapes::attention(q, k, v, &s)?;
+        let (q, k, v) = (f32s(q, Op::Attention)?, kv_rows(k, Op::Attention)?, kv_rows(v, Op::Attention)?);
+        let y = attention(q, k, v, s, self.fresh);
+        out(&[s.batch * s.q_len, s.heads * s.head_dim], y)
+    }
 }

@@ -4,23 +4,18 @@
 use rayon::prelude::*;
 
 use super::gemm::{MatRef, gemm_f32};
+use super::{CpuBackend, f32s, out, param};
+use crate::device::{Conv1dParams, ConvOps, ConvTranspose1dParams, Op};
+use crate::error::Result;
+use crate::shapes;
+use crate::tensor::Tensor;
 
 const TIME_TILE: usize = 2048;
 
 /// `x [c_in, t]`, `w [c_out, c_in * k]` -> `[c_out, t_out]`, stride 1.
-#[allow(clippy::too_many_arguments)]
-pub fn conv1d(
-    x: &[f32],
-    c_in: usize,
-    t: usize,
-    w: &[f32],
-    c_out: usize,
-    k: usize,
-    bias: Option<&[f32]>,
-    padding: usize,
-    dilation: usize,
-) -> (Vec<f32>, usize) {
-    let t_out = (t + 2 * padding).saturating_sub(dilation * (k - 1));
+fn conv1d(x: &[f32], w: &[f32], bias: Option<&[f32]>, p: &Conv1dParams) -> Vec<f32> {
+    let Conv1dParams { c_in, t_in: t, c_out, kernel: k, padding, dilation } = *p;
+    let t_out = p.t_out();
     let tiles: Vec<(usize, Vec<f32>)> = (0..t_out.div_ceil(TIME_TILE))
         .into_par_iter()
         .map(|tile| {
@@ -59,24 +54,13 @@ pub fn conv1d(
             }
         }
     }
-    (y, t_out)
+    y
 }
 
 /// `x [c_in, t]`, `w [c_in, c_out, k]` (torch's ConvTranspose1d layout) -> `[c_out, t_out]`.
-#[allow(clippy::too_many_arguments)]
-pub fn conv_transpose1d(
-    x: &[f32],
-    c_in: usize,
-    t: usize,
-    w: &[f32],
-    c_out: usize,
-    k: usize,
-    bias: Option<&[f32]>,
-    stride: usize,
-    padding: usize,
-) -> (Vec<f32>, usize) {
-    let full = (t - 1) * stride + k;
-    let t_out = full - 2 * padding;
+fn conv_transpose1d(x: &[f32], w: &[f32], bias: Option<&[f32]>, p: &ConvTranspose1dParams) -> Vec<f32> {
+    let ConvTranspose1dParams { c_in, t_in: t, c_out, kernel: k, stride, padding } = *p;
+    let t_out = p.t_out();
     // cols[co * k + j, ti] = sum_ci w[ci, co, j] * x[ci, ti]
     let mut cols = vec![0.0f32; c_out * k * t];
     let a = MatRef { data: w, row_stride: 1, col_stride: c_out * k };
@@ -95,5 +79,43 @@ pub fn conv_transpose1d(
             }
         }
     });
-    (y, t_out)
+    y
+}
+
+impl ConvOps for CpuBackend {
+    fn conv1d(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, p: &Conv1dParams) -> Result<Tensor> {
+        p.check(x, w, bias)?;
+        let bias = bias.map(|b| param(b, Op::Conv1d)).transpose()?;
+        let (x, w) = (f32s(x, Op::Conv1d)?, param(w, Op::Conv1d)?);
+        let y = conv1d(x, &w, bias.as_deref(), p);
+        out(&[p.c_out, p.t_out()], y)
+    }
+
+    fn conv_transpose1d(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        bias: Option<&Tensor>,
+        p: &ConvTranspose1dParams,
+    ) -> Result<Tensor> {
+        p.check(x, w, bias)?;
+        let bias = bias.map(|b| param(b, Op::ConvTranspose1d)).transpose()?;
+        let (x, w) = (f32s(x, Op::ConvTranspose1d)?, param(w, Op::ConvTranspose1d)?);
+        let y = conv_transpose1d(x, &w, bias.as_deref(), p);
+        out(&[p.c_out, p.t_out()], y)
+    }
+
+    fn snake(&self, x: &Tensor, alpha: &Tensor) -> Result<Tensor> {
+        let (_, t) = shapes::snake(x, alpha)?;
+        let alpha = param(alpha, Op::Snake)?;
+        let mut y = f32s(x, Op::Snake)?.to_vec();
+        y.par_chunks_mut(t.max(1)).zip(alpha.par_iter()).for_each(|(row, &a)| {
+            let inv = 1.0 / (a + 1e-9);
+            for v in row {
+                let s = (a * *v).sin();
+                *v += inv * (s * s);
+            }
+        });
+        out(x.shape(), y)
+    }
 }

@@ -8,7 +8,7 @@ use super::CudaBackend;
 use super::context::{Lane, gpu};
 use super::launch::Overlapped;
 use super::storage::Float;
-use crate::device::{AttentionShape, DeviceKind, Op};
+use crate::device::{AttentionOps, AttentionShape, DeviceKind, Op};
 use crate::error::{Error, Result};
 use crate::shapes;
 use crate::tensor::{DType, Tensor};
@@ -82,8 +82,10 @@ impl CudaBackend {
         unsafe { b.launch(cfg, self.overlap) }?;
         Ok(())
     }
+}
 
-    pub(super) fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, s: AttentionShape) -> Result<Tensor> {
+impl AttentionOps for CudaBackend {
+    fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, s: AttentionShape) -> Result<Tensor> {
         shapes::attention(q, k, v, &s)?;
         if s.head_dim > 256 {
             return Err(Error::BackendLimit {

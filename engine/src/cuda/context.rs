@@ -9,7 +9,7 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtrMut};
 
 use super::CudaBackend;
 use super::attention::DecodeScratch;
-use crate::device::ThreadPriority;
+use crate::device::{Backend, ThreadPriority};
 use crate::error::{Error, Result};
 
 /// A driver, compiler or cuBLAS error in words; out-of-memory says what to do about it.
@@ -85,7 +85,7 @@ pub(super) struct Lane {
     pub stream: Arc<CudaStream>,
     pub blas: CudaBlas,
     pub decode: Mutex<DecodeScratch>,
-    priority: ThreadPriority,
+    pub(super) priority: ThreadPriority,
 }
 
 impl CudaBackend {
@@ -101,7 +101,7 @@ impl CudaBackend {
         Ok(lane)
     }
 
-    fn new_lane(&self, priority: ThreadPriority) -> Result<Arc<Lane>> {
+    pub(super) fn new_lane(&self, priority: ThreadPriority) -> Result<Arc<Lane>> {
         // A critical thread's stream gets the highest priority (CUDA's numerically lowest; -5
         // covers every GPU since Volta), so its short kernels run between the DiT's long ones
         // instead of queueing behind them.
@@ -112,37 +112,6 @@ impl CudaBackend {
         .map_err(gpu)?;
         let blas = CudaBlas::new(stream.clone()).map_err(gpu)?;
         Ok(Arc::new(Lane { stream, blas, decode: Mutex::new(DecodeScratch::default()), priority }))
-    }
-
-    /// Gives the calling thread a stream of `priority`. A thread that already has a stream of
-    /// another priority gets a new one once its queued work is done (its tensors were made on the
-    /// old stream, and nothing else orders the two).
-    pub(super) fn set_thread_priority(&self, priority: ThreadPriority) -> Result<()> {
-        let id = std::thread::current().id();
-        let mut lanes = self.lanes.lock().map_err(|_| Error::Gpu("the stream table was poisoned".into()))?;
-        if let Some(old) = lanes.get(&id) {
-            if old.priority == priority {
-                return Ok(());
-            }
-            old.stream.synchronize().map_err(gpu)?;
-        }
-        let lane = self.new_lane(priority)?;
-        lanes.insert(id, lane);
-        Ok(())
-    }
-
-    /// Waits for every stream this backend made.
-    pub(super) fn synchronize(&self) -> Result<()> {
-        self.ctx.synchronize().map_err(gpu)
-    }
-
-    /// Starts or stops what an external profiler records (`ncu --profile-from-start off`).
-    pub(super) fn profiler(&self, on: bool) -> Result<()> {
-        self.ctx.bind_to_thread().map_err(gpu)?;
-        // SAFETY: plain driver calls on the bound context.
-        unsafe { if on { cudarc::driver::sys::cuProfilerStart() } else { cudarc::driver::sys::cuProfilerStop() } }
-            .result()
-            .map_err(gpu)
     }
 
     pub(super) fn alloc(&self, lane: &Lane, n: usize) -> Result<CudaSlice<f32>> {

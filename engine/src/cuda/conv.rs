@@ -8,7 +8,7 @@ use super::CudaBackend;
 use super::context::gpu;
 use super::launch::grid_1d;
 use super::storage::Float;
-use crate::device::Op;
+use crate::device::{Conv1dParams, ConvOps, ConvTranspose1dParams, LayoutOps, Op};
 use crate::error::Result;
 use crate::shapes;
 use crate::tensor::{DType, Tensor};
@@ -16,16 +16,11 @@ use crate::tensor::{DType, Tensor};
 /// Output time steps of a convolution's im2col matrix made at once.
 const CONV_TIME_CHUNK: usize = 1 << 16;
 
-impl CudaBackend {
-    pub(super) fn conv1d(
-        &self,
-        x: &Tensor,
-        w: &Tensor,
-        bias: Option<&Tensor>,
-        padding: usize,
-        dilation: usize,
-    ) -> Result<Tensor> {
-        let shapes::Conv { c_in, t, c_out, k, t_out } = shapes::conv1d(x, w, padding, dilation)?;
+impl ConvOps for CudaBackend {
+    fn conv1d(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, params: &Conv1dParams) -> Result<Tensor> {
+        params.check(x, w, bias)?;
+        let Conv1dParams { c_in, t_in: t, c_out, kernel: k, padding, dilation } = *params;
+        let t_out = params.t_out();
         let lane = self.lane()?;
         let weight = self.float(w, Op::Conv1d).map(|_| self.storage(w, Op::Conv1d))??;
         let xs = self.f32s(x, Op::Conv1d)?;
@@ -66,15 +61,16 @@ impl CudaBackend {
         self.transpose(&self.wrap(&[t_out, c_out], y)?)
     }
 
-    pub(super) fn conv_transpose1d(
+    fn conv_transpose1d(
         &self,
         x: &Tensor,
         w: &Tensor,
         bias: Option<&Tensor>,
-        stride: usize,
-        padding: usize,
+        params: &ConvTranspose1dParams,
     ) -> Result<Tensor> {
-        let shapes::Conv { c_in, t, c_out, k, t_out } = shapes::conv_transpose1d(x, w, stride, padding)?;
+        params.check(x, w, bias)?;
+        let ConvTranspose1dParams { c_in, t_in: t, c_out, kernel: k, stride, padding } = *params;
+        let t_out = params.t_out();
         let lane = self.lane()?;
         let rows = c_out * k;
         let mut cols = self.alloc(&lane, rows * t)?;
@@ -123,7 +119,7 @@ impl CudaBackend {
         self.wrap(&[c_out, t_out], out)
     }
 
-    pub(super) fn snake(&self, x: &Tensor, alpha: &Tensor) -> Result<Tensor> {
+    fn snake(&self, x: &Tensor, alpha: &Tensor) -> Result<Tensor> {
         let (c, t) = shapes::snake(x, alpha)?;
         let lane = self.lane()?;
         let mut out = self.alloc(&lane, c * t)?;

@@ -7,7 +7,7 @@ use super::context::gpu;
 use super::launch::grid_1d;
 use super::storage::Float;
 use super::{CudaBackend, CudaStorage};
-use crate::device::{DeviceKind, Op};
+use crate::device::{DeviceKind, ElementwiseOps, Op};
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Storage, Tensor};
 
@@ -40,24 +40,26 @@ impl CudaBackend {
         unsafe { l.launch(grid_1d(n)) }.map_err(gpu)?;
         self.wrap(a.shape(), out)
     }
+}
 
-    pub(super) fn silu_mul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+impl ElementwiseOps for CudaBackend {
+    fn silu_mul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         self.binary(a, b, "silu_mul_f32", Op::SiluMul)
     }
 
-    pub(super) fn silu(&self, x: &Tensor) -> Result<Tensor> {
+    fn silu(&self, x: &Tensor) -> Result<Tensor> {
         self.unary(x, "silu_f32", Op::Silu)
     }
 
-    pub(super) fn tanh(&self, x: &Tensor) -> Result<Tensor> {
+    fn tanh(&self, x: &Tensor) -> Result<Tensor> {
         self.unary(x, "tanh_f32", Op::Tanh)
     }
 
-    pub(super) fn add(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    fn add(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         self.binary(a, b, "add_f32", Op::Add)
     }
 
-    pub(super) fn scale(&self, x: &Tensor, factor: f32) -> Result<Tensor> {
+    fn scale(&self, x: &Tensor, factor: f32) -> Result<Tensor> {
         let lane = self.lane()?;
         let n = x.elem_count();
         let mut out = self.alloc(&lane, n)?;
@@ -69,7 +71,7 @@ impl CudaBackend {
         self.wrap(x.shape(), out)
     }
 
-    pub(super) fn cast(&self, t: &Tensor, dtype: DType) -> Result<Tensor> {
+    fn cast(&self, t: &Tensor, dtype: DType) -> Result<Tensor> {
         let lane = self.lane()?;
         let n = t.elem_count();
         let n64 = n as i64;
@@ -108,14 +110,7 @@ impl CudaBackend {
         Ok(Tensor::new_unchecked(t.shape(), Storage::Cuda(storage)))
     }
 
-    pub(super) fn fill_uniform(
-        &self,
-        shape: &[usize],
-        dtype: DType,
-        seed: u64,
-        center: f32,
-        half_width: f32,
-    ) -> Result<Tensor> {
+    fn fill_uniform(&self, shape: &[usize], dtype: DType, seed: u64, center: f32, half_width: f32) -> Result<Tensor> {
         let lane = self.lane()?;
         let n: usize = shape.iter().product();
         let n64 = n as i64;
@@ -144,7 +139,7 @@ impl CudaBackend {
     }
 
     /// Counted on the device; only the count comes back.
-    pub(super) fn count_non_finite(&self, x: &Tensor) -> Result<usize> {
+    fn count_non_finite(&self, x: &Tensor) -> Result<usize> {
         let n = x.elem_count();
         let src = self.f32s(x, Op::CountNonFinite)?;
         if n == 0 {

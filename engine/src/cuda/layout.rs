@@ -7,13 +7,31 @@ use super::context::{Lane, gpu};
 use super::launch::grid_1d;
 use super::storage::Float;
 use super::{CudaBackend, CudaStorage};
-use crate::device::{DeviceKind, Op};
+use crate::device::{DeviceKind, LayoutOps, Op};
 use crate::error::{Error, Result};
 use crate::shapes;
 use crate::tensor::{CpuStorage, DType, Storage, Tensor};
 
 impl CudaBackend {
-    pub(super) fn upload(&self, t: Tensor) -> Result<Tensor> {
+    /// Copies `n` floats from `src[from..]` to `dst[to..]` on the lane's stream.
+    fn copy_rows(
+        &self,
+        lane: &Lane,
+        src: &CudaSlice<f32>,
+        from: usize,
+        dst: &mut CudaSlice<f32>,
+        to: usize,
+        n: usize,
+    ) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        lane.stream.memcpy_dtod(&src.slice(from..from + n), &mut dst.slice_mut(to..to + n)).map_err(gpu)
+    }
+}
+
+impl LayoutOps for CudaBackend {
+    fn upload(&self, t: Tensor) -> Result<Tensor> {
         let shape = t.shape().to_vec();
         let storage = match t.into_storage() {
             Storage::Cuda(s) => Storage::Cuda(s),
@@ -36,11 +54,11 @@ impl CudaBackend {
     }
 
     /// Reads a tensor back, wherever it lives (a host tensor is simply copied).
-    pub(super) fn to_host(&self, t: &Tensor) -> Result<Vec<f32>> {
+    fn to_host(&self, t: &Tensor) -> Result<Vec<f32>> {
         t.to_host()
     }
 
-    pub(super) fn embedding(&self, table: &Tensor, ids: &[u32]) -> Result<Tensor> {
+    fn embedding(&self, table: &Tensor, ids: &[u32]) -> Result<Tensor> {
         let (vocab, dim) = table.dims2("embedding")?;
         if let Some(&bad) = ids.iter().find(|&&id| id as usize >= vocab) {
             return Err(Error::Invalid(format!("token id {bad} is outside the embedding table of {vocab} rows")));
@@ -66,7 +84,7 @@ impl CudaBackend {
         self.wrap(&[ids.len(), dim], out)
     }
 
-    pub(super) fn transpose(&self, x: &Tensor) -> Result<Tensor> {
+    fn transpose(&self, x: &Tensor) -> Result<Tensor> {
         let (r, c) = x.dims2("transpose")?;
         // The dtype is checked even when there is nothing to move.
         let src = self.f32s(x, Op::Transpose)?;
@@ -87,7 +105,7 @@ impl CudaBackend {
         self.wrap(&[c, r], out)
     }
 
-    pub(super) fn slice_cols(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
+    fn slice_cols(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
         let (r, c) = x.dims2("slice_cols")?;
         shapes::range("slice_cols", start, end, c)?;
         let src = self.f32s(x, Op::SliceCols)?;
@@ -104,7 +122,7 @@ impl CudaBackend {
         self.wrap(&[r, width], out)
     }
 
-    pub(super) fn slice_rows(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
+    fn slice_rows(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
         let (r, c) = x.dims2("slice_rows")?;
         shapes::range("slice_rows", start, end, r)?;
         let lane = self.lane()?;
@@ -113,7 +131,7 @@ impl CudaBackend {
         self.wrap(&[end - start, c], out)
     }
 
-    pub(super) fn cat_rows(&self, parts: &[&Tensor]) -> Result<Tensor> {
+    fn cat_rows(&self, parts: &[&Tensor]) -> Result<Tensor> {
         let (rows, cols) = shapes::cat_rows(parts)?;
         let lane = self.lane()?;
         let mut out = self.alloc(&lane, rows * cols)?;
@@ -126,23 +144,7 @@ impl CudaBackend {
         self.wrap(&[rows, cols], out)
     }
 
-    /// Copies `n` floats from `src[from..]` to `dst[to..]` on the lane's stream.
-    fn copy_rows(
-        &self,
-        lane: &Lane,
-        src: &CudaSlice<f32>,
-        from: usize,
-        dst: &mut CudaSlice<f32>,
-        to: usize,
-        n: usize,
-    ) -> Result<()> {
-        if n == 0 {
-            return Ok(());
-        }
-        lane.stream.memcpy_dtod(&src.slice(from..from + n), &mut dst.slice_mut(to..to + n)).map_err(gpu)
-    }
-
-    pub(super) fn write_rows(&self, dst: &mut Tensor, src: &Tensor, batch: usize, row: usize) -> Result<()> {
+    fn write_rows(&self, dst: &mut Tensor, src: &Tensor, batch: usize, row: usize) -> Result<()> {
         let (capacity, n, cols) = shapes::write_rows(dst, src, batch, row)?;
         let lane = self.lane()?;
         let src = self.f32s(src, Op::WriteRows)?;
@@ -171,7 +173,7 @@ impl CudaBackend {
         Ok(())
     }
 
-    pub(super) fn write_kv(
+    fn write_kv(
         &self,
         keys: &mut Tensor,
         k: &Tensor,
@@ -215,7 +217,7 @@ impl CudaBackend {
         Ok(())
     }
 
-    pub(super) fn resample_nearest(&self, x: &Tensor, out_len: usize) -> Result<Tensor> {
+    fn resample_nearest(&self, x: &Tensor, out_len: usize) -> Result<Tensor> {
         let (c, t) = x.dims2("resample_nearest")?;
         if t == 0 {
             return Err(Error::shape("resample_nearest", "an empty signal"));

@@ -7,7 +7,6 @@ use cudarc::driver::sys::CUmemPool_attribute;
 
 use super::CudaBackend;
 use super::context::gpu;
-use crate::device::MemoryUse;
 use crate::error::{Error, Result};
 
 /// Allocations below this are not checked against the budget: a decode step makes hundreds of
@@ -19,8 +18,14 @@ const CHECKED_FROM: u64 = 1 << 20;
 #[derive(Default)]
 pub(super) struct Budget(AtomicU64);
 
+impl Budget {
+    pub(super) fn set(&self, bytes: Option<u64>) {
+        self.0.store(bytes.unwrap_or(0), Ordering::Relaxed);
+    }
+}
+
 impl CudaBackend {
-    fn pool_attribute(&self, attribute: CUmemPool_attribute) -> Result<u64> {
+    pub(super) fn pool_attribute(&self, attribute: CUmemPool_attribute) -> Result<u64> {
         let mut value = 0u64;
         // SAFETY: the device comes from a live context; these attributes are u64s.
         unsafe {
@@ -35,7 +40,7 @@ impl CudaBackend {
         Ok(value)
     }
 
-    fn reset_peak(&self) -> Result<()> {
+    pub(super) fn reset_peak(&self) -> Result<()> {
         let mut zero = 0u64;
         // SAFETY: as above; the high-water mark may only be set to zero.
         unsafe {
@@ -49,18 +54,6 @@ impl CudaBackend {
         .map_err(gpu)
     }
 
-    pub(super) fn memory(&self) -> Option<MemoryUse> {
-        let in_use = self.pool_attribute(CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT).ok()?;
-        let peak = self.pool_attribute(CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH).ok()?;
-        let (free, total) = self.ctx.mem_get_info().ok()?;
-        Some(MemoryUse { in_use, peak, free: free as u64, total: total as u64 })
-    }
-
-    pub(super) fn set_memory_limit(&self, bytes: Option<u64>) -> Result<()> {
-        self.budget.0.store(bytes.unwrap_or(0), Ordering::Relaxed);
-        self.reset_peak()
-    }
-
     /// Refuses an allocation of `bytes` that would pass the budget.
     pub(super) fn check_budget(&self, bytes: u64) -> Result<()> {
         let budget = self.budget.0.load(Ordering::Relaxed);
@@ -72,10 +65,5 @@ impl CudaBackend {
             return Err(Error::OverBudget { wanted: bytes, in_use, budget });
         }
         Ok(())
-    }
-
-    pub(super) fn release_unused_memory(&self) -> Result<()> {
-        self.synchronize()?;
-        super::context::release_freed_memory(&self.ctx)
     }
 }

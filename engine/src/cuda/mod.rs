@@ -5,8 +5,9 @@
 //!
 //! A file per op family: `products` (GEMMs and the decode GEMVs), `attention`, `norms` (and the
 //! attention inputs), `conv`, `elementwise`, `layout` (data movement), `sampling` (the shortlist);
-//! `context` holds probing, streams and the memory pool, `storage` the device buffers. Each family
-//! implements its ops as methods of [`CudaBackend`]; the [`Backend`] impl below forwards to them.
+//! `context` holds probing, streams and the memory pool, `storage` the device buffers. Each family's
+//! file implements that family's trait for [`CudaBackend`]; the [`Backend`] impl below holds the
+//! device-level methods.
 
 mod attention;
 mod context;
@@ -27,18 +28,16 @@ use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 
 use cudarc::driver::CudaContext;
+use cudarc::driver::sys::CUmemPool_attribute;
 
 use self::context::{Lane, gpu, keep_freed_memory};
 pub use self::context::{libraries_present, nvrtc_present};
 use self::kernels::Kernels;
 pub use self::storage::CudaStorage;
-use crate::device::{
-    AttentionInputs, AttentionShape, Backend, Candidates, DeviceKind, DeviceOptions, KvSlot, MemoryUse, Op, Operand,
-    RmsNorm, Rotary, Shortlist, ThreadPriority,
-};
+use crate::device::{Backend, DeviceKind, DeviceOptions, MemoryUse, Op, Operand, ThreadPriority};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
-use crate::tensor::{DType, Tensor};
+use crate::tensor::DType;
 
 pub struct CudaBackend {
     ctx: Arc<CudaContext>,
@@ -101,34 +100,6 @@ impl Backend for CudaBackend {
         format!("{}, {} precision", self.description, self.precision)
     }
 
-    fn synchronize(&self) -> Result<()> {
-        CudaBackend::synchronize(self)
-    }
-
-    fn profiler(&self, on: bool) -> Result<()> {
-        CudaBackend::profiler(self, on)
-    }
-
-    fn set_thread_priority(&self, priority: ThreadPriority) -> Result<()> {
-        CudaBackend::set_thread_priority(self, priority)
-    }
-
-    fn precision(&self) -> Precision {
-        self.precision
-    }
-
-    fn memory(&self) -> Option<MemoryUse> {
-        CudaBackend::memory(self)
-    }
-
-    fn set_memory_limit(&self, bytes: Option<u64>) -> Result<()> {
-        CudaBackend::set_memory_limit(self, bytes)
-    }
-
-    fn release_unused_memory(&self) -> Result<()> {
-        CudaBackend::release_unused_memory(self)
-    }
-
     /// f32, bf16 and the quantized formats for products' weights and tables, f32 and bf16 for other
     /// parameters; f32 activations; no f16 anywhere (a checkpoint's f16 weights are converted before
     /// they come up); anything on the device can be read back.
@@ -143,150 +114,55 @@ impl Backend for CudaBackend {
         }
     }
 
-    fn upload(&self, t: Tensor) -> Result<Tensor> {
-        CudaBackend::upload(self, t)
+    /// Waits for every stream this backend made.
+    fn synchronize(&self) -> Result<()> {
+        self.ctx.synchronize().map_err(gpu)
     }
 
-    fn to_host(&self, t: &Tensor) -> Result<Vec<f32>> {
-        CudaBackend::to_host(self, t)
+    /// Starts or stops what an external profiler records (`ncu --profile-from-start off`).
+    fn profiler(&self, on: bool) -> Result<()> {
+        self.ctx.bind_to_thread().map_err(gpu)?;
+        // SAFETY: plain driver calls on the bound context.
+        unsafe { if on { cudarc::driver::sys::cuProfilerStart() } else { cudarc::driver::sys::cuProfilerStop() } }
+            .result()
+            .map_err(gpu)
     }
 
-    fn cast(&self, t: &Tensor, dtype: DType) -> Result<Tensor> {
-        CudaBackend::cast(self, t, dtype)
+    /// Gives the calling thread a stream of `priority`. A thread that already has a stream of
+    /// another priority gets a new one once its queued work is done (its tensors were made on the
+    /// old stream, and nothing else orders the two).
+    fn set_thread_priority(&self, priority: ThreadPriority) -> Result<()> {
+        let id = std::thread::current().id();
+        let mut lanes = self.lanes.lock().map_err(|_| Error::Gpu("the stream table was poisoned".into()))?;
+        if let Some(old) = lanes.get(&id) {
+            if old.priority == priority {
+                return Ok(());
+            }
+            old.stream.synchronize().map_err(gpu)?;
+        }
+        let lane = self.new_lane(priority)?;
+        lanes.insert(id, lane);
+        Ok(())
     }
 
-    fn product_weight(&self, w: Tensor) -> Result<Tensor> {
-        CudaBackend::product_weight(self, w)
+    fn precision(&self) -> Precision {
+        self.precision
     }
 
-    fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
-        CudaBackend::linear(self, x, w, bias)
+    fn memory(&self) -> Option<MemoryUse> {
+        let in_use = self.pool_attribute(CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT).ok()?;
+        let peak = self.pool_attribute(CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH).ok()?;
+        let (free, total) = self.ctx.mem_get_info().ok()?;
+        Some(MemoryUse { in_use, peak, free: free as u64, total: total as u64 })
     }
 
-    fn embedding(&self, table: &Tensor, ids: &[u32]) -> Result<Tensor> {
-        CudaBackend::embedding(self, table, ids)
+    fn set_memory_limit(&self, bytes: Option<u64>) -> Result<()> {
+        self.budget.set(bytes);
+        self.reset_peak()
     }
 
-    fn rms_norm(&self, x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
-        CudaBackend::rms_norm(self, x, w, eps)
-    }
-
-    fn layer_norm(&self, x: &Tensor, w: &Tensor, b: &Tensor, eps: f32) -> Result<Tensor> {
-        CudaBackend::layer_norm(self, x, w, b, eps)
-    }
-
-    fn rope(&self, x: &Tensor, rotary: Rotary) -> Result<Tensor> {
-        CudaBackend::rope(self, x, rotary)
-    }
-
-    fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, shape: AttentionShape) -> Result<Tensor> {
-        CudaBackend::attention(self, q, k, v, shape)
-    }
-
-    fn write_rows(&self, dst: &mut Tensor, src: &Tensor, batch: usize, row: usize) -> Result<()> {
-        CudaBackend::write_rows(self, dst, src, batch, row)
-    }
-
-    fn write_kv(
-        &self,
-        keys: &mut Tensor,
-        k: &Tensor,
-        values: &mut Tensor,
-        v: &Tensor,
-        batch: usize,
-        row: usize,
-    ) -> Result<()> {
-        CudaBackend::write_kv(self, keys, k, values, v, batch, row)
-    }
-
-    fn linear_add(&self, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
-        CudaBackend::linear_add(self, x, w, residual)
-    }
-
-    fn linear_swiglu(&self, x: &Tensor, norm: Option<RmsNorm>, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
-        CudaBackend::linear_swiglu(self, x, norm, gate, up)
-    }
-
-    fn linear_glu(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
-        CudaBackend::linear_glu(self, x, w, bias)
-    }
-
-    fn linear3(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
-        CudaBackend::linear3(self, x, norm, w)
-    }
-
-    fn attention_inputs(&self, inputs: AttentionInputs, slot: KvSlot) -> Result<Tensor> {
-        CudaBackend::attention_inputs(self, inputs, slot)
-    }
-
-    fn candidates(&self, logits: &Tensor, shortlist: &Shortlist) -> Result<Candidates> {
-        CudaBackend::candidates(self, logits, shortlist)
-    }
-
-    fn silu_mul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        CudaBackend::silu_mul(self, a, b)
-    }
-
-    fn silu(&self, x: &Tensor) -> Result<Tensor> {
-        CudaBackend::silu(self, x)
-    }
-
-    fn tanh(&self, x: &Tensor) -> Result<Tensor> {
-        CudaBackend::tanh(self, x)
-    }
-
-    fn add(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        CudaBackend::add(self, a, b)
-    }
-
-    fn scale(&self, x: &Tensor, factor: f32) -> Result<Tensor> {
-        CudaBackend::scale(self, x, factor)
-    }
-
-    fn transpose(&self, x: &Tensor) -> Result<Tensor> {
-        CudaBackend::transpose(self, x)
-    }
-
-    fn slice_cols(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
-        CudaBackend::slice_cols(self, x, start, end)
-    }
-
-    fn slice_rows(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
-        CudaBackend::slice_rows(self, x, start, end)
-    }
-
-    fn cat_rows(&self, parts: &[&Tensor]) -> Result<Tensor> {
-        CudaBackend::cat_rows(self, parts)
-    }
-
-    fn conv1d(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, padding: usize, dilation: usize) -> Result<Tensor> {
-        CudaBackend::conv1d(self, x, w, bias, padding, dilation)
-    }
-
-    fn conv_transpose1d(
-        &self,
-        x: &Tensor,
-        w: &Tensor,
-        bias: Option<&Tensor>,
-        stride: usize,
-        padding: usize,
-    ) -> Result<Tensor> {
-        CudaBackend::conv_transpose1d(self, x, w, bias, stride, padding)
-    }
-
-    fn snake(&self, x: &Tensor, alpha: &Tensor) -> Result<Tensor> {
-        CudaBackend::snake(self, x, alpha)
-    }
-
-    fn fill_uniform(&self, shape: &[usize], dtype: DType, seed: u64, center: f32, half_width: f32) -> Result<Tensor> {
-        CudaBackend::fill_uniform(self, shape, dtype, seed, center, half_width)
-    }
-
-    fn resample_nearest(&self, x: &Tensor, out_len: usize) -> Result<Tensor> {
-        CudaBackend::resample_nearest(self, x, out_len)
-    }
-
-    fn count_non_finite(&self, x: &Tensor) -> Result<usize> {
-        CudaBackend::count_non_finite(self, x)
+    fn release_unused_memory(&self) -> Result<()> {
+        self.synchronize()?;
+        context::release_freed_memory(&self.ctx)
     }
 }

@@ -8,13 +8,13 @@ use super::context::gpu;
 use super::launch::{BLOCK, Overlapped, grid_1d, rows_config};
 use super::storage::Float;
 use super::{CudaBackend, CudaStorage};
-use crate::device::{AttentionInputs, DeviceKind, KvSlot, Op, Rotary, composed};
+use crate::device::{AttentionInputs, DeviceKind, KvSlot, NormOps, Op, Rotary, composed};
 use crate::error::{Error, Result};
 use crate::shapes;
 use crate::tensor::{DType, Storage, Tensor};
 
-impl CudaBackend {
-    pub(super) fn rms_norm(&self, x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
+impl NormOps for CudaBackend {
+    fn rms_norm(&self, x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
         let (rows, dim) = shapes::rows_with_params("rms_norm", x, &[w])?;
         let lane = self.lane()?;
         let mut out = self.alloc(&lane, rows * dim)?;
@@ -43,7 +43,7 @@ impl CudaBackend {
         self.wrap(x.shape(), out)
     }
 
-    pub(super) fn layer_norm(&self, x: &Tensor, w: &Tensor, bias: &Tensor, eps: f32) -> Result<Tensor> {
+    fn layer_norm(&self, x: &Tensor, w: &Tensor, bias: &Tensor, eps: f32) -> Result<Tensor> {
         let (rows, dim) = shapes::rows_with_params("layer_norm", x, &[w, bias])?;
         let lane = self.lane()?;
         let mut out = self.alloc(&lane, rows * dim)?;
@@ -74,7 +74,7 @@ impl CudaBackend {
         self.wrap(x.shape(), out)
     }
 
-    pub(super) fn rope(&self, x: &Tensor, r: Rotary) -> Result<Tensor> {
+    fn rope(&self, x: &Tensor, r: Rotary) -> Result<Tensor> {
         let (rows, width) = shapes::rope(x, &r)?;
         let lane = self.lane()?;
         let mut out = self.alloc(&lane, rows * width)?;
@@ -101,7 +101,7 @@ impl CudaBackend {
         self.wrap(x.shape(), out)
     }
 
-    pub(super) fn attention_inputs(&self, inputs: AttentionInputs, slot: KvSlot) -> Result<Tensor> {
+    fn attention_inputs(&self, inputs: AttentionInputs, slot: KvSlot) -> Result<Tensor> {
         let r = inputs.rotary;
         let (q_rows, q_width) = inputs.q.dims2("attention_inputs")?;
         let (k_rows, k_width) = inputs.k.dims2("attention_inputs")?;

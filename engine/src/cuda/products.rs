@@ -9,7 +9,7 @@ use super::context::{Lane, gpu};
 use super::launch::{BLOCK, Overlapped, grid_1d};
 use super::storage::{CudaQuant, Float};
 use super::{CudaBackend, CudaStorage};
-use crate::device::{Op, RmsNorm, composed};
+use crate::device::{ElementwiseOps, Op, ProductOps, RmsNorm, composed};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
 use crate::quant::GROUP;
@@ -494,15 +494,17 @@ impl CudaBackend {
         };
         Ok([product(w[0], w0)?, product(w[1], w1)?, product(w[2], w2)?])
     }
+}
 
-    pub(super) fn product_weight(&self, w: Tensor) -> Result<Tensor> {
+impl ProductOps for CudaBackend {
+    fn product_weight(&self, w: Tensor) -> Result<Tensor> {
         match (self.precision, w.dtype()) {
             (Precision::Bf16, DType::F32) => self.cast(&w, DType::BF16),
             _ => Ok(w),
         }
     }
 
-    pub(super) fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         let (m, k, n) = shapes::linear(x, w, bias)?;
         let lane = self.lane()?;
         let mut y = self.matmul_nt(&lane, self.f32s(x, Op::Linear)?, m, k, self.storage(w, Op::Linear)?, n)?;
@@ -512,7 +514,7 @@ impl CudaBackend {
         self.wrap(&[m, n], y)
     }
 
-    pub(super) fn linear_glu(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    fn linear_glu(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         let (m, k, n) = shapes::linear(x, w, bias)?;
         let f = n / 2;
         let bias = match bias.map(|b| b.storage()) {
@@ -535,7 +537,7 @@ impl CudaBackend {
         self.wrap(&[m, f], out)
     }
 
-    pub(super) fn linear_add(&self, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
+    fn linear_add(&self, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
         let Some((m, k, n, weight)) = decode_product(x, w) else {
             return composed::linear_add(self, x, w, residual);
         };
@@ -559,13 +561,7 @@ impl CudaBackend {
         self.wrap(&[m, n], y)
     }
 
-    pub(super) fn linear_swiglu(
-        &self,
-        x: &Tensor,
-        norm: Option<RmsNorm>,
-        gate: &Tensor,
-        up: &Tensor,
-    ) -> Result<Tensor> {
+    fn linear_swiglu(&self, x: &Tensor, norm: Option<RmsNorm>, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
         let (Some((m, k, n, g)), Some((_, _, up_n, u)), Some(norm_bits)) =
             (decode_product(x, gate), decode_product(x, up), fused_norm(norm, x))
         else {
@@ -598,7 +594,7 @@ impl CudaBackend {
         self.wrap(&[m, n], y)
     }
 
-    pub(super) fn linear3(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
+    fn linear3(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
         let (Some((m, k, n0, w0)), Some((_, _, n1, w1)), Some((_, _, n2, w2)), Some(norm_bits)) =
             (decode_product(x, w[0]), decode_product(x, w[1]), decode_product(x, w[2]), fused_norm(norm, x))
         else {

@@ -5,20 +5,11 @@ use cudarc::driver::{LaunchConfig, PushKernelArg};
 
 use super::context::gpu;
 use super::{CudaBackend, CudaStorage};
-use crate::device::{Candidates, DeviceShortlist, Op, Shortlist};
+use crate::device::{Candidates, DeviceShortlist, LayoutOps, Op, SamplingOps, Shortlist};
 use crate::error::Result;
 use crate::tensor::{Storage, Tensor};
 
 impl CudaBackend {
-    pub(super) fn candidates(&self, logits: &Tensor, shortlist: &Shortlist) -> Result<Candidates> {
-        if let ([2, width], Storage::Cuda(CudaStorage::F32(_))) = (logits.shape(), logits.storage())
-            && let Some(list) = self.shortlist(logits, *width, shortlist)?
-        {
-            return Ok(list);
-        }
-        Ok(Candidates::of_rows(self.to_host(logits)?))
-    }
-
     /// The shortlist of `logits [2, width]` from one block on the device, or `None` when it cannot
     /// stand for the rows (then every entry is read back).
     pub(super) fn shortlist(&self, logits: &Tensor, width: usize, shortlist: &Shortlist) -> Result<Option<Candidates>> {
@@ -37,5 +28,16 @@ impl CudaBackend {
         unsafe { b.launch(cfg) }.map_err(gpu)?;
         let packed = lane.stream.clone_dtoh(&out).map_err(gpu)?;
         Ok(Candidates::unpack(width, cap, &packed))
+    }
+}
+
+impl SamplingOps for CudaBackend {
+    fn candidates(&self, logits: &Tensor, shortlist: &Shortlist) -> Result<Candidates> {
+        if let ([2, width], Storage::Cuda(CudaStorage::F32(_))) = (logits.shape(), logits.storage())
+            && let Some(list) = self.shortlist(logits, *width, shortlist)?
+        {
+            return Ok(list);
+        }
+        Ok(Candidates::of_rows(self.to_host(logits)?))
     }
 }

@@ -1,22 +1,34 @@
-//! The trait every compute backend implements. Activations are f32 tensors laid out row-major;
-//! matrices are `[rows, cols]` and 1-D signals are `[channels, time]`. Weights keep their stored
-//! dtype. The fused ops have defaults composed of the basic ones ([`composed`]).
+//! The traits every compute backend implements, one per op family (burn's `FloatTensorOps` /
+//! `ModuleOps` shape): each backend implements a family in the file of that name, so there is no
+//! forwarding layer, and [`Backend`] keeps only what concerns the device as a whole. A new backend
+//! that lacks a family is a compile error naming the trait.
+//!
+//! Activations are f32 tensors laid out row-major; matrices are `[rows, cols]` and 1-D signals are
+//! `[channels, time]`. Weights keep their stored dtype. The fused ops have defaults composed of the
+//! basic ones ([`composed`]), which a backend overrides where it has a faster kernel.
 
 use super::composed;
 use super::{
-    AttentionInputs, AttentionShape, Candidates, DeviceKind, KvSlot, MemoryUse, Op, RmsNorm, Rotary, Shortlist,
-    ThreadPriority,
+    AttentionInputs, AttentionShape, Candidates, Conv1dParams, ConvTranspose1dParams, DeviceKind, KvSlot, MemoryUse,
+    Op, RmsNorm, Rotary, Shortlist, ThreadPriority,
 };
 use crate::error::Result;
 use crate::precision::Precision;
 use crate::tensor::{DType, Tensor};
 
-/// One compute backend. Every op returns a new tensor on the same backend.
-pub trait Backend: Send + Sync {
+/// One compute backend: the device-level methods, and every op family. Every op returns a new
+/// tensor on the same backend.
+pub trait Backend:
+    ProductOps + AttentionOps + NormOps + ConvOps + ElementwiseOps + LayoutOps + SamplingOps + Send + Sync
+{
     fn kind(&self) -> DeviceKind;
 
     /// What runs here, in words ("NVIDIA H200, sm_90, 139.1 of 139.8 GiB free").
     fn description(&self) -> String;
+
+    /// Whether this backend runs `op` with `dtype` (the dtype of [`Op::operand`]); an op it does not
+    /// run returns [`Error::Unsupported`](crate::Error::Unsupported).
+    fn supports(&self, op: Op, dtype: DType) -> bool;
 
     /// Waits until the device has finished all queued work (before timing, and after loading
     /// weights that other threads will read).
@@ -58,36 +70,26 @@ pub trait Backend: Send + Sync {
     fn release_unused_memory(&self) -> Result<()> {
         Ok(())
     }
+}
 
-    /// Whether this backend runs `op` with `dtype` (the dtype of [`Op::operand`]); an op it does not
-    /// run returns [`Error::Unsupported`](crate::Error::Unsupported).
-    fn supports(&self, op: Op, dtype: DType) -> bool;
-
+/// Moving tensors on, off and within the device: uploads, read-backs, tables, slices and the KV
+/// cache's appends.
+pub trait LayoutOps {
     /// Moves a host tensor onto this backend (a no-op for the CPU).
     fn upload(&self, t: Tensor) -> Result<Tensor>;
     /// Reads a tensor back as host f32 values.
     fn to_host(&self, t: &Tensor) -> Result<Vec<f32>>;
-    /// Converts a weight to the dtype it is kept in on this backend.
-    fn cast(&self, t: &Tensor, dtype: DType) -> Result<Tensor>;
-
-    /// A DiT matrix in the form its products run in under this backend's precision policy: as it
-    /// is for exact f32 and TF32, bf16 for the bf16 policy.
-    fn product_weight(&self, w: Tensor) -> Result<Tensor> {
-        Ok(w)
-    }
-
-    /// `x [m, k] @ w[n, k]^T (+ bias[n])` with f32 accumulation; `w` may be f32, bf16 or f16.
-    fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor>;
     /// Rows of `table [vocab, dim]` picked by `ids`, as f32.
     fn embedding(&self, table: &Tensor, ids: &[u32]) -> Result<Tensor>;
-    /// RMSNorm over the last dim: `x / sqrt(mean(x^2) + eps) * w`.
-    fn rms_norm(&self, x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor>;
-    /// LayerNorm over the last dim with affine weight and bias.
-    fn layer_norm(&self, x: &Tensor, w: &Tensor, b: &Tensor, eps: f32) -> Result<Tensor>;
-    /// Rotary embedding on `x [rows, heads * head_dim]`.
-    fn rope(&self, x: &Tensor, rotary: Rotary) -> Result<Tensor>;
-    /// Scaled dot-product attention with grouped KV heads; output `[batch * q_len, heads * head_dim]`.
-    fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, shape: AttentionShape) -> Result<Tensor>;
+    fn transpose(&self, x: &Tensor) -> Result<Tensor>;
+    /// Columns `[start, end)` of a matrix.
+    fn slice_cols(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor>;
+    /// Rows `[start, end)` of a matrix.
+    fn slice_rows(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor>;
+    /// Matrices with equal column counts stacked by rows.
+    fn cat_rows(&self, parts: &[&Tensor]) -> Result<Tensor>;
+    /// Nearest-neighbour resampling of `x [c, t]` to `[c, out_len]` (torch's `mode="nearest"`).
+    fn resample_nearest(&self, x: &Tensor, out_len: usize) -> Result<Tensor>;
     /// Writes `src [batch * n, cols]` into rows `[row, row + n)` of each batch entry of
     /// `dst [batch * capacity, cols]` (a KV cache append).
     fn write_rows(&self, dst: &mut Tensor, src: &Tensor, batch: usize, row: usize) -> Result<()>;
@@ -105,7 +107,49 @@ pub trait Backend: Send + Sync {
         self.write_rows(keys, k, batch, row)?;
         self.write_rows(values, v, batch, row)
     }
+}
 
+/// Element by element: conversions, activations, arithmetic, fills and checks.
+pub trait ElementwiseOps {
+    /// Converts a weight to the dtype it is kept in on this backend.
+    fn cast(&self, t: &Tensor, dtype: DType) -> Result<Tensor>;
+    /// `silu(a) * b`.
+    fn silu_mul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor>;
+    fn silu(&self, x: &Tensor) -> Result<Tensor>;
+    fn tanh(&self, x: &Tensor) -> Result<Tensor>;
+    fn add(&self, a: &Tensor, b: &Tensor) -> Result<Tensor>;
+    fn scale(&self, x: &Tensor, factor: f32) -> Result<Tensor>;
+    /// A tensor of `center + half_width * u`, `u` uniform in [-1, 1) from a hash of `seed` and the
+    /// index, made where it lives (synthetic weights for benchmarks).
+    fn fill_uniform(&self, shape: &[usize], dtype: DType, seed: u64, center: f32, half_width: f32) -> Result<Tensor>;
+    /// How many values of `x` are NaN or infinite (a stage's output, checked where it lives).
+    fn count_non_finite(&self, x: &Tensor) -> Result<usize>;
+}
+
+/// Norms and the rotary embedding, and the attention inputs that fuse them with the cache append.
+pub trait NormOps: LayoutOps {
+    /// RMSNorm over the last dim: `x / sqrt(mean(x^2) + eps) * w`.
+    fn rms_norm(&self, x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor>;
+    /// LayerNorm over the last dim with affine weight and bias.
+    fn layer_norm(&self, x: &Tensor, w: &Tensor, b: &Tensor, eps: f32) -> Result<Tensor>;
+    /// Rotary embedding on `x [rows, heads * head_dim]`.
+    fn rope(&self, x: &Tensor, rotary: Rotary) -> Result<Tensor>;
+    /// The queries of one layer after their norm and rotary; the keys (normed and rotated) and the
+    /// values appended to the cache. Backends may do it in one pass.
+    fn attention_inputs(&self, inputs: AttentionInputs, slot: KvSlot) -> Result<Tensor> {
+        composed::attention_inputs(self, inputs, slot)
+    }
+}
+
+/// Matrix products, plain and with their fused inputs and epilogues.
+pub trait ProductOps: NormOps + ElementwiseOps + LayoutOps {
+    /// A DiT matrix in the form its products run in under this backend's precision policy: as it
+    /// is for exact f32 and TF32, bf16 for the bf16 policy.
+    fn product_weight(&self, w: Tensor) -> Result<Tensor> {
+        Ok(w)
+    }
+    /// `x [m, k] @ w[n, k]^T (+ bias[n])` with f32 accumulation; `w` may be f32, bf16 or f16.
+    fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor>;
     /// `residual + x @ w^T`: a projection back into the residual stream. Backends may fuse it.
     fn linear_add(&self, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
         composed::linear_add(self, x, w, residual)
@@ -126,52 +170,35 @@ pub trait Backend: Send + Sync {
     fn linear3(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
         composed::linear3(self, x, norm, w)
     }
+}
 
-    /// The queries of one layer after their norm and rotary; the keys (normed and rotated) and the
-    /// values appended to the cache. Backends may do it in one pass.
-    fn attention_inputs(&self, inputs: AttentionInputs, slot: KvSlot) -> Result<Tensor> {
-        composed::attention_inputs(self, inputs, slot)
-    }
+/// Scaled dot-product attention.
+pub trait AttentionOps {
+    /// Scaled dot-product attention with grouped KV heads; output `[batch * q_len, heads * head_dim]`.
+    fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, shape: AttentionShape) -> Result<Tensor>;
+}
 
-    /// The entries of `logits [2, width]` (conditional, unconditional) that `shortlist` keeps, or
-    /// every entry; the default reads back every entry.
-    fn candidates(&self, logits: &Tensor, _shortlist: &Shortlist) -> Result<Candidates> {
-        Ok(Candidates::of_rows(self.to_host(logits)?))
-    }
-
-    /// `silu(a) * b`.
-    fn silu_mul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor>;
-    fn silu(&self, x: &Tensor) -> Result<Tensor>;
-    fn tanh(&self, x: &Tensor) -> Result<Tensor>;
-    fn add(&self, a: &Tensor, b: &Tensor) -> Result<Tensor>;
-    fn scale(&self, x: &Tensor, factor: f32) -> Result<Tensor>;
-
-    fn transpose(&self, x: &Tensor) -> Result<Tensor>;
-    /// Columns `[start, end)` of a matrix.
-    fn slice_cols(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor>;
-    /// Rows `[start, end)` of a matrix.
-    fn slice_rows(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor>;
-    /// Matrices with equal column counts stacked by rows.
-    fn cat_rows(&self, parts: &[&Tensor]) -> Result<Tensor>;
-
+/// The vocoder's and the condition encoder's signal ops.
+pub trait ConvOps {
     /// `x [c_in, t]` convolved with `w [c_out, c_in, k]` (stride 1), `+ bias`.
-    fn conv1d(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, padding: usize, dilation: usize) -> Result<Tensor>;
-    /// `x [c_in, t]` through a transposed convolution with `w [c_in, c_out, k]`.
+    fn conv1d(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, params: &Conv1dParams) -> Result<Tensor>;
+    /// `x [c_in, t]` through a transposed convolution with `w [c_in, c_out, k]`, `+ bias`.
     fn conv_transpose1d(
         &self,
         x: &Tensor,
         w: &Tensor,
         bias: Option<&Tensor>,
-        stride: usize,
-        padding: usize,
+        params: &ConvTranspose1dParams,
     ) -> Result<Tensor>;
     /// `x + sin(alpha * x)^2 / (alpha + 1e-9)` with one alpha per channel of `x [c, t]`.
     fn snake(&self, x: &Tensor, alpha: &Tensor) -> Result<Tensor>;
-    /// A tensor of `center + half_width * u`, `u` uniform in [-1, 1) from a hash of `seed` and the
-    /// index, made where it lives (synthetic weights for benchmarks).
-    fn fill_uniform(&self, shape: &[usize], dtype: DType, seed: u64, center: f32, half_width: f32) -> Result<Tensor>;
-    /// Nearest-neighbour resampling of `x [c, t]` to `[c, out_len]` (torch's `mode="nearest"`).
-    fn resample_nearest(&self, x: &Tensor, out_len: usize) -> Result<Tensor>;
-    /// How many values of `x` are NaN or infinite (a stage's output, checked where it lives).
-    fn count_non_finite(&self, x: &Tensor) -> Result<usize>;
+}
+
+/// What the sampler reads of the logits.
+pub trait SamplingOps: LayoutOps {
+    /// The entries of `logits [2, width]` (conditional, unconditional) that `shortlist` keeps, or
+    /// every entry; the default reads back every entry.
+    fn candidates(&self, logits: &Tensor, _shortlist: &Shortlist) -> Result<Candidates> {
+        Ok(Candidates::of_rows(self.to_host(logits)?))
+    }
 }

@@ -1,26 +1,26 @@
-//! The fused operations of [`Backend`] written with its basic ones: the default every backend
+//! The fused operations of the op families written with their basic ones: the default every backend
 //! starts from, and the fallback of a backend's fused kernels for shapes they do not cover.
 
-use super::{AttentionInputs, Backend, KvSlot, RmsNorm, Rotary};
+use super::{AttentionInputs, KvSlot, NormOps, ProductOps, RmsNorm, Rotary};
 use crate::error::Result;
 use crate::tensor::Tensor;
 
-pub fn linear_add<B: Backend + ?Sized>(b: &B, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
+pub fn linear_add<B: ProductOps + ?Sized>(b: &B, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
     b.add(residual, &b.linear(x, w, None)?)
 }
 
-pub fn linear_glu<B: Backend + ?Sized>(b: &B, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+pub fn linear_glu<B: ProductOps + ?Sized>(b: &B, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     let both = b.linear(x, w, bias)?;
     let f = both.shape().get(1).copied().unwrap_or(0) / 2;
     b.silu_mul(&b.slice_cols(&both, f, 2 * f)?, &b.slice_cols(&both, 0, f)?)
 }
 
 /// `x` after `norm`, or `x` itself.
-fn normed<B: Backend + ?Sized>(b: &B, x: &Tensor, norm: Option<RmsNorm>) -> Result<Option<Tensor>> {
+fn normed<B: NormOps + ?Sized>(b: &B, x: &Tensor, norm: Option<RmsNorm>) -> Result<Option<Tensor>> {
     norm.map(|n| b.rms_norm(x, n.weight, n.eps)).transpose()
 }
 
-pub fn linear_swiglu<B: Backend + ?Sized>(
+pub fn linear_swiglu<B: ProductOps + ?Sized>(
     b: &B,
     x: &Tensor,
     norm: Option<RmsNorm>,
@@ -32,13 +32,18 @@ pub fn linear_swiglu<B: Backend + ?Sized>(
     b.silu_mul(&b.linear(h, gate, None)?, &b.linear(h, up, None)?)
 }
 
-pub fn linear3<B: Backend + ?Sized>(b: &B, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
+pub fn linear3<B: ProductOps + ?Sized>(
+    b: &B,
+    x: &Tensor,
+    norm: Option<RmsNorm>,
+    w: [&Tensor; 3],
+) -> Result<[Tensor; 3]> {
     let normed = normed(b, x, norm)?;
     let h = normed.as_ref().unwrap_or(x);
     Ok([b.linear(h, w[0], None)?, b.linear(h, w[1], None)?, b.linear(h, w[2], None)?])
 }
 
-pub fn attention_inputs<B: Backend + ?Sized>(b: &B, inputs: AttentionInputs, slot: KvSlot) -> Result<Tensor> {
+pub fn attention_inputs<B: NormOps + ?Sized>(b: &B, inputs: AttentionInputs, slot: KvSlot) -> Result<Tensor> {
     let AttentionInputs { q, k, v, q_norm, k_norm, eps, rotary } = inputs;
     let heads = |t: &Tensor| t.shape().get(1).copied().unwrap_or(0) / rotary.head_dim.max(1);
     let (q_heads, k_heads) = (heads(&q), heads(&k));
@@ -50,8 +55,8 @@ pub fn attention_inputs<B: Backend + ?Sized>(b: &B, inputs: AttentionInputs, slo
 
 /// Per-head RMSNorm of `x [rows, heads * head_dim]` with `w [head_dim]`, then the rotary
 /// embedding (Qwen3's query and key path); backends fuse it in
-/// [`attention_inputs`](Backend::attention_inputs).
-pub fn head_norm_rope<B: Backend + ?Sized>(b: &B, x: Tensor, w: &Tensor, eps: f32, rotary: Rotary) -> Result<Tensor> {
+/// [`attention_inputs`](NormOps::attention_inputs).
+pub fn head_norm_rope<B: NormOps + ?Sized>(b: &B, x: Tensor, w: &Tensor, eps: f32, rotary: Rotary) -> Result<Tensor> {
     let rows = x.shape()[0];
     let d = rotary.head_dim;
     let normed = b.rms_norm(&x.reshape(&[rows * rotary.heads, d])?, w, eps)?;

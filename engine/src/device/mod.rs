@@ -1,17 +1,20 @@
-//! `Device` is the enum the rest of the program sees; each backend implements [`Backend`]
-//! (traits inside, an enum at the boundary). Which backend runs is chosen at run time: every
+//! `Device` is the enum the rest of the program sees; each backend implements [`Backend`] and its
+//! op-family traits (traits inside, an enum at the boundary). Which backend runs is chosen at run time: every
 //! backend is compiled in, and one that cannot run here says why.
 
 mod backend;
 pub mod composed;
-mod op;
+pub mod kind;
+pub mod op;
 mod params;
+pub mod storage;
 
-pub use backend::Backend;
+pub use backend::{AttentionOps, Backend, ConvOps, ElementwiseOps, LayoutOps, NormOps, ProductOps, SamplingOps};
+pub use kind::DeviceKind;
 pub use op::{Op, Operand};
 pub use params::{
-    AttentionInputs, AttentionShape, Candidates, DeviceShortlist, KvSlot, MemoryUse, RmsNorm, Rotary, Shortlist,
-    ThreadPriority,
+    AttentionInputs, AttentionShape, Candidates, Conv1dParams, ConvTranspose1dParams, DeviceShortlist, KvSlot,
+    MemoryUse, RmsNorm, Rotary, Shortlist, ThreadPriority,
 };
 
 use crate::cpu::CpuBackend;
@@ -20,33 +23,9 @@ use crate::error::{Error, Result};
 use crate::precision::{Precision, names};
 use crate::wgpu_backend::WgpuBackend;
 
-/// The compute backends, by the name the CLI, the window and the recipe use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DeviceKind {
-    Cpu,
-    Cuda,
-    Wgpu,
-}
-
 impl DeviceKind {
-    pub const ALL: [DeviceKind; 3] = [DeviceKind::Cpu, DeviceKind::Cuda, DeviceKind::Wgpu];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            DeviceKind::Cpu => "cpu",
-            DeviceKind::Cuda => "cuda",
-            DeviceKind::Wgpu => "wgpu",
-        }
-    }
-
     pub fn parse(name: &str) -> Result<Self> {
         Self::ALL.into_iter().find(|k| k.name() == name).ok_or_else(|| unknown_device(name))
-    }
-}
-
-impl std::fmt::Display for DeviceKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
     }
 }
 

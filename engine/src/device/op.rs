@@ -1,150 +1,72 @@
 //! The operations a backend runs, by name, so that what a backend supports is data
 //! ([`Backend::supports`](super::Backend::supports), after ggml's `supports_op`) and an operation a
-//! backend cannot run is a typed error naming the op, the dtype and the backend.
+//! backend cannot run is a typed error naming the op, the dtype and the backend. A leaf: it imports
+//! nothing, so the error type can name an op without depending on a backend.
 
-/// One operation of [`Backend`](super::Backend), named as its method.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Op {
-    Upload,
-    ToHost,
-    Cast,
-    ProductWeight,
-    Linear,
-    LinearAdd,
-    LinearSwiglu,
-    LinearGlu,
-    Linear3,
-    Embedding,
-    RmsNorm,
-    LayerNorm,
-    Rope,
-    Attention,
-    AttentionInputs,
-    WriteRows,
-    WriteKv,
-    Candidates,
-    SiluMul,
-    Silu,
-    Tanh,
-    Add,
-    Scale,
-    Transpose,
-    SliceCols,
-    SliceRows,
-    CatRows,
-    Conv1d,
-    ConvTranspose1d,
-    Snake,
-    FillUniform,
-    ResampleNearest,
-    CountNonFinite,
+/// Declares [`Op`] from one list: each op's variant, the name of its trait method and the operand
+/// whose dtype decides whether a backend runs it.
+macro_rules! ops {
+    ($($variant:ident => $name:literal, $operand:ident;)*) => {
+        /// One operation of the backend traits, named as its method.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Op {
+            $($variant,)*
+        }
+
+        impl Op {
+            pub const ALL: [Op; [$($name),*].len()] = [$(Op::$variant),*];
+
+            /// The name of the trait method.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Op::$variant => $name,)*
+                }
+            }
+
+            /// Which operand's dtype [`Backend::supports`](super::Backend::supports) is asked about.
+            pub fn operand(self) -> Operand {
+                match self {
+                    $(Op::$variant => Operand::$operand,)*
+                }
+            }
+        }
+    };
 }
 
-impl Op {
-    pub const ALL: [Op; 33] = [
-        Op::Upload,
-        Op::ToHost,
-        Op::Cast,
-        Op::ProductWeight,
-        Op::Linear,
-        Op::LinearAdd,
-        Op::LinearSwiglu,
-        Op::LinearGlu,
-        Op::Linear3,
-        Op::Embedding,
-        Op::RmsNorm,
-        Op::LayerNorm,
-        Op::Rope,
-        Op::Attention,
-        Op::AttentionInputs,
-        Op::WriteRows,
-        Op::WriteKv,
-        Op::Candidates,
-        Op::SiluMul,
-        Op::Silu,
-        Op::Tanh,
-        Op::Add,
-        Op::Scale,
-        Op::Transpose,
-        Op::SliceCols,
-        Op::SliceRows,
-        Op::CatRows,
-        Op::Conv1d,
-        Op::ConvTranspose1d,
-        Op::Snake,
-        Op::FillUniform,
-        Op::ResampleNearest,
-        Op::CountNonFinite,
-    ];
-
-    /// The name of the [`Backend`](super::Backend) method.
-    pub fn name(self) -> &'static str {
-        match self {
-            Op::Upload => "upload",
-            Op::ToHost => "to_host",
-            Op::Cast => "cast",
-            Op::ProductWeight => "product_weight",
-            Op::Linear => "linear",
-            Op::LinearAdd => "linear_add",
-            Op::LinearSwiglu => "linear_swiglu",
-            Op::LinearGlu => "linear_glu",
-            Op::Linear3 => "linear3",
-            Op::Embedding => "embedding",
-            Op::RmsNorm => "rms_norm",
-            Op::LayerNorm => "layer_norm",
-            Op::Rope => "rope",
-            Op::Attention => "attention",
-            Op::AttentionInputs => "attention_inputs",
-            Op::WriteRows => "write_rows",
-            Op::WriteKv => "write_kv",
-            Op::Candidates => "candidates",
-            Op::SiluMul => "silu_mul",
-            Op::Silu => "silu",
-            Op::Tanh => "tanh",
-            Op::Add => "add",
-            Op::Scale => "scale",
-            Op::Transpose => "transpose",
-            Op::SliceCols => "slice_cols",
-            Op::SliceRows => "slice_rows",
-            Op::CatRows => "cat_rows",
-            Op::Conv1d => "conv1d",
-            Op::ConvTranspose1d => "conv_transpose1d",
-            Op::Snake => "snake",
-            Op::FillUniform => "fill_uniform",
-            Op::ResampleNearest => "resample_nearest",
-            Op::CountNonFinite => "count_non_finite",
-        }
-    }
-
-    /// Which operand's dtype [`Backend::supports`](super::Backend::supports) is asked about.
-    pub fn operand(self) -> Operand {
-        match self {
-            Op::Upload => Operand::HostTensor,
-            Op::ToHost | Op::Candidates => Operand::ReadBack,
-            Op::Cast | Op::FillUniform => Operand::Result,
-            Op::ProductWeight
-            | Op::Linear
-            | Op::LinearAdd
-            | Op::LinearSwiglu
-            | Op::LinearGlu
-            | Op::Linear3
-            | Op::Embedding => Operand::Matrix,
-            Op::Conv1d | Op::ConvTranspose1d | Op::RmsNorm | Op::LayerNorm | Op::Snake => Operand::Parameter,
-            Op::Attention | Op::AttentionInputs | Op::WriteRows | Op::WriteKv => Operand::Cache,
-            Op::Rope
-            | Op::SiluMul
-            | Op::Silu
-            | Op::Tanh
-            | Op::Add
-            | Op::Scale
-            | Op::Transpose
-            | Op::SliceCols
-            | Op::SliceRows
-            | Op::CatRows
-            | Op::ResampleNearest
-            | Op::CountNonFinite => Operand::Activation,
-        }
-    }
+ops! {
+    Upload => "upload", HostTensor;
+    ToHost => "to_host", ReadBack;
+    Cast => "cast", Result;
+    ProductWeight => "product_weight", Matrix;
+    Linear => "linear", Matrix;
+    LinearAdd => "linear_add", Matrix;
+    LinearSwiglu => "linear_swiglu", Matrix;
+    LinearGlu => "linear_glu", Matrix;
+    Linear3 => "linear3", Matrix;
+    Embedding => "embedding", Matrix;
+    RmsNorm => "rms_norm", Parameter;
+    LayerNorm => "layer_norm", Parameter;
+    Rope => "rope", Activation;
+    Attention => "attention", Cache;
+    AttentionInputs => "attention_inputs", Cache;
+    WriteRows => "write_rows", Cache;
+    WriteKv => "write_kv", Cache;
+    Candidates => "candidates", ReadBack;
+    SiluMul => "silu_mul", Activation;
+    Silu => "silu", Activation;
+    Tanh => "tanh", Activation;
+    Add => "add", Activation;
+    Scale => "scale", Activation;
+    Transpose => "transpose", Activation;
+    SliceCols => "slice_cols", Activation;
+    SliceRows => "slice_rows", Activation;
+    CatRows => "cat_rows", Activation;
+    Conv1d => "conv1d", Parameter;
+    ConvTranspose1d => "conv_transpose1d", Parameter;
+    Snake => "snake", Parameter;
+    FillUniform => "fill_uniform", Result;
+    ResampleNearest => "resample_nearest", Activation;
+    CountNonFinite => "count_non_finite", Activation;
 }
 
 /// The operand of an op whose dtype decides whether a backend runs it.

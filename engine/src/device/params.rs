@@ -3,6 +3,8 @@
 
 use std::ops::Range;
 
+use super::Op;
+use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
 /// The shape of one attention call. Queries are `[batch * q_len, heads * head_dim]`; keys and
@@ -169,4 +171,99 @@ pub struct MemoryUse {
     /// Free on the device (for every process).
     pub free: u64,
     pub total: u64,
+}
+
+/// A stride-1 convolution of `x [c_in, t_in]` with `w [c_out, c_in, kernel]` (torch's Conv1d),
+/// its sizes read and checked once from the tensors (candle's `ParamsConv1D`), so that every
+/// backend runs the same shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conv1dParams {
+    pub c_in: usize,
+    pub t_in: usize,
+    pub c_out: usize,
+    pub kernel: usize,
+    pub padding: usize,
+    pub dilation: usize,
+}
+
+impl Conv1dParams {
+    pub fn new(x: &Tensor, w: &Tensor, padding: usize, dilation: usize) -> Result<Self> {
+        let (c_in, t_in) = x.dims2("conv1d")?;
+        let [c_out, w_in, kernel] = *w.shape() else {
+            return Err(Error::shape("conv1d", format!("weight {:?} is not [out, in, k]", w.shape())));
+        };
+        if w_in != c_in || kernel == 0 || t_in + 2 * padding < dilation * (kernel - 1) + 1 {
+            return Err(Error::shape("conv1d", format!("input {:?} against weight {:?}", x.shape(), w.shape())));
+        }
+        Ok(Conv1dParams { c_in, t_in, c_out, kernel, padding, dilation })
+    }
+
+    pub fn t_out(&self) -> usize {
+        self.t_in + 2 * self.padding - self.dilation * (self.kernel - 1)
+    }
+
+    /// That `x`, `w` and `bias` are the tensors these sizes were read from.
+    pub fn check(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<()> {
+        check_conv(Op::Conv1d, [self.c_in, self.t_in], [self.c_out, self.c_in, self.kernel], self.c_out, x, w, bias)
+    }
+}
+
+/// A transposed convolution of `x [c_in, t_in]` with `w [c_in, c_out, kernel]` (torch's
+/// ConvTranspose1d layout), its sizes read and checked once from the tensors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConvTranspose1dParams {
+    pub c_in: usize,
+    pub t_in: usize,
+    pub c_out: usize,
+    pub kernel: usize,
+    pub stride: usize,
+    pub padding: usize,
+}
+
+impl ConvTranspose1dParams {
+    pub fn new(x: &Tensor, w: &Tensor, stride: usize, padding: usize) -> Result<Self> {
+        let (c_in, t_in) = x.dims2("conv_transpose1d")?;
+        let [w_in, c_out, kernel] = *w.shape() else {
+            return Err(Error::shape("conv_transpose1d", format!("weight {:?} is not [in, out, k]", w.shape())));
+        };
+        if w_in != c_in || t_in == 0 || (t_in - 1) * stride + kernel <= 2 * padding {
+            return Err(Error::shape(
+                "conv_transpose1d",
+                format!("input {:?} against weight {:?}", x.shape(), w.shape()),
+            ));
+        }
+        Ok(ConvTranspose1dParams { c_in, t_in, c_out, kernel, stride, padding })
+    }
+
+    pub fn t_out(&self) -> usize {
+        (self.t_in - 1) * self.stride + self.kernel - 2 * self.padding
+    }
+
+    /// That `x`, `w` and `bias` are the tensors these sizes were read from.
+    pub fn check(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<()> {
+        let (x_shape, w_shape) = ([self.c_in, self.t_in], [self.c_in, self.c_out, self.kernel]);
+        check_conv(Op::ConvTranspose1d, x_shape, w_shape, self.c_out, x, w, bias)
+    }
+}
+
+fn check_conv(
+    op: Op,
+    x_shape: [usize; 2],
+    w_shape: [usize; 3],
+    c_out: usize,
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+) -> Result<()> {
+    let bias_fits = bias.is_none_or(|b| b.elem_count() == c_out);
+    if x.shape() != x_shape || w.shape() != w_shape || !bias_fits {
+        let bias = bias.map(|b| b.shape().to_vec());
+        let detail = format!(
+            "parameters for input {x_shape:?} and weight {w_shape:?} given input {:?}, weight {:?}, bias {bias:?}",
+            x.shape(),
+            w.shape()
+        );
+        return Err(Error::shape(op.name(), detail));
+    }
+    Ok(())
 }

@@ -7,7 +7,7 @@
 //! time (k=3) and resampled to the latent rate with nearest neighbours.
 
 use crate::config::ConditionConfig;
-use crate::device::Device;
+use crate::device::{Conv1dParams, Device};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 use crate::weights::VarBuilder;
@@ -61,7 +61,9 @@ impl ConditionEncoder {
             });
         }
         let mixed = device.scale(&mixed.expect("at least one layer"), self.layer_scale)?;
-        let projected = device.conv1d(&device.transpose(&mixed)?, &self.proj, Some(&self.proj_bias), 1, 1)?;
+        let mixed = device.transpose(&mixed)?;
+        let params = Conv1dParams::new(&mixed, &self.proj, 1, 1)?;
+        let projected = device.conv1d(&mixed, &self.proj, Some(&self.proj_bias), &params)?;
         let resampled = device.resample_nearest(&projected, self.cfg.latent_length(frames))?;
         device.transpose(&resampled)
     }

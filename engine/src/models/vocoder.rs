@@ -6,7 +6,7 @@
 //! dilated residual units), Snake, `conv_out`, tanh. Weight norm is folded at load.
 
 use crate::config::VocoderConfig;
-use crate::device::Device;
+use crate::device::{Conv1dParams, ConvTranspose1dParams, Device};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 use crate::weights::VarBuilder;
@@ -117,19 +117,15 @@ impl Vocoder {
 
     fn decode_mono(&self, device: &Device, x: &Tensor) -> Result<Tensor> {
         let conv = |x: &Tensor, c: &Conv, padding: usize, dilation: usize| {
-            device.conv1d(x, &c.weight, Some(&c.bias), padding, dilation)
+            device.conv1d(x, &c.weight, Some(&c.bias), &Conv1dParams::new(x, &c.weight, padding, dilation)?)
         };
         let mut x = conv(x, &self.dec_in_proj, 0, 1)?;
         x = conv(&x, &self.conv_in, 3, 1)?;
         for block in &self.blocks {
             let s = block.stride;
-            x = device.conv_transpose1d(
-                &device.snake(&x, &block.snake)?,
-                &block.conv_t.weight,
-                Some(&block.conv_t.bias),
-                s,
-                s.div_ceil(2),
-            )?;
+            let snaked = device.snake(&x, &block.snake)?;
+            let params = ConvTranspose1dParams::new(&snaked, &block.conv_t.weight, s, s.div_ceil(2))?;
+            x = device.conv_transpose1d(&snaked, &block.conv_t.weight, Some(&block.conv_t.bias), &params)?;
             for unit in &block.units {
                 let y = conv(&device.snake(&x, &unit.snake1)?, &unit.conv1, 3 * unit.dilation, unit.dilation)?;
                 let y = conv(&device.snake(&y, &unit.snake2)?, &unit.conv2, 0, 1)?;

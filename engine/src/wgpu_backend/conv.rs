@@ -2,24 +2,26 @@
 
 use super::shaders::Program;
 use super::{WgpuBackend, tensor_bindings, weight_and_bias_bindings, word};
-use crate::device::Op;
+use crate::device::{Conv1dParams, ConvOps, ConvTranspose1dParams, Op};
 use crate::error::Result;
 use crate::shapes;
 use crate::tensor::Tensor;
 
+/// The sizes the conv program takes for either convolution: `step` is the dilation of a
+/// convolution and the stride of a transposed one.
+struct ConvSizes {
+    c_in: usize,
+    t: usize,
+    c_out: usize,
+    k: usize,
+    t_out: usize,
+    padding: usize,
+    step: usize,
+}
+
 impl WgpuBackend {
-    #[allow(clippy::too_many_arguments)]
-    fn conv(
-        &self,
-        op: Op,
-        x: &Tensor,
-        w: &Tensor,
-        bias: Option<&Tensor>,
-        conv: shapes::Conv,
-        padding: usize,
-        step: usize,
-    ) -> Result<Tensor> {
-        let shapes::Conv { c_in, t, c_out, k, t_out } = conv;
+    fn conv(&self, op: Op, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, sizes: ConvSizes) -> Result<Tensor> {
+        let ConvSizes { c_in, t, c_out, k, t_out, padding, step } = sizes;
         let src = self.f32s(x, op)?;
         let readers = self.weight_and_bias(op, w, bias)?;
         let out = self.alloc(op, c_out * t_out)?;
@@ -40,32 +42,44 @@ impl WgpuBackend {
         self.run(Program::Conv, &formats, &params, &buffers, word(op, (c_out * t_out).div_ceil(256))?)?;
         Ok(self.wrap(&[c_out, t_out], out))
     }
+}
 
-    pub(super) fn conv1d(
+impl ConvOps for WgpuBackend {
+    fn conv1d(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, p: &Conv1dParams) -> Result<Tensor> {
+        p.check(x, w, bias)?;
+        let sizes = ConvSizes {
+            c_in: p.c_in,
+            t: p.t_in,
+            c_out: p.c_out,
+            k: p.kernel,
+            t_out: p.t_out(),
+            padding: p.padding,
+            step: p.dilation,
+        };
+        self.conv(Op::Conv1d, x, w, bias, sizes)
+    }
+
+    fn conv_transpose1d(
         &self,
         x: &Tensor,
         w: &Tensor,
         bias: Option<&Tensor>,
-        padding: usize,
-        dilation: usize,
+        p: &ConvTranspose1dParams,
     ) -> Result<Tensor> {
-        let conv = shapes::conv1d(x, w, padding, dilation)?;
-        self.conv(Op::Conv1d, x, w, bias, conv, padding, dilation)
+        p.check(x, w, bias)?;
+        let sizes = ConvSizes {
+            c_in: p.c_in,
+            t: p.t_in,
+            c_out: p.c_out,
+            k: p.kernel,
+            t_out: p.t_out(),
+            padding: p.padding,
+            step: p.stride,
+        };
+        self.conv(Op::ConvTranspose1d, x, w, bias, sizes)
     }
 
-    pub(super) fn conv_transpose1d(
-        &self,
-        x: &Tensor,
-        w: &Tensor,
-        bias: Option<&Tensor>,
-        stride: usize,
-        padding: usize,
-    ) -> Result<Tensor> {
-        let conv = shapes::conv_transpose1d(x, w, stride, padding)?;
-        self.conv(Op::ConvTranspose1d, x, w, bias, conv, padding, stride)
-    }
-
-    pub(super) fn snake(&self, x: &Tensor, alpha: &Tensor) -> Result<Tensor> {
+    fn snake(&self, x: &Tensor, alpha: &Tensor) -> Result<Tensor> {
         let op = Op::Snake;
         let (c, t) = shapes::snake(x, alpha)?;
         let src = self.f32s(x, op)?;

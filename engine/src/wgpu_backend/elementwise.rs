@@ -2,7 +2,7 @@
 
 use super::shaders::Program;
 use super::{WgpuBackend, bits, word};
-use crate::device::{Backend, Op};
+use crate::device::{Backend, ElementwiseOps, Op};
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor};
 
@@ -35,15 +35,40 @@ impl WgpuBackend {
         self.run(Program::Binary, &[], &params, &buffers, word(op, n.div_ceil(256))?)?;
         Ok(self.wrap(a.shape(), out))
     }
+}
 
-    pub(super) fn fill_uniform(
-        &self,
-        shape: &[usize],
-        dtype: DType,
-        seed: u64,
-        center: f32,
-        half_width: f32,
-    ) -> Result<Tensor> {
+impl ElementwiseOps for WgpuBackend {
+    /// Through the host, with the CPU's rounding, so every device converts bit for bit alike.
+    fn cast(&self, t: &Tensor, dtype: DType) -> Result<Tensor> {
+        let s = self.matrix(t, Op::Cast)?;
+        if s.dtype == dtype {
+            return Ok(t.clone());
+        }
+        let converted = s.to_cpu()?.to_dtype(dtype)?;
+        Ok(self.wrap(t.shape(), self.upload_shaped(t.shape(), &converted)?))
+    }
+
+    fn silu_mul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        self.binary(a, b, Op::SiluMul)
+    }
+
+    fn silu(&self, x: &Tensor) -> Result<Tensor> {
+        self.unary(x, Op::Silu, 1.0)
+    }
+
+    fn tanh(&self, x: &Tensor) -> Result<Tensor> {
+        self.unary(x, Op::Tanh, 1.0)
+    }
+
+    fn add(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        self.binary(a, b, Op::Add)
+    }
+
+    fn scale(&self, x: &Tensor, factor: f32) -> Result<Tensor> {
+        self.unary(x, Op::Scale, factor)
+    }
+
+    fn fill_uniform(&self, shape: &[usize], dtype: DType, seed: u64, center: f32, half_width: f32) -> Result<Tensor> {
         let op = Op::FillUniform;
         if !self.supports(op, dtype) {
             return Err(Error::unsupported(op, dtype, crate::device::DeviceKind::Wgpu));
@@ -72,7 +97,7 @@ impl WgpuBackend {
         Ok(self.wrap(shape, self.in_pieces(dtype, n, pieces)))
     }
 
-    pub(super) fn count_non_finite(&self, x: &Tensor) -> Result<usize> {
+    fn count_non_finite(&self, x: &Tensor) -> Result<usize> {
         let op = Op::CountNonFinite;
         let src = self.f32s(x, op)?;
         let n = x.elem_count();

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use super::shaders::Program;
 use super::{WgpuBackend, bits, tensor_bindings, word};
-use crate::device::{DeviceKind, Op};
+use crate::device::{DeviceKind, LayoutOps, Op};
 use crate::error::{Error, Result};
 use crate::shapes;
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{CpuStorage, DType, Storage, Tensor};
 
 const TRANSPOSE: u32 = 0;
 const COLUMNS: u32 = 1;
@@ -33,21 +33,37 @@ impl WgpuBackend {
         self.run(Program::Layout, &[], &params, &[(1, src.buffer()), (2, out.buffer())], word(op, n.div_ceil(256))?)?;
         Ok(out)
     }
+}
 
-    pub(super) fn transpose(&self, x: &Tensor) -> Result<Tensor> {
+impl LayoutOps for WgpuBackend {
+    fn upload(&self, t: Tensor) -> Result<Tensor> {
+        let shape = t.shape().to_vec();
+        let cpu = match t.into_storage() {
+            Storage::Cpu(c) => c,
+            Storage::Wgpu(s) => return Ok(self.wrap(&shape, s)),
+            other => CpuStorage::F32(Tensor::new_unchecked(&shape, other).to_host()?),
+        };
+        Ok(self.wrap(&shape, self.upload_shaped(&shape, &cpu)?))
+    }
+
+    fn to_host(&self, t: &Tensor) -> Result<Vec<f32>> {
+        t.to_host()
+    }
+
+    fn transpose(&self, x: &Tensor) -> Result<Tensor> {
         let (r, c) = x.dims2("transpose")?;
         let out = self.layout_pass(Op::Transpose, x, c, r, [TRANSPOSE, 0, 0, 0])?;
         Ok(self.wrap(&[c, r], out))
     }
 
-    pub(super) fn slice_cols(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
+    fn slice_cols(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
         let (r, c) = x.dims2("slice_cols")?;
         shapes::range("slice_cols", start, end, c)?;
         let out = self.layout_pass(Op::SliceCols, x, r, end - start, [COLUMNS, word(Op::SliceCols, start)?, 0, 0])?;
         Ok(self.wrap(&[r, end - start], out))
     }
 
-    pub(super) fn resample_nearest(&self, x: &Tensor, out_len: usize) -> Result<Tensor> {
+    fn resample_nearest(&self, x: &Tensor, out_len: usize) -> Result<Tensor> {
         let (c, t) = x.dims2("resample_nearest")?;
         // The rule of the CPU: the same index, half of it, or torch's f32 step.
         let mode = if out_len == t {
@@ -62,7 +78,7 @@ impl WgpuBackend {
         Ok(self.wrap(&[c, out_len], out))
     }
 
-    pub(super) fn slice_rows(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
+    fn slice_rows(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
         let (r, c) = x.dims2("slice_rows")?;
         shapes::range("slice_rows", start, end, r)?;
         let src = self.f32s(x, Op::SliceRows)?;
@@ -71,7 +87,7 @@ impl WgpuBackend {
         Ok(self.wrap(&[end - start, c], out))
     }
 
-    pub(super) fn cat_rows(&self, parts: &[&Tensor]) -> Result<Tensor> {
+    fn cat_rows(&self, parts: &[&Tensor]) -> Result<Tensor> {
         let (rows, cols) = shapes::cat_rows(parts)?;
         let out = self.alloc(Op::CatRows, rows * cols)?;
         let mut at = 0u64;
@@ -84,7 +100,7 @@ impl WgpuBackend {
         Ok(self.wrap(&[rows, cols], out))
     }
 
-    pub(super) fn write_rows(&self, dst: &mut Tensor, src: &Tensor, batch: usize, row: usize) -> Result<()> {
+    fn write_rows(&self, dst: &mut Tensor, src: &Tensor, batch: usize, row: usize) -> Result<()> {
         let op = Op::WriteRows;
         let (capacity, n, cols) = shapes::write_rows(dst, src, batch, row)?;
         let from = self.f32s(src, op)?.clone();
@@ -123,7 +139,7 @@ impl WgpuBackend {
         Ok(())
     }
 
-    pub(super) fn embedding(&self, table: &Tensor, ids: &[u32]) -> Result<Tensor> {
+    fn embedding(&self, table: &Tensor, ids: &[u32]) -> Result<Tensor> {
         let op = Op::Embedding;
         let (vocab, dim) = table.dims2("embedding")?;
         if let Some(&id) = ids.iter().find(|&&id| id as usize >= vocab) {

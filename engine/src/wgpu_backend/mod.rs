@@ -7,8 +7,8 @@
 //! A file per op family: `products` (the tiled GEMM and the decode GEMV), `attention` (and the
 //! rotary embedding), `norms`, `conv` (and Snake), `elementwise`, `layout` (data movement),
 //! `sampling` (the shortlist); `context` opens the adapter, `queue` records and submits the work,
-//! `memory` pools the buffers, `shaders` composes the programs, `storage` holds the tensors. Each family implements its ops
-//! as methods of [`WgpuBackend`]; the [`Backend`] impl below forwards to them.
+//! `memory` pools the buffers, `shaders` composes the programs, `storage` holds the tensors. Each family's file implements
+//! that family's trait for [`WgpuBackend`]; the [`Backend`] impl below holds the device-level methods.
 
 mod attention;
 mod context;
@@ -29,9 +29,7 @@ use self::memory::{GpuBuffer, Pool};
 use self::queue::Queue;
 use self::shaders::Program;
 pub use self::storage::WgpuStorage;
-use crate::device::{
-    AttentionShape, Backend, Candidates, DeviceKind, DeviceOptions, MemoryUse, Op, Operand, RmsNorm, Rotary, Shortlist,
-};
+use crate::device::{Backend, DeviceKind, DeviceOptions, MemoryUse, Op, Operand};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
 use crate::tensor::{CpuStorage, DType, Storage, Tensor};
@@ -56,7 +54,7 @@ pub struct WgpuBackend {
     sentinel_fill: bool,
     /// A small buffer bound where a program declares a binding an op does not use.
     unused: GpuBuffer,
-    angles: attention::AngleTables,
+    angles: norms::AngleTables,
 }
 
 impl WgpuBackend {
@@ -86,7 +84,7 @@ impl WgpuBackend {
             limits: opened.limits,
             sentinel_fill: options.sentinel_fill,
             unused,
-            angles: attention::AngleTables::default(),
+            angles: norms::AngleTables::default(),
         })
     }
 
@@ -374,151 +372,5 @@ impl Backend for WgpuBackend {
             Operand::Result if op == Op::FillUniform => matches!(dtype, DType::F32 | DType::BF16),
             _ => true,
         }
-    }
-
-    fn upload(&self, t: Tensor) -> Result<Tensor> {
-        let shape = t.shape().to_vec();
-        let cpu = match t.into_storage() {
-            Storage::Cpu(c) => c,
-            Storage::Wgpu(s) => return Ok(self.wrap(&shape, s)),
-            other => CpuStorage::F32(Tensor::new_unchecked(&shape, other).to_host()?),
-        };
-        Ok(self.wrap(&shape, self.upload_shaped(&shape, &cpu)?))
-    }
-
-    fn to_host(&self, t: &Tensor) -> Result<Vec<f32>> {
-        t.to_host()
-    }
-
-    /// Through the host, with the CPU's rounding, so every device converts bit for bit alike.
-    fn cast(&self, t: &Tensor, dtype: DType) -> Result<Tensor> {
-        let s = self.matrix(t, Op::Cast)?;
-        if s.dtype == dtype {
-            return Ok(t.clone());
-        }
-        let converted = s.to_cpu()?.to_dtype(dtype)?;
-        Ok(self.wrap(t.shape(), self.upload_shaped(t.shape(), &converted)?))
-    }
-
-    /// Under the bf16 policy a DiT matrix is kept in bf16, or in f16 where the products run on
-    /// the matrix units (which take f16, not bf16): the same two bytes a weight, three more bits
-    /// of mantissa, and the activations rounded to f16 beside it.
-    fn product_weight(&self, w: Tensor) -> Result<Tensor> {
-        match (self.precision, w.dtype()) {
-            (Precision::Bf16, DType::F32) if self.cooperative => self.cast(&w, DType::F16),
-            (Precision::Bf16, DType::F32) => self.cast(&w, DType::BF16),
-            _ => Ok(w),
-        }
-    }
-
-    fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
-        WgpuBackend::linear(self, x, w, bias)
-    }
-
-    fn linear_add(&self, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
-        WgpuBackend::linear_add(self, x, w, residual)
-    }
-
-    fn linear_swiglu(&self, x: &Tensor, norm: Option<RmsNorm>, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
-        WgpuBackend::linear_swiglu(self, x, norm, gate, up)
-    }
-
-    fn linear3(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
-        WgpuBackend::linear3(self, x, norm, w)
-    }
-
-    fn embedding(&self, table: &Tensor, ids: &[u32]) -> Result<Tensor> {
-        WgpuBackend::embedding(self, table, ids)
-    }
-
-    fn rms_norm(&self, x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
-        WgpuBackend::rms_norm(self, x, w, eps)
-    }
-
-    fn layer_norm(&self, x: &Tensor, w: &Tensor, b: &Tensor, eps: f32) -> Result<Tensor> {
-        WgpuBackend::layer_norm(self, x, w, b, eps)
-    }
-
-    fn rope(&self, x: &Tensor, rotary: Rotary) -> Result<Tensor> {
-        WgpuBackend::rope(self, x, rotary)
-    }
-
-    fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, shape: AttentionShape) -> Result<Tensor> {
-        WgpuBackend::attention(self, q, k, v, shape)
-    }
-
-    fn write_rows(&self, dst: &mut Tensor, src: &Tensor, batch: usize, row: usize) -> Result<()> {
-        WgpuBackend::write_rows(self, dst, src, batch, row)
-    }
-
-    fn candidates(&self, logits: &Tensor, shortlist: &Shortlist) -> Result<Candidates> {
-        WgpuBackend::candidates(self, logits, shortlist)
-    }
-
-    fn silu_mul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        self.binary(a, b, Op::SiluMul)
-    }
-
-    fn silu(&self, x: &Tensor) -> Result<Tensor> {
-        self.unary(x, Op::Silu, 1.0)
-    }
-
-    fn tanh(&self, x: &Tensor) -> Result<Tensor> {
-        self.unary(x, Op::Tanh, 1.0)
-    }
-
-    fn add(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        self.binary(a, b, Op::Add)
-    }
-
-    fn scale(&self, x: &Tensor, factor: f32) -> Result<Tensor> {
-        self.unary(x, Op::Scale, factor)
-    }
-
-    fn transpose(&self, x: &Tensor) -> Result<Tensor> {
-        WgpuBackend::transpose(self, x)
-    }
-
-    fn slice_cols(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
-        WgpuBackend::slice_cols(self, x, start, end)
-    }
-
-    fn slice_rows(&self, x: &Tensor, start: usize, end: usize) -> Result<Tensor> {
-        WgpuBackend::slice_rows(self, x, start, end)
-    }
-
-    fn cat_rows(&self, parts: &[&Tensor]) -> Result<Tensor> {
-        WgpuBackend::cat_rows(self, parts)
-    }
-
-    fn conv1d(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, padding: usize, dilation: usize) -> Result<Tensor> {
-        WgpuBackend::conv1d(self, x, w, bias, padding, dilation)
-    }
-
-    fn conv_transpose1d(
-        &self,
-        x: &Tensor,
-        w: &Tensor,
-        bias: Option<&Tensor>,
-        stride: usize,
-        padding: usize,
-    ) -> Result<Tensor> {
-        WgpuBackend::conv_transpose1d(self, x, w, bias, stride, padding)
-    }
-
-    fn snake(&self, x: &Tensor, alpha: &Tensor) -> Result<Tensor> {
-        WgpuBackend::snake(self, x, alpha)
-    }
-
-    fn fill_uniform(&self, shape: &[usize], dtype: DType, seed: u64, center: f32, half_width: f32) -> Result<Tensor> {
-        WgpuBackend::fill_uniform(self, shape, dtype, seed, center, half_width)
-    }
-
-    fn resample_nearest(&self, x: &Tensor, out_len: usize) -> Result<Tensor> {
-        WgpuBackend::resample_nearest(self, x, out_len)
-    }
-
-    fn count_non_finite(&self, x: &Tensor) -> Result<usize> {
-        WgpuBackend::count_non_finite(self, x)
     }
 }

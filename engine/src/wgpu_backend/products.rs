@@ -14,8 +14,9 @@ use std::borrow::Cow;
 use super::shaders::Program;
 use super::storage::WgpuStorage;
 use super::{WgpuBackend, bits, tensor_bindings, weight_and_bias_bindings, word};
-use crate::device::{Op, RmsNorm, composed};
+use crate::device::{ElementwiseOps, NormOps, Op, ProductOps, RmsNorm, composed};
 use crate::error::{Error, Result};
+use crate::precision::Precision;
 use crate::quant::GROUP;
 use crate::shapes;
 use crate::tensor::{DType, Tensor};
@@ -65,80 +66,6 @@ fn is_gemv(m: usize, k: usize) -> bool {
 }
 
 impl WgpuBackend {
-    pub(super) fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
-        let op = Op::Linear;
-        let (m, k, n) = shapes::linear(x, w, bias)?;
-        if is_gemv(m, k) {
-            return self.gemv(op, x, w, bias, None, Epilogue::Plain);
-        }
-        let src = self.f32s(x, op)?;
-        let weight = self.matrix(w, op)?;
-        let out = self.alloc(op, m * n)?;
-        // A weight kept in pieces: each piece's product fills its columns of the output.
-        for (first_row, piece) in weight.pieces() {
-            let rows = piece.len.checked_div(k).unwrap_or(n);
-            let readers = self.with_bias(op, piece, bias)?;
-            let formats = [piece.dtype, readers.1.dtype];
-            let params = piece_params(op, m, rows, k, bias.is_some(), n, first_row)?;
-            let mut buffers = vec![(1, src.buffer()), (2, out.buffer())];
-            buffers.extend(weight_and_bias_bindings(readers));
-            // The wide GEMM reads x four values at a time, as does the product on the matrix
-            // units, which takes f16 weights only (their inputs are f16). Tiles: (x rows, weight rows).
-            let (program, tile) = if self.cooperative && piece.dtype == DType::F16 && k.is_multiple_of(4) {
-                (Program::LinearCoop, COOP_TILE)
-            } else if m >= WIDE_MIN_ROWS && k.is_multiple_of(4) {
-                (Program::LinearWide, (WIDE_TILE, WIDE_TILE))
-            } else {
-                (Program::Linear, (TILE, TILE))
-            };
-            let grid = (word(op, rows.div_ceil(tile.1))?, word(op, m.div_ceil(tile.0))?);
-            self.run_grid(program, &formats, &params, &buffers, grid)?;
-        }
-        Ok(self.wrap(&[m, n], out))
-    }
-
-    pub(super) fn linear_add(&self, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
-        let (m, k, n) = shapes::linear(x, w, None)?;
-        if !is_gemv(m, k) || residual.shape() != [m, n] {
-            return composed::linear_add(self, x, w, residual);
-        }
-        self.gemv(Op::LinearAdd, x, w, None, None, Epilogue::Add(residual))
-    }
-
-    pub(super) fn linear_swiglu(
-        &self,
-        x: &Tensor,
-        norm: Option<RmsNorm>,
-        gate: &Tensor,
-        up: &Tensor,
-    ) -> Result<Tensor> {
-        let (m, k, _) = shapes::linear(x, gate, None)?;
-        let op = Op::LinearSwiglu;
-        let (g, u) = (self.matrix(gate, op)?, self.matrix(up, op)?);
-        // The two matrices are read side by side: one shape and format, each whole.
-        let paired = gate.shape() == up.shape() && g.dtype == u.dtype && g.pieces.is_empty() && u.pieces.is_empty();
-        if !is_gemv(m, k) || !paired || !self.norm_fits(norm, k) {
-            return composed::linear_swiglu(self, x, norm, gate, up);
-        }
-        let (x, norm) = self.gemv_input(x, norm, g.dtype.is_quantized())?;
-        self.gemv(op, &x, gate, None, norm, Epilogue::Swiglu(up))
-    }
-
-    pub(super) fn linear3(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
-        let (m, k, _) = shapes::linear(x, w[0], None)?;
-        if !is_gemv(m, k) || !self.norm_fits(norm, k) {
-            return composed::linear3(self, x, norm, w);
-        }
-        // A quantized input is normalised once for the three.
-        let (x, norm) = self.gemv_input(x, norm, w.iter().any(|w| w.dtype().is_quantized()))?;
-        let op = Op::Linear3;
-        Ok([
-            self.gemv(op, &x, w[0], None, norm, Epilogue::Plain)?,
-            self.gemv(op, &x, w[1], None, norm, Epilogue::Plain)?,
-            self.gemv(op, &x, w[2], None, norm, Epilogue::Plain)?,
-        ])
-    }
-
     /// Whether the GEMV can apply `norm` to rows `k` wide: a whole weight of `k` values here.
     fn norm_fits(&self, norm: Option<RmsNorm>, k: usize) -> bool {
         norm.is_none_or(|n| n.weight.elem_count() == k && self.storage(n.weight, Op::RmsNorm).is_ok())
@@ -230,5 +157,86 @@ impl WgpuBackend {
             self.run(Program::Gemv, &formats, &params, &buffers, word(op, rows.div_ceil(GEMV_ROWS))?)?;
         }
         Ok(self.wrap(&[m, n], out))
+    }
+}
+
+impl ProductOps for WgpuBackend {
+    /// Under the bf16 policy a DiT matrix is kept in bf16, or in f16 where the products run on
+    /// the matrix units (which take f16, not bf16): the same two bytes a weight, three more bits
+    /// of mantissa, and the activations rounded to f16 beside it.
+    fn product_weight(&self, w: Tensor) -> Result<Tensor> {
+        match (self.precision, w.dtype()) {
+            (Precision::Bf16, DType::F32) if self.cooperative => self.cast(&w, DType::F16),
+            (Precision::Bf16, DType::F32) => self.cast(&w, DType::BF16),
+            _ => Ok(w),
+        }
+    }
+
+    fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        let op = Op::Linear;
+        let (m, k, n) = shapes::linear(x, w, bias)?;
+        if is_gemv(m, k) {
+            return self.gemv(op, x, w, bias, None, Epilogue::Plain);
+        }
+        let src = self.f32s(x, op)?;
+        let weight = self.matrix(w, op)?;
+        let out = self.alloc(op, m * n)?;
+        // A weight kept in pieces: each piece's product fills its columns of the output.
+        for (first_row, piece) in weight.pieces() {
+            let rows = piece.len.checked_div(k).unwrap_or(n);
+            let readers = self.with_bias(op, piece, bias)?;
+            let formats = [piece.dtype, readers.1.dtype];
+            let params = piece_params(op, m, rows, k, bias.is_some(), n, first_row)?;
+            let mut buffers = vec![(1, src.buffer()), (2, out.buffer())];
+            buffers.extend(weight_and_bias_bindings(readers));
+            // The wide GEMM reads x four values at a time, as does the product on the matrix
+            // units, which takes f16 weights only (their inputs are f16). Tiles: (x rows, weight rows).
+            let (program, tile) = if self.cooperative && piece.dtype == DType::F16 && k.is_multiple_of(4) {
+                (Program::LinearCoop, COOP_TILE)
+            } else if m >= WIDE_MIN_ROWS && k.is_multiple_of(4) {
+                (Program::LinearWide, (WIDE_TILE, WIDE_TILE))
+            } else {
+                (Program::Linear, (TILE, TILE))
+            };
+            let grid = (word(op, rows.div_ceil(tile.1))?, word(op, m.div_ceil(tile.0))?);
+            self.run_grid(program, &formats, &params, &buffers, grid)?;
+        }
+        Ok(self.wrap(&[m, n], out))
+    }
+
+    fn linear_add(&self, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
+        let (m, k, n) = shapes::linear(x, w, None)?;
+        if !is_gemv(m, k) || residual.shape() != [m, n] {
+            return composed::linear_add(self, x, w, residual);
+        }
+        self.gemv(Op::LinearAdd, x, w, None, None, Epilogue::Add(residual))
+    }
+
+    fn linear_swiglu(&self, x: &Tensor, norm: Option<RmsNorm>, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+        let (m, k, _) = shapes::linear(x, gate, None)?;
+        let op = Op::LinearSwiglu;
+        let (g, u) = (self.matrix(gate, op)?, self.matrix(up, op)?);
+        // The two matrices are read side by side: one shape and format, each whole.
+        let paired = gate.shape() == up.shape() && g.dtype == u.dtype && g.pieces.is_empty() && u.pieces.is_empty();
+        if !is_gemv(m, k) || !paired || !self.norm_fits(norm, k) {
+            return composed::linear_swiglu(self, x, norm, gate, up);
+        }
+        let (x, norm) = self.gemv_input(x, norm, g.dtype.is_quantized())?;
+        self.gemv(op, &x, gate, None, norm, Epilogue::Swiglu(up))
+    }
+
+    fn linear3(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
+        let (m, k, _) = shapes::linear(x, w[0], None)?;
+        if !is_gemv(m, k) || !self.norm_fits(norm, k) {
+            return composed::linear3(self, x, norm, w);
+        }
+        // A quantized input is normalised once for the three.
+        let (x, norm) = self.gemv_input(x, norm, w.iter().any(|w| w.dtype().is_quantized()))?;
+        let op = Op::Linear3;
+        Ok([
+            self.gemv(op, &x, w[0], None, norm, Epilogue::Plain)?,
+            self.gemv(op, &x, w[1], None, norm, Epilogue::Plain)?,
+            self.gemv(op, &x, w[2], None, norm, Epilogue::Plain)?,
+        ])
     }
 }

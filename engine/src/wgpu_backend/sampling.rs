@@ -3,7 +3,7 @@
 
 use super::shaders::Program;
 use super::{WgpuBackend, bits, word};
-use crate::device::{Candidates, DeviceShortlist, Op, Shortlist};
+use crate::device::{Candidates, DeviceShortlist, Op, SamplingOps, Shortlist};
 use crate::error::Result;
 use crate::pipeline::sampling::shortlist;
 use crate::tensor::{DType, Tensor};
@@ -13,16 +13,6 @@ use crate::tensor::{DType, Tensor};
 const MARGIN: u32 = 64;
 
 impl WgpuBackend {
-    pub(super) fn candidates(&self, logits: &Tensor, rule: &Shortlist) -> Result<Candidates> {
-        if let [2, width] = *logits.shape()
-            && logits.dtype() == DType::F32
-            && let Some(superset) = self.superset(logits, width, rule)?
-        {
-            return Ok(shortlist(&superset, rule));
-        }
-        Ok(Candidates::of_rows(logits.to_host()?))
-    }
-
     /// The entries the device keeps, ascending, or `None` where every entry must come back.
     fn superset(&self, logits: &Tensor, width: usize, rule: &Shortlist) -> Result<Option<Candidates>> {
         let op = Op::Candidates;
@@ -36,5 +26,17 @@ impl WgpuBackend {
         self.run(Program::Shortlist, &[], &params, &[(1, src.buffer()), (2, out.buffer())], 1)?;
         let packed = out.to_host()?;
         Ok(Candidates::unpack(width, cap, &packed))
+    }
+}
+
+impl SamplingOps for WgpuBackend {
+    fn candidates(&self, logits: &Tensor, rule: &Shortlist) -> Result<Candidates> {
+        if let [2, width] = *logits.shape()
+            && logits.dtype() == DType::F32
+            && let Some(superset) = self.superset(logits, width, rule)?
+        {
+            return Ok(shortlist(&superset, rule));
+        }
+        Ok(Candidates::of_rows(logits.to_host()?))
     }
 }

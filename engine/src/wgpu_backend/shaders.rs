@@ -8,117 +8,61 @@ use crate::tensor::DType;
 const COMMON: &str = include_str!("../../../shaders/common.wgsl");
 const COOPERATIVE_PREAMBLE: &str = "enable f16;\nenable wgpu_cooperative_matrix;\n";
 
-/// A shader file, with the names of the tensor readers it calls (`w(i)`, `bias(i)`, ...).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Program {
-    Unary,
-    Binary,
-    Fill,
-    FillUniform,
-    Layout,
-    WriteRowsBf16,
-    Gather,
-    Norms,
-    Rope,
-    Attention,
-    AttentionTiled,
-    AttentionCoop,
-    AttentionSplit,
-    AttentionMerge,
-    Linear,
-    LinearWide,
-    LinearCoop,
-    Gemv,
-    QuantizeRows,
-    Conv,
-    Snake,
-    CountNonFinite,
-    Shortlist,
+/// Declares [`Program`] from one list: each program's variant and its file in `shaders/`
+/// (without `.wgsl`), which is also its name.
+macro_rules! programs {
+    ($($variant:ident => $file:literal;)*) => {
+        /// A shader file, with the names of the tensor readers it calls (`w(i)`, `bias(i)`, ...).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Program {
+            $($variant,)*
+        }
+
+        impl Program {
+            pub const ALL: [Program; [$($file),*].len()] = [$(Program::$variant),*];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Program::$variant => $file,)*
+                }
+            }
+
+            fn body(self) -> &'static str {
+                match self {
+                    $(Program::$variant => include_str!(concat!("../../../shaders/", $file, ".wgsl")),)*
+                }
+            }
+        }
+    };
+}
+
+programs! {
+    Unary => "unary";
+    Binary => "binary";
+    Fill => "fill";
+    FillUniform => "fill_uniform";
+    Layout => "layout";
+    WriteRowsBf16 => "write_rows_bf16";
+    Gather => "gather";
+    Norms => "norms";
+    Rope => "rope";
+    Attention => "attention";
+    AttentionTiled => "attention_tiled";
+    AttentionCoop => "attention_coop";
+    AttentionSplit => "attention_split";
+    AttentionMerge => "attention_merge";
+    Linear => "linear";
+    LinearWide => "linear_wide";
+    LinearCoop => "linear_coop";
+    Gemv => "gemv";
+    QuantizeRows => "quantize_rows";
+    Conv => "conv";
+    Snake => "snake";
+    CountNonFinite => "count_non_finite";
+    Shortlist => "shortlist";
 }
 
 impl Program {
-    pub const ALL: [Program; 23] = [
-        Program::Unary,
-        Program::Binary,
-        Program::Fill,
-        Program::FillUniform,
-        Program::Layout,
-        Program::WriteRowsBf16,
-        Program::Gather,
-        Program::Norms,
-        Program::Rope,
-        Program::Attention,
-        Program::AttentionTiled,
-        Program::AttentionCoop,
-        Program::AttentionSplit,
-        Program::AttentionMerge,
-        Program::Linear,
-        Program::LinearWide,
-        Program::LinearCoop,
-        Program::Gemv,
-        Program::QuantizeRows,
-        Program::Conv,
-        Program::Snake,
-        Program::CountNonFinite,
-        Program::Shortlist,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Program::Unary => "unary",
-            Program::Binary => "binary",
-            Program::Fill => "fill",
-            Program::FillUniform => "fill_uniform",
-            Program::Layout => "layout",
-            Program::WriteRowsBf16 => "write_rows_bf16",
-            Program::Gather => "gather",
-            Program::Norms => "norms",
-            Program::Rope => "rope",
-            Program::Attention => "attention",
-            Program::AttentionTiled => "attention_tiled",
-            Program::AttentionCoop => "attention_coop",
-            Program::AttentionSplit => "attention_split",
-            Program::AttentionMerge => "attention_merge",
-            Program::Linear => "linear",
-            Program::LinearWide => "linear_wide",
-            Program::LinearCoop => "linear_coop",
-            Program::Gemv => "gemv",
-            Program::QuantizeRows => "quantize_rows",
-            Program::Conv => "conv",
-            Program::Snake => "snake",
-            Program::CountNonFinite => "count_non_finite",
-            Program::Shortlist => "shortlist",
-        }
-    }
-
-    fn body(self) -> &'static str {
-        match self {
-            Program::Unary => include_str!("../../../shaders/unary.wgsl"),
-            Program::Binary => include_str!("../../../shaders/binary.wgsl"),
-            Program::Fill => include_str!("../../../shaders/fill.wgsl"),
-            Program::FillUniform => include_str!("../../../shaders/fill_uniform.wgsl"),
-            Program::Layout => include_str!("../../../shaders/layout.wgsl"),
-            Program::WriteRowsBf16 => include_str!("../../../shaders/write_rows_bf16.wgsl"),
-            Program::Gather => include_str!("../../../shaders/gather.wgsl"),
-            Program::Norms => include_str!("../../../shaders/norms.wgsl"),
-            Program::Rope => include_str!("../../../shaders/rope.wgsl"),
-            Program::Attention => include_str!("../../../shaders/attention.wgsl"),
-            Program::AttentionTiled => include_str!("../../../shaders/attention_tiled.wgsl"),
-            Program::AttentionCoop => include_str!("../../../shaders/attention_coop.wgsl"),
-            Program::AttentionSplit => include_str!("../../../shaders/attention_split.wgsl"),
-            Program::AttentionMerge => include_str!("../../../shaders/attention_merge.wgsl"),
-            Program::Linear => include_str!("../../../shaders/linear.wgsl"),
-            Program::LinearWide => include_str!("../../../shaders/linear_wide.wgsl"),
-            Program::LinearCoop => include_str!("../../../shaders/linear_coop.wgsl"),
-            Program::Gemv => include_str!("../../../shaders/gemv.wgsl"),
-            Program::QuantizeRows => include_str!("../../../shaders/quantize_rows.wgsl"),
-            Program::Conv => include_str!("../../../shaders/conv.wgsl"),
-            Program::Snake => include_str!("../../../shaders/snake.wgsl"),
-            Program::CountNonFinite => include_str!("../../../shaders/count_non_finite.wgsl"),
-            Program::Shortlist => include_str!("../../../shaders/shortlist.wgsl"),
-        }
-    }
-
     /// The readers the program calls, with the first binding of each.
     pub fn readers(self) -> &'static [(&'static str, u32)] {
         match self {

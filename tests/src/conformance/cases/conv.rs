@@ -1,5 +1,6 @@
 //! The convolutions (weights in every dtype) of the vocoder and the condition encoder.
 
+use songloom_engine::device::{Conv1dParams, ConvTranspose1dParams};
 use songloom_engine::{DType, Op};
 
 use crate::conformance::{Case, WEIGHT_DTYPES, fits};
@@ -43,7 +44,9 @@ fn conv1d(k: usize, dilation: usize, padding: usize, dtype: DType, poison: bool)
                 s.random(&[C_OUT], DType::F32),
             ]
         },
-        move |d, t| Ok(vec![d.conv1d(&t[0], &t[1], Some(&t[2]), padding, dilation)?]),
+        move |d, t| {
+            Ok(vec![d.conv1d(&t[0], &t[1], Some(&t[2]), &Conv1dParams::new(&t[0], &t[1], padding, dilation)?)?])
+        },
         move |i| {
             let (x, w, b) = (&i[0].values, &i[1].values, &i[2].values);
             let mut y = vec![0.0f32; C_OUT * t_out];
@@ -77,7 +80,10 @@ fn conv_transpose1d(stride: usize, dtype: DType) -> Case {
         |s| {
             vec![s.random(&[C_IN, LEN], DType::F32), s.random(&[C_IN, C_OUT, k], dtype), s.random(&[C_OUT], DType::F32)]
         },
-        move |d, t| Ok(vec![d.conv_transpose1d(&t[0], &t[1], Some(&t[2]), stride, padding)?]),
+        move |d, t| {
+            let params = ConvTranspose1dParams::new(&t[0], &t[1], stride, padding)?;
+            Ok(vec![d.conv_transpose1d(&t[0], &t[1], Some(&t[2]), &params)?])
+        },
         move |i| {
             let (x, w, b) = (&i[0].values, &i[1].values, &i[2].values);
             let mut y: Vec<f32> = (0..C_OUT * t_out).map(|at| b[at / t_out]).collect();
