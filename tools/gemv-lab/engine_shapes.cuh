@@ -63,6 +63,9 @@ GEMV_Q_ADD(gemv_add_q4_m8, __launch_bounds__(256), 4, 8, 8, false, 8)
 GEMV_Q_SWIGLU(gemv_swiglu_q4_m8, __launch_bounds__(128), 4, 8, 4, false, 4)
 GEMV_Q_GROUP3(gemv_group3_q4_m8, __launch_bounds__(256), 4, 8, 8, false, 8)
 
+// Rows of at most this many 16-byte loads are short.
+#define ENGINE_SHORT_ROW_LOADS 128
+
 // Each kernel's launch (engine/src/cuda/decode_shapes.rs, DecodeShape): weight bits (16:
 // bf16), family (0 plain, 1 residual-add, 2 SwiGLU, 3 q/k/v), activation rows, rows a
 // block (SwiGLU: of each matrix), row lengths (0 any, 1 short, 2 long), most threads, and

@@ -328,6 +328,10 @@ pub fn lab_source() -> String {
     );
     out.push_str(&instantiations("gemv.cu"));
     out.push_str(&instantiations("gemv_quant.cu"));
+    let _ = writeln!(
+        out,
+        "\n// Rows of at most this many 16-byte loads are short.\n#define ENGINE_SHORT_ROW_LOADS {SHORT_ROW_LOADS}"
+    );
     out.push_str(
         "\n// Each kernel's launch (engine/src/cuda/decode_shapes.rs, DecodeShape): weight bits (16:\n\
          // bf16), family (0 plain, 1 residual-add, 2 SwiGLU, 3 q/k/v), activation rows, rows a\n\
