@@ -61,16 +61,14 @@ extern "C" __global__ void gemv_bf16(const bf16_t* __restrict__ w, const float* 
 }
 
 // The same products for weights whose rows are a multiple of 8 long (every decode product): a
-// block owns 4 weight rows and splits the row length between its warps, so each activation load
-// serves 4 rows and even a 1024-row product spreads over 256 blocks. Blocks have 8 warps (4 left
-// a 4096-row product at half occupancy and 2.7 TB/s), except SwiGLU's, which reads 8 rows at a
-// time and measured faster with 4 (50.9 against 54.3 us for 2 x 100 MB). M (the
-// activation rows) is a template argument so the accumulators stay in registers. Variants fuse
-// what follows the product in a decode step: the residual add, and SwiGLU's `silu(gate) * up`
-// (the block reads the same 4 rows of both weights); a grouped launch runs the q, k and v
-// projections of one input as one grid.
+// block owns a few weight rows (ROWS) and splits the row length between its warps, so each
+// activation load serves ROWS rows. M (the activation rows) is a template argument so the
+// accumulators stay in registers. Variants fuse what follows the product in a decode step: the
+// residual add, and SwiGLU's `silu(gate) * up` (the block reads the same rows of both weights); a
+// grouped launch runs the q, k and v projections of one input as one grid. Each kernel's rows a
+// block and threads come from the launch-shape table (engine/src/cuda/decode_shapes.rs, at the end
+// of this file).
 
-#define GEMV_ROWS 4
 #define EPI_PLAIN 0
 #define EPI_ADD 1
 #define EPI_SWIGLU 2
@@ -82,11 +80,11 @@ __device__ __forceinline__ float dot8_bf16(uint4 q, float4 a, float4 b) {
            __uint_as_float(q.w << 16) * b.z + __uint_as_float(q.w & 0xffff0000u) * b.w;
 }
 
-// Rows [row0, row0 + 4) of y[M, n] (and, for SwiGLU, of the second weight `w2`). With NORM, the
+// Rows [row0, row0 + ROWS) of y[M, n] (and, for SwiGLU, of the second weight `w2`). With NORM, the
 // input is RMS-normalised on the way (weight `g`, bf16): the block sees every element of each
 // input row anyway, so it sums their squares in the same pass and scales the dot products by
 // 1/rms at the end, which saves the separate norm's launch and pass.
-template <int M, int EPI, int GEMV_WARPS, bool NORM>
+template <int M, int EPI, int GEMV_WARPS, bool NORM, int GEMV_ROWS>
 __device__ __forceinline__ void gemv_rows(const bf16_t* __restrict__ w, const bf16_t* __restrict__ w2,
                                           const float* __restrict__ x, const float* __restrict__ residual,
                                           const bf16_t* __restrict__ g, float eps, float* __restrict__ y, int k,
@@ -196,48 +194,44 @@ __device__ __forceinline__ void gemv_rows(const bf16_t* __restrict__ w, const bf
     }
 }
 
-// The kernels of one row count M. SwiGLU and the grouped q/k/v launch take an optional RMSNorm
-// weight `g` (null: none), the input norm that precedes them in every decoder layer.
-#define GEMV_FOR_M(M)                                                                                         \
-    extern "C" __global__ void __launch_bounds__(256)                                                         \
-        gemv_bf16_k8_m##M(const bf16_t* __restrict__ w, const float* __restrict__ x, float* __restrict__ y, \
-                          int k, int n) {                                                                    \
-        gemv_rows<M, EPI_PLAIN, 8, false>(w, w, x, x, w, 0.0f, y, k, n, blockIdx.x * GEMV_ROWS);             \
-    }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(256)                                                         \
-        gemv_add_bf16_k8_m##M(const bf16_t* __restrict__ w, const float* __restrict__ x,                     \
-                              const float* __restrict__ residual, float* __restrict__ y, int k, int n) {     \
-        gemv_rows<M, EPI_ADD, 8, false>(w, w, x, residual, w, 0.0f, y, k, n, blockIdx.x * GEMV_ROWS);        \
-    }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(128) gemv_swiglu_bf16_k8_m##M(                               \
-        const bf16_t* __restrict__ gate, const bf16_t* __restrict__ up, const float* __restrict__ x,         \
-        const bf16_t* __restrict__ g, float eps, float* __restrict__ y, int k, int n) {                      \
+// The kernels, a macro a family, each kernel one line of the launch-shape table
+// (engine/src/cuda/decode_shapes.rs), which appends the lines to this file for NVRTC: NAME, its
+// launch bounds, then M, the weight rows a block owns (SwiGLU: of each weight) and its warps (the
+// block's partial sums' room). SwiGLU and the grouped q/k/v launch take an optional RMSNorm weight
+// `g` (null: none), the input norm that precedes them in every decoder layer.
+#define GEMV_BF16_PLAIN(NAME, BOUNDS, M, ROWS, WARPS)                                                         \
+    extern "C" __global__ void BOUNDS NAME(const bf16_t* __restrict__ w, const float* __restrict__ x,         \
+                                           float* __restrict__ y, int k, int n) {                             \
+        gemv_rows<M, EPI_PLAIN, WARPS, false, ROWS>(w, w, x, x, w, 0.0f, y, k, n, blockIdx.x * ROWS);        \
+    }
+#define GEMV_BF16_ADD(NAME, BOUNDS, M, ROWS, WARPS)                                                           \
+    extern "C" __global__ void BOUNDS NAME(const bf16_t* __restrict__ w, const float* __restrict__ x,         \
+                                           const float* __restrict__ residual, float* __restrict__ y, int k,  \
+                                           int n) {                                                           \
+        gemv_rows<M, EPI_ADD, WARPS, false, ROWS>(w, w, x, residual, w, 0.0f, y, k, n, blockIdx.x * ROWS);   \
+    }
+#define GEMV_BF16_SWIGLU(NAME, BOUNDS, M, ROWS, WARPS)                                                        \
+    extern "C" __global__ void BOUNDS NAME(const bf16_t* __restrict__ gate, const bf16_t* __restrict__ up,    \
+                                           const float* __restrict__ x, const bf16_t* __restrict__ g,         \
+                                           float eps, float* __restrict__ y, int k, int n) {                  \
         if (g)                                                                                                \
-            gemv_rows<M, EPI_SWIGLU, 4, true>(gate, up, x, x, g, eps, y, k, n, blockIdx.x * GEMV_ROWS);       \
+            gemv_rows<M, EPI_SWIGLU, WARPS, true, ROWS>(gate, up, x, x, g, eps, y, k, n, blockIdx.x * ROWS);  \
         else                                                                                                  \
-            gemv_rows<M, EPI_SWIGLU, 4, false>(gate, up, x, x, g, eps, y, k, n, blockIdx.x * GEMV_ROWS);      \
-    }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(256) gemv_group3_bf16_k8_m##M(                               \
+            gemv_rows<M, EPI_SWIGLU, WARPS, false, ROWS>(gate, up, x, x, g, eps, y, k, n, blockIdx.x * ROWS); \
+    }
+#define GEMV_BF16_GROUP3(NAME, BOUNDS, M, ROWS, WARPS)                                                        \
+    extern "C" __global__ void BOUNDS NAME(                                                                   \
         const bf16_t* __restrict__ w0, const bf16_t* __restrict__ w1, const bf16_t* __restrict__ w2,         \
         float* __restrict__ y0, float* __restrict__ y1, float* __restrict__ y2, const float* __restrict__ x,  \
         const bf16_t* __restrict__ g, float eps, int k, int n0, int n1, int n2) {                            \
-        int b0 = (n0 + GEMV_ROWS - 1) / GEMV_ROWS, b1 = (n1 + GEMV_ROWS - 1) / GEMV_ROWS;                     \
+        int b0 = (n0 + ROWS - 1) / ROWS, b1 = (n1 + ROWS - 1) / ROWS;                                         \
         int b = blockIdx.x;                                                                                   \
         const bf16_t* w = b < b0 ? w0 : b < b0 + b1 ? w1 : w2;                                                \
         float* y = b < b0 ? y0 : b < b0 + b1 ? y1 : y2;                                                       \
         int n = b < b0 ? n0 : b < b0 + b1 ? n1 : n2;                                                          \
-        int row0 = (b < b0 ? b : b < b0 + b1 ? b - b0 : b - b0 - b1) * GEMV_ROWS;                             \
+        int row0 = (b < b0 ? b : b < b0 + b1 ? b - b0 : b - b0 - b1) * ROWS;                                 \
         if (g)                                                                                                \
-            gemv_rows<M, EPI_PLAIN, 8, true>(w, w, x, x, g, eps, y, k, n, row0);                              \
+            gemv_rows<M, EPI_PLAIN, WARPS, true, ROWS>(w, w, x, x, g, eps, y, k, n, row0);                    \
         else                                                                                                  \
-            gemv_rows<M, EPI_PLAIN, 8, false>(w, w, x, x, g, eps, y, k, n, row0);                             \
+            gemv_rows<M, EPI_PLAIN, WARPS, false, ROWS>(w, w, x, x, g, eps, y, k, n, row0);                   \
     }
-
-GEMV_FOR_M(1)
-GEMV_FOR_M(2)
-GEMV_FOR_M(3)
-GEMV_FOR_M(4)
-GEMV_FOR_M(5)
-GEMV_FOR_M(6)
-GEMV_FOR_M(7)
-GEMV_FOR_M(8)

@@ -1,18 +1,19 @@
 // The decode-step products (M <= 8 activation rows) against quantized weights (engine/src/quant.rs),
 // as integer dot products. The input is first quantized (quantize_activations, one small launch):
 // per group of 32, int8 with an f32 scale (the group's largest magnitude / 127) and the group's f32
-// sum for q4's offset (with what the rounding lost from it), the RMSNorm that precedes a product applied on the way. A 16-byte weight load
-// (16 q8 weights, or a group of 32 q4 weights) then meets its activation bytes in four dp4a a row
-// (q8) or eight (q4: a word's even nibbles masked out, its odd ones shifted down; the activations
-// of each 8 are stored as [0, 2, 4, 6, 1, 3, 5, 7] to match). An activation costs one byte to read
-// instead of four, and an instruction does four multiply-adds; the CPU (engine/src/cpu/quant_dot.rs)
-// computes the same integers. The shape of kernels/gemv.cu otherwise: a block owns QROWS weight
-// rows, its threads split the row length (as many as a row has loads, at most 8 warps, 4 for
-// SwiGLU), the fused residual-add, SwiGLU and grouped q/k/v forms. Made for at most 2, 4 or 8
-// activation rows (M, a template argument, so the accumulators stay in registers), with the
-// actual count m <= M as a guard. Measured against the f32-activation kernels it replaces in
-// tools/gemv-lab (docs/BENCHMARKS.md).
+// sum for q4's offset (with what the rounding lost from it), the RMSNorm that precedes a product
+// applied on the way. A 16-byte weight load (16 q8 weights, or a group of 32 q4 weights) then meets
+// its activation bytes in four dp4a a row (q8) or eight (q4: a word's even nibbles masked out, its
+// odd ones shifted down; the activations of each 8 are stored as [0, 2, 4, 6, 1, 3, 5, 7] to
+// match). An activation costs one byte to read instead of four, and an instruction does four
+// multiply-adds; the CPU (engine/src/cpu/quant_dot.rs) computes the same integers. The shape of
+// kernels/gemv.cu otherwise: a block owns a few weight rows, its threads split the row length, the
+// fused residual-add, SwiGLU and grouped q/k/v forms. Made for at most 2, 4 or 8 activation rows
+// (M, a template argument, so the accumulators stay in registers), with the actual count m <= M as
+// a guard. Each kernel's rows a block, threads and launch bounds come from the launch-shape table
+// (engine/src/cuda/decode_shapes.rs, at the end of this file).
 
+// Weight rows a block usually owns (SwiGLU: 4 of each matrix).
 #define QROWS 8
 #define QEPI_PLAIN 0
 #define QEPI_ADD 1
@@ -168,11 +169,11 @@ __device__ __forceinline__ void warp_sum_halving(float* v, int lane, int& base, 
 }
 
 // Rows [row0, row0 + R) of y[M, n] (and, for SwiGLU, of the second matrix), R = ROWS (SwiGLU: ROWS
-// / 2 of each matrix). LEAN addresses every row from the block's first (one base pointer, fewer
-// registers, so more blocks stay resident under the kernel's launch bounds) and reduces the sums by
-// halving; with 8 rows only q8's SwiGLU and q/k/v gain from it (tools/gemv-lab: 82 -> 92 % and 54
-// -> 69 % of the copy ceiling, docs/BENCHMARKS.md); q4's, whose 8 loads and 16 sums need about
-// 128 registers, spill that way, unless the block owns 4 rows.
+// / 2 of each matrix), the block's threads splitting the row. LEAN addresses every row from the
+// block's first (one base pointer, fewer registers, so more blocks stay resident under the kernel's
+// launch bounds) and reduces the sums by halving; q4's kernels, whose 8 loads and 16 sums need
+// about 128 registers, spill that way unless the block owns at most 4 rows. WARPS: the most warps
+// a block has (their partial sums' room in shared memory).
 template <int BITS, int M, int EPI, int WARPS, bool LEAN = false, int ROWS = QROWS>
 __device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, QInput x, const float* __restrict__ residual,
                                             float* __restrict__ y, int m, int k, int n, int row0) {
@@ -290,89 +291,49 @@ __device__ __forceinline__ void gemv_q_rows(QMatrix a, QMatrix b, QInput x, cons
     }
 }
 
-// The kernels of one format and row count. A matrix is passed as its words, scales and offsets (q8
-// passes its scales again as offsets, unread), the input as quantize_activations wrote it. Each
-// family's rows a block, leanness, threads and blocks kept resident (the launch bounds) at two
-// activation rows are what tools/gemv-lab measured fastest, chained as the decode step runs them
-// (docs/BENCHMARKS.md): q8's plain and residual-add products 4 rows, lean, 256 threads, 4 blocks
-// (o_proj's shape 56 -> 67 %, down 77 -> 80 %); q8's SwiGLU 8 rows (4 of each), lean, 4 blocks (82
-// -> 92 %); q8's q/k/v 8 rows, lean, 3 blocks (54 -> 69 %); q4's SwiGLU 4 rows (2 of each), lean, 6
-// blocks of 128 (74 -> 83 %); q4's plain, residual-add and q/k/v 4 rows, lean, 6 blocks of 128
-// (down 66 -> 77 %, q/k/v 54 -> 66 %, timed as a CUDA graph replays them; the residual-add
-// product of rows of at most 128 loads takes the short kernel at the end of this file);
-// every other kernel 8 rows (SwiGLU 4 of each), a pointer a row, no bound. The host takes the rows a
-// block and the threads from engine/src/cuda/products.rs (`DecodeWeight`).
-#define AT_TWO(BITS, M, B) ((BITS) == (B) && (M) == 2)
-#define ROWS_PLAIN(BITS, M) ((M) == 2 ? 4 : QROWS)
-#define ROWS_GROUP3(BITS, M) (AT_TWO(BITS, M, 4) ? 4 : QROWS)
-#define ROWS_SWIGLU(BITS, M) (AT_TWO(BITS, M, 4) ? 4 : QROWS)
-#define LEAN_SWIGLU(BITS, M) ((M) == 2)
-#define LEAN_GROUP3(BITS, M) ((M) == 2)
-// Launch bounds with the blocks kept resident, or none: a minimum of one block is not the same as
-// none to ptxas, which then takes more registers (gemv_q4_m2 141 instead of 128, one block of 256
-// threads a multiprocessor instead of two: down 65 -> 47 % in tools/gemv-lab).
-#define BOUNDS_1(T) __launch_bounds__(T)
-#define BOUNDS_3(T) __launch_bounds__(T, 3)
-#define BOUNDS_4(T) __launch_bounds__(T, 4)
-#define BOUNDS_6(T) __launch_bounds__(T, 6)
-#define BOUNDS(T, B) BOUNDS_##B(T)
+// The kernels, a macro a family. A matrix is passed as its words, scales and offsets (q8 passes its
+// scales again as offsets, unread), the input as quantize_activations wrote it. Each kernel is one
+// line of the launch-shape table (engine/src/cuda/decode_shapes.rs), which appends the lines to
+// this file for NVRTC (and writes them for tools/gemv-lab): NAME, its launch bounds, then BITS, M,
+// the weight rows a block owns (SwiGLU: of each matrix), LEAN and the warps the block's partial
+// sums have room for. The host launches each from the same table.
 #define QM(w) QMatrix{(const uint4*)w, w##_s, w##_o}
 #define QX QInput{(const uint4*)xq, xs, (const float2*)xsum}
 #define QX_ARGS const unsigned int* __restrict__ xq, const float* __restrict__ xs, const float* __restrict__ xsum
-#define GEMV_Q_FOR(BITS, M, PLAIN_T, PLAIN_B, SWIGLU_B, GROUP3_T, GROUP3_B)                                                                                     \
-    extern "C" __global__ void BOUNDS(PLAIN_T, PLAIN_B) gemv_q##BITS##_m##M(                                            \
-        const unsigned int* w, const unsigned short* w_s, const unsigned short* w_o, QX_ARGS,                    \
-        float* __restrict__ y, int m, int k, int n) {                                                            \
-        constexpr int R = ROWS_PLAIN(BITS, M);                                                                    \
-        gemv_q_rows<BITS, M, QEPI_PLAIN, 8, R != QROWS, R>(QM(w), QM(w), QX, nullptr, y, m, k, n, blockIdx.x * R); \
-    }                                                                                                             \
-    extern "C" __global__ void BOUNDS(PLAIN_T, PLAIN_B) gemv_add_q##BITS##_m##M(                                        \
-        const unsigned int* w, const unsigned short* w_s, const unsigned short* w_o, QX_ARGS,                    \
-        const float* __restrict__ residual, float* __restrict__ y, int m, int k, int n) {                        \
-        constexpr int R = ROWS_PLAIN(BITS, M);                                                                    \
-        gemv_q_rows<BITS, M, QEPI_ADD, 8, R != QROWS, R>(QM(w), QM(w), QX, residual, y, m, k, n, blockIdx.x * R); \
-    }                                                                                                             \
-    extern "C" __global__ void BOUNDS(128, SWIGLU_B) gemv_swiglu_q##BITS##_m##M(                                    \
-        const unsigned int* gate, const unsigned short* gate_s, const unsigned short* gate_o,                    \
-        const unsigned int* up, const unsigned short* up_s, const unsigned short* up_o, QX_ARGS,                 \
-        float* __restrict__ y, int m, int k, int n) {                                                            \
-        constexpr int R = ROWS_SWIGLU(BITS, M);                                                                   \
-        gemv_q_rows<BITS, M, QEPI_SWIGLU, 4, LEAN_SWIGLU(BITS, M), R>(QM(gate), QM(up), QX, nullptr, y, m, k, n, \
-                                                                       blockIdx.x * (R / 2));                    \
-    }                                                                                                             \
-    extern "C" __global__ void BOUNDS(GROUP3_T, GROUP3_B) gemv_group3_q##BITS##_m##M(                                    \
-        const unsigned int* w0, const unsigned short* w0_s, const unsigned short* w0_o, const unsigned int* w1,  \
-        const unsigned short* w1_s, const unsigned short* w1_o, const unsigned int* w2,                          \
-        const unsigned short* w2_s, const unsigned short* w2_o, float* __restrict__ y0, float* __restrict__ y1,  \
-        float* __restrict__ y2, QX_ARGS, int m, int k, int n0, int n1, int n2) {                                 \
-        constexpr int R = ROWS_GROUP3(BITS, M);                                                                   \
-        int b0 = (n0 + R - 1) / R, b1 = (n1 + R - 1) / R;                                                         \
-        int b = blockIdx.x;                                                                                       \
-        QMatrix w = b < b0 ? QM(w0) : b < b0 + b1 ? QM(w1) : QM(w2);                                              \
-        float* y = b < b0 ? y0 : b < b0 + b1 ? y1 : y2;                                                           \
-        int n = b < b0 ? n0 : b < b0 + b1 ? n1 : n2;                                                              \
-        int row0 = (b < b0 ? b : b < b0 + b1 ? b - b0 : b - b0 - b1) * R;                                         \
-        gemv_q_rows<BITS, M, QEPI_PLAIN, 8, LEAN_GROUP3(BITS, M), R>(w, w, QX, nullptr, y, m, k, n, row0);        \
+#define GEMV_Q_PLAIN(NAME, BOUNDS, BITS, M, ROWS, LEAN, WARPS)                                                \
+    extern "C" __global__ void BOUNDS NAME(const unsigned int* w, const unsigned short* w_s,                  \
+                                           const unsigned short* w_o, QX_ARGS, float* __restrict__ y, int m, \
+                                           int k, int n) {                                                    \
+        gemv_q_rows<BITS, M, QEPI_PLAIN, WARPS, LEAN, ROWS>(QM(w), QM(w), QX, nullptr, y, m, k, n,           \
+                                                             blockIdx.x * ROWS);                              \
     }
-
-// (BITS, M, then the most threads and the blocks kept resident of the plain and residual-add
-// kernels, the blocks of the SwiGLU kernel (128 threads at most), the most threads and blocks of the
-// q/k/v kernel)
-GEMV_Q_FOR(8, 2, 256, 4, 4, 256, 3)
-GEMV_Q_FOR(8, 4, 256, 1, 1, 256, 1)
-GEMV_Q_FOR(8, 8, 256, 1, 1, 256, 1)
-GEMV_Q_FOR(4, 2, 128, 6, 6, 128, 6)
-GEMV_Q_FOR(4, 4, 256, 1, 1, 256, 1)
-GEMV_Q_FOR(4, 8, 256, 1, 1, 256, 1)
-
-// q4's residual-add product of rows of at most 128 loads (o_proj's 4096 -> 4096, in the LM and the
-// depth decoder) at two activation rows: 2 rows a block, lean, 8 blocks of 128 threads kept
-// resident, two loads of a row a thread (o_proj's shape 52 -> 57-58 % of the copy ceiling in
-// tools/gemv-lab, in three leases, where the 4-row kernel keeps 6 blocks resident and leaves a
-// second wave of its 1024). The same shape for the engine's plain products of such rows (4096 ->
-// 1024, 4096 -> 12288) measured slower (docs/gpu-runs/2026-12-02-11), so they keep the 4-row kernel.
-extern "C" __global__ void __launch_bounds__(128, 8) gemv_add_q4_m2_short(
-    const unsigned int* w, const unsigned short* w_s, const unsigned short* w_o, QX_ARGS,
-    const float* __restrict__ residual, float* __restrict__ y, int m, int k, int n) {
-    gemv_q_rows<4, 2, QEPI_ADD, 4, true, 2>(QM(w), QM(w), QX, residual, y, m, k, n, blockIdx.x * 2);
-}
+#define GEMV_Q_ADD(NAME, BOUNDS, BITS, M, ROWS, LEAN, WARPS)                                                  \
+    extern "C" __global__ void BOUNDS NAME(const unsigned int* w, const unsigned short* w_s,                  \
+                                           const unsigned short* w_o, QX_ARGS,                                \
+                                           const float* __restrict__ residual, float* __restrict__ y, int m,  \
+                                           int k, int n) {                                                    \
+        gemv_q_rows<BITS, M, QEPI_ADD, WARPS, LEAN, ROWS>(QM(w), QM(w), QX, residual, y, m, k, n,            \
+                                                           blockIdx.x * ROWS);                                \
+    }
+#define GEMV_Q_SWIGLU(NAME, BOUNDS, BITS, M, ROWS, LEAN, WARPS)                                               \
+    extern "C" __global__ void BOUNDS NAME(                                                                   \
+        const unsigned int* gate, const unsigned short* gate_s, const unsigned short* gate_o,                 \
+        const unsigned int* up, const unsigned short* up_s, const unsigned short* up_o, QX_ARGS,              \
+        float* __restrict__ y, int m, int k, int n) {                                                         \
+        gemv_q_rows<BITS, M, QEPI_SWIGLU, WARPS, LEAN, 2 * ROWS>(QM(gate), QM(up), QX, nullptr, y, m, k, n,  \
+                                                                  blockIdx.x * ROWS);                         \
+    }
+#define GEMV_Q_GROUP3(NAME, BOUNDS, BITS, M, ROWS, LEAN, WARPS)                                               \
+    extern "C" __global__ void BOUNDS NAME(                                                                   \
+        const unsigned int* w0, const unsigned short* w0_s, const unsigned short* w0_o, const unsigned int* w1, \
+        const unsigned short* w1_s, const unsigned short* w1_o, const unsigned int* w2,                       \
+        const unsigned short* w2_s, const unsigned short* w2_o, float* __restrict__ y0, float* __restrict__ y1, \
+        float* __restrict__ y2, QX_ARGS, int m, int k, int n0, int n1, int n2) {                              \
+        int b0 = (n0 + ROWS - 1) / ROWS, b1 = (n1 + ROWS - 1) / ROWS;                                         \
+        int b = blockIdx.x;                                                                                   \
+        QMatrix w = b < b0 ? QM(w0) : b < b0 + b1 ? QM(w1) : QM(w2);                                          \
+        float* y = b < b0 ? y0 : b < b0 + b1 ? y1 : y2;                                                       \
+        int n = b < b0 ? n0 : b < b0 + b1 ? n1 : n2;                                                          \
+        int row0 = (b < b0 ? b : b < b0 + b1 ? b - b0 : b - b0 - b1) * ROWS;                                 \
+        gemv_q_rows<BITS, M, QEPI_PLAIN, WARPS, LEAN, ROWS>(w, w, QX, nullptr, y, m, k, n, row0);            \
+    }

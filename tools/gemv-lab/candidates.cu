@@ -4,13 +4,12 @@
 // - PIPE weight loads of each row in flight a thread (the engine: 1), so a thread can own more of
 //   a row and a block fewer threads for the same bytes;
 // - the block's partial sums always reduced by halving (the engine: only where LEAN);
-// - QR weight rows a block (the engine: QROWS, 8): fewer rows need fewer registers (q4's 8 loads
+// - QR weight rows a block (the engine's usual: QROWS, 8): fewer rows need fewer registers (q4's 8 loads
 //   of 16 bytes and 16 sums need about 128), so more blocks stay resident, each activation load
 //   serving fewer rows.
-// Designs that lost and left: warps owning 1, 2 or 4 rows whole, with no shared memory (q4 down
-// 49-53 % of the copy ceiling, the block kernels 62-77 %, docs/gpu-runs/2026-12-02-7); persistent
-// grids, each block taking row group after row group (q4 SwiGLU 69-80 % against 83 %, down 56-68 %
-// against 77 %, docs/gpu-runs/2026-12-02-8).
+// Designs that lost and left (their figures in docs/BENCHMARKS.md, session 12): warps owning 1, 2
+// or 4 rows whole, with no shared memory; persistent grids, each block taking row group after row
+// group.
 
 namespace cand {
 

@@ -20,6 +20,7 @@
 #include "../../kernels/common.cuh"
 #include "../../kernels/gemv.cu"
 #include "../../kernels/gemv_quant.cu"
+#include "engine_shapes.cuh"
 #include "candidates.cu"
 
 #define CHECK(x)                                                                 \
@@ -181,30 +182,29 @@ static std::vector<float> fetch(const float* d, size_t n) {
     return h;
 }
 
-// Threads a block of the engine's kernels runs with (engine/src/cuda/products.rs, threads()), for
-// `per_thread` loads of a row a thread.
+// Threads a block of the engine's quantized kernels runs with for `per_thread` loads of a row a
+// thread, at most `most` (engine/src/cuda/decode_shapes.rs, DecodeShape::threads).
 static int engine_threads(int bits, int k, int most, int per_thread = 1) {
     int loads = k / (bits == 8 ? 16 : 32) / per_thread;
     int t = (loads + 31) / 32 * 32;
     return t < 32 ? 32 : t < most ? t : most;
 }
 
-// The engine's kernel families at two activation rows: rows a block owns (kernels/gemv_quant.cu's
-// ROWS_PLAIN, ROWS_SWIGLU of each matrix, ROWS_GROUP3) and threads, as engine/src/cuda/products.rs
-// (rows_per_block, threads) launches them.
-enum Family { PLAIN, SWIGLU, GROUP3 };
-static int engine_rows(int bits, Family f) {
-    if (f == SWIGLU) return bits == 4 ? 2 : 4;
-    if (f == GROUP3) return bits == 4 ? 4 : 8;
-    return 4;
+// The engine's launch shape of kernel `name` (engine/src/cuda/decode_shapes.rs, written to
+// engine_shapes.cuh): its rows a block (SwiGLU: of each matrix) and its threads over rows of k.
+static const EngineShape& engine_shape(const char* name) {
+    for (const EngineShape& s : ENGINE_SHAPES)
+        if (strcmp(s.name, name) == 0) return s;
+    fprintf(stderr, "no engine kernel %s in engine_shapes.cuh\n", name);
+    exit(1);
 }
-static int engine_threads_of(int bits, Family f, int k) {
-    int usual = f == SWIGLU ? 4 : 8;
-    int loads = k / (bits == 8 ? 16 : 32), per = usual / engine_rows(bits, f);
-    if (bits == 4 && f == PLAIN) per = loads <= 128 ? 1 : 4;
-    int most = bits == 4 || f == SWIGLU ? 128 : 256;
-    return engine_threads(bits, k, most, per);
+static int engine_threads_of(const char* name, int k) {
+    const EngineShape& s = engine_shape(name);
+    int loads = k / (s.bits == 8 ? 16 : s.bits == 4 ? 32 : 8);
+    int per = loads <= ENGINE_SHORT_ROW_LOADS ? s.short_loads : s.long_loads;
+    return per == 0 ? s.most_threads : engine_threads(s.bits, k, s.most_threads, per);
 }
+static int engine_rows(const char* name) { return engine_shape(name).rows_per_block; }
 
 typedef void (*PlainKernel)(const unsigned int*, const unsigned short*, const unsigned short*, const unsigned int*,
                             const float*, const float*, float*, int, int, int);
@@ -283,7 +283,8 @@ int main() {
             int k = sh.k, n = sh.n, loads = k / (bits == 8 ? 16 : 32);
             Weights q = make(bits, k, n);
             double mb = q.bytes();
-            int te = engine_threads_of(bits, PLAIN, k), re = engine_rows(bits, PLAIN);
+            const char* plain = bits == 8 ? "gemv_q8_m2" : "gemv_q4_m2";
+            int te = engine_threads_of(plain, k), re = engine_rows(plain);
             auto prepass = [&](bool chained, bool norm) {
                 int threads = k / 4 < 1024 ? k / 4 : 1024;
                 launch(chained, quantize_activations, dim3(M, k / 4 / threads), threads, x, norm ? gain : nullptr, 1e-6f, xq, xs,
@@ -321,7 +322,8 @@ int main() {
             }
             if (bits == 4 && loads <= 128) {
                 // The engine's residual-add kernel for such rows (o_proj's), a zero residual added.
-                int t = engine_threads(4, k, 128, 2), grid = (n + 1) / 2;
+                const char* add = "gemv_add_q4_m2_short";
+                int t = engine_threads_of(add, k), rows = engine_rows(add), grid = (n + rows - 1) / rows;
                 auto go = [&](bool chained, int c) {
                     launch(chained, gemv_add_q4_m2_short, grid, t, q.w(c), q.s(c), q.o(c), xq, xs, xsum,
                            (const float*)y2, y, M, k, n);
@@ -355,8 +357,9 @@ int main() {
                 // SwiGLU with the norm: gate and up are two copies of the weights.
                 prepass(false, true);
                 int t2 = engine_threads(bits, k, 128);
+                const char* swiglu = bits == 8 ? "gemv_swiglu_q8_m2" : "gemv_swiglu_q4_m2";
                 std::vector<Variant<SwigluKernel>> sw = {{"engine", bits == 8 ? gemv_swiglu_q8_m2 : gemv_swiglu_q4_m2,
-                                                          engine_threads_of(bits, SWIGLU, k), engine_rows(bits, SWIGLU)}};
+                                                          engine_threads_of(swiglu, k), engine_rows(swiglu)}};
                 if (bits == 4)
                     for (int half : {t2, engine_threads(bits, k / 2, 128), engine_threads(bits, k / 4, 128)})
                         sw.push_back({"8 rows, 4 blocks", cand::swiglu_lean<4, 4, 8>, half, 4});
@@ -385,9 +388,10 @@ int main() {
             double mb = q.bytes();
             long wq = (long)4096 * q.words_per / 6144, gq = (long)4096 * q.groups_per / 6144;
             long wk = (long)1024 * q.words_per / 6144, gk = (long)1024 * q.groups_per / 6144;
+            const char* group3 = bits == 8 ? "gemv_group3_q8_m2" : "gemv_group3_q4_m2";
             std::vector<Variant<Group3Kernel>> g3 = {
-                {"engine", bits == 8 ? gemv_group3_q8_m2 : gemv_group3_q4_m2, engine_threads_of(bits, GROUP3, k),
-                 engine_rows(bits, GROUP3)}};
+                {"engine", bits == 8 ? gemv_group3_q8_m2 : gemv_group3_q4_m2, engine_threads_of(group3, k),
+                 engine_rows(group3)}};
             if (bits == 4)
                 for (int per : {1, 2, 4}) {
                     int t = engine_threads(4, k, 128, per);
@@ -418,6 +422,7 @@ int main() {
     // bf16 beside them, the engine's kernel.
     for (Shape sh : shapes) {
         int k = sh.k, n = sh.n;
+        int tb = engine_threads_of("gemv_bf16_k8_m2", k), rb = engine_rows("gemv_bf16_k8_m2");
         long words = (long)k * n / 2;
         double mb = words * 4.0;
         int copies = (int)(600e6 / mb) + 1;
@@ -427,12 +432,12 @@ int main() {
         CHECK(cudaDeviceSynchronize());
         auto run = [&](bool chained) {
             return time_us(copies, [&](int c) {
-                launch(chained, gemv_bf16_k8_m2, (n + 3) / 4, 256, (const bf16_t*)(w + c * words), (const float*)x, y, k, n);
+                launch(chained, gemv_bf16_k8_m2, (n + rb - 1) / rb, tb, (const bf16_t*)(w + c * words), (const float*)x, y, k, n);
             });
         };
         double plain = run(false), chained = run(true);
         double graph = time_graph_us(copies, [&](int c) {
-            launch(true, gemv_bf16_k8_m2, (n + 3) / 4, 256, (const bf16_t*)(w + c * words), (const float*)x, y, k, n);
+            launch(true, gemv_bf16_k8_m2, (n + rb - 1) / rb, tb, (const bf16_t*)(w + c * words), (const float*)x, y, k, n);
         });
         printf("bf16 %-20s %6.1f MB  engine  plain %6.2f us %5.0f GB/s  chained %6.2f us %5.0f GB/s  graph %6.2f us "
                "%5.0f GB/s (%3.0f %%)\n",

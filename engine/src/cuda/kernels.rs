@@ -8,43 +8,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 use cudarc::driver::{CudaContext, CudaFunction};
 use cudarc::nvrtc::{CompileOptions, Ptx, compile_ptx_with_opts};
 
+use super::decode_shapes::{DecodeShape, instantiations};
 use crate::error::{Error, Result};
 
 const COMMON: &str = include_str!("../../../kernels/common.cuh");
 
-/// The decode-product kernels, four per activation row count (see kernels/gemv.cu).
-macro_rules! gemv_kernels {
-    ($($m:literal),*) => {
-        [
-            "gemv_bf16",
-            $(
-                concat!("gemv_bf16_k8_m", $m),
-                concat!("gemv_add_bf16_k8_m", $m),
-                concat!("gemv_swiglu_bf16_k8_m", $m),
-                concat!("gemv_group3_bf16_k8_m", $m),
-            )*
-        ]
-    };
-}
-
-/// The quantized decode-product kernels, four per format and most activation rows (2, 4 or 8; see
-/// kernels/gemv_quant.cu), and q4's residual-add one for short rows at two activation rows.
-macro_rules! gemv_quant_kernels {
-    ($($m:literal),*) => {
-        ["quantize_activations", "gemv_add_q4_m2_short", $(
-            concat!("gemv_q8_m", $m),
-            concat!("gemv_add_q8_m", $m),
-            concat!("gemv_swiglu_q8_m", $m),
-            concat!("gemv_group3_q8_m", $m),
-            concat!("gemv_q4_m", $m),
-            concat!("gemv_add_q4_m", $m),
-            concat!("gemv_swiglu_q4_m", $m),
-            concat!("gemv_group3_q4_m", $m),
-        )*]
-    };
-}
-
-/// (file name, source, kernel names)
+/// (file name, source, kernel names): the decode products' kernels are not listed, but come from
+/// their launch-shape table ([`DecodeShape`]), which also writes their instantiations.
 pub const SOURCES: &[(&str, &str, &[&str])] = &[
     (
         "elementwise.cu",
@@ -115,7 +85,7 @@ pub const SOURCES: &[(&str, &str, &[&str])] = &[
             "attention_decode_g8_bf16",
         ],
     ),
-    ("gemv.cu", include_str!("../../../kernels/gemv.cu"), &gemv_kernels!(1, 2, 3, 4, 5, 6, 7, 8)),
+    ("gemv.cu", include_str!("../../../kernels/gemv.cu"), &["gemv_bf16"]),
     ("sampling.cu", include_str!("../../../kernels/sampling.cu"), &["shortlist_top_k"]),
     (
         "quant.cu",
@@ -133,12 +103,19 @@ pub const SOURCES: &[(&str, &str, &[&str])] = &[
             "embedding_q4",
         ],
     ),
-    ("gemv_quant.cu", include_str!("../../../kernels/gemv_quant.cu"), &gemv_quant_kernels!(2, 4, 8)),
+    ("gemv_quant.cu", include_str!("../../../kernels/gemv_quant.cu"), &["quantize_activations"]),
 ];
 
-/// The full source NVRTC sees for one file.
-pub fn source_of(body: &str) -> String {
-    format!("{COMMON}\n{body}")
+/// The full source NVRTC sees for kernel file `name`: the common header, the file, and the
+/// instantiations of its decode products.
+pub fn source_of(name: &str, body: &str) -> String {
+    format!("{COMMON}\n{body}{}", instantiations(name))
+}
+
+/// The names of file `name`'s kernels: those [`SOURCES`] lists and its decode products'.
+pub fn names_of(name: &str) -> Vec<&'static str> {
+    let listed = SOURCES.iter().filter(|(file, _, _)| *file == name).flat_map(|(_, _, names)| names.iter().copied());
+    listed.chain(DecodeShape::all().filter(|s| s.file() == name).map(|s| s.name)).collect()
 }
 
 /// Compiles one kernel file to PTX for `arch` (e.g. `sm_90`).
@@ -148,7 +125,7 @@ pub fn compile(name: &str, body: &str, arch: &str) -> Result<Ptx> {
         name: Some(name.to_string()),
         ..Default::default()
     };
-    compile_ptx_with_opts(source_of(body), opts).map_err(|e| Error::Gpu(format!("compiling kernels/{name}: {e}")))
+    compile_ptx_with_opts(source_of(name, body), opts).map_err(|e| Error::Gpu(format!("compiling kernels/{name}: {e}")))
 }
 
 /// Files compiled only when one of their kernels is first asked for: most runs never need them,
@@ -183,8 +160,8 @@ impl Kernels {
     /// when the device opens.
     pub fn load(ctx: &Arc<CudaContext>, arch: &str) -> Result<Self> {
         let mut file_of = HashMap::new();
-        for (index, (_, _, names)) in SOURCES.iter().enumerate() {
-            for &name in names.iter() {
+        for (index, (file, _, _)) in SOURCES.iter().enumerate() {
+            for name in names_of(file) {
                 file_of.insert(name, index);
             }
         }
@@ -205,12 +182,12 @@ impl Kernels {
     /// The functions of file `index`, loading it the first time.
     fn file(&self, index: usize) -> Result<&HashMap<&'static str, CudaFunction>> {
         let loaded = self.files[index].get_or_init(|| {
-            let (file, body, names) = SOURCES[index];
+            let (file, body, _) = SOURCES[index];
             let ptx = compiled(&self.arch, file, body).map_err(|e| e.to_string())?;
             let module = self.ctx.load_module(ptx).map_err(|e| format!("loading kernels/{file}: {e}"))?;
-            names
-                .iter()
-                .map(|&name| module.load_function(name).map(|f| (name, f)).map_err(|e| format!("kernel {name}: {e}")))
+            names_of(file)
+                .into_iter()
+                .map(|name| module.load_function(name).map(|f| (name, f)).map_err(|e| format!("kernel {name}: {e}")))
                 .collect()
         });
         loaded.as_ref().map_err(|e| Error::Gpu(e.clone()))

@@ -12,6 +12,7 @@
 mod attention;
 mod context;
 mod conv;
+pub mod decode_shapes;
 mod elementwise;
 pub mod kernels;
 mod launch;

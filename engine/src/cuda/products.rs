@@ -6,6 +6,7 @@ use cudarc::cublas::sys as blas_sys;
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use super::context::{Lane, gpu};
+use super::decode_shapes::{DecodeShape, Family};
 use super::launch::{BLOCK, Overlapped, grid_1d};
 use super::storage::{CudaQuant, Float};
 use super::{CudaBackend, CudaStorage};
@@ -27,26 +28,6 @@ fn compute_type(precision: Precision) -> blas_sys::cublasComputeType_t {
 
 /// The largest activation row count the decode-product (GEMV) kernels take.
 pub(super) const GEMV_MAX_ROWS: usize = 8;
-
-/// Threads of a decode-product (GEMV) block, which owns 4 weight rows (kernels/gemv.cu); SwiGLU's
-/// blocks read two weights and run half as many.
-pub(super) const GEMV_THREADS: u32 = 256;
-pub(super) const GEMV_SWIGLU_THREADS: u32 = 128;
-/// The most threads of q4's decode-product kernels at two activation rows (their launch bounds:
-/// 6 or 8 blocks of 128 resident, kernels/gemv_quant.cu).
-const GEMV_Q4_PAIR_THREADS: u32 = 128;
-
-/// The launch of a decode-product kernel over `rows` weight rows, `per_block` a block, with
-/// `threads` a block.
-pub(super) fn gemv_config(rows: usize, per_block: usize, threads: u32) -> LaunchConfig {
-    LaunchConfig { grid_dim: (rows.div_ceil(per_block) as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
-}
-
-/// Weight rows a block of a quantized decode-product kernel usually owns (kernels/gemv_quant.cu's
-/// `QROWS`; SwiGLU's counted for each of its two matrices).
-fn usual_rows(family: &str) -> usize {
-    if family == "gemv_swiglu" { 4 } else { 8 }
-}
 
 /// An input of the decode products: f32 for bf16 weights, quantized (kernels/gemv_quant.cu's
 /// `quantize_activations`) for quantized ones.
@@ -108,7 +89,7 @@ pub(super) enum DecodeWeight<'a> {
 
 /// The kernel, rows a block and threads a block of one decode product.
 pub(super) struct DecodeLaunch {
-    pub kernel: String,
+    pub kernel: &'static str,
     pub rows_per_block: usize,
     pub threads: u32,
 }
@@ -116,98 +97,25 @@ pub(super) struct DecodeLaunch {
 impl DecodeLaunch {
     /// The launch over `rows` weight rows.
     pub(super) fn config(&self, rows: usize) -> LaunchConfig {
-        gemv_config(rows, self.rows_per_block, self.threads)
+        LaunchConfig {
+            grid_dim: (rows.div_ceil(self.rows_per_block) as u32, 1, 1),
+            block_dim: (self.threads, 1, 1),
+            shared_mem_bytes: 0,
+        }
     }
 }
 
 impl DecodeWeight<'_> {
-    /// How `family`'s (`gemv`, `gemv_add`, `gemv_swiglu`, `gemv_group3`) decode product of `m`
-    /// activation rows against this weight, rows `k` long, is launched.
-    pub(super) fn launch(&self, family: &str, m: usize, k: usize) -> DecodeLaunch {
-        let short = self.short_rows(family, m, k);
-        let kernel = match self {
-            DecodeWeight::Bf16(_) => format!("{family}_bf16_k8_m{m}"),
-            DecodeWeight::Quant(q) => {
-                let suffix = if short { "_short" } else { "" };
-                format!("{family}_{}_m{}{suffix}", q.dtype, m.next_power_of_two().max(2))
-            }
+    /// How `family`'s decode product of `m` activation rows against this weight, rows `k` long, is
+    /// launched: the launch-shape table's kernel for it ([`DecodeShape`]).
+    pub(super) fn launch(&self, family: Family, m: usize, k: usize) -> Result<DecodeLaunch> {
+        let (dtype, row_loads) = match self {
+            DecodeWeight::Bf16(_) => (DType::BF16, k / 8),
+            DecodeWeight::Quant(q) => (q.dtype, k / q.per_load()),
         };
-        let rows_per_block = if short { 2 } else { self.rows_per_block(family, m) };
-        DecodeLaunch { kernel, rows_per_block, threads: self.threads(family, m, k) }
-    }
-
-    /// Whether the product takes q4's residual-add kernel for rows of at most 128 loads at two
-    /// activation rows (kernels/gemv_quant.cu's `gemv_add_q4_m2_short`: the o_proj of the LM and of
-    /// the depth decoder, 4096 -> 4096). The plain products of such rows keep the 4-row kernel: at
-    /// 4096 -> 1024 (the depth decoder's heads) and 4096 -> 12288 the short one measured slower.
-    fn short_rows(&self, family: &str, m: usize, k: usize) -> bool {
-        match self {
-            DecodeWeight::Quant(q) => {
-                q.dtype == DType::Q4 && m.next_power_of_two() <= 2 && family == "gemv_add" && k / q.per_load() <= 128
-            }
-            DecodeWeight::Bf16(_) => false,
-        }
-    }
-
-    /// Threads a block of `family`'s kernel for `m` activation rows runs with: all the kernel
-    /// takes for bf16; for a quantized weight one for each [`loads_per_thread`](Self::loads_per_thread)
-    /// 16-byte loads of a row of `k`, rounded up to a warp, so a short row (the depth decoder's, q4's
-    /// 128 loads of a 4096 row) leaves no thread idle.
-    fn threads(&self, family: &str, m: usize, k: usize) -> u32 {
-        let most = self.most_threads(family, m);
-        match self {
-            DecodeWeight::Bf16(_) => most,
-            DecodeWeight::Quant(q) => {
-                let loads = k / q.per_load();
-                let per_thread = self.loads_per_thread(family, m, k);
-                (loads.div_ceil(per_thread).div_ceil(32) * 32).clamp(32, most as usize) as u32
-            }
-        }
-    }
-
-    /// The most threads `family`'s kernel for `m` activation rows takes (its launch bounds,
-    /// kernels/gemv.cu and kernels/gemv_quant.cu's `GEMV_Q_FOR`).
-    fn most_threads(&self, family: &str, m: usize) -> u32 {
-        match self {
-            DecodeWeight::Quant(q) if q.dtype == DType::Q4 && m.next_power_of_two() <= 2 => GEMV_Q4_PAIR_THREADS,
-            _ if family == "gemv_swiglu" => GEMV_SWIGLU_THREADS,
-            _ => GEMV_THREADS,
-        }
-    }
-
-    /// Loads of a row of `k` each thread of a quantized kernel takes (tools/gemv-lab's fastest,
-    /// docs/BENCHMARKS.md): two where a block owns half its family's usual rows
-    /// ([`rows_per_block`](Self::rows_per_block)), one otherwise; q4's plain and residual-add
-    /// products at two activation rows one for rows of up to 128 loads (two in the short
-    /// residual-add kernel, 2 rows a block), else four (down's 384 loads on 96 threads, 77 % of the
-    /// copy ceiling, where 128 threads took 65 %: 8 blocks a multiprocessor then hold all 1024 of
-    /// the grid at once, 6 of 128 threads leave a second wave).
-    fn loads_per_thread(&self, family: &str, m: usize, k: usize) -> usize {
-        let two = m.next_power_of_two() <= 2;
-        match self {
-            DecodeWeight::Quant(q) if q.dtype == DType::Q4 && two && matches!(family, "gemv" | "gemv_add") => {
-                match (self.short_rows(family, m, k), k / q.per_load() <= 128) {
-                    (true, _) => 2,
-                    (false, true) => 1,
-                    (false, false) => 4,
-                }
-            }
-            _ => usual_rows(family) / self.rows_per_block(family, m),
-        }
-    }
-
-    /// Weight rows a block of `family`'s kernel owns for `m` activation rows (kernels/gemv.cu;
-    /// kernels/gemv_quant.cu's `ROWS_PLAIN`, `ROWS_GROUP3` and `ROWS_SWIGLU`, SwiGLU's counted for
-    /// each matrix), the short residual-add kernel aside.
-    fn rows_per_block(&self, family: &str, m: usize) -> usize {
-        let two = m.next_power_of_two() <= 2;
-        match self {
-            DecodeWeight::Bf16(_) => 4,
-            DecodeWeight::Quant(q) => match (q.dtype, family) {
-                (DType::Q8, "gemv" | "gemv_add") | (DType::Q4, _) if two => usual_rows(family) / 2,
-                _ => usual_rows(family),
-            },
-        }
+        let shape = DecodeShape::find(dtype, family, m, row_loads)
+            .ok_or_else(|| Error::Gpu(format!("no {dtype:?} decode kernel for {family:?} of {m} rows")))?;
+        Ok(DecodeLaunch { kernel: shape.name, rows_per_block: shape.rows_per_block, threads: shape.threads(row_loads) })
     }
 
     /// The row count, which the quantized kernels take before the row length.
@@ -324,8 +232,8 @@ impl CudaBackend {
             CudaStorage::Quant(q) if m <= GEMV_MAX_ROWS && k.is_multiple_of(GROUP) => {
                 let weight = DecodeWeight::Quant(q);
                 let input = self.decode_input(lane, x, m, k, &weight, None)?;
-                let launch = weight.launch("gemv", m, k);
-                let mut b = Overlapped::new(&lane.stream, self.kernels.get(&launch.kernel)?);
+                let launch = weight.launch(Family::Plain, m, k)?;
+                let mut b = Overlapped::new(&lane.stream, self.kernels.get(launch.kernel)?);
                 weight.push(&mut b);
                 input.push(&mut b);
                 b.output(&mut y);
@@ -342,11 +250,12 @@ impl CudaBackend {
                 return self.matmul_nt(lane, x, m, k, &CudaStorage::BF16(bits), n);
             }
             CudaStorage::BF16(w) if m <= GEMV_MAX_ROWS && k.is_multiple_of(8) => {
-                let mut b = Overlapped::new(&lane.stream, self.kernels.get(&format!("gemv_bf16_k8_m{m}"))?);
+                let launch = DecodeWeight::Bf16(w).launch(Family::Plain, m, k)?;
+                let mut b = Overlapped::new(&lane.stream, self.kernels.get(launch.kernel)?);
                 b.input(w).input(x).output(&mut y).int(ki).int(ni);
                 // SAFETY: w is [n, k] with k a multiple of 8 (16-byte rows), x [m, k], y [m, n]; a
-                // block per 4 weight rows; the kernel waits before it reads x or writes y.
-                unsafe { b.launch(gemv_config(n, 4, GEMV_THREADS), self.overlap) }?;
+                // block per its kernel's weight rows; the kernel waits before it reads x or writes y.
+                unsafe { b.launch(launch.config(n), self.overlap) }?;
             }
             CudaStorage::BF16(w) if m <= 8 => {
                 let warps_per_block = (BLOCK / 32) as usize;
@@ -548,8 +457,8 @@ impl ProductOps for CudaBackend {
         let mut y = self.alloc(&lane, m * n)?;
         let (ki, ni) = (k as i32, n as i32);
         let input = self.decode_input(&lane, self.f32s(x, Op::LinearAdd)?, m, k, &weight, None)?;
-        let launch = weight.launch("gemv_add", m, k);
-        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&launch.kernel)?);
+        let launch = weight.launch(Family::Add, m, k)?;
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(launch.kernel)?);
         weight.push(&mut b);
         input.push(&mut b);
         b.input(self.f32s(residual, Op::LinearAdd)?).output(&mut y);
@@ -578,8 +487,8 @@ impl ProductOps for CudaBackend {
         let (ki, ni, eps) = (k as i32, n as i32, norm.map_or(0.0, |n| n.eps));
         let norm_eps = norm_bits.map(|bits| (bits, eps));
         let input = self.decode_input(&lane, self.f32s(x, Op::LinearSwiglu)?, m, k, &g, norm_eps)?;
-        let launch = g.launch("gemv_swiglu", m, k);
-        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&launch.kernel)?);
+        let launch = g.launch(Family::Swiglu, m, k)?;
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(launch.kernel)?);
         g.push(&mut b);
         u.push(&mut b);
         input.push(&mut b);
@@ -609,8 +518,8 @@ impl ProductOps for CudaBackend {
         let (ki, n0i, n1i, n2i, eps) = (k as i32, n0 as i32, n1 as i32, n2 as i32, norm.map_or(0.0, |n| n.eps));
         let norm_eps = norm_bits.map(|bits| (bits, eps));
         let input = self.decode_input(&lane, self.f32s(x, Op::Linear3)?, m, k, &w0, norm_eps)?;
-        let launch = w0.launch("gemv_group3", m, k);
-        let mut b = Overlapped::new(&lane.stream, self.kernels.get(&launch.kernel)?);
+        let launch = w0.launch(Family::Group3, m, k)?;
+        let mut b = Overlapped::new(&lane.stream, self.kernels.get(launch.kernel)?);
         for weight in [w0, w1, w2] {
             weight.push(&mut b);
         }
