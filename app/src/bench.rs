@@ -38,8 +38,7 @@ pub struct BenchArgs {
     /// Flow-matching steps per window for `--what song`.
     #[arg(long, default_value_t = 30)]
     steps: usize,
-    /// The device, and for `stages` and `song` the weights, budget and mode, as `generate` takes
-    /// them.
+    // The device, and for `stages` and `song` the weights, budget and mode, as `generate` takes them.
     #[command(flatten)]
     pub engine: EngineArgs,
 }

@@ -105,7 +105,7 @@ impl DeviceChoice {
 
     /// The choices and what `auto` takes, for help texts.
     pub fn help() -> String {
-        format!("{} (auto: {})", names(&Self::ALL.map(Self::name)), Self::auto_meaning())
+        format!("{}; auto takes {}", names(&Self::ALL.map(Self::name)), Self::auto_meaning())
     }
 }
 
@@ -236,7 +236,7 @@ mod tests {
         assert_eq!(picked, expected, "auto: {}", DeviceChoice::auto_meaning());
         assert_eq!(DeviceChoice::AUTO_ORDER.last(), Some(&DeviceKind::Cpu));
         let help = DeviceChoice::help();
-        assert!(help.starts_with("auto, cpu, cuda or wgpu (auto: CUDA"), "{help}");
+        assert!(help.starts_with("auto, cpu, cuda or wgpu; auto takes CUDA"), "{help}");
         assert!(help.find("CUDA") < help.find("wgpu on a real GPU") && help.find("wgpu on") < help.find("the CPU"));
     }
 
