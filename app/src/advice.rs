@@ -13,8 +13,8 @@ const MEASURED_ON_H200: [(ArFormats, DType, Mode, f64); 5] = [
     (ArFormats::BF16, DType::BF16, Mode::Streamed, 23.44),
     (ArFormats::Q8, DType::BF16, Mode::Streamed, 20.76),
     (ArFormats::Q4_LM, DType::Q8, Mode::Streamed, 20.83),
-    (ArFormats::Q4_LM, DType::BF16, Mode::PhaseByPhase, 21.45),
-    (ArFormats::Q4, DType::BF16, Mode::PhaseByPhase, 21.61),
+    (ArFormats::Q4_LM, DType::BF16, Mode::Phased, 21.45),
+    (ArFormats::Q4, DType::BF16, Mode::Phased, 21.61),
 ];
 
 /// Seconds a 60 s song took on the H200 under `plan`'s formats and mode, if measured.
@@ -70,11 +70,13 @@ mod tests {
     fn each_tier_budget_finds_its_measured_song() {
         let geometry = Geometry { head_rows: 16_389, ..Geometry::default() };
         let work = Workload::planned_song_on_gpu(Precision::Bf16);
-        for (budget, seconds) in [(150e9, 23.44), (16.5e9, 20.76), (12e9, 20.83), (8e9, 21.45)] {
-            let plan = geometry.choose(WeightsChoice::Auto, None, None, Some(budget), &work).unwrap();
+        for (budget_bytes, seconds) in
+            [(150_000_000_000, 23.44), (16_500_000_000, 20.76), (12_000_000_000, 20.83), (8_000_000_000, 21.45)]
+        {
+            let plan = geometry.choose(WeightsChoice::Auto, None, None, Some(budget_bytes), &work).unwrap();
             assert_eq!(measured(&plan), Some(seconds), "{}", plan.describe());
         }
-        let all_q4 = geometry.choose(WeightsChoice::Int4All, None, None, Some(8e9), &work).unwrap();
+        let all_q4 = geometry.choose(WeightsChoice::FourBitAll, None, None, Some(8_000_000_000), &work).unwrap();
         assert_eq!(measured(&all_q4), Some(21.61), "{}", all_q4.describe());
     }
 }

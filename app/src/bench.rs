@@ -16,6 +16,7 @@ use songloom_engine::prompt::PromptIds;
 use songloom_engine::weights::VarBuilder;
 use songloom_engine::{DType, Device, DeviceChoice, DeviceKind, DeviceOptions, Precision, Tensor};
 
+use crate::engine_args::EngineArgs;
 use crate::output::say;
 
 #[derive(Args)]
@@ -23,9 +24,6 @@ pub struct BenchArgs {
     /// Synthetic weights: `full` is the real checkpoint's geometry.
     #[arg(long, default_value = "full")]
     synthetic: String,
-    /// auto, cpu, cuda or wgpu.
-    #[arg(long, default_value = "auto")]
-    device: DeviceChoice,
     /// gemm, dit-block, dit-ops (each op of a DiT block timed alone), stages, song, precision (the
     /// fast policies' distance to exact f32 at full size, GPU only), quant (the weight formats'
     /// distances to bf16 at full size, GPU only) or all (all = gemm and dit-block, what a CPU can do).
@@ -34,33 +32,24 @@ pub struct BenchArgs {
     /// Timed repetitions per measurement.
     #[arg(long, default_value_t = 3)]
     repeat: usize,
-    /// The DiT and vocoder products on a GPU: `reference` (exact f32), `tf32` or `bf16`.
-    #[arg(long, default_value = "reference")]
-    precision: Precision,
     /// Length of the song for `--what song`, in seconds.
     #[arg(long, default_value_t = 60.0)]
     duration: f64,
     /// Flow-matching steps per window for `--what song`.
     #[arg(long, default_value_t = 30)]
     steps: usize,
-    /// The AR half's weights for `stages` and `song`: bf16, 8bit, 4bit or auto (by the budget).
-    #[arg(long, default_value = "bf16")]
-    weights: String,
-    /// The memory budget in GB for `stages` and `song` (enforced by the CUDA pool).
-    #[arg(long)]
-    max_memory: Option<f64>,
-    /// streamed, phased or auto, for `song`.
-    #[arg(long, default_value = "auto")]
-    mode: String,
+    // The device, and for `stages` and `song` the weights, budget and mode, as `generate` takes them.
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
     if args.synthetic != "full" {
         bail!("unknown synthetic geometry `{}` (expected full)", args.synthetic);
     }
-    let memory = crate::generate::memory_request(&args.weights, args.max_memory, &args.mode)?;
-    let device = Device::open(args.device, DeviceOptions { precision: args.precision, ..DeviceOptions::default() })?;
-    say!("device: {} ({}; precision {})", device.kind(), device.description(), args.precision);
+    let memory = args.engine.memory_request();
+    let device = args.engine.open_device()?;
+    say!("device: {} ({}; precision {})", device.kind(), device.description(), args.engine.precision);
     match args.what.as_str() {
         "all" => {
             gemm(&device, args.repeat)?;
@@ -315,7 +304,7 @@ fn stages(device: Device, memory: MemoryRequest, repeat: usize) -> Result<()> {
     let mut cache = lm.new_cache(device, 2, prompt_len + 200)?;
     let ids: Vec<u32> = (0..2 * prompt_len as u32).map(|i| (i * 7919) % 150_000).collect();
     let prefill = Instant::now();
-    let mut hidden = workspace(device, plan.budget, "LM prefill 2x300", || {
+    let mut hidden = workspace(device, plan.budget_bytes, "LM prefill 2x300", || {
         Ok(lm.forward(device, &lm.embed(device, &ids)?, &mut cache)?)
     })?;
     device.synchronize()?;
@@ -371,7 +360,7 @@ fn stages(device: Device, memory: MemoryRequest, repeat: usize) -> Result<()> {
         }
         Ok(())
     };
-    workspace(device, plan.budget, "depth frame", depth_frame)?;
+    workspace(device, plan.budget_bytes, "depth frame", depth_frame)?;
     let frame = median_of(device, repeat.max(5), &mut depth_frame)?;
     say!("depth frame (7 codebooks, batch 2, {} weights): {:.3} ms", formats.depth, frame * 1e3);
     profiled(device, "depth", depth_frame)?;
@@ -380,8 +369,8 @@ fn stages(device: Device, memory: MemoryRequest, repeat: usize) -> Result<()> {
     let latents = filled(device, &[128, 689], 0.1)?;
     let condition = filled(device, &[689, 2048], 0.1)?;
     let zeros = device.upload(Tensor::zeros(&[689, 2048]))?;
-    workspace(device, plan.budget, "DiT forward", || Ok(dit.forward(device, &latents, 0.5, &condition)?))?;
-    workspace(device, plan.budget, "vocoder window", || Ok(vocoder.forward(device, &latents)?))?;
+    workspace(device, plan.budget_bytes, "DiT forward", || Ok(dit.forward(device, &latents, 0.5, &condition)?))?;
+    workspace(device, plan.budget_bytes, "vocoder window", || Ok(vocoder.forward(device, &latents)?))?;
     let pair = median_of(device, repeat, || {
         dit.forward(device, &latents, 0.5, &condition)?;
         dit.forward(device, &latents, 0.5, &zeros)?;
@@ -410,9 +399,9 @@ fn stages(device: Device, memory: MemoryRequest, repeat: usize) -> Result<()> {
 
 /// Runs `f` and reports the most memory it held above what was in use before (the allocator's
 /// account: its peak is reset by setting the budget again).
-fn workspace<T>(device: &Device, budget: Option<f64>, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+fn workspace<T>(device: &Device, budget_bytes: Option<u64>, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     let before = device.memory().map(|m| m.in_use);
-    device.set_memory_limit(budget.map(|b| b as u64))?;
+    device.set_memory_limit(budget_bytes)?;
     let out = f()?;
     device.synchronize()?;
     if let (Some(before), Some(after)) = (before, device.memory()) {
@@ -490,8 +479,14 @@ fn song(device: Device, memory: MemoryRequest, duration: f64, steps: usize) -> R
     let n = uncond.len();
     uncond[1..n - 2].fill(pipeline.constants.audio_cfg_id);
     let prompt = PromptIds { text: String::new(), cond: ids, uncond };
-    let req =
-        Request { prompt: String::new(), lyrics: String::new(), duration_s: duration, seed: 1, steps, guidance: None };
+    let req = Request {
+        description: String::new(),
+        lyrics: String::new(),
+        duration_s: duration,
+        seed: 1,
+        steps,
+        guidance: None,
+    };
     let events = |_: Event| {};
     let stats = pipeline.generate_ids(
         &prompt,

@@ -10,11 +10,11 @@ use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde_json::json;
 use songloom_engine::DeviceKind;
-use songloom_engine::pipeline::{Cancel, Event, Half, MemoryRequest, Pipeline, Request, StageName, Stats};
-use songloom_engine::plan::{Mode, Plan, WeightsChoice};
+use songloom_engine::pipeline::{Cancel, Event, Half, Pipeline, Request, StageName, Stats};
+use songloom_engine::plan::{Plan, WeightsChoice};
 use songloom_ui::contract::Recipe;
 
-use crate::engine_args::EngineArgs;
+use crate::engine_args::{EngineArgs, ModelArg};
 use crate::output::say;
 use crate::player::Player;
 use crate::song_job::{self, SongJob, SongSink};
@@ -24,8 +24,8 @@ use crate::wav::WavFormat;
 pub struct GenerateArgs {
     /// The music description: genre, mood, instruments, vocals, tempo (it may start with `-`, as a
     /// Markdown list does).
-    #[arg(long, allow_hyphen_values = true)]
-    prompt: String,
+    #[arg(long, visible_alias = "prompt", allow_hyphen_values = true)]
+    description: String,
     /// Lyrics with structure tags ([verse], [chorus], ...), each tag on its own line.
     #[arg(long, conflicts_with = "lyrics_file", required_unless_present = "lyrics_file", allow_hyphen_values = true)]
     lyrics: Option<String>,
@@ -46,7 +46,9 @@ pub struct GenerateArgs {
     #[arg(long)]
     guidance: Option<f32>,
     #[command(flatten)]
-    engine: EngineArgs,
+    pub engine: EngineArgs,
+    #[command(flatten)]
+    model: ModelArg,
     /// The WAV file to write (written under a temporary name and moved there when complete).
     #[arg(long, default_value = "song.wav")]
     out: PathBuf,
@@ -82,21 +84,19 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         (None, None) => bail!("give --lyrics or --lyrics-file"),
     };
     warn_dropped_lyrics(&lyrics, args.json);
-    // Parsed here rather than by clap, so a bad name is one line that says what is expected.
-    let (choice, precision, memory) = args.engine.parse()?;
     let duration_s = songloom_ui::duration::parse_duration(&args.duration).map_err(anyhow::Error::msg)?;
     let request = Request {
-        prompt: args.prompt.clone(),
+        description: args.description.clone(),
         lyrics,
         duration_s,
         seed: args.seed,
         steps: args.steps,
         guidance: args.guidance,
     };
-    let device = EngineArgs::open_device(choice, precision)?;
-    let model = args.engine.model_dir()?;
+    let device = args.engine.open_device()?;
+    let model = args.model.dir()?;
     // The plan comes before any weight is read: a budget too small is refused with nothing loaded.
-    let plan = Pipeline::plan(&model, &device, memory, Some(&request))?;
+    let plan = Pipeline::plan(&model, &device, args.engine.memory_request(), Some(&request))?;
     let device_kind = device.kind();
     let loading = |event: Event| {
         if args.json {
@@ -111,20 +111,20 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         .with_context(|| format!("loading the model from {}", model.display()))?;
     // Check the request before touching the output file or the sound device.
     let max_frames = pipeline.max_frames(request.duration_s)?;
-    pipeline.encode_prompt(&request.prompt, &request.lyrics)?;
+    pipeline.encode_prompt(&request.description, &request.lyrics)?;
     let recipe = Recipe {
-        description: args.prompt.clone(),
+        description: args.description.clone(),
         lyrics: request.lyrics.clone(),
         duration_s,
         seed: args.seed,
         steps: args.steps,
         guidance: args.guidance.unwrap_or(songloom_ui::contract::DEFAULT_GUIDANCE),
-        device: choice.name().to_string(),
-        precision: precision.name().to_string(),
-        model: args.engine.recipe_model(),
+        device: args.engine.device.name().to_string(),
+        precision: args.engine.precision.name().to_string(),
+        model: args.model.recipe_model(),
         // What was used, so the recipe makes the same song again.
         weights: WeightsChoice::of(plan.formats).name().to_string(),
-        max_memory_gb: args.engine.max_memory,
+        max_memory_gb: args.engine.max_memory_gb(),
     };
     let job = SongJob {
         request,
@@ -191,29 +191,18 @@ pub fn warn_dropped_lyrics(lyrics: &str, json: bool) {
     }
 }
 
-/// `--weights` and `--max-memory` as the engine takes them.
-pub fn memory_request(weights: &str, max_memory_gb: Option<f64>, mode: &str) -> Result<MemoryRequest> {
-    let weights = WeightsChoice::parse(weights)?;
-    let mode = Mode::parse(mode)?;
-    if let Some(gb) = max_memory_gb
-        && !(gb.is_finite() && gb > 0.0)
-    {
-        bail!("--max-memory must be a number of GB above 0 (got {gb})");
-    }
-    Ok(MemoryRequest { weights, max_memory: max_memory_gb.map(|gb| gb * 1e9), mode })
-}
-
 /// Prints the plan: one line, and its parts on a terminal.
 pub fn show_plan(plan: &Plan, device: DeviceKind, json: bool) {
     if json {
         say!(
             "{}",
-            json!({"event": "plan", "weights": plan.formats.describe(), "mode": format!("{:?}", plan.mode),
-                   "peak_bytes": plan.peak, "budget_bytes": plan.budget})
+            json!({"event": "plan", "weights": plan.formats.describe(), "mode": plan.mode.name(),
+                   "peak_bytes": plan.peak_bytes, "budget_bytes": plan.budget_bytes})
         );
         return;
     }
-    let enforced = if device == DeviceKind::Cpu && plan.budget.is_some() { " (not enforced on the CPU)" } else { "" };
+    let enforced =
+        if device == DeviceKind::Cpu && plan.budget_bytes.is_some() { " (not enforced on the CPU)" } else { "" };
     eprintln!("plan: {}{enforced}", plan.describe());
     if std::io::stderr().is_terminal() {
         eprintln!("{}", plan.table());
@@ -357,7 +346,7 @@ mod tests {
         fn any_description_and_lyrics_arrive_as_typed(prompt in "(- |--|-)?\\PC{1,30}", lyrics in "(-|\\[verse\\] )?\\PC{1,30}") {
             let args = parsed(&["--prompt", &prompt, "--lyrics", &lyrics, "--duration", "1:30"]);
             let args = args.expect("parses");
-            prop_assert_eq!(&args.prompt, &prompt);
+            prop_assert_eq!(&args.description, &prompt);
             prop_assert_eq!(args.lyrics.as_deref(), Some(lyrics.as_str()));
             prop_assert_eq!(songloom_ui::duration::parse_duration(&args.duration), Ok(90.0));
         }

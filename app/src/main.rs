@@ -27,6 +27,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use songloom_engine::model_dir::ModelDir;
+use songloom_engine::plan::WeightsChoice;
 use songloom_engine::stage::{Stage, StageInputs, run_stage};
 use songloom_engine::weights::save_f32;
 use songloom_engine::{Device, DeviceChoice, Tensor};
@@ -63,8 +64,8 @@ enum Command {
     /// Prints the assembled prompt and its token ids as JSON.
     Prompt {
         /// The music description.
-        #[arg(long, allow_hyphen_values = true)]
-        prompt: String,
+        #[arg(long, visible_alias = "prompt", allow_hyphen_values = true)]
+        description: String,
         /// The lyrics, with structure tags.
         #[arg(long, allow_hyphen_values = true)]
         lyrics: String,
@@ -104,8 +105,7 @@ enum Command {
         /// Where to write the outputs (safetensors, f32).
         #[arg(long)]
         out: PathBuf,
-        /// auto, cpu, cuda or wgpu.
-        #[arg(long, default_value = "auto")]
+        #[arg(long, default_value_t = DeviceChoice::Auto, help = DeviceChoice::help())]
         device: DeviceChoice,
     },
     /// Lists each compute backend and whether it can run here.
@@ -148,10 +148,8 @@ enum ModelCommand {
     Quantize {
         /// The bf16 model directory to copy (diffusers layout).
         dir: PathBuf,
-        /// 8bit, or 4bit (a 4-bit language model with an 8-bit depth decoder); `4bit-all` also
-        /// takes the depth decoder to 4 bits.
-        #[arg(long)]
-        weights: String,
+        #[arg(long, value_parser = engine_args::parse_quantized_weights, help = engine_args::quantized_weights_help())]
+        weights: WeightsChoice,
         /// The new folder (default: DIR-8bit or DIR-4bit beside DIR); it must not exist.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -238,15 +236,23 @@ fn clip(text: &str, width: usize) -> String {
     one_line.chars().take(width - 1).chain(['…']).collect()
 }
 
-/// A clearer word than clap's for a mistake people make: the description given without `--prompt`.
+/// One line instead of clap's several for mistakes people make: a value a flag's type refuses (its
+/// message names what is expected), and the description given without `--description`.
 fn hint_for(e: &clap::Error) -> Option<String> {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() == ErrorKind::ValueValidation {
+        let text = e.to_string();
+        let first = text.lines().next().unwrap_or_default();
+        return Some(first.strip_prefix("error: ").unwrap_or(first).to_string());
+    }
     if e.kind() != ErrorKind::UnknownArgument || std::env::args().nth(1).as_deref() != Some("generate") {
         return None;
     }
     let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else { return None };
     (!arg.starts_with('-')).then(|| {
-        format!("`{arg}` is not a flag: give the description as --prompt \"{arg}\" and the lyrics as --lyrics \"...\"")
+        format!(
+            "`{arg}` is not a flag: give the description as --description \"{arg}\" (or --prompt \"{arg}\") and the lyrics as --lyrics \"...\""
+        )
     })
 }
 
@@ -285,7 +291,7 @@ fn run(cli: Cli) -> Result<()> {
     match command {
         Command::Generate(args) => generate::run(args),
         Command::Serve(args) => serve::run(args),
-        Command::Prompt { prompt, lyrics, model } => {
+        Command::Prompt { description, lyrics, model } => {
             let dir = match model {
                 Some(d) => d,
                 None => default_model::path()?,
@@ -294,7 +300,7 @@ fn run(cli: Cli) -> Result<()> {
             let encoder = songloom_engine::prompt::PromptEncoder::new(&model.component("tokenizer"), &model.constants)?;
             let lyrics = lyrics.replace("\\n", "\n");
             generate::warn_dropped_lyrics(&lyrics, false);
-            let ids = encoder.encode(&prompt, &lyrics)?;
+            let ids = encoder.encode(&description, &lyrics)?;
             say!("{}", serde_json::json!({"text": ids.text, "ids": ids.cond, "uncond_ids": ids.uncond}));
             Ok(())
         }
@@ -305,15 +311,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Model { command: ModelCommand::List } => model_download::list(),
         Command::Model { command: ModelCommand::Verify { dir } } => model_download::verify_dir(&dir),
         Command::Model { command: ModelCommand::Quantize { dir, weights, out } } => {
-            use songloom_engine::plan::ArFormats;
-            let formats = match weights.as_str() {
-                "8bit" => ArFormats::Q8,
-                "4bit" => ArFormats::Q4_LM,
-                "4bit-all" => ArFormats::Q4,
-                other => {
-                    anyhow::bail!("unknown weights `{other}` for a quantized copy (expected 8bit, 4bit or 4bit-all)")
-                }
-            };
+            let formats = weights.formats().context("a quantized copy names its weights")?;
             let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
             let out = out.unwrap_or_else(|| dir.with_file_name(format!("{name}-{weights}")));
             stale::sweep_beside(&out);

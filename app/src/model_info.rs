@@ -111,13 +111,13 @@ fn needs(dir: &Path) -> Result<String> {
         None => ArFormats::ALL.to_vec(),
     };
     let largest = geometry.plan(choices[0], Mode::Streamed, &work);
-    let smallest = geometry.plan(*choices.last().expect("one at least"), Mode::PhaseByPhase, &work);
+    let smallest = geometry.plan(*choices.last().expect("one at least"), Mode::Phased, &work);
     Ok(format!(
         "Needs {} on disk; a 60 s song on a GPU: {} ({}, streamed) down to {} ({}, phase by phase)",
-        size(disk_bytes(dir) as f64),
-        size(largest.peak),
+        size(disk_bytes(dir)),
+        size(largest.peak_bytes),
         largest.formats.describe(),
-        size(smallest.peak),
+        size(smallest.peak_bytes),
         smallest.formats.describe()
     ))
 }

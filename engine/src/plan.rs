@@ -18,14 +18,14 @@
 
 use crate::config::{ConditionConfig, DepthConfig, DitConfig, LmConfig, VocoderConfig};
 use crate::error::{Error, Result};
-use crate::precision::Precision;
+use crate::precision::{Precision, names};
 use crate::tensor::DType;
 
-const GB: f64 = 1e9;
+const GB: u64 = 1_000_000_000;
 
 /// A GPU's own memory beside the model: the CUDA context, cuBLAS handles and their workspaces
 /// (measured on the H200).
-pub const GPU_RUNTIME_BYTES: f64 = 0.6e9;
+pub const GPU_RUNTIME_BYTES: u64 = 600_000_000;
 
 /// The song the advice, the benchmarks and `model info` plan for: 60 s (1,500 frames at 25 Hz)
 /// after a 300-token prompt.
@@ -63,38 +63,58 @@ impl ArFormats {
     }
 }
 
-/// What `--weights` asks of the AR half; `Auto` lets the plan choose.
+/// What `--weights` asks of the AR half; `Auto` lets the plan choose. The CLI, the window and the
+/// recipe spell each choice as [`WeightsChoice::name`] says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WeightsChoice {
     #[default]
     Auto,
     Bf16,
-    Int8,
+    EightBit,
     /// 4-bit LM; the depth decoder 8-bit where that fits, else 4-bit.
-    Int4,
+    FourBit,
     /// 4-bit LM and depth decoder.
-    Int4All,
+    FourBitAll,
 }
 
 impl WeightsChoice {
-    pub const ALL: [WeightsChoice; 5] =
-        [WeightsChoice::Auto, WeightsChoice::Bf16, WeightsChoice::Int8, WeightsChoice::Int4, WeightsChoice::Int4All];
+    pub const ALL: [WeightsChoice; 5] = [
+        WeightsChoice::Auto,
+        WeightsChoice::Bf16,
+        WeightsChoice::EightBit,
+        WeightsChoice::FourBit,
+        WeightsChoice::FourBitAll,
+    ];
+
+    /// The choices a quantized copy can be written in.
+    pub const QUANTIZED: [WeightsChoice; 3] =
+        [WeightsChoice::EightBit, WeightsChoice::FourBit, WeightsChoice::FourBitAll];
 
     pub fn name(self) -> &'static str {
         match self {
             WeightsChoice::Auto => "auto",
             WeightsChoice::Bf16 => "bf16",
-            WeightsChoice::Int8 => "8bit",
-            WeightsChoice::Int4 => "4bit",
-            WeightsChoice::Int4All => "4bit-all",
+            WeightsChoice::EightBit => "8bit",
+            WeightsChoice::FourBit => "4bit",
+            WeightsChoice::FourBitAll => "4bit-all",
+        }
+    }
+
+    /// What the choice means, for help texts.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            WeightsChoice::Auto => "the most exact that fits the budget",
+            WeightsChoice::Bf16 => "as the checkpoint holds them",
+            WeightsChoice::EightBit => "8-bit language model and depth decoder",
+            WeightsChoice::FourBit => "a 4-bit language model, the depth decoder 8-bit where it fits",
+            WeightsChoice::FourBitAll => "a 4-bit language model and depth decoder",
         }
     }
 
     pub fn parse(name: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|w| w.name() == name)
-            .ok_or_else(|| Error::Invalid(format!("unknown weights `{name}` (expected auto, bf16, 8bit or 4bit)")))
+        Self::ALL.into_iter().find(|w| w.name() == name).ok_or_else(|| {
+            Error::Invalid(format!("unknown weights `{name}` (expected {})", names(&Self::ALL.map(Self::name))))
+        })
     }
 
     /// The formats a choice names by itself (`auto` names none).
@@ -102,18 +122,18 @@ impl WeightsChoice {
         match self {
             WeightsChoice::Auto => None,
             WeightsChoice::Bf16 => Some(ArFormats::BF16),
-            WeightsChoice::Int8 => Some(ArFormats::Q8),
-            WeightsChoice::Int4 => Some(ArFormats::Q4_LM),
-            WeightsChoice::Int4All => Some(ArFormats::Q4),
+            WeightsChoice::EightBit => Some(ArFormats::Q8),
+            WeightsChoice::FourBit => Some(ArFormats::Q4_LM),
+            WeightsChoice::FourBitAll => Some(ArFormats::Q4),
         }
     }
 
     /// The choice that names `formats`.
     pub fn of(formats: ArFormats) -> Self {
         match formats.lm {
-            DType::Q8 => WeightsChoice::Int8,
-            DType::Q4 if formats.depth == DType::Q4 => WeightsChoice::Int4All,
-            DType::Q4 => WeightsChoice::Int4,
+            DType::Q8 => WeightsChoice::EightBit,
+            DType::Q4 if formats.depth == DType::Q4 => WeightsChoice::FourBitAll,
+            DType::Q4 => WeightsChoice::FourBit,
             _ => WeightsChoice::Bf16,
         }
     }
@@ -122,19 +142,101 @@ impl WeightsChoice {
         match self {
             WeightsChoice::Auto => true,
             WeightsChoice::Bf16 => formats == ArFormats::BF16,
-            WeightsChoice::Int8 => formats == ArFormats::Q8,
-            WeightsChoice::Int4 => formats.lm == DType::Q4,
-            WeightsChoice::Int4All => formats == ArFormats::Q4,
+            WeightsChoice::EightBit => formats == ArFormats::Q8,
+            WeightsChoice::FourBit => formats.lm == DType::Q4,
+            WeightsChoice::FourBitAll => formats == ArFormats::Q4,
         }
     }
 }
 
+impl std::fmt::Display for WeightsChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for WeightsChoice {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        Self::parse(s)
+    }
+}
+
+/// How the two halves share the device once a plan is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// Both halves resident; windows run while the AR loop goes on.
     Streamed,
-    /// The AR half, its weights freed, then the acoustic half: first audio comes later.
-    PhaseByPhase,
+    /// Phase by phase: the AR half, its weights freed, then the acoustic half; first audio comes
+    /// later.
+    Phased,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Streamed => "streamed",
+            Mode::Phased => "phased",
+        }
+    }
+}
+
+/// What `--mode` asks for: a [`Mode`] by name, or `auto` (streamed where it fits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ModeChoice {
+    #[default]
+    Auto,
+    Only(Mode),
+}
+
+impl ModeChoice {
+    pub const ALL: [ModeChoice; 3] =
+        [ModeChoice::Auto, ModeChoice::Only(Mode::Streamed), ModeChoice::Only(Mode::Phased)];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ModeChoice::Auto => "auto",
+            ModeChoice::Only(mode) => mode.name(),
+        }
+    }
+
+    /// What the choice means, for help texts.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            ModeChoice::Auto => "streamed where it fits",
+            ModeChoice::Only(Mode::Streamed) => "both halves resident",
+            ModeChoice::Only(Mode::Phased) => "the AR half, then the acoustic half: less memory, first audio later",
+        }
+    }
+
+    /// The mode asked for; `None` lets the plan choose.
+    pub fn mode(self) -> Option<Mode> {
+        match self {
+            ModeChoice::Auto => None,
+            ModeChoice::Only(mode) => Some(mode),
+        }
+    }
+
+    pub fn parse(name: &str) -> Result<Self> {
+        Self::ALL.into_iter().find(|m| m.name() == name).ok_or_else(|| {
+            Error::Invalid(format!("unknown mode `{name}` (expected {})", names(&Self::ALL.map(Self::name))))
+        })
+    }
+}
+
+impl std::fmt::Display for ModeChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for ModeChoice {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        Self::parse(s)
+    }
 }
 
 /// The model's geometry, as its configs give it.
@@ -159,7 +261,7 @@ pub struct Workload {
     pub frames: usize,
     /// The device's own memory: the driver's context and libraries (CUDA's measured; none on
     /// the CPU).
-    pub runtime: f64,
+    pub runtime_bytes: u64,
     /// The device is a GPU: the language model's embedding table lives in host memory, and the
     /// precision policy decides the DiT's weights.
     pub gpu: bool,
@@ -168,7 +270,7 @@ pub struct Workload {
 impl Workload {
     /// A song of `prompt` tokens and `frames` frames on a GPU under `precision`.
     pub fn on_gpu(precision: Precision, prompt: usize, frames: usize) -> Self {
-        Workload { precision, prompt, frames, runtime: GPU_RUNTIME_BYTES, gpu: true }
+        Workload { precision, prompt, frames, runtime_bytes: GPU_RUNTIME_BYTES, gpu: true }
     }
 
     /// The planned 60 s song on a GPU under `precision`.
@@ -179,19 +281,19 @@ impl Workload {
 
 /// Bytes a plan holds on the device, part by part.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Sizes {
-    pub lm: f64,
-    pub depth: f64,
-    pub condition: f64,
-    pub dit: f64,
-    pub vocoder: f64,
-    pub kv_cache: f64,
-    pub ar_workspace: f64,
-    pub acoustic_workspace: f64,
+pub struct PartBytes {
+    pub lm: u64,
+    pub depth: u64,
+    pub condition: u64,
+    pub dit: u64,
+    pub vocoder: u64,
+    pub kv_cache: u64,
+    pub ar_workspace: u64,
+    pub acoustic_workspace: u64,
     /// The CUDA context, cuBLAS handles and their workspaces.
-    pub runtime: f64,
+    pub runtime: u64,
     /// The language model's embedding table when it is in host memory (not part of the peak).
-    pub host_table: f64,
+    pub host_table: u64,
 }
 
 /// A plan: formats, mode and the predicted peak.
@@ -203,32 +305,27 @@ pub struct Plan {
     pub acoustic: DType,
     pub mode: Mode,
     pub workload: Workload,
-    pub sizes: Sizes,
+    pub part_bytes: PartBytes,
     /// Predicted bytes on the device at most.
-    pub peak: f64,
+    pub peak_bytes: u64,
     /// The budget the plan was chosen under, if any.
-    pub budget: Option<f64>,
+    pub budget_bytes: Option<u64>,
 }
 
 /// Bytes in words: GB to one decimal, MB below 1 GB.
-pub fn size(bytes: f64) -> String {
-    if bytes >= 0.95 * GB { format!("{:.1} GB", bytes / GB) } else { format!("{:.0} MB", bytes / 1e6) }
+pub fn size(bytes: u64) -> String {
+    let bytes = bytes as f64;
+    let gb = GB as f64;
+    if bytes >= 0.95 * gb { format!("{:.1} GB", bytes / gb) } else { format!("{:.0} MB", bytes / 1e6) }
+}
+
+/// An estimate in bytes, whole.
+fn whole(bytes: f64) -> u64 {
+    bytes.round() as u64
 }
 
 fn bytes(params: f64, dtype: DType) -> f64 {
     params * dtype.bits_per_weight() / 8.0
-}
-
-impl Mode {
-    /// `auto` (`None`: the plan chooses), `streamed` or `phased`.
-    pub fn parse(name: &str) -> Result<Option<Mode>> {
-        match name {
-            "auto" => Ok(None),
-            "streamed" => Ok(Some(Mode::Streamed)),
-            "phased" => Ok(Some(Mode::PhaseByPhase)),
-            other => Err(Error::Invalid(format!("unknown mode `{other}` (expected auto, streamed or phased)"))),
-        }
-    }
 }
 
 impl Geometry {
@@ -336,31 +433,32 @@ impl Geometry {
     /// The plan of `formats` and the DiT's block matrices in `acoustic`, in `mode`, for `work`.
     pub fn plan_with_dit(&self, formats: ArFormats, acoustic: DType, mode: Mode, work: &Workload) -> Plan {
         let host_table = if work.gpu { self.lm_table(formats.lm) } else { 0.0 };
-        let sizes = Sizes {
-            lm: self.lm(formats.lm) - host_table,
-            depth: self.depth(formats.depth),
-            condition: self.condition(),
-            dit: self.dit(acoustic),
-            vocoder: self.vocoder(),
-            kv_cache: self.kv_cache(work.prompt + work.frames + 1),
-            ar_workspace: self.ar_workspace(work.prompt),
-            acoustic_workspace: self.acoustic_workspace()
-                + if acoustic.is_quantized() { self.dit_unpacked() } else { 0.0 },
-            runtime: work.runtime,
-            host_table,
+        let part_bytes = PartBytes {
+            lm: whole(self.lm(formats.lm) - host_table),
+            depth: whole(self.depth(formats.depth)),
+            condition: whole(self.condition()),
+            dit: whole(self.dit(acoustic)),
+            vocoder: whole(self.vocoder()),
+            kv_cache: whole(self.kv_cache(work.prompt + work.frames + 1)),
+            ar_workspace: whole(self.ar_workspace(work.prompt)),
+            acoustic_workspace: whole(
+                self.acoustic_workspace() + if acoustic.is_quantized() { self.dit_unpacked() } else { 0.0 },
+            ),
+            runtime: work.runtime_bytes,
+            host_table: whole(host_table),
         };
-        let s = &sizes;
+        let s = &part_bytes;
         let ar_half = s.lm + s.depth + s.kv_cache + s.ar_workspace;
         let acoustic_half = s.condition + s.dit + s.vocoder + s.acoustic_workspace;
-        let peak = s.runtime
+        let peak_bytes = s.runtime
             + match mode {
                 Mode::Streamed => ar_half + acoustic_half,
-                Mode::PhaseByPhase => ar_half.max(acoustic_half),
+                Mode::Phased => ar_half.max(acoustic_half),
             };
-        Plan { formats, acoustic, mode, workload: *work, sizes, peak, budget: None }
+        Plan { formats, acoustic, mode, workload: *work, part_bytes, peak_bytes, budget_bytes: None }
     }
 
-    /// The most exact plan `choice` allows within `budget` bytes (streamed before phase by phase,
+    /// The most exact plan `choice` allows within `budget_bytes` (streamed before phase by phase,
     /// then less exact weights), or an error naming the smallest plan and what it needs. A
     /// quantized copy (`stored`) takes only its own formats.
     pub fn choose(
@@ -368,7 +466,7 @@ impl Geometry {
         choice: WeightsChoice,
         mode: Option<Mode>,
         stored: Option<ArFormats>,
-        budget: Option<f64>,
+        budget_bytes: Option<u64>,
         work: &Workload,
     ) -> Result<Plan> {
         let formats: Vec<ArFormats> = match stored {
@@ -386,23 +484,22 @@ impl Geometry {
         // products cost 4.1e-3 relative against bf16 at full size, a fifteenth of what q4 weights
         // cost the LM's).
         let dits: &[DType] = if work.precision == Precision::Bf16 { &[DType::BF16, DType::Q8] } else { &[DType::F32] };
-        let candidates: Vec<Plan> = [Mode::Streamed, Mode::PhaseByPhase]
+        let candidates: Vec<Plan> = [Mode::Streamed, Mode::Phased]
             .into_iter()
             .filter(|m| mode.is_none_or(|asked| asked == *m))
             .flat_map(|mode| formats.iter().flat_map(move |f| dits.iter().map(move |d| (*f, *d, mode))))
-            .map(|(formats, dit, mode)| Plan { budget, ..self.plan_with_dit(formats, dit, mode, work) })
+            .map(|(formats, dit, mode)| Plan { budget_bytes, ..self.plan_with_dit(formats, dit, mode, work) })
             .collect();
-        if let Some(plan) = candidates.iter().find(|p| budget.is_none_or(|b| p.peak <= b)) {
+        if let Some(plan) = candidates.iter().find(|p| budget_bytes.is_none_or(|b| p.peak_bytes <= b)) {
             return Ok(plan.clone());
         }
-        let budget = budget.unwrap_or(0.0);
-        let smallest = candidates.iter().min_by(|a, b| a.peak.total_cmp(&b.peak)).expect("a candidate");
+        let smallest = candidates.iter().min_by_key(|p| p.peak_bytes).expect("a candidate");
         let hint = if work.gpu && work.precision != Precision::Bf16 { "; --precision bf16 halves the DiT" } else { "" };
         Err(Error::Invalid(format!(
             "no plan fits in {}: the smallest ({}) needs {}{hint}",
-            size(budget),
-            Plan { budget: None, ..smallest.clone() }.describe(),
-            size(smallest.peak),
+            size(budget_bytes.unwrap_or(0)),
+            Plan { budget_bytes: None, ..smallest.clone() }.describe(),
+            size(smallest.peak_bytes),
         )))
     }
 }
@@ -412,21 +509,23 @@ impl Plan {
     pub fn describe(&self) -> String {
         let mode = match self.mode {
             Mode::Streamed => "streamed",
-            Mode::PhaseByPhase => "phase by phase (first audio after the AR half)",
+            Mode::Phased => "phase by phase (first audio after the AR half)",
         };
-        let budget = self.budget.map_or(String::new(), |b| format!(" of a {} budget", size(b)));
-        format!("{}, {} DiT, {mode}, {} at most{budget}", self.formats.describe(), self.acoustic, size(self.peak))
+        let budget = self.budget_bytes.map_or(String::new(), |b| format!(" of a {} budget", size(b)));
+        format!("{}, {} DiT, {mode}, {} at most{budget}", self.formats.describe(), self.acoustic, size(self.peak_bytes))
     }
 
     /// The same formats and mode for another song: its peak, checked against the budget.
     pub fn for_song(&self, geometry: &Geometry, prompt: usize, frames: usize) -> Result<Plan> {
         let work = Workload { prompt, frames, ..self.workload };
-        let plan =
-            Plan { budget: self.budget, ..geometry.plan_with_dit(self.formats, self.acoustic, self.mode, &work) };
-        match self.budget {
-            Some(budget) if plan.peak > budget => Err(Error::Invalid(format!(
+        let plan = Plan {
+            budget_bytes: self.budget_bytes,
+            ..geometry.plan_with_dit(self.formats, self.acoustic, self.mode, &work)
+        };
+        match self.budget_bytes {
+            Some(budget) if plan.peak_bytes > budget => Err(Error::Invalid(format!(
                 "this song ({frames} frames) needs {} under the loaded plan ({}), over the {} budget: make it shorter or load smaller weights",
-                size(plan.peak),
+                size(plan.peak_bytes),
                 self.formats.describe(),
                 size(budget)
             ))),
@@ -436,7 +535,8 @@ impl Plan {
 
     /// The plan part by part, in GB, for the window and `--verbose` output.
     pub fn table(&self) -> String {
-        let s = &self.sizes;
+        let s = &self.part_bytes;
+        let gb = |bytes: u64| bytes as f64 / GB as f64;
         let rows = [
             ("language model", s.lm),
             ("depth decoder", s.depth),
@@ -448,9 +548,9 @@ impl Plan {
             ("acoustic workspace", s.acoustic_workspace),
             ("GPU runtime", s.runtime),
         ];
-        let mut lines: Vec<String> = rows.iter().map(|(name, b)| format!("  {name:<20} {:>6.2} GB", b / GB)).collect();
-        if s.host_table > 0.0 {
-            lines.push(format!("  {:<20} {:>6.2} GB in host memory", "LM embedding table", s.host_table / GB));
+        let mut lines: Vec<String> = rows.iter().map(|(name, b)| format!("  {name:<20} {:>6.2} GB", gb(*b))).collect();
+        if s.host_table > 0 {
+            lines.push(format!("  {:<20} {:>6.2} GB in host memory", "LM embedding table", gb(s.host_table)));
         }
         lines.join("\n")
     }
@@ -462,6 +562,23 @@ mod tests {
 
     fn real() -> Geometry {
         Geometry { head_rows: 16_389, ..Geometry::default() }
+    }
+
+    /// Each choice parses its own name, and a bad name's error lists every choice there is.
+    #[test]
+    fn choices_parse_their_names_and_errors_list_them_all() {
+        for w in WeightsChoice::ALL {
+            assert_eq!(WeightsChoice::parse(w.name()).unwrap(), w);
+            assert_eq!(w.name().parse::<WeightsChoice>().unwrap(), w);
+        }
+        let err = WeightsChoice::parse("2bit").unwrap_err().to_string();
+        assert!(err.contains("`2bit`") && err.contains("auto, bf16, 8bit, 4bit or 4bit-all"), "{err}");
+        for m in ModeChoice::ALL {
+            assert_eq!(m.name().parse::<ModeChoice>().unwrap(), m);
+        }
+        let err = ModeChoice::parse("both").unwrap_err().to_string();
+        assert!(err.contains("auto, streamed or phased"), "{err}");
+        assert_eq!(ModeChoice::parse("phased").unwrap().mode(), Some(Mode::Phased));
     }
 
     #[test]
@@ -478,38 +595,43 @@ mod tests {
     fn a_tight_budget_takes_smaller_weights_then_phases_and_names_the_smallest_plan() {
         let g = real();
         let work = Workload::planned_song_on_gpu(Precision::Bf16);
-        let peak = |f, mode| g.plan(f, mode, &work).peak;
-        let choose = |choice, budget: f64| g.choose(choice, None, None, Some(budget), &work);
-        let roomy = choose(WeightsChoice::Auto, 80.0 * GB).unwrap();
+        let peak = |f, mode| g.plan(f, mode, &work).peak_bytes;
+        let choose = |choice, budget: u64| g.choose(choice, None, None, Some(budget), &work);
+        let roomy = choose(WeightsChoice::Auto, 80 * GB).unwrap();
         assert_eq!((roomy.formats, roomy.mode), (ArFormats::BF16, Mode::Streamed));
         // Just under bf16's peak: the next most exact streamed plan, the DiT's blocks in q8; under
         // that, q8 AR weights with the bf16 DiT.
-        let budget = peak(ArFormats::BF16, Mode::Streamed) - 1.0;
+        let budget = peak(ArFormats::BF16, Mode::Streamed) - 1;
         let tight = choose(WeightsChoice::Auto, budget).unwrap();
         assert_eq!((tight.formats, tight.acoustic, tight.mode), (ArFormats::BF16, DType::Q8, Mode::Streamed));
-        let tighter = choose(WeightsChoice::Auto, tight.peak - 1.0).unwrap();
+        let tighter = choose(WeightsChoice::Auto, tight.peak_bytes - 1).unwrap();
         assert_eq!((tighter.formats, tighter.acoustic, tighter.mode), (ArFormats::Q8, DType::BF16, Mode::Streamed));
         // Under every streamed plan: phase by phase, with the most exact weights that fit.
-        let budget = g.plan_with_dit(ArFormats::Q4, DType::Q8, Mode::Streamed, &work).peak - 1.0;
+        let budget = g.plan_with_dit(ArFormats::Q4, DType::Q8, Mode::Streamed, &work).peak_bytes - 1;
         let small = choose(WeightsChoice::Auto, budget).unwrap();
-        assert_eq!(small.mode, Mode::PhaseByPhase, "{}", small.describe());
-        assert!(small.peak <= budget);
-        assert!(peak(ArFormats::Q4, Mode::PhaseByPhase) < peak(ArFormats::BF16, Mode::PhaseByPhase));
-        let err = choose(WeightsChoice::Auto, 1.0 * GB).unwrap_err().to_string();
+        assert_eq!(small.mode, Mode::Phased, "{}", small.describe());
+        assert!(small.peak_bytes <= budget);
+        assert!(peak(ArFormats::Q4, Mode::Phased) < peak(ArFormats::BF16, Mode::Phased));
+        let err = choose(WeightsChoice::Auto, GB).unwrap_err().to_string();
         assert!(err.contains("no plan fits in 1.0 GB") && err.contains("the smallest"), "{err}");
         // A streamed 4-bit plan over its budget with the bf16 DiT takes the q8 DiT (the 12 GB tier).
-        let streamed_q4 = |budget| g.choose(WeightsChoice::Int4, Some(Mode::Streamed), None, Some(budget), &work);
+        let streamed_q4 = |budget| g.choose(WeightsChoice::FourBit, Some(Mode::Streamed), None, Some(budget), &work);
         let bf16_dit = g.plan(ArFormats::Q4_LM, Mode::Streamed, &work);
-        let q8_dit = streamed_q4(bf16_dit.peak - 1.0).unwrap();
+        let q8_dit = streamed_q4(bf16_dit.peak_bytes - 1).unwrap();
         assert_eq!((q8_dit.formats, q8_dit.acoustic, q8_dit.mode), (ArFormats::Q4_LM, DType::Q8, Mode::Streamed));
-        assert!(q8_dit.peak < bf16_dit.peak - 2.0 * GB, "{} against {}", q8_dit.describe(), bf16_dit.describe());
+        assert!(
+            q8_dit.peak_bytes < bf16_dit.peak_bytes - 2 * GB,
+            "{} against {}",
+            q8_dit.describe(),
+            bf16_dit.describe()
+        );
         assert!(q8_dit.describe().contains("q8 DiT"), "{}", q8_dit.describe());
         assert!(q8_dit.for_song(&g, PLANNED_SONG_PROMPT, PLANNED_SONG_FRAMES).is_ok_and(|p| p.acoustic == DType::Q8));
         // Only the bf16 precision quantizes the DiT.
         let reference = Workload { precision: Precision::Reference, ..work };
-        let plans = g.choose(WeightsChoice::Int4, Some(Mode::Streamed), None, None, &reference).unwrap();
+        let plans = g.choose(WeightsChoice::FourBit, Some(Mode::Streamed), None, None, &reference).unwrap();
         assert_ne!(plans.acoustic, DType::Q8);
-        let forced = choose(WeightsChoice::Int8, 80.0 * GB).unwrap();
+        let forced = choose(WeightsChoice::EightBit, 80 * GB).unwrap();
         assert_eq!(forced.formats, ArFormats::Q8);
         assert!(WeightsChoice::parse("2bit").is_err());
         // A quantized copy plans only its own formats, and refuses others by name.
@@ -518,7 +640,7 @@ mod tests {
         let err = g.choose(WeightsChoice::Bf16, None, Some(ArFormats::Q4), None, &work).unwrap_err().to_string();
         assert!(err.contains("quantized copy") && err.contains("--weights bf16"), "{err}");
         // A longer song under the loaded plan is checked against its budget.
-        let exact = choose(WeightsChoice::Int8, peak(ArFormats::Q8, Mode::Streamed)).unwrap();
+        let exact = choose(WeightsChoice::EightBit, peak(ArFormats::Q8, Mode::Streamed)).unwrap();
         assert!(exact.for_song(&g, PLANNED_SONG_PROMPT, PLANNED_SONG_FRAMES).is_ok());
         let err = exact.for_song(&g, PLANNED_SONG_PROMPT, 9000).unwrap_err().to_string();
         assert!(err.contains("over the") && err.contains("budget"), "{err}");

@@ -30,6 +30,15 @@ impl Precision {
         }
     }
 
+    /// What the policy means, for help texts.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Precision::Reference => "exact f32, as diffusers",
+            Precision::Tf32 => "TF32 tensor cores, faster",
+            Precision::Bf16 => "bf16 tensor cores, faster still",
+        }
+    }
+
     pub fn parse(name: &str) -> Result<Self> {
         Self::ALL.into_iter().find(|p| p.name() == name).ok_or_else(|| {
             Error::Invalid(format!("unknown precision `{name}` (expected {})", names(&Self::ALL.map(Precision::name))))
@@ -56,8 +65,8 @@ impl std::str::FromStr for Precision {
     }
 }
 
-/// `a, b or c`.
-pub(crate) fn names(items: &[&str]) -> String {
+/// `a, b or c`: a list of choices in an error or a help text.
+pub fn names(items: &[&str]) -> String {
     match items {
         [] => String::new(),
         [one] => one.to_string(),

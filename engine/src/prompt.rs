@@ -130,11 +130,12 @@ pub fn normalize_lyrics(lyrics: &str) -> String {
     format!("[start]\n{text}")
 }
 
-/// The full prompt text the tokenizer sees.
-pub fn assemble(caption: &str, lyrics: &str) -> String {
+/// The full prompt text the tokenizer sees: the description in the reference's caption slot, then
+/// the lyrics.
+pub fn assemble(description: &str, lyrics: &str) -> String {
     format!(
         "<|im_start|><|caption_start|>{}<|caption_end|><|lyrics_start|>{}<|lyrics_end|><|im_end|><|audio_start|>",
-        clean_caption(caption),
+        clean_caption(description),
         normalize_lyrics(lyrics)
     )
 }
@@ -172,14 +173,14 @@ impl PromptEncoder {
     }
 
     /// Checks the inputs as the reference does, assembles and tokenizes them.
-    pub fn encode(&self, caption: &str, lyrics: &str) -> Result<PromptIds> {
-        if caption.trim_matches(is_py_space).is_empty() {
+    pub fn encode(&self, description: &str, lyrics: &str) -> Result<PromptIds> {
+        if description.trim_matches(is_py_space).is_empty() {
             return Err(Error::Invalid("the music description is empty".into()));
         }
         if lyrics.trim_matches(is_py_space).is_empty() {
             return Err(Error::Invalid("the lyrics are empty".into()));
         }
-        let text = assemble(caption, lyrics);
+        let text = assemble(description, lyrics);
         let encoding = self
             .tokenizer
             .encode(text.as_str(), true)

@@ -22,7 +22,8 @@ use std::path::{Path, PathBuf};
 use safetensors::tensor::{Dtype, TensorView};
 
 use crate::error::{Error, Result};
-use crate::plan::ArFormats;
+use crate::plan::{ArFormats, WeightsChoice};
+use crate::precision::names;
 use crate::quant::{self, QuantData};
 use crate::tensor::{DType, Storage};
 use crate::weights::{Checkpoint, read_json};
@@ -71,7 +72,8 @@ pub fn role(component: &str, name: &str) -> Option<Role> {
 /// `progress` hears each file as it is written, by its path inside the copy.
 pub fn write(src: &Path, dst: &Path, formats: ArFormats, progress: &dyn Fn(&Path)) -> Result<()> {
     if formats == ArFormats::BF16 {
-        return Err(Error::Invalid("a quantized copy needs 8bit or 4bit weights".into()));
+        let quantized = WeightsChoice::QUANTIZED.map(WeightsChoice::name);
+        return Err(Error::Invalid(format!("a quantized copy needs {} weights", names(&quantized))));
     }
     if dst.exists() {
         return Err(Error::Invalid(format!("{} already exists; name a new folder for the copy", dst.display())));

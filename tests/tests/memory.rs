@@ -10,7 +10,7 @@ use songloom_tests::{cpu, device_kinds, device_of, tiny_model_dir};
 
 fn request(seed: u64, duration_s: f64) -> Request {
     Request {
-        prompt: "warm lo-fi piano".into(),
+        description: "warm lo-fi piano".into(),
         lyrics: "[verse]\nla la la".into(),
         duration_s,
         seed,
@@ -33,7 +33,7 @@ fn song(pipeline: &Pipeline, req: &Request) -> (Vec<f32>, Vec<StageName>) {
 }
 
 fn forced(weights: WeightsChoice) -> MemoryRequest {
-    MemoryRequest { weights, max_memory: None, mode: None }
+    MemoryRequest { weights, max_memory_bytes: None, mode: None }
 }
 
 fn plan_for(weights: WeightsChoice, model: &std::path::Path) -> Plan {
@@ -43,14 +43,14 @@ fn plan_for(weights: WeightsChoice, model: &std::path::Path) -> Plan {
 #[test]
 fn a_budget_too_small_is_refused_before_anything_loads() {
     let model = tiny_model_dir();
-    let tiny = MemoryRequest { weights: WeightsChoice::Auto, max_memory: Some(1e3), mode: None };
+    let tiny = MemoryRequest { weights: WeightsChoice::Auto, max_memory_bytes: Some(1_000), mode: None };
     let err = Pipeline::plan(&model, &cpu(), tiny, Some(&request(1, 10.08))).unwrap_err().to_string();
     assert!(err.contains("no plan fits in 0 MB") && err.contains("the smallest") && err.contains("needs"), "{err}");
     // The smallest plan is named: phase by phase (on the tiny model the acoustic half's workspace
     // outweighs the AR half in every format, so the most exact of the equals is named).
     assert!(err.contains("phase by phase"), "{err}");
     // A budget that holds the bf16 plan takes it, streamed.
-    let roomy = MemoryRequest { weights: WeightsChoice::Auto, max_memory: Some(12e9), mode: None };
+    let roomy = MemoryRequest { weights: WeightsChoice::Auto, max_memory_bytes: Some(12_000_000_000), mode: None };
     let plan = Pipeline::plan(&model, &cpu(), roomy, Some(&request(1, 10.08))).unwrap();
     assert_eq!((plan.formats, plan.mode), (ArFormats::BF16, Mode::Streamed));
     assert!(plan.describe().contains("12.0 GB budget"), "{}", plan.describe());
@@ -60,7 +60,7 @@ fn a_budget_too_small_is_refused_before_anything_loads() {
 fn a_quantized_copy_loads_to_the_same_audio_as_quantizing_at_load() {
     let model = tiny_model_dir();
     for (weights, flag, formats) in
-        [(WeightsChoice::Int8, "8bit", ArFormats::Q8), (WeightsChoice::Int4, "4bit-all", ArFormats::Q4)]
+        [(WeightsChoice::EightBit, "8bit", ArFormats::Q8), (WeightsChoice::FourBit, "4bit-all", ArFormats::Q4)]
     {
         let dir = tempfile::tempdir().unwrap();
         let copy = dir.path().join(format!("tiny-{flag}"));
@@ -92,9 +92,9 @@ fn a_quantized_copy_loads_to_the_same_audio_as_quantizing_at_load() {
 #[test]
 fn phase_by_phase_gives_the_streamed_audio() {
     let model = tiny_model_dir();
-    for weights in [WeightsChoice::Bf16, WeightsChoice::Int4] {
+    for weights in [WeightsChoice::Bf16, WeightsChoice::FourBit] {
         let streamed = plan_for(weights, &model);
-        let phased = Plan { mode: Mode::PhaseByPhase, ..streamed.clone() };
+        let phased = Plan { mode: Mode::Phased, ..streamed.clone() };
         let a = Pipeline::load_planned(&model, cpu(), &streamed, &|_| {}).unwrap();
         let b = Pipeline::load_planned(&model, cpu(), &phased, &|_| {}).unwrap();
         let req = request(5, 10.08);

@@ -222,7 +222,7 @@ fn song(pipeline: &Pipeline, req: &Request, streamed: bool) -> (Vec<f32>, songlo
 
 fn song_request(seed: u64) -> Request {
     Request {
-        prompt: "warm lo-fi piano".into(),
+        description: "warm lo-fi piano".into(),
         lyrics: "[verse]\nla la la".into(),
         duration_s: 10.08,
         seed,

@@ -55,7 +55,7 @@ fn song(pipeline: &Pipeline, prompt: &str, seed: u64) -> Vec<f32> {
         }
     };
     let req = Request {
-        prompt: prompt.into(),
+        description: prompt.into(),
         lyrics: "[instrumental]".into(),
         duration_s: SECONDS,
         seed,

@@ -8,7 +8,8 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use songloom_engine::pipeline::{Cancel, Event, Half, Pipeline, Request as SongRequest, StageName};
+use songloom_engine::pipeline::{Cancel, Event, Half, MemoryRequest, Pipeline, Request as SongRequest, StageName};
+use songloom_engine::plan::WeightsChoice;
 use songloom_engine::{Device, DeviceChoice, DeviceOptions, Precision};
 use songloom_ui::contract::{
     DeviceStatus, Engine, EngineEvent, ExportFormat, InstalledModel, JobId, PlaybackState, Recipe, Request, SongEntry,
@@ -329,9 +330,29 @@ impl Engine for InProcessEngine {
     }
 }
 
-/// The pipeline a recipe needs: its model directory, device and precision.
 /// What a loaded pipeline was made for: the model, device, precision, weights and budget.
-type PipelineKey = (String, String, String, String, Option<u64>);
+#[derive(Debug, Clone, PartialEq)]
+struct PipelineKey {
+    /// The model directory as the recipe names it (empty for the embedded one).
+    model: String,
+    device: DeviceChoice,
+    precision: Precision,
+    memory: MemoryRequest,
+}
+
+impl PipelineKey {
+    /// The engine's side of `recipe`, each name checked with a message that says what is expected.
+    fn of(recipe: &Recipe) -> anyhow::Result<Self> {
+        let memory = MemoryRequest {
+            weights: WeightsChoice::parse(&recipe.weights)?,
+            max_memory_bytes: recipe.max_memory_gb.map(crate::engine_args::max_memory_bytes).transpose()?,
+            mode: None,
+        };
+        let precision = Precision::parse(&recipe.precision)?;
+        let device = DeviceChoice::parse(&recipe.device)?;
+        Ok(PipelineKey { model: recipe.model.clone(), device, precision, memory })
+    }
+}
 
 struct Worker {
     library_dir: PathBuf,
@@ -370,18 +391,15 @@ impl Worker {
     /// The pipeline for `recipe`, loaded anew when the recipe asks for another model, device,
     /// precision, weights or budget, or for a song the loaded plan has no room for.
     fn pipeline(&mut self, job: JobId, recipe: &Recipe, request: &SongRequest) -> anyhow::Result<&Pipeline> {
-        let budget = recipe.max_memory_gb.map(|gb| (gb * 1e9) as u64);
-        let key =
-            (recipe.model.clone(), recipe.device.clone(), recipe.precision.clone(), recipe.weights.clone(), budget);
+        let key = PipelineKey::of(recipe)?;
         let fits = |(k, p): &(PipelineKey, Pipeline)| *k == key && p.check_song(request).is_ok();
         if !self.pipeline.as_ref().is_some_and(fits) {
             // The old pipeline's memory is freed before the new one is planned against what is free.
             self.pipeline = None;
-            let memory = crate::generate::memory_request(&recipe.weights, recipe.max_memory_gb, "auto")?;
-            let options = DeviceOptions { precision: Precision::parse(&recipe.precision)?, ..DeviceOptions::default() };
-            let device = Device::open(DeviceChoice::parse(&recipe.device)?, options)?;
-            let dir = model_dir(&recipe.model)?;
-            let plan = Pipeline::plan(&dir, &device, memory, Some(request))?;
+            let options = DeviceOptions { precision: key.precision, ..DeviceOptions::default() };
+            let device = Device::open(key.device, options)?;
+            let dir = model_dir(&key.model)?;
+            let plan = Pipeline::plan(&dir, &device, key.memory, Some(request))?;
             self.outbox.send(EngineEvent::Plan { job, plan: plan.describe() });
             let outbox = self.outbox.clone();
             let loading = move |event: Event| {
@@ -399,7 +417,7 @@ impl Worker {
     fn run(&mut self, job: JobId, recipe: &Recipe, cancel: &Cancel) -> anyhow::Result<Timings> {
         let (players, outbox, library_dir) = (self.players.clone(), self.outbox.clone(), self.library_dir.clone());
         let request = SongRequest {
-            prompt: recipe.description.clone(),
+            description: recipe.description.clone(),
             lyrics: recipe.lyrics.clone(),
             duration_s: recipe.duration_s,
             seed: recipe.seed,
@@ -413,10 +431,7 @@ impl Worker {
         let song = SongJob {
             request,
             // The weights used, so the recipe makes the same song again.
-            recipe: Recipe {
-                weights: songloom_engine::plan::WeightsChoice::of(pipeline.formats()).name().into(),
-                ..recipe.clone()
-            },
+            recipe: Recipe { weights: WeightsChoice::of(pipeline.formats()).name().into(), ..recipe.clone() },
             out: None,
             format: WavFormat::F32,
             library: Some(library_dir),

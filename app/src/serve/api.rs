@@ -145,7 +145,7 @@ async fn create_song(
         }
     };
     let request = Request {
-        prompt: ask.description.clone(),
+        description: ask.description.clone(),
         lyrics: ask.lyrics.clone(),
         duration_s,
         seed: ask.seed.unwrap_or(0),
@@ -154,7 +154,7 @@ async fn create_song(
     };
     // The checks `generate` makes before it starts: length, the prompt's tokens, the steps.
     server.pipeline.max_frames(duration_s).map_err(|e| ApiError::bad(e.to_string()))?;
-    server.pipeline.encode_prompt(&request.prompt, &request.lyrics).map_err(|e| ApiError::bad(e.to_string()))?;
+    server.pipeline.encode_prompt(&request.description, &request.lyrics).map_err(|e| ApiError::bad(e.to_string()))?;
     if !(1..=1000).contains(&request.steps) {
         return Err(ApiError::bad(format!("steps must be 1 to 1000 (got {})", request.steps)));
     }
@@ -162,7 +162,7 @@ async fn create_song(
         return Err(ApiError::bad("guidance must be a finite number"));
     }
     let recipe = Recipe {
-        description: request.prompt.clone(),
+        description: request.description.clone(),
         lyrics: request.lyrics.clone(),
         duration_s,
         seed: request.seed,

@@ -18,7 +18,7 @@ use songloom_engine::pipeline::Pipeline;
 use songloom_engine::plan::WeightsChoice;
 use songloom_ui::contract::{DEFAULT_GUIDANCE, Recipe};
 
-use crate::engine_args::EngineArgs;
+use crate::engine_args::{EngineArgs, ModelArg};
 use crate::output::say;
 
 #[derive(Args)]
@@ -32,7 +32,9 @@ pub struct ServeArgs {
     #[arg(long)]
     token: Option<String>,
     #[command(flatten)]
-    engine: EngineArgs,
+    pub engine: EngineArgs,
+    #[command(flatten)]
+    model: ModelArg,
     /// The library the songs are kept in; the user's data directory without it.
     #[arg(long)]
     library: Option<PathBuf>,
@@ -40,10 +42,9 @@ pub struct ServeArgs {
 
 pub fn run(args: ServeArgs) -> Result<()> {
     let token = access::token_for(args.listen, args.token.clone())?;
-    let (choice, precision, memory) = args.engine.parse()?;
-    let device = EngineArgs::open_device(choice, precision)?;
-    let model_dir = args.engine.model_dir()?;
-    let plan = Pipeline::plan(&model_dir, &device, memory, None)?;
+    let device = args.engine.open_device()?;
+    let model_dir = args.model.dir()?;
+    let plan = Pipeline::plan(&model_dir, &device, args.engine.memory_request(), None)?;
     crate::generate::show_plan(&plan, device.kind(), false);
     let pipeline = Pipeline::load_planned(&model_dir, device, &plan, &|_| {})
         .with_context(|| format!("loading the model from {}", model_dir.display()))?;
@@ -56,14 +57,14 @@ pub fn run(args: ServeArgs) -> Result<()> {
         seed: 0,
         steps: 30,
         guidance: DEFAULT_GUIDANCE,
-        device: choice.name().to_string(),
-        precision: precision.name().to_string(),
-        model: args.engine.recipe_model(),
+        device: args.engine.device.name().to_string(),
+        precision: args.engine.precision.name().to_string(),
+        model: args.model.recipe_model(),
         weights: WeightsChoice::of(plan.formats).name().to_string(),
-        max_memory_gb: args.engine.max_memory,
+        max_memory_gb: args.engine.max_memory_gb(),
     };
     let model = json!({
-        "path": model_dir, "embedded": args.engine.model.is_none(), "plan": plan.describe(),
+        "path": model_dir, "embedded": args.model.model.is_none(), "plan": plan.describe(),
         "sample_rate": pipeline.sample_rate(), "device": format!("{} ({})", pipeline.device.kind().name(), pipeline.device.description()),
     });
     let server = Arc::new(api::Server {
@@ -71,7 +72,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         pipeline: Arc::new(pipeline),
         library: library.clone(),
         base,
-        precision,
+        precision: args.engine.precision,
         model,
     });
     let worker = {

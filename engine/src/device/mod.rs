@@ -35,7 +35,8 @@ fn unknown_device(name: &str) -> Error {
     Error::Invalid(format!("unknown device `{name}` (expected {})", names(&all)))
 }
 
-/// What `--device` asks for: a backend by name, or `auto` (CUDA where it works, else the CPU).
+/// What `--device` asks for: a backend by name, or `auto`, which takes the first of
+/// [`DeviceChoice::AUTO_ORDER`] that runs here, as [`Device::open`] does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DeviceChoice {
     #[default]
@@ -45,12 +46,18 @@ pub enum DeviceChoice {
 
 impl DeviceChoice {
     /// `auto` first, then every backend.
-    pub const ALL: [DeviceChoice; 4] = [
-        DeviceChoice::Auto,
-        DeviceChoice::Kind(DeviceKind::Cpu),
-        DeviceChoice::Kind(DeviceKind::Cuda),
-        DeviceChoice::Kind(DeviceKind::Wgpu),
-    ];
+    pub const ALL: [DeviceChoice; DeviceKind::ALL.len() + 1] = {
+        let mut all = [DeviceChoice::Auto; DeviceKind::ALL.len() + 1];
+        let mut i = 0;
+        while i < DeviceKind::ALL.len() {
+            all[i + 1] = DeviceChoice::Kind(DeviceKind::ALL[i]);
+            i += 1;
+        }
+        all
+    };
+
+    /// The backends `auto` tries, in [`Device::open`]'s order; wgpu only on a real GPU adapter.
+    pub const AUTO_ORDER: [DeviceKind; 3] = [DeviceKind::Cuda, DeviceKind::Wgpu, DeviceKind::Cpu];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -60,7 +67,24 @@ impl DeviceChoice {
     }
 
     pub fn parse(name: &str) -> Result<Self> {
-        if name == "auto" { Ok(DeviceChoice::Auto) } else { DeviceKind::parse(name).map(DeviceChoice::Kind) }
+        Self::ALL.into_iter().find(|c| c.name() == name).ok_or_else(|| {
+            Error::Invalid(format!("unknown device `{name}` (expected {})", names(&Self::ALL.map(Self::name))))
+        })
+    }
+
+    /// What `auto` takes, in words, from [`Self::AUTO_ORDER`].
+    pub fn auto_meaning() -> String {
+        let step = |kind: DeviceKind| match kind {
+            DeviceKind::Cuda => "CUDA where it works",
+            DeviceKind::Wgpu => "wgpu on a real GPU adapter (never a CPU implementation such as lavapipe)",
+            DeviceKind::Cpu => "the CPU",
+        };
+        Self::AUTO_ORDER.map(step).join(", else ")
+    }
+
+    /// The choices and what `auto` takes, for help texts.
+    pub fn help() -> String {
+        format!("{}; auto takes {}", names(&Self::ALL.map(Self::name)), Self::auto_meaning())
     }
 }
 
@@ -178,6 +202,21 @@ mod tests {
         }
         let err = DeviceChoice::parse("tpu").unwrap_err().to_string();
         assert!(err.contains("`tpu`") && err.contains("auto, cpu, cuda or wgpu"), "{err}");
+    }
+
+    /// `auto` takes the first backend of its order that runs here and that the probes let it
+    /// take, so the help text made from that order says what `Device::open` does.
+    #[test]
+    fn auto_takes_the_first_fit_backend_of_its_order() {
+        let probes = Device::probe_all();
+        let fit = |kind: DeviceKind| probes.iter().any(|p| p.kind == kind && p.status.is_ok() && p.auto);
+        let expected = DeviceChoice::AUTO_ORDER.into_iter().find(|k| fit(*k)).expect("the CPU runs everywhere");
+        let picked = Device::open(DeviceChoice::Auto, DeviceOptions::default()).unwrap().kind();
+        assert_eq!(picked, expected, "auto: {}", DeviceChoice::auto_meaning());
+        assert_eq!(DeviceChoice::AUTO_ORDER.last(), Some(&DeviceKind::Cpu));
+        let help = DeviceChoice::help();
+        assert!(help.starts_with("auto, cpu, cuda or wgpu; auto takes CUDA"), "{help}");
+        assert!(help.find("CUDA") < help.find("wgpu on a real GPU") && help.find("wgpu on") < help.find("the CPU"));
     }
 
     /// `auto` never takes what the probes say it may not (a wgpu adapter that is a CPU

@@ -12,7 +12,8 @@ pub const MAX_DURATION_S: f64 = 360.0;
 /// A request for one song.
 #[derive(Debug, Clone)]
 pub struct Request {
-    pub prompt: String,
+    /// The music description: genre, mood, instruments, vocals, tempo.
+    pub description: String,
     pub lyrics: String,
     /// An upper bound: the model may end the song earlier.
     pub duration_s: f64,

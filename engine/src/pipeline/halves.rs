@@ -140,7 +140,7 @@ impl Halves {
         if let Some(half) = self.ar.lock().map_err(|_| poisoned())?.as_ref() {
             return Ok(half.clone());
         }
-        if self.mode == Mode::PhaseByPhase {
+        if self.mode == Mode::Phased {
             self.free(&self.acoustic, device)?;
         }
         let half = Arc::new(self.weights.load_ar(device, constants, self.formats, events)?);
@@ -153,7 +153,7 @@ impl Halves {
         if let Some(half) = self.acoustic.lock().map_err(|_| poisoned())?.as_ref() {
             return Ok(half.clone());
         }
-        if self.mode == Mode::PhaseByPhase {
+        if self.mode == Mode::Phased {
             self.free(&self.ar, device)?;
         }
         let half = Arc::new(self.weights.load_acoustic(device, self.dit, events)?);

@@ -67,8 +67,8 @@ impl NoiseSource for SeededNoise {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct MemoryRequest {
     pub weights: WeightsChoice,
-    /// Bytes; `None` for the device's free memory.
-    pub max_memory: Option<f64>,
+    /// `None` for the device's free memory.
+    pub max_memory_bytes: Option<u64>,
     /// Streamed or phase by phase; `None` lets the plan choose (streamed where it fits).
     pub mode: Option<Mode>,
 }
@@ -104,15 +104,15 @@ fn synthetic_geometry(constants: &PipelineConstants) -> Geometry {
 /// The workload of a song of `prompt` tokens and `frames` frames on `device`.
 fn workload(device: &Device, prompt: usize, frames: usize) -> Workload {
     if device.kind() == DeviceKind::Cpu {
-        Workload { precision: device.precision(), prompt, frames, runtime: 0.0, gpu: false }
+        Workload { precision: device.precision(), prompt, frames, runtime_bytes: 0, gpu: false }
     } else {
         Workload::on_gpu(device.precision(), prompt, frames)
     }
 }
 
 /// The budget: the one asked for, else (on a GPU) the device's free memory.
-fn budget(device: &Device, asked: Option<f64>) -> Option<f64> {
-    asked.or_else(|| device.memory().map(|m| m.free as f64))
+fn budget_bytes(device: &Device, asked_bytes: Option<u64>) -> Option<u64> {
+    asked_bytes.or_else(|| device.memory().map(|m| m.free))
 }
 
 impl Pipeline {
@@ -132,13 +132,14 @@ impl Pipeline {
         let (prompt, frames) = match song {
             Some(req) => {
                 let encoder = PromptEncoder::new(&model.component("tokenizer"), &model.constants)?;
-                let ids = encoder.encode(&req.prompt, &req.lyrics)?;
+                let ids = encoder.encode(&req.description, &req.lyrics)?;
                 (ids.cond.len(), frames_for(req.duration_s, &geometry, &model.constants)?)
             }
             None => (PLANNED_PROMPT_TOKENS, model.constants.max_frames),
         };
         let work = workload(device, prompt, frames);
-        geometry.choose(memory.weights, memory.mode, model.stored_formats()?, budget(device, memory.max_memory), &work)
+        let budget = budget_bytes(device, memory.max_memory_bytes);
+        geometry.choose(memory.weights, memory.mode, model.stored_formats()?, budget, &work)
     }
 
     /// Loads what `plan` keeps resident and caps the device's memory at its budget.
@@ -148,7 +149,7 @@ impl Pipeline {
         let scheduler = config::read_config(&model.component("scheduler"), "scheduler_config.json")?;
         let geometry = model.geometry()?;
         let constants = model.constants.clone();
-        device.set_memory_limit(plan.budget.map(|b| b as u64))?;
+        device.set_memory_limit(plan.budget_bytes)?;
         let halves = Halves::load(Weights::Dir(model), plan, &device, &constants, events)?;
         Ok(Pipeline { device, constants, prompt: Some(prompt), scheduler, geometry, plan: plan.clone(), halves })
     }
@@ -158,7 +159,7 @@ impl Pipeline {
     pub fn synthetic_plan(device: &Device, memory: MemoryRequest, prompt: usize, frames: usize) -> Result<Plan> {
         let geometry = synthetic_geometry(&PipelineConstants::default());
         let work = workload(device, prompt, frames);
-        geometry.choose(memory.weights, memory.mode, None, budget(device, memory.max_memory), &work)
+        geometry.choose(memory.weights, memory.mode, None, budget_bytes(device, memory.max_memory_bytes), &work)
     }
 
     /// Every stage at the real checkpoint's geometry with synthetic weights made on the device
@@ -179,7 +180,7 @@ impl Pipeline {
         events: LoadEvents,
     ) -> Result<Self> {
         let geometry = synthetic_geometry(&constants);
-        device.set_memory_limit(plan.budget.map(|b| b as u64))?;
+        device.set_memory_limit(plan.budget_bytes)?;
         let halves = Halves::load(Weights::Synthetic { seed }, plan, &device, &constants, events)?;
         Ok(Pipeline {
             device,
@@ -195,7 +196,7 @@ impl Pipeline {
     /// Whether `req` can run under the loaded plan (its numbers, its prompt and, against the
     /// budget, its length), without running it.
     pub fn check_song(&self, req: &Request) -> Result<()> {
-        let prompt = self.encode_prompt(&req.prompt, &req.lyrics)?;
+        let prompt = self.encode_prompt(&req.description, &req.lyrics)?;
         self.validate(req, &prompt).map(|_| ())
     }
 
@@ -211,7 +212,7 @@ impl Pipeline {
     /// Both halves, loaded if need be, for benchmarks that time the stages one by one (streamed
     /// plans only: phase by phase, one half frees the other).
     pub fn stages(&self) -> Result<(Arc<ArHalf>, Arc<AcousticHalf>)> {
-        if self.plan.mode == Mode::PhaseByPhase {
+        if self.plan.mode == Mode::Phased {
             return Err(Error::Invalid("a phase-by-phase plan holds one half at a time".into()));
         }
         Ok((self.ar_half(no_events())?, self.acoustic_half(no_events())?))
@@ -229,9 +230,10 @@ impl Pipeline {
         self.geometry.vocoder.sampling_rate as u32
     }
 
-    pub fn encode_prompt(&self, prompt: &str, lyrics: &str) -> Result<PromptIds> {
+    /// The assembled prompt of a description and lyrics, tokenized.
+    pub fn encode_prompt(&self, description: &str, lyrics: &str) -> Result<PromptIds> {
         match &self.prompt {
-            Some(encoder) => encoder.encode(prompt, lyrics),
+            Some(encoder) => encoder.encode(description, lyrics),
             None => Err(Error::Invalid("this model has no tokenizer".into())),
         }
     }
@@ -377,7 +379,7 @@ impl Pipeline {
     }
 
     fn tokenize(&self, req: &Request, observer: Observer) -> Result<PromptIds> {
-        let prompt = self.encode_prompt(&req.prompt, &req.lyrics)?;
+        let prompt = self.encode_prompt(&req.description, &req.lyrics)?;
         (observer.events)(Event::Stage { stage: StageName::Tokenize, done: 1, total: 1 });
         Ok(prompt)
     }

@@ -17,7 +17,7 @@ use crate::prompt::PromptIds;
 use crate::tensor::Tensor;
 
 impl Pipeline {
-    /// [`generate`](Self::generate) from token ids already made (`req.prompt` and `req.lyrics`
+    /// [`generate`](Self::generate) from token ids already made (`req.description` and `req.lyrics`
     /// are not read); `started` is when the request arrived.
     pub fn generate_ids(
         &self,
@@ -32,7 +32,7 @@ impl Pipeline {
         let song = Song { prompt, req, max_frames, schedule: &schedule, started, observer };
         let (ar_result, acoustic_result) = match self.plan.mode {
             Mode::Streamed => self.run_streamed(&song),
-            Mode::PhaseByPhase => self.run_phased(&song),
+            Mode::Phased => self.run_phased(&song),
         };
         let (frames, ar_s, acoustic) = match (ar_result, acoustic_result) {
             ((Ok(frames), ar_end), Ok(acoustic)) => (frames, ar_end - tokenize_s, acoustic),
