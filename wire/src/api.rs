@@ -92,11 +92,17 @@ pub struct SongStatus {
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum SongState {
     /// Waiting; `place` 1 runs next.
-    Queued { place: Option<usize> },
+    Queued {
+        place: Option<usize>,
+    },
     Running,
     /// Kept in the library under `library_id`.
-    Finished { library_id: i64 },
-    Failed { error: String },
+    Finished {
+        library_id: i64,
+    },
+    Failed {
+        error: String,
+    },
     Cancelled,
 }
 

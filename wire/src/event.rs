@@ -12,7 +12,9 @@ use crate::Stage;
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     /// Text after a tag on its line in the lyrics, which the model drops.
-    Warning { message: String },
+    Warning {
+        message: String,
+    },
     /// The memory plan the model is loaded under.
     Plan {
         /// The AR half's weight formats, in words.
@@ -23,7 +25,10 @@ pub enum Event {
         budget_bytes: Option<f64>,
     },
     /// Generation begins on `device`, for at most `max_frames` frames.
-    Start { device: String, max_frames: usize },
+    Start {
+        device: String,
+        max_frames: usize,
+    },
     Stage {
         stage: Stage,
         done: usize,
@@ -31,7 +36,11 @@ pub enum Event {
     },
     /// `frames` stereo frames of audio from stereo frame `first_sample` on (the samples themselves
     /// come on the song's `stream.pcm`).
-    Audio { first_sample: usize, frames: usize, sample_rate: u32 },
+    Audio {
+        first_sample: usize,
+        frames: usize,
+        sample_rate: u32,
+    },
     Finished(Stats),
     /// The CLI wrote the song to `path`.
     Written {
@@ -48,7 +57,9 @@ pub enum Event {
         #[serde(default)]
         title: String,
     },
-    Error { message: String },
+    Error {
+        message: String,
+    },
     Cancelled,
 }
 

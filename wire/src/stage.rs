@@ -10,14 +10,22 @@ use serde::{Deserialize, Serialize};
 #[serde(tag = "name", rename_all = "snake_case")]
 pub enum Stage {
     /// Loading a half of the model: `done` of `total` components.
-    Load { half: Half },
+    Load {
+        half: Half,
+    },
     Tokenize,
     /// The language model and the depth decoder making frames of codes.
     ArFrames,
     /// The DiT denoising one window of latents: `done` of `total` flow-matching steps.
-    Dit { window: usize, windows: usize },
+    Dit {
+        window: usize,
+        windows: usize,
+    },
     /// The vocoder turning one window into sound.
-    Vocoder { window: usize, windows: usize },
+    Vocoder {
+        window: usize,
+        windows: usize,
+    },
 }
 
 /// The model's halves, as the plan loads them.

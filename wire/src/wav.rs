@@ -33,7 +33,10 @@ pub enum WavError {
     NoFormat,
     NoData,
     /// A sample format other than integer PCM of 8, 16, 24 or 32 bits, or 32-bit float.
-    Unsupported { format: u16, bits: u16 },
+    Unsupported {
+        format: u16,
+        bits: u16,
+    },
     /// `channels` stereo cannot be made of (the player takes mono or stereo).
     Channels(u16),
 }
@@ -115,9 +118,10 @@ pub fn read(bytes: &[u8]) -> Result<Wav, WavError> {
             .chunks_exact(3)
             .map(|b| (i32::from_le_bytes([0, b[0], b[1], b[2]]) >> 8) as f32 / 8_388_608.0)
             .collect(),
-        (PCM, 32) => {
-            data.chunks_exact(4).map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f32 / 2_147_483_648.0).collect()
-        }
+        (PCM, 32) => data
+            .chunks_exact(4)
+            .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f32 / 2_147_483_648.0)
+            .collect(),
         (format, bits) => return Err(WavError::Unsupported { format, bits }),
     };
     Ok(Wav { channels, sample_rate, samples, info })

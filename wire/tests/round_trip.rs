@@ -190,7 +190,8 @@ fn a_song_request_takes_seconds_or_text_and_nothing_unknown() {
         ..full
     };
     round_trip(&seconds, json!({"description": "warm lo-fi piano", "lyrics": "[verse]\nla la la", "duration": 90.0}));
-    let whole: SongRequest = serde_json::from_value(json!({"description": "x", "lyrics": "y", "duration": 90})).unwrap();
+    let whole: SongRequest =
+        serde_json::from_value(json!({"description": "x", "lyrics": "y", "duration": 90})).unwrap();
     assert_eq!(whole.duration, Some(SongLength::Seconds(90.0)));
     let bare: SongRequest = serde_json::from_value(json!({"description": "x", "lyrics": "y", "seed": null})).unwrap();
     assert_eq!((bare.duration, bare.seed), (None, None));

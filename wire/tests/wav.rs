@@ -65,8 +65,7 @@ fn float_and_every_integer_depth_read_as_the_same_samples() {
     let pcm24: Vec<u8> = want.iter().flat_map(|s| ((s * 8_388_608.0) as i32).to_le_bytes()[..3].to_vec()).collect();
     let pcm32: Vec<u8> = want.iter().flat_map(|s| ((*s as f64 * 2_147_483_648.0) as i32).to_le_bytes()).collect();
     for extensible in [false, true] {
-        for (format, bits, data) in
-            [(3, 32, &float), (1, 8, &pcm8), (1, 16, &pcm16), (1, 24, &pcm24), (1, 32, &pcm32)]
+        for (format, bits, data) in [(3, 32, &float), (1, 8, &pcm8), (1, 16, &pcm16), (1, 24, &pcm24), (1, 32, &pcm32)]
         {
             let file = riff(&[(b"fmt ", fmt(format, 2, 48_000, bits, extensible)), (b"data", data.clone())]);
             let read = wav::read(&file).unwrap_or_else(|e| panic!("format {format}, {bits} bits: {e}"));
@@ -104,7 +103,7 @@ fn what_is_not_a_readable_wav_says_why() {
     let data = (b"data", vec![0u8; 8]);
     assert_eq!(wav::read(b"ID3\x03 not a wav at all"), Err(WavError::NotWav));
     assert_eq!(wav::read(b""), Err(WavError::NotWav));
-    assert_eq!(wav::read(&riff(&[data.clone()])), Err(WavError::NoFormat));
+    assert_eq!(wav::read(&riff(std::slice::from_ref(&data))), Err(WavError::NoFormat));
     assert_eq!(wav::read(&riff(&[(b"fmt ", vec![1, 0, 2])])).unwrap_err(), WavError::NoData);
     assert_eq!(wav::read(&riff(&[(b"fmt ", vec![1, 0, 2]), data.clone()])), Err(WavError::NoFormat));
     let double = riff(&[(b"fmt ", fmt(3, 2, 44_100, 64, false)), data]);
