@@ -8,9 +8,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use serde_json::json;
 use songloom_engine::DeviceKind;
-use songloom_engine::pipeline::{Cancel, Event, Half, Pipeline, Request, StageName, Stats};
+use songloom_engine::pipeline::{Cancel, Event, Pipeline, Request, Stage, Stats};
 use songloom_engine::plan::{Plan, WeightsChoice};
 use songloom_ui::contract::Recipe;
 
@@ -100,8 +99,8 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     let device_kind = device.kind();
     let loading = |event: Event| {
         if args.json {
-            say!("{}", event_json(&event));
-        } else if let Event::Stage { stage: StageName::Load { half }, done: 0, total } = event
+            say!("{}", wire_event(&event).to_line());
+        } else if let Event::Stage { stage: Stage::Load { half }, done: 0, total } = event
             && std::io::stderr().is_terminal()
         {
             eprintln!("loading {} ({total} parts)", half.name());
@@ -149,7 +148,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     };
     let device = pipeline.device.kind();
     if args.json {
-        say!("{}", json!({"event": "start", "device": device.name(), "max_frames": max_frames}));
+        say!("{}", songloom_wire::Event::Start { device: device.name().to_string(), max_frames }.to_line());
     } else {
         eprintln!("generating up to {duration_s:.1} s on {device} ({max_frames} frames)");
     }
@@ -164,7 +163,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     summary(&finished.stats, path, args.json);
     if let Some(song) = &finished.saved {
         if args.json {
-            say!("{}", json!({"event": "saved", "library_id": song.id, "title": song.title}));
+            say!("{}", songloom_wire::Event::Saved { library_id: song.id, title: song.title.clone() }.to_line());
         } else {
             say!("kept in the library as song {} (\"{}\")", song.id, song.title);
         }
@@ -186,7 +185,7 @@ pub fn warn_dropped_lyrics(lyrics: &str, json: bool) {
         let message = dropped.message();
         eprintln!("warning: {message}");
         if json {
-            say!("{}", json!({"event": "warning", "message": message}));
+            say!("{}", songloom_wire::Event::Warning { message: message.to_string() }.to_line());
         }
     }
 }
@@ -194,11 +193,13 @@ pub fn warn_dropped_lyrics(lyrics: &str, json: bool) {
 /// Prints the plan: one line, and its parts on a terminal.
 pub fn show_plan(plan: &Plan, device: DeviceKind, json: bool) {
     if json {
-        say!(
-            "{}",
-            json!({"event": "plan", "weights": plan.formats.describe(), "mode": plan.mode.name(),
-                   "peak_bytes": plan.peak_bytes, "budget_bytes": plan.budget_bytes})
-        );
+        let event = songloom_wire::Event::Plan {
+            weights: plan.formats.describe(),
+            mode: plan.mode.name().to_string(),
+            peak_bytes: plan.peak_bytes,
+            budget_bytes: plan.budget_bytes,
+        };
+        say!("{}", event.to_line());
         return;
     }
     let enforced =
@@ -227,13 +228,15 @@ impl SongSink for Terminal {
 fn summary(stats: &Stats, path: &std::path::Path, json: bool) {
     let seconds = stats.samples as f64 / stats.sample_rate.max(1) as f64;
     if json {
-        say!(
-            "{}",
-            json!({
-                "event": "written", "path": path, "seconds": seconds, "frames": stats.frames,
-                "windows": stats.windows, "samples": stats.samples, "sample_rate": stats.sample_rate,
-            })
-        );
+        let event = songloom_wire::Event::Written {
+            path: path.to_string_lossy().into_owned(),
+            seconds,
+            frames: stats.frames,
+            windows: stats.windows,
+            samples: stats.samples,
+            sample_rate: stats.sample_rate,
+        };
+        say!("{}", event.to_line());
     } else {
         say!(
             "wrote {} ({seconds:.2} s, {} frames, {} windows) in {:.1} s; first audio after {:.1} s",
@@ -269,16 +272,16 @@ impl Progress {
 
     fn show(&self, event: &Event) {
         if self.json {
-            say!("{}", event_json(event));
+            say!("{}", wire_event(event).to_line());
             return;
         }
         let Some((_, frames, windows)) = &self.bars else { return };
         match event {
-            Event::Stage { stage: StageName::ArFrames, done, .. } => frames.set_position(*done as u64),
-            Event::Stage { stage: StageName::Denoise { window, .. }, done, total } => {
+            Event::Stage { stage: Stage::ArFrames, done, .. } => frames.set_position(*done as u64),
+            Event::Stage { stage: Stage::Dit { window, .. }, done, total } => {
                 windows.set_message(format!("window {} step {done}/{total}", window + 1));
             }
-            Event::Stage { stage: StageName::Vocoder { window, .. }, .. } => windows.set_position(*window as u64 + 1),
+            Event::Stage { stage: Stage::Vocoder { window, .. }, .. } => windows.set_position(*window as u64 + 1),
             _ => {}
         }
     }
@@ -290,34 +293,19 @@ impl Progress {
     }
 }
 
-fn stage_json(stage: &StageName) -> serde_json::Value {
-    match stage {
-        StageName::Load { half } => json!({"name": "load", "half": match half {
-            Half::Ar => "ar",
-            Half::Acoustic => "acoustic",
-        }}),
-        StageName::Tokenize => json!({"name": "tokenize"}),
-        StageName::ArFrames => json!({"name": "ar_frames"}),
-        StageName::Denoise { window, windows } => json!({"name": "dit", "window": window, "windows": windows}),
-        StageName::Vocoder { window, windows } => json!({"name": "vocoder", "window": window, "windows": windows}),
-    }
-}
-
-pub fn event_json(event: &Event) -> serde_json::Value {
+/// An engine event as the wire writes it (the CLI's `--json` lines, the server's events): the
+/// audio's samples stay off it, their count on it.
+pub fn wire_event(event: &Event) -> songloom_wire::Event {
     match event {
         Event::Stage { stage, done, total } => {
-            json!({"event": "stage", "stage": stage_json(stage), "done": done, "total": total})
+            songloom_wire::Event::Stage { stage: *stage, done: *done, total: *total }
         }
-        Event::Audio { first_sample, samples, sample_rate } => {
-            json!({"event": "audio", "first_sample": first_sample, "frames": samples.len() / 2, "sample_rate": sample_rate})
-        }
-        Event::Finished { stats } => json!({
-            "event": "finished",
-            "frames": stats.frames, "windows": stats.windows, "samples": stats.samples,
-            "sample_rate": stats.sample_rate, "tokenize_s": stats.tokenize_s, "ar_s": stats.ar_s,
-            "acoustic_s": stats.acoustic_s, "total_s": stats.total_s,
-            "time_to_first_audio_s": stats.time_to_first_audio_s,
-        }),
+        Event::Audio { first_sample, samples, sample_rate } => songloom_wire::Event::Audio {
+            first_sample: *first_sample,
+            frames: samples.len() / 2,
+            sample_rate: *sample_rate,
+        },
+        Event::Finished { stats } => songloom_wire::Event::Finished(stats.clone()),
     }
 }
 

@@ -221,7 +221,7 @@ fn main() {
         }
         eprintln!("error: {e:#}");
         if json {
-            say!("{}", serde_json::json!({"event": "error", "message": format!("{e:#}")}));
+            say!("{}", songloom_wire::Event::Error { message: format!("{e:#}") }.to_line());
         }
         std::process::exit(1);
     }

@@ -172,20 +172,12 @@ fn plain(e: &std::io::Error) -> String {
 
 /// The interleaved stereo samples and sample rate of a WAV (float or integer PCM).
 pub fn read_song(path: &Path) -> Result<(Vec<f32>, u32)> {
-    let mut reader = hound::WavReader::open(path).with_context(|| format!("reading {}", path.display()))?;
-    let spec = reader.spec();
-    if spec.channels != 2 {
-        anyhow::bail!("{} has {} channels; Songloom songs are stereo", path.display(), spec.channels);
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let wav = songloom_wire::wav::read(&bytes).with_context(|| format!("reading {}", path.display()))?;
+    if wav.channels != 2 {
+        anyhow::bail!("{} has {} channels; Songloom songs are stereo", path.display(), wav.channels);
     }
-    let samples = match spec.sample_format {
-        hound::SampleFormat::Float => reader.samples::<f32>().collect::<Result<Vec<_>, _>>(),
-        hound::SampleFormat::Int => {
-            let scale = 1.0 / (1u64 << (spec.bits_per_sample - 1)) as f32;
-            reader.samples::<i32>().map(|s| s.map(|v| v as f32 * scale)).collect()
-        }
-    }
-    .with_context(|| format!("reading {}", path.display()))?;
-    Ok((samples, spec.sample_rate))
+    Ok((wav.samples, wav.sample_rate))
 }
 
 /// Writes the song in `source` to `target` in `format`, with `title` and `recipe` in its tags; the
@@ -227,49 +219,12 @@ fn append_info(path: &Path, title: &str, comment: &str) -> std::io::Result<()> {
     file.sync_all()
 }
 
-/// The tags of a WAV's `LIST`/`INFO` chunk that Songloom writes.
-#[derive(Debug, Default, PartialEq)]
-pub struct WavInfo {
-    pub title: Option<String>,
-    pub software: Option<String>,
-    /// The recipe, as JSON, in a Songloom WAV.
-    pub comment: Option<String>,
-}
+pub use songloom_wire::wav::WavInfo;
 
-/// Reads the `INFO` tags of the WAV at `path`, walking its RIFF chunks.
+/// Reads the `INFO` tags of the WAV at `path`.
 pub fn read_info(path: &Path) -> Result<WavInfo> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    info_of(&bytes).with_context(|| format!("{} is not a WAV file", path.display()))
-}
-
-fn info_of(bytes: &[u8]) -> Option<WavInfo> {
-    let le32 =
-        |at: usize| -> Option<usize> { Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?) as usize) };
-    if bytes.get(..4)? != b"RIFF" || bytes.get(8..12)? != b"WAVE" {
-        return None;
-    }
-    let mut info = WavInfo::default();
-    let mut at = 12;
-    while let (Some(id), Some(size)) = (bytes.get(at..at + 4), le32(at + 4)) {
-        let body = bytes.get(at + 8..(at + 8).checked_add(size)?.min(bytes.len()))?;
-        if id == b"LIST" && body.get(..4) == Some(b"INFO") {
-            let mut sub = 4;
-            while let (Some(tag), Some(len)) = (body.get(sub..sub + 4), body.get(sub + 4..sub + 8)) {
-                let len = u32::from_le_bytes(len.try_into().ok()?) as usize;
-                let text = body.get(sub + 8..(sub + 8).checked_add(len)?.min(body.len()))?;
-                let text = String::from_utf8_lossy(text.strip_suffix(&[0]).unwrap_or(text)).into_owned();
-                match tag {
-                    b"INAM" => info.title = Some(text),
-                    b"ISFT" => info.software = Some(text),
-                    b"ICMT" => info.comment = Some(text),
-                    _ => {}
-                }
-                sub += 8 + len + len % 2;
-            }
-        }
-        at += 8 + size + size % 2;
-    }
-    Some(info)
+    songloom_wire::wav::read_info(&bytes).with_context(|| format!("{} is not a WAV file", path.display()))
 }
 
 #[cfg(test)]

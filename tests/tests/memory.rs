@@ -3,7 +3,7 @@
 
 use std::sync::Mutex;
 
-use songloom_engine::pipeline::{Cancel, Event, MemoryRequest, Observer, Pipeline, Request, StageName};
+use songloom_engine::pipeline::{Cancel, Event, MemoryRequest, Observer, Pipeline, Request, Stage};
 use songloom_engine::plan::{ArFormats, Mode, Plan, WeightsChoice};
 use songloom_engine::{DeviceKind, Error};
 use songloom_tests::{cpu, device_kinds, device_of, tiny_model_dir};
@@ -20,12 +20,12 @@ fn request(seed: u64, duration_s: f64) -> Request {
 }
 
 /// The song's interleaved audio and the halves loaded while it ran.
-fn song(pipeline: &Pipeline, req: &Request) -> (Vec<f32>, Vec<StageName>) {
+fn song(pipeline: &Pipeline, req: &Request) -> (Vec<f32>, Vec<Stage>) {
     let audio = Mutex::new(Vec::new());
     let loads = Mutex::new(Vec::new());
     let events = |e: Event| match e {
         Event::Audio { samples, .. } => audio.lock().unwrap().extend(samples),
-        Event::Stage { stage: stage @ StageName::Load { .. }, done: 0, .. } => loads.lock().unwrap().push(stage),
+        Event::Stage { stage: stage @ Stage::Load { .. }, done: 0, .. } => loads.lock().unwrap().push(stage),
         _ => {}
     };
     pipeline.generate(req, Observer { events: &events, cancel: &Cancel::default() }).unwrap();

@@ -264,7 +264,7 @@ fn cancel_stops_the_song() {
     let cancel = Cancel::default();
     let frames_seen = Mutex::new(0);
     let events = |e: Event| {
-        if let Event::Stage { stage: songloom_engine::pipeline::StageName::ArFrames, done, .. } = e {
+        if let Event::Stage { stage: songloom_engine::pipeline::Stage::ArFrames, done, .. } = e {
             *frames_seen.lock().unwrap() = done;
             if done == 30 {
                 cancel.cancel();

@@ -2,33 +2,8 @@
 //! receives [`EngineEvent`]s; one job runs at a time and is cancelled by its id.
 
 use serde::{Deserialize, Serialize};
-
-/// Everything that decides a song: with the same recipe, model and engine version the same song
-/// comes out again.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Recipe {
-    pub description: String,
-    pub lyrics: String,
-    pub duration_s: f64,
-    pub seed: u64,
-    pub steps: usize,
-    /// The DiT's classifier-free guidance scale.
-    pub guidance: f32,
-    /// `auto`, `cpu`, `cuda` or `wgpu` (the engine's device names).
-    pub device: String,
-    /// `reference`, `tf32` or `bf16` (the engine's precision policies, [`PRECISIONS`]).
-    pub precision: String,
-    /// The model directory; empty for the embedded model.
-    pub model: String,
-    /// The AR half's weights: `auto`, `bf16`, `8bit`, `4bit` or `4bit-all` ([`WEIGHTS`]).
-    pub weights: String,
-    /// The memory budget in GB; `None` for what the device has free.
-    pub max_memory_gb: Option<f64>,
-}
-
-/// MiniMax-Music3's own DiT guidance scale.
-pub const DEFAULT_GUIDANCE: f32 = 1.7;
+/// The recipe and the progress stages are the wire's: the same types cross HTTP and the CLI.
+pub use songloom_wire::{DEFAULT_GUIDANCE, Half, Recipe, Stage};
 
 /// The precision policies of the acoustic half, by the engine's names (the app ties the two).
 pub const PRECISIONS: [&str; 3] = ["reference", "tf32", "bf16"];
@@ -44,24 +19,6 @@ pub struct DeviceStatus {
     /// What the real model would do there (its plan, how long a minute of music takes, as
     /// measured or estimated), for a device that runs here.
     pub advice: Option<String>,
-}
-
-impl Default for Recipe {
-    fn default() -> Self {
-        Recipe {
-            description: String::new(),
-            lyrics: String::new(),
-            duration_s: 30.0,
-            seed: 0,
-            steps: 30,
-            guidance: DEFAULT_GUIDANCE,
-            device: "auto".into(),
-            precision: "reference".into(),
-            model: String::new(),
-            weights: "auto".into(),
-            max_memory_gb: None,
-        }
-    }
 }
 
 pub type JobId = u64;
@@ -170,25 +127,6 @@ pub struct PlaybackState {
     pub level: f32,
     /// Why nothing can play (no sound device), when so.
     pub unavailable: Option<String>,
-}
-
-/// The stages a job reports, in the order they start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Stage {
-    /// Loading the AR half (`acoustic: false`) or the acoustic half of the model.
-    Load {
-        acoustic: bool,
-    },
-    Tokenize,
-    ArFrames,
-    Denoise {
-        window: usize,
-        windows: usize,
-    },
-    Vocoder {
-        window: usize,
-        windows: usize,
-    },
 }
 
 /// Timings of a finished job, in seconds.

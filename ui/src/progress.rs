@@ -2,7 +2,7 @@
 //! left, and the time to first audio. Fed by engine events and a clock the caller owns, so it is
 //! the same on the desktop and in a browser.
 
-use crate::contract::{EngineEvent, Stage, Timings};
+use crate::contract::{EngineEvent, Half, Stage, Timings};
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Progress {
@@ -34,13 +34,13 @@ impl Progress {
     pub fn apply(&mut self, event: &EngineEvent, now_s: f64) {
         match event {
             EngineEvent::Stage { stage: Stage::ArFrames, done, total, .. } => self.frames = (*done, *total),
-            EngineEvent::Stage { stage: Stage::Denoise { window, windows }, done, total, .. } => {
+            EngineEvent::Stage { stage: Stage::Dit { window, windows }, done, total, .. } => {
                 self.denoise = Some((*window, *windows, *done, *total));
             }
             EngineEvent::Stage { stage: Stage::Vocoder { window, .. }, .. } => self.windows_vocoded = window + 1,
             EngineEvent::Stage { stage: Stage::Tokenize, .. } => self.tokenized = true,
-            EngineEvent::Stage { stage: Stage::Load { acoustic }, done, total, .. } => {
-                self.loading = (done < total).then_some((*acoustic, *done, *total));
+            EngineEvent::Stage { stage: Stage::Load { half }, done, total, .. } => {
+                self.loading = (done < total).then_some((*half == Half::Acoustic, *done, *total));
             }
             EngineEvent::Plan { plan, .. } => self.plan = Some(plan.clone()),
             EngineEvent::Audio { first_sample, samples, sample_rate, .. } => {
@@ -167,14 +167,14 @@ mod tests {
     fn the_headline_speaks_of_the_song_not_the_engine() {
         let mut p = Progress::new(0.0);
         assert_eq!(p.headline(30.0), "Reading the lyrics");
-        p.apply(&stage(Stage::Load { acoustic: false }, 0, 2), 0.1);
+        p.apply(&stage(Stage::Load { half: Half::Ar }, 0, 2), 0.1);
         assert_eq!(p.headline(30.0), "Loading the model (composer): part 1 of 2");
-        p.apply(&stage(Stage::Load { acoustic: false }, 2, 2), 0.2);
+        p.apply(&stage(Stage::Load { half: Half::Ar }, 2, 2), 0.2);
         p.apply(&stage(Stage::Tokenize, 1, 1), 0.3);
         p.apply(&stage(Stage::ArFrames, 300, 750), 1.0);
         assert_eq!(p.headline(30.0), "Composing: 12 s of 30 s");
         p.apply(&stage(Stage::ArFrames, 750, 750), 2.0);
-        p.apply(&stage(Stage::Denoise { window: 2, windows: 7 }, 4, 30), 2.5);
+        p.apply(&stage(Stage::Dit { window: 2, windows: 7 }, 4, 30), 2.5);
         p.apply(&stage(Stage::Vocoder { window: 1, windows: 7 }, 1, 1), 2.6);
         assert_eq!(p.headline(30.0), "Rendering sound: section 3 of 7");
         assert!(
@@ -194,7 +194,7 @@ mod tests {
         p.apply(&stage(Stage::ArFrames, 100, 200), 12.0);
         // Half the frames, no denoising yet: a quarter done after 2 s, so 6 s left.
         assert!((p.eta_s(12.0).unwrap() - 6.0).abs() < 1e-9);
-        p.apply(&stage(Stage::Denoise { window: 0, windows: 2 }, 15, 30), 13.0);
+        p.apply(&stage(Stage::Dit { window: 0, windows: 2 }, 15, 30), 13.0);
         assert!((p.fraction() - (0.25 + 0.5 * 0.25)).abs() < 1e-9);
         p.apply(&EngineEvent::Audio { job: 1, first_sample: 0, samples: vec![0.0; 8], sample_rate: 44100 }, 14.5);
         p.apply(&EngineEvent::Audio { job: 1, first_sample: 4, samples: vec![0.0; 8], sample_rate: 44100 }, 15.0);

@@ -1,7 +1,10 @@
-//! `fetch` from Rust: JSON requests, whole bodies, and bodies read as they arrive.
+//! `fetch` from Rust: requests and answers of the wire's types, whole bodies, and bodies read as
+//! they arrive.
 
 use js_sys::{Reflect, Uint8Array};
-use serde_json::Value;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use songloom_wire::ErrorBody;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{ReadableStreamDefaultReader, RequestInit, Response};
@@ -15,12 +18,12 @@ fn js_error(e: JsValue) -> String {
         .unwrap_or_else(|| format!("{e:?}"))
 }
 
-async fn respond(method: &str, url: &str, body: Option<&Value>) -> Result<Response, String> {
+async fn respond(method: &str, url: &str, body: Option<&str>) -> Result<Response, String> {
     let window = web_sys::window().ok_or("no window")?;
     let init = RequestInit::new();
     init.set_method(method);
     if let Some(body) = body {
-        init.set_body(&JsValue::from_str(&body.to_string()));
+        init.set_body(&JsValue::from_str(body));
         let headers = js_sys::Object::new();
         Reflect::set(&headers, &"content-type".into(), &"application/json".into()).map_err(js_error)?;
         init.set_headers(&headers);
@@ -31,12 +34,26 @@ async fn respond(method: &str, url: &str, body: Option<&Value>) -> Result<Respon
     response.dyn_into::<Response>().map_err(js_error)
 }
 
-/// A JSON request; the answer's body as JSON (`null` where it is not).
-pub async fn json(method: &str, url: &str, body: Option<Value>) -> Answer<Value> {
-    let response = respond(method, url, body.as_ref()).await?;
+/// A request with `body` (a wire type) or none; a successful answer read as `T`, any other as its
+/// error line.
+pub async fn call<T: DeserializeOwned>(method: &str, url: &str, body: Option<&impl Serialize>) -> Result<T, String> {
+    let body = body.map(|b| serde_json::to_string(b).map_err(|e| e.to_string())).transpose()?;
+    let response = respond(method, url, body.as_deref()).await?;
     let text = JsFuture::from(response.text().map_err(js_error)?).await.map_err(js_error)?;
-    let value = serde_json::from_str(&text.as_string().unwrap_or_default()).unwrap_or(Value::Null);
-    Ok((response.status(), value))
+    let text = text.as_string().unwrap_or_default();
+    let status = response.status();
+    if (200..300).contains(&status) {
+        serde_json::from_str(&text).map_err(|e| format!("the server's answer to {url} was not understood: {e}"))
+    } else {
+        Err(serde_json::from_str::<ErrorBody>(&text)
+            .map(|body| body.error)
+            .unwrap_or_else(|_| format!("the server answered {status}")))
+    }
+}
+
+/// A request without a body.
+pub async fn request<T: DeserializeOwned>(method: &str, url: &str) -> Result<T, String> {
+    call(method, url, None::<&()>).await
 }
 
 /// A whole body as bytes.
@@ -60,9 +77,4 @@ pub async fn stream(url: &str, mut piece: impl FnMut(&[u8])) -> Result<u16, Stri
         let value = Reflect::get(&chunk, &"value".into()).map_err(js_error)?;
         piece(&Uint8Array::new(&value).to_vec());
     }
-}
-
-/// The error line of an API answer.
-pub fn error_of(status: u16, body: &Value) -> String {
-    body["error"].as_str().map(str::to_string).unwrap_or_else(|| format!("the server answered {status}"))
 }

@@ -9,16 +9,16 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use serde_json::{Value, json};
+use serde::de::IgnoredAny;
 use songloom_ui::contract::{
-    DeviceStatus, Engine, EngineEvent, ExportFormat, JobId, PlaybackState, Recipe, Request, SongEntry, SongId, Stage,
-    Timings,
+    Engine, EngineEvent, ExportFormat, JobId, PlaybackState, Recipe, Request, SongEntry, SongId, Timings,
 };
+use songloom_wire::{Devices, Event, LibraryList, Rename, ServedModel, SongCreated};
 use wasm_bindgen_futures::spawn_local;
 
-use crate::http;
 use crate::player::WebPlayer;
 use crate::sse::SseReader;
+use crate::{client, http};
 
 #[derive(Default)]
 struct Shared {
@@ -70,45 +70,25 @@ impl RemoteEngine {
     }
 
     async fn devices(&self) {
-        let devices = match http::json("GET", "/api/devices", None).await {
-            Ok((200, body)) => body["devices"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|d| DeviceStatus {
-                    name: d["name"].as_str().unwrap_or("?").to_string(),
-                    available: if d["available"].as_bool() == Some(true) {
-                        Ok(d["description"].as_str().unwrap_or("").to_string())
-                    } else {
-                        Err(d["reason"].as_str().unwrap_or("not available").to_string())
-                    },
-                    advice: None,
-                })
-                .collect(),
-            _ => Vec::new(),
+        let devices = match http::request::<Devices>("GET", "/api/devices").await {
+            Ok(answer) => answer.devices.iter().map(client::device_status).collect(),
+            Err(_) => Vec::new(),
         };
         self.emit(EngineEvent::Devices { devices });
     }
 
     async fn generate(&self, job: JobId, recipe: Recipe) {
-        let body = json!({
-            "description": recipe.description, "lyrics": recipe.lyrics, "duration": recipe.duration_s,
-            "seed": recipe.seed, "steps": recipe.steps, "guidance": recipe.guidance,
-        });
-        let id = match http::json("POST", "/api/songs", Some(body)).await {
-            Ok((201, answer)) => answer["id"].as_u64().unwrap_or(0),
-            Ok((status, answer)) => return self.failed(job, http::error_of(status, &answer)),
+        let id = match http::call::<SongCreated>("POST", "/api/songs", Some(&client::song_request(&recipe))).await {
+            Ok(created) => created.id,
             Err(why) => return self.failed(job, why),
         };
         self.shared.borrow_mut().songs.insert(job, id);
         if self.shared.borrow().cancelled.contains(&job) {
-            let _ = http::json("DELETE", &format!("/api/songs/{id}"), None).await;
+            let _ = http::request::<IgnoredAny>("DELETE", &format!("/api/songs/{id}")).await;
         }
         set_state("running");
-        if let Ok((200, model)) = http::json("GET", "/api/model", None).await
-            && let Some(plan) = model["plan"].as_str()
-        {
-            self.emit(EngineEvent::Plan { job, plan: format!("on the server: {plan}") });
+        if let Ok(model) = http::request::<ServedModel>("GET", "/api/model").await {
+            self.emit(EngineEvent::Plan { job, plan: format!("on the server: {}", model.plan) });
         }
         // The events and the audio arrive on two streams; the song's end waits for both.
         let ending: Rc<RefCell<(bool, Option<Vec<EngineEvent>>)>> = Rc::default();
@@ -142,28 +122,24 @@ impl RemoteEngine {
     async fn events(&self, job: JobId, id: u64) -> Vec<EngineEvent> {
         let mut reader = SseReader::default();
         let mut timings = Timings::default();
-        let mut end: Option<Value> = None;
+        let mut end: Option<Event> = None;
         let status = http::stream(&format!("/api/songs/{id}/events"), |bytes| {
-            for event in reader.feed(bytes) {
-                let Ok(data) = serde_json::from_str::<Value>(&event.data) else { continue };
-                match event.name.as_str() {
-                    "stage" => {
-                        if let Some(stage) = stage_of(&data["stage"]) {
-                            let (done, total) = (count(&data["done"]), count(&data["total"]));
-                            self.emit(EngineEvent::Stage { job, stage, done, total });
-                        }
-                    }
-                    "finished" => timings = timings_of(&data),
-                    "saved" | "error" | "cancelled" => end = Some(data),
+            for sse in reader.feed(bytes) {
+                let Ok(event) = serde_json::from_str::<Event>(&sse.data) else { continue };
+                if let Some(progress) = client::progress_event(job, &event) {
+                    self.emit(progress);
+                }
+                match event {
+                    Event::Finished(stats) => timings = client::timings(&stats),
+                    Event::Saved { .. } | Event::Error { .. } | Event::Cancelled => end = Some(event),
                     _ => {}
                 }
             }
         })
         .await;
         match (status, end) {
-            (Ok(200), Some(data)) if data["event"] == "saved" => {
+            (Ok(200), Some(Event::Saved { library_id, .. })) => {
                 set_state("finished");
-                let library_id = data["library_id"].as_i64().unwrap_or(0);
                 let songs = self.library().await.unwrap_or_default();
                 let saved = songs.iter().find(|s| s.id == library_id).cloned();
                 let mut ends: Vec<EngineEvent> =
@@ -172,13 +148,12 @@ impl RemoteEngine {
                 ends.push(EngineEvent::Library { songs });
                 ends
             }
-            (Ok(200), Some(data)) if data["event"] == "cancelled" => {
+            (Ok(200), Some(Event::Cancelled)) => {
                 set_state("cancelled");
                 vec![EngineEvent::Cancelled { job }]
             }
-            (Ok(200), Some(data)) => {
+            (Ok(200), Some(Event::Error { message })) => {
                 set_state("failed");
-                let message = data["message"].as_str().unwrap_or("the song failed").to_string();
                 vec![EngineEvent::Failed { job, message }]
             }
             (Ok(status), _) => {
@@ -227,10 +202,8 @@ impl RemoteEngine {
     }
 
     async fn library(&self) -> Result<Vec<SongEntry>, String> {
-        match http::json("GET", "/api/library", None).await? {
-            (200, body) => Ok(body["songs"].as_array().into_iter().flatten().filter_map(entry_of).collect()),
-            (status, body) => Err(http::error_of(status, &body)),
-        }
+        let list = http::request::<LibraryList>("GET", "/api/library").await?;
+        Ok(list.songs.into_iter().map(client::song_entry).collect())
     }
 
     async fn list(&self, search: String) {
@@ -252,11 +225,9 @@ impl RemoteEngine {
     }
 
     /// A library change, then the library as it now is.
-    async fn change(&self, method: &str, id: SongId, body: Option<Value>) {
-        match http::json(method, &format!("/api/library/{id}"), body).await {
-            Ok((200, _)) => {}
-            Ok((status, answer)) => self.emit(EngineEvent::Problem { message: http::error_of(status, &answer) }),
-            Err(why) => self.emit(EngineEvent::Problem { message: why }),
+    async fn change(&self, method: &str, id: SongId, body: Option<Rename>) {
+        if let Err(why) = http::call::<IgnoredAny>(method, &format!("/api/library/{id}"), body.as_ref()).await {
+            self.emit(EngineEvent::Problem { message: why });
         }
         self.list(String::new()).await;
     }
@@ -267,15 +238,16 @@ impl RemoteEngine {
             return self.emit(EngineEvent::Problem { message: format!("song {id} is not in the library") });
         };
         match http::bytes(&format!("/api/library/{id}/audio.wav")).await {
-            Ok((200, bytes)) => match read_wav(&bytes) {
-                Some((samples, sample_rate)) => {
+            Ok((200, bytes)) => match songloom_wire::wav::read(&bytes).and_then(|wav| {
+                let sample_rate = wav.sample_rate;
+                Ok((wav.into_stereo()?, sample_rate))
+            }) {
+                Ok((samples, sample_rate)) => {
                     self.shared.borrow_mut().heard_job = None;
                     self.player.borrow_mut().load(samples.clone(), sample_rate);
                     self.emit(EngineEvent::Loaded { song, samples, sample_rate });
                 }
-                None => {
-                    self.emit(EngineEvent::Problem { message: "the song's file is not a WAV this page reads".into() })
-                }
+                Err(why) => self.emit(EngineEvent::Problem { message: format!("the song's file: {why}") }),
             },
             Ok((status, _)) => self.emit(EngineEvent::Problem { message: format!("the song's file: {status}") }),
             Err(why) => self.emit(EngineEvent::Problem { message: why }),
@@ -283,21 +255,7 @@ impl RemoteEngine {
     }
 
     async fn model_info(&self, model: String) {
-        let summary = match http::json("GET", "/api/model", None).await {
-            Ok((200, body)) => Ok(format!(
-                "on the server: {}; {} ({}); {}",
-                body["device"].as_str().unwrap_or("?"),
-                if body["embedded"] == true {
-                    "the built-in model, Songloom Mini (instrumental, no vocals)"
-                } else {
-                    "the model"
-                },
-                body["path"].as_str().unwrap_or("?"),
-                body["plan"].as_str().unwrap_or("")
-            )),
-            Ok((status, body)) => Err(http::error_of(status, &body)),
-            Err(why) => Err(why),
-        };
+        let summary = http::request::<ServedModel>("GET", "/api/model").await.map(|m| client::model_summary(&m));
         self.emit(EngineEvent::ModelInfo { model, summary });
     }
 
@@ -333,7 +291,7 @@ impl Engine for RemoteEngine {
                 let id = self.shared.borrow().songs.get(&job).copied();
                 match id {
                     Some(id) => self.spawn(async move |_| {
-                        let _ = http::json("DELETE", &format!("/api/songs/{id}"), None).await;
+                        let _ = http::request::<IgnoredAny>("DELETE", &format!("/api/songs/{id}")).await;
                     }),
                     None => self.shared.borrow_mut().cancelled.push(job),
                 }
@@ -345,7 +303,7 @@ impl Engine for RemoteEngine {
             Request::ModelInfo { model } => self.spawn(async move |e| e.model_info(model).await),
             Request::ListSongs { search } => self.spawn(async move |e| e.list(search).await),
             Request::RenameSong { id, title } => {
-                self.spawn(async move |e| e.change("PATCH", id, Some(json!({"title": title}))).await)
+                self.spawn(async move |e| e.change("PATCH", id, Some(Rename { title })).await)
             }
             Request::DeleteSong { id } => self.spawn(async move |e| e.change("DELETE", id, None).await),
             Request::ExportSong { id, format, .. } => self.export(id, format),
@@ -377,79 +335,6 @@ impl Engine for RemoteEngine {
     fn is_remote(&self) -> bool {
         true
     }
-}
-
-fn count(v: &Value) -> usize {
-    v.as_u64().unwrap_or(0) as usize
-}
-
-fn stage_of(stage: &Value) -> Option<Stage> {
-    let (window, windows) = (count(&stage["window"]), count(&stage["windows"]));
-    Some(match stage["name"].as_str()? {
-        "load" => Stage::Load { acoustic: stage["half"] == "acoustic" },
-        "tokenize" => Stage::Tokenize,
-        "ar_frames" => Stage::ArFrames,
-        "dit" => Stage::Denoise { window, windows },
-        "vocoder" => Stage::Vocoder { window, windows },
-        _ => return None,
-    })
-}
-
-fn timings_of(data: &Value) -> Timings {
-    Timings {
-        total_s: data["total_s"].as_f64().unwrap_or(0.0),
-        time_to_first_audio_s: data["time_to_first_audio_s"].as_f64(),
-        ar_s: data["ar_s"].as_f64().unwrap_or(0.0),
-        acoustic_s: data["acoustic_s"].as_f64().unwrap_or(0.0),
-        frames: count(&data["frames"]),
-        windows: count(&data["windows"]),
-    }
-}
-
-fn entry_of(song: &Value) -> Option<SongEntry> {
-    Some(SongEntry {
-        id: song["id"].as_i64()?,
-        title: song["title"].as_str()?.to_string(),
-        recipe: serde_json::from_value(song["recipe"].clone()).unwrap_or_default(),
-        seconds: song["seconds"].as_f64().unwrap_or(0.0),
-        created_unix: song["created_unix"].as_i64().unwrap_or(0),
-        timings: Timings::default(),
-    })
-}
-
-/// A WAV's interleaved stereo samples and rate: 32-bit float or 16-bit PCM, as the server writes.
-fn read_wav(bytes: &[u8]) -> Option<(Vec<f32>, u32)> {
-    if bytes.len() < 12 || &bytes[..4] != b"RIFF" || &bytes[8..12] != b"WAVE" {
-        return None;
-    }
-    let (mut at, mut format, mut data) = (12, None, None);
-    while at + 8 <= bytes.len() {
-        let id = &bytes[at..at + 4];
-        let size = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().ok()?) as usize;
-        let body = bytes.get(at + 8..at + 8 + size).unwrap_or(&bytes[at + 8..]);
-        match id {
-            b"fmt " if body.len() >= 16 => {
-                let u16_at = |i: usize| u16::from_le_bytes([body[i], body[i + 1]]);
-                let rate = u32::from_le_bytes(body[4..8].try_into().ok()?);
-                format = Some((u16_at(0), u16_at(2), rate, u16_at(14)));
-            }
-            b"data" => data = Some(body),
-            _ => {}
-        }
-        at += 8 + size + size % 2;
-    }
-    let ((kind, channels, rate, bits), data) = (format?, data?);
-    let mono: Vec<f32> = match (kind, bits) {
-        (3, 32) => data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
-        (1, 16) => data.chunks_exact(2).map(|b| i16::from_le_bytes([b[0], b[1]]) as f32 / 32768.0).collect(),
-        _ => return None,
-    };
-    let samples = match channels {
-        2 => mono,
-        1 => mono.iter().flat_map(|&s| [s, s]).collect(),
-        _ => return None,
-    };
-    Some((samples, rate))
 }
 
 /// The page's state, where a test reads it.

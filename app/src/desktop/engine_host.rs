@@ -8,12 +8,12 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use songloom_engine::pipeline::{Cancel, Event, Half, MemoryRequest, Pipeline, Request as SongRequest, StageName};
+use songloom_engine::pipeline::{Cancel, Event, MemoryRequest, Pipeline, Request as SongRequest};
 use songloom_engine::plan::WeightsChoice;
 use songloom_engine::{Device, DeviceChoice, DeviceOptions, Precision};
 use songloom_ui::contract::{
     DeviceStatus, Engine, EngineEvent, ExportFormat, InstalledModel, JobId, PlaybackState, Recipe, Request, SongEntry,
-    SongId, Stage, Timings,
+    SongId, Timings,
 };
 
 use crate::library::{Library, Song, default_dir, timings_of};
@@ -375,7 +375,7 @@ impl SongSink for WindowSink<'_> {
         let job = self.job;
         match event {
             Event::Stage { stage, done, total } => {
-                self.outbox.send(EngineEvent::Stage { job, stage: stage_of(*stage), done: *done, total: *total })
+                self.outbox.send(EngineEvent::Stage { job, stage: *stage, done: *done, total: *total })
             }
             Event::Audio { first_sample, samples, sample_rate } => {
                 self.players.for_job(|p| p.push(samples));
@@ -404,7 +404,7 @@ impl Worker {
             let outbox = self.outbox.clone();
             let loading = move |event: Event| {
                 if let Event::Stage { stage, done, total } = event {
-                    outbox.send(EngineEvent::Stage { job, stage: stage_of(stage), done, total });
+                    outbox.send(EngineEvent::Stage { job, stage, done, total });
                 }
             };
             self.pipeline = Some((key, Pipeline::load_planned(&dir, device, &plan, &loading)?));
@@ -581,15 +581,5 @@ fn entry(song: &Song) -> SongEntry {
         seconds: song.seconds,
         created_unix: song.created_unix,
         timings: song.timings.clone(),
-    }
-}
-
-fn stage_of(stage: StageName) -> Stage {
-    match stage {
-        StageName::Load { half } => Stage::Load { acoustic: half == Half::Acoustic },
-        StageName::Tokenize => Stage::Tokenize,
-        StageName::ArFrames => Stage::ArFrames,
-        StageName::Denoise { window, windows } => Stage::Denoise { window, windows },
-        StageName::Vocoder { window, windows } => Stage::Vocoder { window, windows },
     }
 }

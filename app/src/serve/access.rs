@@ -13,7 +13,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Json, Response};
-use serde_json::json;
+use songloom_wire::ErrorBody;
 
 const COOKIE: &str = "songloom_token";
 
@@ -78,8 +78,11 @@ pub async fn check(State(token): State<Arc<Option<String>>>, request: Request, n
         }
         _ => (
             StatusCode::UNAUTHORIZED,
-            Json(json!({"error": "this server needs its token (printed when it started): \
-                                  `Authorization: Bearer TOKEN`, or ?token=TOKEN in the page's address"})),
+            Json(ErrorBody {
+                error: "this server needs its token (printed when it started): `Authorization: Bearer TOKEN`, \
+                        or ?token=TOKEN in the page's address"
+                    .into(),
+            }),
         )
             .into_response(),
     }

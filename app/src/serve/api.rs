@@ -8,18 +8,20 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use futures_util::stream::{self, Stream};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::de::DeserializeOwned;
 use songloom_engine::pipeline::{Pipeline, Request};
 use songloom_engine::{Device, Precision};
 use songloom_ui::contract::{DEFAULT_GUIDANCE, Recipe};
+use songloom_wire::{
+    Deleted, DeviceProbe, Devices, ErrorBody, LibraryList, LibrarySong, Rename, Renamed, ServedModel, SongCreated,
+    SongLength, SongRequest, SongState, SongStatus,
+};
 
 use super::jobs::{Jobs, State as JobState};
 use crate::library::Library;
@@ -35,7 +37,7 @@ pub struct Server {
     /// The recipe fields the server fixes: device, precision, model, weights, budget.
     pub base: Recipe,
     pub precision: Precision,
-    pub model: Value,
+    pub model: ServedModel,
 }
 
 type Shared = State<Arc<Server>>;
@@ -55,7 +57,7 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.0, Json(json!({"error": self.1}))).into_response()
+        (self.0, Json(ErrorBody { error: self.1 })).into_response()
     }
 }
 
@@ -89,48 +91,46 @@ pub fn router(server: Arc<Server>, token: Option<String>) -> Router {
         .with_state(server)
 }
 
-/// `POST /api/songs`: the fields of `generate`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SongRequest {
-    description: String,
-    lyrics: String,
-    /// Seconds, or text as `generate --duration` takes it ("1:30", "2m").
-    #[serde(default)]
-    duration: Option<Value>,
-    #[serde(default)]
-    seed: Option<u64>,
-    #[serde(default)]
-    steps: Option<usize>,
-    #[serde(default)]
-    guidance: Option<f32>,
-    /// Must be the server's own, if given (one engine, one precision).
-    #[serde(default)]
-    precision: Option<String>,
-}
-
 fn parse_id(id: &str) -> ApiResult<u64> {
     id.parse().map_err(|_| ApiError::bad(format!("`{id}` is not a song id")))
 }
 
-/// A request body, or the one-line error for one too large or unreadable.
-fn body_of(body: Result<Bytes, BytesRejection>) -> ApiResult<Bytes> {
-    body.map_err(|e| match e.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => ApiError(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the request body is too large (at most {BODY_LIMIT} bytes)"),
-        ),
-        status => ApiError(status, e.body_text()),
-    })
+/// A request body the API reads, and the start of the one-line error for one it cannot.
+trait RequestBody: DeserializeOwned {
+    const REFUSED: &'static str;
+}
+
+impl RequestBody for SongRequest {
+    const REFUSED: &'static str = "the request is not a song";
+}
+
+impl RequestBody for Rename {
+    const REFUSED: &'static str = "expected {\"title\": ...}";
+}
+
+/// A request body read whole (whatever its content type says) and parsed as `T`; one too large,
+/// unreadable or not a `T` is a one-line JSON error.
+struct JsonBody<T>(T);
+
+impl<S: Send + Sync, T: RequestBody> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = Bytes::from_request(request, state).await.map_err(|e| match e.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => ApiError(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the request body is too large (at most {BODY_LIMIT} bytes)"),
+            ),
+            status => ApiError(status, e.body_text()),
+        })?;
+        serde_json::from_slice(&bytes).map(JsonBody).map_err(|e| ApiError::bad(format!("{}: {e}", T::REFUSED)))
+    }
 }
 
 async fn create_song(
     State(server): Shared,
-    body: Result<Bytes, BytesRejection>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
-    let body = body_of(body)?;
-    let ask: SongRequest =
-        serde_json::from_slice(&body).map_err(|e| ApiError::bad(format!("the request is not a song: {e}")))?;
+    JsonBody(ask): JsonBody<SongRequest>,
+) -> ApiResult<(StatusCode, Json<SongCreated>)> {
     if let Some(p) = &ask.precision
         && Precision::parse(p).ok() != Some(server.precision)
     {
@@ -138,11 +138,8 @@ async fn create_song(
     }
     let duration_s = match &ask.duration {
         None => 30.0,
-        Some(Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
-        Some(Value::String(text)) => songloom_ui::duration::parse_duration(text).map_err(ApiError::bad)?,
-        Some(other) => {
-            return Err(ApiError::bad(format!("duration must be seconds or text like \"1:30\", not {other}")));
-        }
+        Some(SongLength::Seconds(seconds)) => *seconds,
+        Some(SongLength::Text(text)) => songloom_ui::duration::parse_duration(text).map_err(ApiError::bad)?,
     };
     let request = Request {
         description: ask.description.clone(),
@@ -171,36 +168,36 @@ async fn create_song(
         ..server.base.clone()
     };
     let (id, place) = server.jobs.add(request, recipe);
-    Ok((StatusCode::CREATED, Json(json!({"id": id, "state": "queued", "place": place}))))
+    Ok((StatusCode::CREATED, Json(SongCreated { id, state: SongState::Queued { place: Some(place) } })))
 }
 
 /// A job's state, its place while it waits, what went wrong or where it was kept.
-fn describe(server: &Server, id: u64) -> ApiResult<Value> {
+fn describe(server: &Server, id: u64) -> ApiResult<SongStatus> {
     let place = server.jobs.place(id);
     server
         .jobs
-        .with(id, |job| {
-            let mut v = json!({
-                "id": id, "state": job.state.name(), "description": job.recipe.description,
-                "duration_s": job.recipe.duration_s, "seed": job.recipe.seed,
-                "seconds_made": job.audio.len() as f64 / 2.0 / server.pipeline.sample_rate() as f64,
-            });
-            match &job.state {
-                JobState::Queued => v["place"] = json!(place),
-                JobState::Finished { library_id } => v["library_id"] = json!(library_id),
-                JobState::Failed(why) => v["error"] = json!(why),
-                _ => {}
-            }
-            v
+        .with(id, |job| SongStatus {
+            id,
+            state: match &job.state {
+                JobState::Queued => SongState::Queued { place },
+                JobState::Running => SongState::Running,
+                JobState::Finished { library_id } => SongState::Finished { library_id: *library_id },
+                JobState::Failed(why) => SongState::Failed { error: why.clone() },
+                JobState::Cancelled => SongState::Cancelled,
+            },
+            description: job.recipe.description.clone(),
+            duration_s: job.recipe.duration_s,
+            seed: job.recipe.seed,
+            seconds_made: job.audio.len() as f64 / 2.0 / server.pipeline.sample_rate() as f64,
         })
         .ok_or_else(|| ApiError::not_found("such song"))
 }
 
-async fn song(State(server): Shared, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+async fn song(State(server): Shared, Path(id): Path<String>) -> ApiResult<Json<SongStatus>> {
     Ok(Json(describe(&server, parse_id(&id)?)?))
 }
 
-async fn cancel_song(State(server): Shared, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+async fn cancel_song(State(server): Shared, Path(id): Path<String>) -> ApiResult<Json<SongStatus>> {
     let id = parse_id(&id)?;
     server.jobs.cancel(id).ok_or_else(|| ApiError::not_found("such song"))?;
     Ok(Json(describe(&server, id)?))
@@ -244,9 +241,8 @@ fn follow<T: Clone + Send + 'static>(
 async fn events(State(server): Shared, Path(id): Path<String>) -> ApiResult<impl IntoResponse> {
     use futures_util::StreamExt;
     let stream = follow(server, parse_id(&id)?, |job| &job.events)?.flat_map(|batch| {
-        stream::iter(batch.into_iter().map(|event: Value| {
-            let name = event["event"].as_str().unwrap_or("message").to_string();
-            Ok::<_, Infallible>(SseEvent::default().event(name).data(event.to_string()))
+        stream::iter(batch.into_iter().map(|event: songloom_wire::Event| {
+            Ok::<_, Infallible>(SseEvent::default().event(event.name()).data(event.to_line()))
         }))
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
@@ -339,22 +335,19 @@ async fn library_file(
     Ok(response)
 }
 
-async fn library(State(server): Shared) -> ApiResult<Json<Value>> {
+async fn library(State(server): Shared) -> ApiResult<Json<LibraryList>> {
     let songs = Library::open(&server.library)?.list("")?;
-    let list: Vec<Value> = songs
-        .iter()
-        .map(|s| {
-            json!({"id": s.id, "title": s.title, "seconds": s.seconds, "created_unix": s.created_unix,
-                        "recipe": s.recipe})
+    let songs = songs
+        .into_iter()
+        .map(|s| LibrarySong {
+            id: s.id,
+            title: s.title,
+            seconds: s.seconds,
+            created_unix: s.created_unix,
+            recipe: s.recipe,
         })
         .collect();
-    Ok(Json(json!({"songs": list})))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Rename {
-    title: String,
+    Ok(Json(LibraryList { songs }))
 }
 
 fn library_id(id: &str) -> ApiResult<i64> {
@@ -364,37 +357,28 @@ fn library_id(id: &str) -> ApiResult<i64> {
 async fn rename(
     State(server): Shared,
     Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<Value>> {
-    let body = body_of(body)?;
+    JsonBody(ask): JsonBody<Rename>,
+) -> ApiResult<Json<Renamed>> {
     let id = library_id(&id)?;
-    let ask: Rename =
-        serde_json::from_slice(&body).map_err(|e| ApiError::bad(format!("expected {{\"title\": ...}}: {e}")))?;
     let library = Library::open(&server.library)?;
     library.get(id)?.ok_or_else(|| ApiError::not_found("such song in the library"))?;
     library.rename(id, &ask.title).map_err(|e| ApiError::bad(format!("{e:#}")))?;
-    Ok(Json(json!({"id": id, "title": ask.title})))
+    Ok(Json(Renamed { id, title: ask.title }))
 }
 
-async fn delete(State(server): Shared, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+async fn delete(State(server): Shared, Path(id): Path<String>) -> ApiResult<Json<Deleted>> {
     let id = library_id(&id)?;
     let library = Library::open(&server.library)?;
     library.get(id)?.ok_or_else(|| ApiError::not_found("such song in the library"))?;
     library.delete(id)?;
-    Ok(Json(json!({"id": id, "deleted": true})))
+    Ok(Json(Deleted { id, deleted: true }))
 }
 
-async fn devices(State(server): Shared) -> Json<Value> {
-    let probes: Vec<Value> = Device::probe_all()
-        .into_iter()
-        .map(|p| match p.status {
-            Ok(description) => json!({"name": p.kind.name(), "available": true, "description": description}),
-            Err(why) => json!({"name": p.kind.name(), "available": false, "reason": why}),
-        })
-        .collect();
-    Json(json!({"devices": probes, "serving_on": server.pipeline.device.description()}))
+async fn devices(State(server): Shared) -> Json<Devices> {
+    let devices = Device::probe_all().into_iter().map(|p| DeviceProbe::new(p.kind.name(), p.status)).collect();
+    Json(Devices { devices, serving_on: server.pipeline.device.description() })
 }
 
-async fn model(State(server): Shared) -> Json<Value> {
+async fn model(State(server): Shared) -> Json<ServedModel> {
     Json(server.model.clone())
 }

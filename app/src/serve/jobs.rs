@@ -7,9 +7,9 @@ use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
 
-use serde_json::{Value, json};
 use songloom_engine::pipeline::{Cancel, Event, Pipeline, Request};
 use songloom_ui::contract::Recipe;
+use songloom_wire::Event as WireEvent;
 use tokio::sync::watch;
 
 use crate::song_job::{self, SongJob, SongSink};
@@ -53,8 +53,8 @@ pub struct Job {
     pub state: State,
     pub request: Request,
     pub recipe: Recipe,
-    /// The events so far, as JSON objects in order.
-    pub events: Vec<Value>,
+    /// The events so far, in order.
+    pub events: Vec<WireEvent>,
     /// Interleaved stereo samples so far (dropped once the song is over and [`KEPT_AUDIO`] newer
     /// songs are: the library's WAV has them).
     pub audio: Vec<f32>,
@@ -133,7 +133,7 @@ impl Jobs {
         match job.state {
             State::Queued => {
                 job.state = State::Cancelled;
-                job.events.push(json!({"event": "cancelled"}));
+                job.events.push(WireEvent::Cancelled);
                 job.changed();
             }
             State::Running => job.cancel.cancel(),
@@ -151,7 +151,7 @@ impl Jobs {
         for id in waiting {
             if let Some(job) = q.jobs.get_mut(&id) {
                 job.state = State::Cancelled;
-                job.events.push(json!({"event": "cancelled"}));
+                job.events.push(WireEvent::Cancelled);
                 job.changed();
             }
         }
@@ -193,17 +193,17 @@ impl Jobs {
             let result = song_job::run(pipeline, &job, &sink, &cancel);
             self.update(id, |job| match result {
                 Ok(finished) => {
-                    let library_id = finished.saved.map_or(0, |s| s.id);
-                    job.events.push(json!({"event": "saved", "library_id": library_id}));
+                    let (library_id, title) = finished.saved.map_or((0, String::new()), |s| (s.id, s.title));
+                    job.events.push(WireEvent::Saved { library_id, title });
                     job.state = State::Finished { library_id };
                 }
                 Err(_) if cancel.is_cancelled() => {
-                    job.events.push(json!({"event": "cancelled"}));
+                    job.events.push(WireEvent::Cancelled);
                     job.state = State::Cancelled;
                 }
                 Err(e) => {
                     let message = format!("{e:#}");
-                    job.events.push(json!({"event": "error", "message": message}));
+                    job.events.push(WireEvent::Error { message: message.clone() });
                     job.state = State::Failed(message);
                 }
             });
@@ -237,7 +237,7 @@ impl SongSink for JobSink<'_> {
             if let Event::Audio { samples, .. } = event {
                 job.audio.extend_from_slice(samples);
             }
-            job.events.push(crate::generate::event_json(event));
+            job.events.push(crate::generate::wire_event(event));
         });
     }
 }

@@ -13,7 +13,6 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use serde_json::json;
 use songloom_engine::pipeline::Pipeline;
 use songloom_engine::plan::WeightsChoice;
 use songloom_ui::contract::{DEFAULT_GUIDANCE, Recipe};
@@ -63,10 +62,13 @@ pub fn run(args: ServeArgs) -> Result<()> {
         weights: WeightsChoice::of(plan.formats).name().to_string(),
         max_memory_gb: args.engine.max_memory_gb(),
     };
-    let model = json!({
-        "path": model_dir, "embedded": args.model.model.is_none(), "plan": plan.describe(),
-        "sample_rate": pipeline.sample_rate(), "device": format!("{} ({})", pipeline.device.kind().name(), pipeline.device.description()),
-    });
+    let model = songloom_wire::ServedModel {
+        path: model_dir.to_string_lossy().into_owned(),
+        embedded: args.model.model.is_none(),
+        plan: plan.describe(),
+        sample_rate: pipeline.sample_rate(),
+        device: format!("{} ({})", pipeline.device.kind().name(), pipeline.device.description()),
+    };
     let server = Arc::new(api::Server {
         jobs: Arc::default(),
         pipeline: Arc::new(pipeline),

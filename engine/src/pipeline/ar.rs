@@ -3,7 +3,7 @@
 //! frame is fed back. Frame 0 only primes the loop; frames 1.. are emitted.
 
 use super::sampling::{depth_probs, depth_shortlist, semantic_probs, semantic_shortlist};
-use super::{Event, Observer, StageName};
+use super::{Event, Observer, Stage};
 use crate::config::PipelineConstants;
 use crate::device::Device;
 use crate::error::Result;
@@ -83,7 +83,7 @@ pub fn run(
         if frame_index > 0 {
             on_frame(Frame { hidden: hiddens.concat(), codes: codes.clone() })?;
             emitted += 1;
-            (observer.events)(Event::Stage { stage: StageName::ArFrames, done: emitted, total: max_frames });
+            (observer.events)(Event::Stage { stage: Stage::ArFrames, done: emitted, total: max_frames });
             if emitted >= max_frames {
                 break;
             }

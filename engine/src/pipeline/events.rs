@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+pub use songloom_wire::{Half, Stage, Stats};
+
 use crate::error::{Error, Result};
 
 /// The longest song the model makes (its 9000-frame limit at 25 frames/s).
@@ -23,60 +25,10 @@ pub struct Request {
     pub guidance: Option<f32>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StageName {
-    /// Loading a half of the model: `done` of `total` components.
-    Load {
-        half: Half,
-    },
-    Tokenize,
-    ArFrames,
-    Denoise {
-        window: usize,
-        windows: usize,
-    },
-    Vocoder {
-        window: usize,
-        windows: usize,
-    },
-}
-
-/// The model's halves, as the plan loads them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Half {
-    /// The language model and the depth decoder.
-    Ar,
-    /// The condition encoder, the DiT and the vocoder.
-    Acoustic,
-}
-
-impl Half {
-    pub fn name(self) -> &'static str {
-        match self {
-            Half::Ar => "the AR half",
-            Half::Acoustic => "the acoustic half",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct Stats {
-    pub frames: usize,
-    pub windows: usize,
-    /// Stereo sample frames at `sample_rate`.
-    pub samples: usize,
-    pub sample_rate: u32,
-    pub tokenize_s: f64,
-    pub ar_s: f64,
-    pub acoustic_s: f64,
-    pub total_s: f64,
-    pub time_to_first_audio_s: Option<f64>,
-}
-
 #[derive(Debug, Clone)]
 pub enum Event {
     Stage {
-        stage: StageName,
+        stage: Stage,
         done: usize,
         total: usize,
     },

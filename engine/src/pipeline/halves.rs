@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::{Event, Half, StageName};
+use super::{Event, Half, Stage};
 use crate::config::{ConditionConfig, DepthConfig, DitConfig, LmConfig, PipelineConstants, VocoderConfig};
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -45,7 +45,7 @@ impl Weights {
         formats: ArFormats,
         events: LoadEvents,
     ) -> Result<ArHalf> {
-        let progress = |done| events(Event::Stage { stage: StageName::Load { half: Half::Ar }, done, total: 2 });
+        let progress = |done| events(Event::Stage { stage: Stage::Load { half: Half::Ar }, done, total: 2 });
         progress(0);
         let (lm, depth) = match self {
             Weights::Dir(model) => {
@@ -69,7 +69,7 @@ impl Weights {
 
     /// The acoustic half, the DiT's block matrices in `dit` (q8, or as the precision has them).
     fn load_acoustic(&self, device: &Device, dit: DType, events: LoadEvents) -> Result<AcousticHalf> {
-        let progress = |done| events(Event::Stage { stage: StageName::Load { half: Half::Acoustic }, done, total: 3 });
+        let progress = |done| events(Event::Stage { stage: Stage::Load { half: Half::Acoustic }, done, total: 3 });
         progress(0);
         let half = match self {
             Weights::Dir(model) => {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use self::ar::{ArModels, Chooser, Draw, Frame};
-pub use self::events::{Cancel, Event, Half, MAX_DURATION_S, Observer, Request, StageName, Stats};
+pub use self::events::{Cancel, Event, Half, MAX_DURATION_S, Observer, Request, Stage, Stats};
 pub use self::halves::{AcousticHalf, ArHalf, LoadEvents};
 use self::halves::{Halves, Weights};
 use self::rng::Rng;
@@ -380,7 +380,7 @@ impl Pipeline {
 
     fn tokenize(&self, req: &Request, observer: Observer) -> Result<PromptIds> {
         let prompt = self.encode_prompt(&req.description, &req.lyrics)?;
-        (observer.events)(Event::Stage { stage: StageName::Tokenize, done: 1, total: 1 });
+        (observer.events)(Event::Stage { stage: Stage::Tokenize, done: 1, total: 1 });
         Ok(prompt)
     }
 

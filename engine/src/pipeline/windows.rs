@@ -3,7 +3,7 @@
 //! steps under CFG against zero conditioning while its first latents are pulled onto the previous
 //! window's, vocoded whole and cropped.
 
-use super::{Event, Observer, StageName};
+use super::{Event, Observer, Stage};
 use crate::config::PipelineConstants;
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -77,7 +77,7 @@ pub fn run_window(
         None => None,
     };
     let zeros = device.upload(Tensor::zeros(condition.shape()))?;
-    let stage = StageName::Denoise { window: index, windows: windows_expected };
+    let stage = Stage::Dit { window: index, windows: windows_expected };
     for (i, &t) in m.schedule.timesteps.iter().enumerate() {
         observer.cancel.check()?;
         if let (Some(prev), Some(prompt)) = (&previous, &noise_prompt) {
@@ -102,7 +102,7 @@ pub fn run_window(
     let waveform = m.vocoder.forward(device, &latents)?;
     finite(device, &waveform, "vocoder", index)?;
     (observer.events)(Event::Stage {
-        stage: StageName::Vocoder { window: index, windows: windows_expected },
+        stage: Stage::Vocoder { window: index, windows: windows_expected },
         done: 1,
         total: 1,
     });

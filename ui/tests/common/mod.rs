@@ -32,7 +32,7 @@ impl Engine for ScriptedEngine {
                 for done in 1..=2 {
                     queue.push_back(EngineEvent::Stage {
                         job,
-                        stage: Stage::Denoise { window: 0, windows: 1 },
+                        stage: Stage::Dit { window: 0, windows: 1 },
                         done,
                         total: 2,
                     });

@@ -1,0 +1,67 @@
+//! What the browser makes of the server's answers: the wire's bodies as the window's contract
+//! types, and the window's recipe as the wire's request. Plain functions on every target, so a
+//! test holds them against a real server's answers (app/tests/wire_agreement.rs).
+
+use songloom_ui::contract::{DeviceStatus, EngineEvent, JobId, Recipe, SongEntry, Timings};
+use songloom_wire::{DeviceProbe, Event, LibrarySong, ServedModel, SongLength, SongRequest, Stats};
+
+/// The request that makes `recipe`'s song on the server (its device, precision, weights and model
+/// are the server's).
+pub fn song_request(recipe: &Recipe) -> SongRequest {
+    SongRequest {
+        description: recipe.description.clone(),
+        lyrics: recipe.lyrics.clone(),
+        duration: Some(SongLength::Seconds(recipe.duration_s)),
+        seed: Some(recipe.seed),
+        steps: Some(recipe.steps),
+        guidance: Some(recipe.guidance),
+        precision: None,
+    }
+}
+
+/// A backend of the server as the window lists it.
+pub fn device_status(probe: &DeviceProbe) -> DeviceStatus {
+    DeviceStatus { name: probe.name.clone(), available: probe.status(), advice: None }
+}
+
+/// A library song as the window lists it (the API gives no timings).
+pub fn song_entry(song: LibrarySong) -> SongEntry {
+    SongEntry {
+        id: song.id,
+        title: song.title,
+        recipe: song.recipe,
+        seconds: song.seconds,
+        created_unix: song.created_unix,
+        timings: Timings::default(),
+    }
+}
+
+/// A finished song's timings as the window shows them.
+pub fn timings(stats: &Stats) -> Timings {
+    Timings {
+        total_s: stats.total_s,
+        time_to_first_audio_s: stats.time_to_first_audio_s,
+        ar_s: stats.ar_s,
+        acoustic_s: stats.acoustic_s,
+        frames: stats.frames,
+        windows: stats.windows,
+    }
+}
+
+/// The server's model in a line, for the window's model panel.
+pub fn model_summary(model: &ServedModel) -> String {
+    let which =
+        if model.embedded { "the built-in model, Songloom Mini (instrumental, no vocals)" } else { "the model" };
+    format!("on the server: {}; {which} ({}); {}", model.device, model.path, model.plan)
+}
+
+/// A song's event as the window's progress, for the events that are progress (the rest end the
+/// song, or are the CLI's).
+pub fn progress_event(job: JobId, event: &Event) -> Option<EngineEvent> {
+    match event {
+        Event::Stage { stage, done, total } => {
+            Some(EngineEvent::Stage { job, stage: *stage, done: *done, total: *total })
+        }
+        _ => None,
+    }
+}
