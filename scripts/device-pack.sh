@@ -9,14 +9,15 @@
 # carries the trained one (models/songloom-mini), and the limit counts both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+out=${CARGO_TARGET_DIR:-target}/release
 SONGLOOM_EMBED_MODEL=tests/fixtures/tiny-music3 cargo build --release --locked -p songloom
 cargo test --release --locked -p songloom-tests --no-run
 mkdir -p .device/lib
 rm -f .device/*.xz .device/test-*
-cp target/release/songloom .device/songloom
+cp "$out/songloom" .device/songloom
 [ -n "${PREV:-}" ] && cp "$PREV" .device/songloom-prev
 for t in conformance ops parity parity_quantized pipeline memory kernels; do
-    cp "$(ls -t target/release/deps/$t-* | grep -v '\.d$' | head -1)" ".device/test-$t"
+    cp "$(ls -t "$out"/deps/$t-* | grep -v '\.d$' | head -1)" ".device/test-$t"
 done
 strip .device/songloom* .device/test-*
 xz -T2 -6 .device/songloom* .device/test-*
