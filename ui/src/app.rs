@@ -4,88 +4,13 @@
 //! notice line, the library). It owns no thread, file or audio device: everything goes through an
 //! [`Engine`].
 
-use egui::Color32;
-use serde::{Deserialize, Serialize};
-
-use crate::contract::{DeviceStatus, Engine, EngineEvent, ExportFormat, JobId, Recipe, Request, SongEntry, SongId};
-use crate::panels::model::DownloadOutcome;
-use crate::panels::{ComposePanel, LibraryPanel, ModelPanel, ParametersPanel, PlayerPanel, ProgressPanel};
+use crate::contract::{DeviceStatus, Engine, EngineEvent, JobId, Recipe, Request, SongEntry};
+use crate::panels::{
+    Command, ComposePanel, LibraryPanel, ModelPanel, NoticePanel, Panel, PanelContext, ParametersPanel, PlayerPanel,
+    ProgressPanel,
+};
 use crate::progress::Progress;
-
-/// The job in the window and its progress.
-pub struct Job {
-    pub id: JobId,
-    pub progress: Progress,
-    /// The length asked for, in seconds.
-    pub duration_s: f64,
-}
-
-/// A song asked for while another is made: it waits its turn in the engine.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Queued {
-    pub id: JobId,
-    pub title: String,
-    pub duration_s: f64,
-}
-
-/// What the player holds: the song being made, or one from the library.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Track {
-    pub title: String,
-    /// Interleaved stereo.
-    pub audio: Vec<f32>,
-    pub sample_rate: u32,
-    /// The job making it, while it is made.
-    pub job: Option<JobId>,
-    /// Its library entry, once it has one.
-    pub song: Option<SongId>,
-    /// The length asked for while it is being made, in seconds (the timeline's length then).
-    pub expected_s: Option<f64>,
-}
-
-/// Settings that outlive a session (the shell persists them with the draft).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Settings {
-    /// Where exports go; empty for the user's music folder.
-    pub export_folder: String,
-    pub export_format: ExportFormat,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings { export_folder: String::new(), export_format: ExportFormat::Float32 }
-    }
-}
-
-/// Seconds a notice stays.
-pub const NOTICE_S: f64 = 8.0;
-
-/// Where the fields a user starts with were last drawn, for a shell that drives the window from
-/// outside (the browser test clicks and types there).
-#[derive(Debug, Clone, Default)]
-pub struct Landmarks {
-    pub description: Option<egui::Rect>,
-    pub lyrics: Option<egui::Rect>,
-    pub generate: Option<egui::Rect>,
-    /// The newest library song's Export button.
-    pub export: Option<egui::Rect>,
-}
-
-impl Landmarks {
-    /// Each drawn landmark by name.
-    pub fn all(&self) -> Vec<(&'static str, egui::Rect)> {
-        [
-            ("description", self.description),
-            ("lyrics", self.lyrics),
-            ("generate", self.generate),
-            ("export", self.export),
-        ]
-        .into_iter()
-        .filter_map(|(name, rect)| Some((name, rect?)))
-        .collect()
-    }
-}
+use crate::state::{Job, Landmarks, Notice, Queued, Settings, Track};
 
 pub struct SongloomApp<E: Engine> {
     engine: E,
@@ -98,15 +23,14 @@ pub struct SongloomApp<E: Engine> {
     pub queue: Vec<Queued>,
     pub track: Option<Track>,
     pub library: LibraryPanel,
-    /// The last notice or problem outside a job, whether it is a problem, and when it came; shown
-    /// under the player for [`NOTICE_S`].
-    pub notice: Option<(String, bool, f64)>,
+    pub notice: Option<Notice>,
     compose: ComposePanel,
+    progress: ProgressPanel,
     parameters: ParametersPanel,
     model: ModelPanel,
+    player: PlayerPanel,
+    notice_line: NoticePanel,
     next_job: JobId,
-    /// A library song whose recipe would replace a draft that holds text: asked first.
-    replacing_draft: Option<SongEntry>,
     library_requested: bool,
 }
 
@@ -123,10 +47,12 @@ impl<E: Engine> SongloomApp<E> {
             library: LibraryPanel::default(),
             notice: None,
             compose: ComposePanel::default(),
+            progress: ProgressPanel,
             parameters: ParametersPanel::default(),
             model: ModelPanel::default(),
+            player: PlayerPanel,
+            notice_line: NoticePanel,
             next_job: 1,
-            replacing_draft: None,
             library_requested: false,
         }
     }
@@ -200,26 +126,35 @@ impl<E: Engine> SongloomApp<E> {
                     });
                 }
                 EngineEvent::Devices { devices } => self.parameters.devices = devices,
+                EngineEvent::ModelFolderChosen { path } => self.draft.model = path,
                 event @ (EngineEvent::ModelInfo { .. }
                 | EngineEvent::Models { .. }
                 | EngineEvent::Download { .. }
-                | EngineEvent::DownloadEnded { .. }
-                | EngineEvent::ModelFolderChosen { .. }) => {
-                    let (message, problem) = match self.model.apply(event, &mut self.draft) {
-                        None => continue,
-                        Some(DownloadOutcome::Installed(path)) => {
-                            (format!("The model is in {path}; it is now the Model"), false)
-                        }
-                        Some(DownloadOutcome::Stopped(why)) => (format!("The download stopped: {why}"), true),
-                    };
-                    self.notice = Some((message, problem, now_s));
-                    self.engine.send(Request::ListModels);
+                | EngineEvent::DownloadEnded { .. }) => {
+                    self.model.apply(&event);
+                    if let EngineEvent::DownloadEnded { result } = event {
+                        self.download_ended(result, now_s);
+                    }
                 }
-                EngineEvent::Notice { message } => self.notice = Some((message, false, now_s)),
-                EngineEvent::Problem { message } => self.notice = Some((message, true, now_s)),
+                EngineEvent::Notice { message } => self.notice = Some(Notice::info(message, now_s)),
+                EngineEvent::Problem { message } => self.notice = Some(Notice::problem(message, now_s)),
                 event => self.job_event(event, now_s),
             }
         }
+    }
+
+    /// A download ended: the model it fetched becomes the Model; either way the notice line says
+    /// what happened and the models folder is listed again.
+    fn download_ended(&mut self, result: Result<String, String>, now_s: f64) {
+        self.notice = Some(match result {
+            Ok(path) => {
+                let notice = Notice::info(format!("The model is in {path}; it is now the Model"), now_s);
+                self.draft.model = path;
+                notice
+            }
+            Err(why) => Notice::problem(format!("The download stopped: {why}"), now_s),
+        });
+        self.engine.send(Request::ListModels);
     }
 
     fn job_event(&mut self, event: EngineEvent, now_s: f64) {
@@ -251,12 +186,7 @@ impl<E: Engine> SongloomApp<E> {
     /// Loads a library song's recipe into the composer; a draft with text of its own that would
     /// be lost is asked about first.
     pub fn use_recipe(&mut self, song: &SongEntry) {
-        let draft_has_text = !self.draft.description.trim().is_empty() || !self.draft.lyrics.trim().is_empty();
-        if draft_has_text && self.draft != song.recipe {
-            self.replacing_draft = Some(song.clone());
-        } else {
-            self.draft = song.recipe.clone();
-        }
+        self.library.use_recipe(song, &mut self.draft);
     }
 
     /// Makes a library song's recipe again with a new seed, leaving the draft as it is (queued
@@ -267,6 +197,18 @@ impl<E: Engine> SongloomApp<E> {
         self.start_or_queue(recipe, title, now_s);
     }
 
+    /// Carries out what a panel asked for.
+    fn route(&mut self, command: Command, now_s: f64) {
+        match command {
+            Command::Send(request) => self.engine.send(request),
+            Command::Generate => self.generate(now_s),
+            Command::Cancel => self.cancel(),
+            Command::Unqueue(id) => self.unqueue(id),
+            Command::Variation(song) => self.variation(&song, now_s),
+        }
+    }
+
+    /// One frame: the engine's events, the keys, the panels, then what they asked for.
     pub fn ui(&mut self, ui: &mut egui::Ui) {
         let now = ui.input(|i| i.time);
         if !self.library_requested {
@@ -276,7 +218,10 @@ impl<E: Engine> SongloomApp<E> {
                 self.engine.send(Request::ListModels);
             }
         }
-        self.pump(now);
+        // A pass drawn again after a panel's command takes no new events: one poll a frame.
+        if ui.ctx().current_pass_index() == 0 {
+            self.pump(now);
+        }
         if ui.input_mut(|i| i.consume_key(egui::Modifiers::COMMAND, egui::Key::Enter)) {
             self.generate(now);
         }
@@ -285,6 +230,41 @@ impl<E: Engine> SongloomApp<E> {
         {
             self.engine.send(Request::TogglePlayback);
         }
+        let playback = self.engine.playback();
+        let running = self.is_running();
+        let mut ctx = PanelContext {
+            draft: &mut self.draft,
+            settings: &mut self.settings,
+            landmarks: &mut self.landmarks,
+            job: self.job.as_ref(),
+            queue: &self.queue,
+            track: self.track.as_ref(),
+            playback: &playback,
+            notice: self.notice.as_ref(),
+            running,
+            draft_is_valid: self.parameters.draft_is_valid(),
+            remote: self.engine.is_remote(),
+            now_s: now,
+            commands: Vec::new(),
+        };
+        // What the song is: the banner, the composer, Generate and the progress, the parameters
+        // and the model.
+        let mut compose_column = |ui: &mut egui::Ui, ctx: &mut PanelContext<'_>| {
+            ui.heading("Songloom");
+            self.model.banner_ui(ui, ctx);
+            self.compose.ui(ui, ctx);
+            self.progress.ui(ui, ctx);
+            ui.separator();
+            self.parameters.ui(ui, ctx);
+            self.model.ui(ui, ctx);
+        };
+        // What there is to hear: the player, a notice line, the library.
+        let mut listen_column = |ui: &mut egui::Ui, ctx: &mut PanelContext<'_>| {
+            self.player.ui(ui, ctx);
+            self.notice_line.ui(ui, ctx);
+            ui.separator();
+            self.library.ui(ui, ctx);
+        };
         // Two columns from 720 points on (compose on the left, listen on the right), so at 800x600
         // Generate and the player are both in view; one scrolling column below that.
         if ui.available_width() >= 720.0 {
@@ -292,106 +272,32 @@ impl<E: Engine> SongloomApp<E> {
             let unjustified = egui::Layout::top_down(egui::Align::Min);
             ui.columns(2, |columns| {
                 egui::ScrollArea::vertical().id_salt("compose").show(&mut columns[0], |ui| {
-                    ui.with_layout(unjustified, |ui| self.compose_column(ui, now));
+                    ui.with_layout(unjustified, |ui| compose_column(ui, &mut ctx));
                 });
-                columns[1].with_layout(unjustified, |ui| self.listen_column(ui, now));
+                columns[1].with_layout(unjustified, |ui| listen_column(ui, &mut ctx));
             });
         } else {
             egui::ScrollArea::vertical().id_salt("window").show(ui, |ui| {
-                self.compose_column(ui, now);
+                compose_column(ui, &mut ctx);
                 ui.separator();
-                self.listen_column(ui, now);
+                listen_column(ui, &mut ctx);
             });
         }
-        let playback = self.engine.playback();
+        // A command that changes the window's state (a song started or queued, one taken out of
+        // the queue) shows in this frame: the panels drawn before it are drawn again.
+        if ctx.commands.iter().any(|command| !matches!(command, Command::Send(_))) {
+            ui.ctx().request_discard("a panel's command changed what the window shows");
+        }
+        for command in ctx.commands {
+            self.route(command, now);
+        }
         if self.is_running() || playback.playing {
             ui.ctx().request_repaint_after(std::time::Duration::from_millis(50));
         }
-        if let Some((_, _, at)) = &self.notice {
-            let left = NOTICE_S - (now - at);
+        if let Some(notice) = &self.notice {
+            let left = notice.left_s(now);
             if left > 0.0 {
                 ui.ctx().request_repaint_after(std::time::Duration::from_secs_f64(left));
-            }
-        }
-    }
-
-    /// What the song is: the banner, the composer, Generate and the progress, the parameters and
-    /// the model.
-    fn compose_column(&mut self, ui: &mut egui::Ui, now: f64) {
-        ui.heading("Songloom");
-        let remote = self.engine.is_remote();
-        if self.draft.model.trim().is_empty() && !remote {
-            for request in self.model.banner_ui(ui) {
-                self.engine.send(request);
-            }
-        }
-        self.compose.ui(ui, &mut self.draft, &mut self.landmarks);
-        ui.horizontal(|ui| {
-            let running = self.is_running();
-            let hint = if running { "Ctrl+Enter; waits its turn after the song being made" } else { "Ctrl+Enter" };
-            let valid = self.parameters.draft_is_valid();
-            let generate = ui.add_enabled(valid, egui::Button::new("Generate")).on_hover_text(hint);
-            self.landmarks.generate = Some(generate.rect);
-            if generate.clicked() {
-                self.generate(now);
-            }
-            if ui.add_enabled(running, egui::Button::new("Cancel")).clicked() {
-                self.cancel();
-            }
-        });
-        if let Some(id) = ProgressPanel::ui(ui, self.job.as_ref(), &self.queue, now) {
-            self.unqueue(id);
-        }
-        ui.separator();
-        self.parameters.ui(ui, &mut self.draft, remote);
-        for request in self.model.ui(ui, &mut self.draft, remote) {
-            self.engine.send(request);
-        }
-    }
-
-    /// What there is to hear: the player, a notice line, the library.
-    fn listen_column(&mut self, ui: &mut egui::Ui, now: f64) {
-        let playback = self.engine.playback();
-        for request in PlayerPanel::ui(ui, self.track.as_ref(), &playback) {
-            self.engine.send(request);
-        }
-        // One line always, so a notice never moves what is below it; it goes after a while.
-        match &self.notice {
-            Some((message, problem, at)) if now - at < NOTICE_S => {
-                let color = if *problem { Color32::LIGHT_RED } else { ui.visuals().text_color() };
-                ui.colored_label(color, message);
-            }
-            _ => {
-                ui.label(" ");
-            }
-        }
-        ui.separator();
-        let running = self.is_running();
-        if let Some(song) = self.replacing_draft.clone() {
-            ui.horizontal_wrapped(|ui| {
-                ui.label(format!(
-                    "Replace your draft with the recipe of \"{}\"? The draft's text would be lost.",
-                    song.title
-                ));
-                if ui.button("Replace the draft").clicked() {
-                    self.draft = song.recipe.clone();
-                    self.replacing_draft = None;
-                }
-                if ui.button("Keep my draft").clicked() {
-                    self.replacing_draft = None;
-                }
-            });
-        }
-        let action = egui::ScrollArea::vertical()
-            .id_salt("library")
-            .show(ui, |ui| self.library.ui(ui, &mut self.settings, running, self.engine.is_remote()))
-            .inner;
-        self.landmarks.export = self.library.newest_export;
-        if let Some(action) = action {
-            match action {
-                crate::panels::library::Action::Send(request) => self.engine.send(request),
-                crate::panels::library::Action::UseRecipe(song) => self.use_recipe(&song),
-                crate::panels::library::Action::Variation(song) => self.variation(&song, now),
             }
         }
     }

@@ -103,6 +103,16 @@ pub struct InstalledModel {
     pub summary: String,
 }
 
+/// How far a model download has come.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DownloadProgress {
+    /// Bytes fetched so far, of all the model's files.
+    pub done_bytes: u64,
+    pub total_bytes: u64,
+    /// The file being fetched.
+    pub file: String,
+}
+
 /// A library entry as the window lists it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SongEntry {
@@ -196,11 +206,9 @@ pub enum EngineEvent {
         folder: String,
         models: Vec<InstalledModel>,
     },
-    /// A model download's bytes so far, of all, and the file being fetched.
+    /// How far a model download has come.
     Download {
-        done: u64,
-        total: u64,
-        file: String,
+        progress: DownloadProgress,
     },
     /// A download ended: the model's folder, or why not (a pause says so).
     DownloadEnded {

@@ -8,3 +8,4 @@ pub mod duration;
 pub mod lyrics;
 pub mod panels;
 pub mod progress;
+pub mod state;

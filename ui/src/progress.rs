@@ -10,8 +10,8 @@ pub struct Progress {
     /// Whether the prompt has been tokenized (the first stage).
     pub tokenized: bool,
     pub frames: (usize, usize),
-    /// (window, windows, step, steps) of the denoiser.
-    pub denoise: Option<(usize, usize, usize, usize)>,
+    /// Where the denoiser is, once it has started.
+    pub denoise: Option<Denoise>,
     pub windows_vocoded: usize,
     /// Stereo frames of audio so far, at `sample_rate`.
     pub samples: usize,
@@ -21,8 +21,27 @@ pub struct Progress {
     pub error: Option<String>,
     /// The memory plan, once the engine has made it.
     pub plan: Option<String>,
-    /// (acoustic half, done, total) while a half of the model loads.
-    pub loading: Option<(bool, usize, usize)>,
+    /// Which half of the model loads and how far, while it loads.
+    pub loading: Option<Loading>,
+}
+
+/// Where the denoiser is: step `step` of `steps` in acoustic window `window` (from 0) of
+/// `windows`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Denoise {
+    pub window: usize,
+    pub windows: usize,
+    pub step: usize,
+    pub steps: usize,
+}
+
+/// A half of the model loading: `done` of `total` parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Loading {
+    /// The acoustic half (`false`: the AR half).
+    pub acoustic: bool,
+    pub done: usize,
+    pub total: usize,
 }
 
 impl Progress {
@@ -35,12 +54,13 @@ impl Progress {
         match event {
             EngineEvent::Stage { stage: Stage::ArFrames, done, total, .. } => self.frames = (*done, *total),
             EngineEvent::Stage { stage: Stage::Dit { window, windows }, done, total, .. } => {
-                self.denoise = Some((*window, *windows, *done, *total));
+                self.denoise = Some(Denoise { window: *window, windows: *windows, step: *done, steps: *total });
             }
             EngineEvent::Stage { stage: Stage::Vocoder { window, .. }, .. } => self.windows_vocoded = window + 1,
             EngineEvent::Stage { stage: Stage::Tokenize, .. } => self.tokenized = true,
             EngineEvent::Stage { stage: Stage::Load { half }, done, total, .. } => {
-                self.loading = (done < total).then_some((*half == Half::Acoustic, *done, *total));
+                let acoustic = *half == Half::Acoustic;
+                self.loading = (done < total).then_some(Loading { acoustic, done: *done, total: *total });
             }
             EngineEvent::Plan { plan, .. } => self.plan = Some(plan.clone()),
             EngineEvent::Audio { first_sample, samples, sample_rate, .. } => {
@@ -78,7 +98,7 @@ impl Progress {
         }
         let ar = if self.frames.1 == 0 { 0.0 } else { self.frames.0 as f64 / self.frames.1 as f64 };
         let acoustic = match self.denoise {
-            Some((window, windows, step, steps)) if windows > 0 && steps > 0 => {
+            Some(Denoise { window, windows, step, steps }) if windows > 0 && steps > 0 => {
                 (window as f64 + step as f64 / steps as f64) / windows as f64
             }
             _ => 0.0,
@@ -112,7 +132,7 @@ impl Progress {
     /// loading, reading the lyrics, composing (the AR frames, as seconds of the song), then
     /// rendering sound (the acoustic windows, as sections).
     pub fn headline(&self, duration_s: f64) -> String {
-        if let Some((acoustic, done, total)) = self.loading {
+        if let Some(Loading { acoustic, done, total }) = self.loading {
             let half = if acoustic { "sound" } else { "composer" };
             return format!("Loading the model ({half}): part {} of {total}", done + 1);
         }
@@ -125,7 +145,7 @@ impl Progress {
             return format!("Composing: {made:.0} s of {duration_s:.0} s");
         }
         match self.denoise {
-            Some((_, windows, _, _)) => {
+            Some(Denoise { windows, .. }) => {
                 format!("Rendering sound: section {} of {windows}", (self.windows_vocoded + 1).min(windows))
             }
             None => "Rendering sound".into(),
@@ -140,7 +160,7 @@ impl Progress {
             let rate = self.frames_per_s(now_s).map(|r| format!(", {r:.1} frames/s")).unwrap_or_default();
             parts.push(format!("AR frames {done} / {total}{rate}"));
         }
-        if let Some((window, windows, step, steps)) = self.denoise {
+        if let Some(Denoise { window, windows, step, steps }) = self.denoise {
             parts.push(format!("DiT window {} / {windows}, step {step} / {steps}", window + 1));
             parts.push(format!("vocoder {} / {windows}", self.windows_vocoded));
         }

@@ -8,6 +8,7 @@ use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use songloom_ui::app::SongloomApp;
 use songloom_ui::contract::{EngineEvent, Recipe, Request};
+use songloom_ui::state::Notice;
 
 #[test]
 fn type_generate_and_finish() {
@@ -231,11 +232,11 @@ fn a_notice_moves_nothing_and_goes_away() {
     let mut h = sized_harness(egui::vec2(1280.0, 800.0));
     h.run();
     let before = h.get_by_label("Search library").rect();
-    h.state_mut().notice = Some(("Exported to /music/a song.wav".into(), false, 0.0));
+    h.state_mut().notice = Some(Notice::info("Exported to /music/a song.wav", 0.0));
     h.run();
     assert!(h.query_by_label("Exported to /music/a song.wav").is_some());
     assert_eq!(h.get_by_label("Search library").rect(), before, "the library stays where it was");
-    h.state_mut().notice = Some(("Exported to /music/a song.wav".into(), false, -60.0));
+    h.state_mut().notice = Some(Notice::info("Exported to /music/a song.wav", -60.0));
     h.run();
     assert!(h.query_by_label("Exported to /music/a song.wav").is_none(), "gone after a while");
 }
@@ -384,7 +385,7 @@ fn the_model_is_downloaded_paused_and_chosen_in_the_window() {
     h.run();
     let sent = format!("{:?}", h.state().engine().sent.borrow());
     assert!(sent.contains("PauseDownload"), "{sent}");
-    assert!(h.state().notice.as_ref().is_some_and(|(m, _, _)| m.contains("paused")), "{:?}", h.state().notice);
+    assert!(h.state().notice.as_ref().is_some_and(|n| n.message.contains("paused")), "{:?}", h.state().notice);
     h.get_by_label("The download stopped: paused; downloading again resumes");
     h.get_by_label("Use").click();
     h.run();

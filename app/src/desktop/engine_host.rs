@@ -220,7 +220,12 @@ impl InProcessEngine {
             let report = |done: u64, total: u64, file: &str| {
                 if last.get().elapsed() >= std::time::Duration::from_millis(250) || done == total {
                     last.set(std::time::Instant::now());
-                    outbox.send(EngineEvent::Download { done, total, file: file.to_string() });
+                    let progress = songloom_ui::contract::DownloadProgress {
+                        done_bytes: done,
+                        total_bytes: total,
+                        file: file.to_string(),
+                    };
+                    outbox.send(EngineEvent::Download { progress });
                 }
             };
             let progress = crate::model_download::Progress { report: &report, stop: &stop };

@@ -6,8 +6,9 @@ mod engine_host;
 mod tests;
 
 pub use engine_host::InProcessEngine;
-use songloom_ui::app::{Settings, SongloomApp};
+use songloom_ui::app::SongloomApp;
 use songloom_ui::contract::Recipe;
+use songloom_ui::state::Settings;
 
 const DRAFT_KEY: &str = "draft";
 const SETTINGS_KEY: &str = "settings";

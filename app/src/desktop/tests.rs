@@ -10,6 +10,7 @@ use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use songloom_ui::app::SongloomApp;
 use songloom_ui::contract::{Engine, Recipe};
+use songloom_ui::state::Notice;
 
 use songloom_engine::{DeviceChoice, DeviceKind};
 
@@ -147,7 +148,7 @@ fn compose_generate_pause_play_export_and_find_it_in_the_library() {
     h.get_by_label("Export").click();
     h.step();
     wait_until(&mut h, "the export", |app| app.notice.is_some());
-    let (notice, problem, _) = h.state().notice.clone().unwrap();
+    let Notice { message: notice, problem, .. } = h.state().notice.clone().unwrap();
     assert!(!problem && notice.starts_with("Exported to"), "{notice}");
     let exported = setup.export_dir().join("kittest piano.wav");
     let (samples, rate) = crate::wav::read_song(&exported).unwrap();
@@ -362,7 +363,7 @@ fn the_draft_and_the_settings_survive_a_restart() {
     assert!(!first_draft.description.is_empty(), "a first start offers an example song");
     let draft =
         Recipe { description: "kept".into(), lyrics: "[chorus]\nla".into(), seed: 42, guidance: 2.0, ..first_draft };
-    let settings = songloom_ui::app::Settings {
+    let settings = songloom_ui::state::Settings {
         export_folder: "/music".into(),
         export_format: songloom_ui::contract::ExportFormat::Pcm16,
     };
@@ -513,7 +514,7 @@ fn the_window_downloads_the_model_and_makes_it_the_model() {
     h.get_by_label("Download MiniMax-Music3 (28.5 GB)").click();
     h.step();
     wait_until(&mut h, "the download's end", |app| app.notice.is_some());
-    let (notice, problem, _) = h.state().notice.clone().unwrap();
+    let Notice { message: notice, problem, .. } = h.state().notice.clone().unwrap();
     assert!(!problem && notice.starts_with("The model is in "), "{notice}");
     let model = PathBuf::from(&h.state().draft.model);
     assert!(model.starts_with(data.join("songloom/models")), "{}", model.display());
@@ -550,7 +551,7 @@ fn a_partial_download_can_be_discarded_from_the_window() {
     h.get_by_label("Discard the partial download").click();
     h.step();
     wait_until(&mut h, "the discard", |app| app.notice.is_some());
-    assert_eq!(h.state().notice.as_ref().unwrap().0, "The partial download is removed");
+    assert_eq!(h.state().notice.as_ref().unwrap().message, "The partial download is removed");
     assert!(!partial.exists(), "{} is still there", partial.display());
     assert!(data.join("songloom/models").exists(), "the models folder itself stays");
 }

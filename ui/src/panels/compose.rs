@@ -3,8 +3,7 @@
 
 use egui::Color32;
 
-use crate::app::Landmarks;
-use crate::contract::Recipe;
+use super::{Panel, PanelContext};
 use crate::lyrics::{TAGS, dropped_text, insert_tag};
 
 #[derive(Default)]
@@ -15,8 +14,9 @@ pub struct ComposePanel {
     refocus_lyrics: Option<usize>,
 }
 
-impl ComposePanel {
-    pub fn ui(&mut self, ui: &mut egui::Ui, draft: &mut Recipe, landmarks: &mut Landmarks) {
+impl Panel for ComposePanel {
+    fn ui(&mut self, ui: &mut egui::Ui, ctx: &mut PanelContext<'_>) {
+        let (draft, landmarks) = (&mut *ctx.draft, &mut *ctx.landmarks);
         let label = ui.label("Description");
         let description = ui
             .add(

@@ -2,18 +2,8 @@
 //! variation (its recipe with a new seed), rename, export (float32 or 16-bit, to a folder the
 //! settings keep) and delete (after a confirmation).
 
-use crate::app::Settings;
-use crate::contract::{ExportFormat, Request, SongEntry, SongId};
-use crate::panels::choice_ui;
-
-/// What the user asked for in the panel.
-pub enum Action {
-    Send(Request),
-    /// Load this song's recipe into the composer.
-    UseRecipe(SongEntry),
-    /// Make this song's recipe again with a new seed, the draft untouched.
-    Variation(SongEntry),
-}
+use super::{Command, Panel, PanelContext, choice_ui};
+use crate::contract::{ExportFormat, Recipe, Request, SongEntry, SongId};
 
 #[derive(Default)]
 pub struct LibraryPanel {
@@ -21,27 +11,67 @@ pub struct LibraryPanel {
     pub songs: Vec<SongEntry>,
     pub search: String,
     /// The song being renamed and the title typed so far.
-    renaming: Option<(SongId, String)>,
+    renaming: Option<Renaming>,
     /// The song whose Delete was pressed once.
     confirming_delete: Option<SongId>,
-    /// Where the newest song's Export button was last drawn ([`Landmarks`](crate::app::Landmarks)).
-    pub newest_export: Option<egui::Rect>,
+    /// A song whose recipe would replace a draft that holds text: asked first.
+    replacing_draft: Option<SongEntry>,
+}
+
+/// A song being renamed.
+struct Renaming {
+    id: SongId,
+    /// The title typed so far.
+    title: String,
 }
 
 impl LibraryPanel {
-    /// Draws the panel; `busy` while a song is being made (listening takes the player from it);
-    /// `downloads` where an export is a browser's download (no folder to choose).
-    pub fn ui(&mut self, ui: &mut egui::Ui, settings: &mut Settings, busy: bool, downloads: bool) -> Option<Action> {
-        let mut action = None;
+    /// Loads a library song's recipe into the composer; a draft with text of its own that would
+    /// be lost is asked about first.
+    pub fn use_recipe(&mut self, song: &SongEntry, draft: &mut Recipe) {
+        let draft_has_text = !draft.description.trim().is_empty() || !draft.lyrics.trim().is_empty();
+        if draft_has_text && *draft != song.recipe {
+            self.replacing_draft = Some(song.clone());
+        } else {
+            *draft = song.recipe.clone();
+        }
+    }
+
+    /// The question before a song's recipe replaces the draft.
+    fn replace_draft_ui(&mut self, ui: &mut egui::Ui, draft: &mut Recipe) {
+        let Some(song) = &self.replacing_draft else { return };
+        let mut answered = false;
+        ui.horizontal_wrapped(|ui| {
+            ui.label(format!(
+                "Replace your draft with the recipe of \"{}\"? The draft's text would be lost.",
+                song.title
+            ));
+            if ui.button("Replace the draft").clicked() {
+                *draft = song.recipe.clone();
+                answered = true;
+            }
+            if ui.button("Keep my draft").clicked() {
+                answered = true;
+            }
+        });
+        if answered {
+            self.replacing_draft = None;
+        }
+    }
+
+    /// The list: a heading, the search, the export settings and each song.
+    fn songs_ui(&mut self, ui: &mut egui::Ui, ctx: &mut PanelContext<'_>) {
         ui.heading("Library");
         ui.horizontal(|ui| {
             let label = ui.label("Search library");
             if ui.text_edit_singleline(&mut self.search).labelled_by(label.id).changed() {
-                action = Some(Action::Send(Request::ListSongs { search: self.search.clone() }));
+                ctx.send(Command::Send(Request::ListSongs { search: self.search.clone() }));
             }
         });
+        // Where an export is a browser's download there is no folder to choose.
+        let settings = &mut *ctx.settings;
         ui.horizontal_wrapped(|ui| {
-            let label = if downloads {
+            let label = if ctx.remote {
                 ui.label("Export downloads")
             } else {
                 let label = ui.label("Export to");
@@ -70,41 +100,32 @@ impl LibraryPanel {
             ui.label(if self.search.is_empty() { "No songs yet." } else { "No song matches." });
         }
         let songs = std::mem::take(&mut self.songs);
-        self.newest_export = None;
+        ctx.landmarks.export = None;
         for (i, song) in songs.iter().enumerate() {
             ui.separator();
-            if let Some(a) = self.song_ui(ui, song, settings, busy, i == 0) {
-                action = Some(a);
-            }
+            self.song_ui(ui, ctx, song, i == 0);
         }
         self.songs = songs;
-        action
     }
 
-    fn song_ui(
-        &mut self,
-        ui: &mut egui::Ui,
-        song: &SongEntry,
-        settings: &Settings,
-        busy: bool,
-        newest: bool,
-    ) -> Option<Action> {
-        let mut action = None;
-        let renaming = &mut self.renaming;
-        match renaming {
-            Some((id, title)) if *id == song.id => {
+    /// One song; `newest` for the first, whose Export button is a landmark.
+    fn song_ui(&mut self, ui: &mut egui::Ui, ctx: &mut PanelContext<'_>, song: &SongEntry, newest: bool) {
+        match &mut self.renaming {
+            Some(renaming) if renaming.id == song.id => {
                 let mut done = false;
                 ui.horizontal(|ui| {
                     let label = ui.label("New title");
-                    let edit = ui.text_edit_singleline(title).labelled_by(label.id);
+                    let edit = ui.text_edit_singleline(&mut renaming.title).labelled_by(label.id);
                     let enter = edit.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
                     if ui.button("Save title").clicked() || enter {
-                        action = Some(Action::Send(Request::RenameSong { id: song.id, title: title.trim().into() }));
+                        let title = renaming.title.trim().into();
+                        ctx.send(Command::Send(Request::RenameSong { id: song.id, title }));
+                        done = true;
                     }
-                    done = ui.button("Keep title").clicked();
+                    done |= ui.button("Keep title").clicked();
                 });
-                if done || action.is_some() {
-                    *renaming = None;
+                if done {
+                    self.renaming = None;
                 }
             }
             _ => {
@@ -118,14 +139,16 @@ impl LibraryPanel {
             song.recipe.steps,
             song.recipe.description.chars().take(80).collect::<String>()
         ));
+        // While a song is being made, listening takes the player from it.
+        let busy = ctx.running;
         ui.horizontal_wrapped(|ui| {
             let listen = ui.button("Listen");
             let hint = "the song being made goes on into the library; listen to it there when it is done";
             if (if busy { listen.on_hover_text(hint) } else { listen }).clicked() {
-                action = Some(Action::Send(Request::PlaySong { id: song.id }));
+                ctx.send(Command::Send(Request::PlaySong { id: song.id }));
             }
             if ui.button("Use recipe").on_hover_text("load this song's recipe into the composer").clicked() {
-                action = Some(Action::UseRecipe(song.clone()));
+                self.use_recipe(song, ctx.draft);
             }
             let hint = if busy {
                 "the same recipe with a new seed, after the song being made"
@@ -133,25 +156,25 @@ impl LibraryPanel {
                 "the same recipe with a new seed"
             };
             if ui.button("Variation").on_hover_text(hint).clicked() {
-                action = Some(Action::Variation(song.clone()));
+                ctx.send(Command::Variation(song.clone()));
             }
             if ui.button("Rename").clicked() {
-                self.renaming = Some((song.id, song.title.clone()));
+                self.renaming = Some(Renaming { id: song.id, title: song.title.clone() });
             }
             let export = ui.button("Export");
             if newest {
-                self.newest_export = Some(export.rect);
+                ctx.landmarks.export = Some(export.rect);
             }
             if export.clicked() {
-                action = Some(Action::Send(Request::ExportSong {
+                ctx.send(Command::Send(Request::ExportSong {
                     id: song.id,
-                    folder: settings.export_folder.clone(),
-                    format: settings.export_format,
+                    folder: ctx.settings.export_folder.clone(),
+                    format: ctx.settings.export_format,
                 }));
             }
             if self.confirming_delete == Some(song.id) {
                 if ui.button("Delete for good").clicked() {
-                    action = Some(Action::Send(Request::DeleteSong { id: song.id }));
+                    ctx.send(Command::Send(Request::DeleteSong { id: song.id }));
                     self.confirming_delete = None;
                 }
                 if ui.button("Keep it").clicked() {
@@ -161,6 +184,13 @@ impl LibraryPanel {
                 self.confirming_delete = Some(song.id);
             }
         });
-        action
+    }
+}
+
+impl Panel for LibraryPanel {
+    /// The question before a recipe replaces the draft, then the list, which scrolls.
+    fn ui(&mut self, ui: &mut egui::Ui, ctx: &mut PanelContext<'_>) {
+        self.replace_draft_ui(ui, ctx.draft);
+        egui::ScrollArea::vertical().id_salt("library").show(ui, |ui| self.songs_ui(ui, ctx));
     }
 }

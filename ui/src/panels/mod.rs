@@ -1,9 +1,11 @@
-//! The window's panels, each a type with its own state and a `ui` function; the app lays them
-//! out and routes what they ask for to the engine.
+//! The window's panels. Each is a type with its own state that implements [`Panel`]: it reads the
+//! window through a [`PanelContext`] and pushes what it asks for as [`Command`]s, which the app
+//! routes once the frame is drawn.
 
 pub mod compose;
 pub mod library;
 pub mod model;
+pub mod notice;
 pub mod parameters;
 pub mod player;
 pub mod progress;
@@ -11,9 +13,69 @@ pub mod progress;
 pub use compose::ComposePanel;
 pub use library::LibraryPanel;
 pub use model::ModelPanel;
+pub use notice::NoticePanel;
 pub use parameters::ParametersPanel;
 pub use player::PlayerPanel;
 pub use progress::ProgressPanel;
+
+use crate::contract::{JobId, PlaybackState, Recipe, Request, SongEntry};
+use crate::state::{Job, Landmarks, Notice, Queued, Settings, Track};
+
+/// A part of the window.
+pub trait Panel {
+    /// Draws the panel from `ctx`, pushing what the user asked for onto it.
+    fn ui(&mut self, ui: &mut egui::Ui, ctx: &mut PanelContext<'_>);
+}
+
+/// What a panel may see of the window in one frame, and where it asks for things.
+pub struct PanelContext<'a> {
+    /// The recipe being written: the composer, the parameters, the model and a library song's
+    /// recipe change it in place.
+    pub draft: &'a mut Recipe,
+    /// The export folder and format, which the library edits.
+    pub settings: &'a mut Settings,
+    /// Where the panels record the landmarks they draw.
+    pub landmarks: &'a mut Landmarks,
+    /// The song being made, or the last one made.
+    pub job: Option<&'a Job>,
+    /// Songs waiting their turn, in order.
+    pub queue: &'a [Queued],
+    pub track: Option<&'a Track>,
+    pub playback: &'a PlaybackState,
+    pub notice: Option<&'a Notice>,
+    /// Whether a song is being made now.
+    pub running: bool,
+    /// Whether the draft can be made (a length that parses).
+    pub draft_is_valid: bool,
+    /// Whether the songs are made elsewhere ([`Engine::is_remote`](crate::contract::Engine::is_remote)).
+    pub remote: bool,
+    /// The window's clock, in seconds.
+    pub now_s: f64,
+    /// What the panels asked for this frame, in order ([`PanelContext::send`]).
+    pub commands: Vec<Command>,
+}
+
+impl PanelContext<'_> {
+    /// Asks for `command`; the app carries it out once the frame is drawn.
+    pub fn send(&mut self, command: Command) {
+        self.commands.push(command);
+    }
+}
+
+/// What a panel asks of the app.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// A request for the engine, passed on as it is.
+    Send(Request),
+    /// Make the draft, or queue it while another song is made.
+    Generate,
+    /// Stop the song being made.
+    Cancel,
+    /// Take a waiting song out of the queue.
+    Unqueue(JobId),
+    /// Make a library song's recipe again with a new seed, the draft untouched.
+    Variation(SongEntry),
+}
 
 /// A drop-down of `options` for `value`, named by the label `label`.
 pub(crate) fn choice_ui<T: PartialEq + Clone>(

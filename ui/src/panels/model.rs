@@ -5,60 +5,62 @@
 
 use egui::Color32;
 
-use crate::contract::{EngineEvent, InstalledModel, Recipe, Request};
+use super::{Command, Panel, PanelContext};
+use crate::contract::{DownloadProgress, EngineEvent, InstalledModel, Request};
 
 #[derive(Default)]
 pub struct ModelPanel {
     /// The model the last information was asked for, and the answer once it came.
-    info: Option<(String, Option<Result<String, String>>)>,
+    info: Option<ModelInfo>,
     /// The models folder and what it holds, once the engine has said.
-    models: Option<(String, Vec<InstalledModel>)>,
-    /// A download in progress: bytes there, of all, and the file.
-    download: Option<(u64, u64, String)>,
+    models: Option<ModelsFolder>,
+    /// A download in progress.
+    download: Option<DownloadProgress>,
     /// Set by the banner: the Model field takes the focus.
     focus_field: bool,
 }
 
-/// What became of a finished download, for the app to tell.
-pub enum DownloadOutcome {
-    Installed(String),
-    Stopped(String),
+/// What the engine said a model holds.
+struct ModelInfo {
+    /// The model asked about, as in [`Recipe::model`](crate::contract::Recipe::model).
+    model: String,
+    /// Its summary, or why it cannot be used; `None` until the engine answers.
+    summary: Option<Result<String, String>>,
+}
+
+/// The models folder and what it holds.
+struct ModelsFolder {
+    folder: String,
+    models: Vec<InstalledModel>,
 }
 
 impl ModelPanel {
-    /// Takes one of the engine's model events (others are no concern of the panel); a finished
-    /// download's outcome.
-    pub fn apply(&mut self, event: EngineEvent, draft: &mut Recipe) -> Option<DownloadOutcome> {
+    /// Takes one of the engine's model events (what becomes of the draft and the notice line is
+    /// the app's part).
+    pub fn apply(&mut self, event: &EngineEvent) {
         match event {
             EngineEvent::ModelInfo { model, summary } => {
-                if let Some((asked, answer)) = &mut self.info
-                    && *asked == model
+                if let Some(info) = &mut self.info
+                    && info.model == *model
                 {
-                    *answer = Some(summary);
+                    info.summary = Some(summary.clone());
                 }
             }
-            EngineEvent::Models { folder, models } => self.models = Some((folder, models)),
-            EngineEvent::Download { done, total, file } => self.download = Some((done, total, file)),
-            EngineEvent::DownloadEnded { result } => {
-                self.download = None;
-                return Some(match result {
-                    Ok(path) => {
-                        draft.model = path.clone();
-                        DownloadOutcome::Installed(path)
-                    }
-                    Err(why) => DownloadOutcome::Stopped(why),
-                });
+            EngineEvent::Models { folder, models } => {
+                self.models = Some(ModelsFolder { folder: folder.clone(), models: models.clone() });
             }
-            EngineEvent::ModelFolderChosen { path } => draft.model = path,
+            EngineEvent::Download { progress } => self.download = Some(progress.clone()),
+            EngineEvent::DownloadEnded { .. } => self.download = None,
             _ => {}
         }
-        None
     }
 
-    /// Said while the built-in model is the one in use: what it can do, and how to get the real
-    /// one.
-    pub fn banner_ui(&mut self, ui: &mut egui::Ui) -> Vec<Request> {
-        let mut requests = Vec::new();
+    /// Said while the built-in model is the one in use on a local engine: what it can do, and how
+    /// to get the real one.
+    pub fn banner_ui(&mut self, ui: &mut egui::Ui, ctx: &mut PanelContext<'_>) {
+        if !ctx.draft.model.trim().is_empty() || ctx.remote {
+            return;
+        }
         egui::Frame::group(ui.style()).fill(ui.visuals().faint_bg_color).show(ui, |ui| {
             ui.strong("You are using the built-in model, Songloom Mini.");
             ui.label(
@@ -72,28 +74,76 @@ impl ModelPanel {
             );
             ui.horizontal_wrapped(|ui| {
                 if self.download.is_none() && ui.button("Download it").clicked() {
-                    requests.push(Request::DownloadModel);
+                    ctx.send(Command::Send(Request::DownloadModel));
                 }
                 ui.hyperlink_to("The model on Hugging Face", "https://huggingface.co/MiniMaxAI/MiniMax-Music3");
                 if ui.button("Choose its folder…").clicked() {
-                    requests.push(Request::ChooseModelFolder);
+                    ctx.send(Command::Send(Request::ChooseModelFolder));
                 }
                 if ui.button("Enter its folder").clicked() {
                     self.focus_field = true;
                 }
             });
         });
-        requests
     }
 
-    /// The Model row and what goes with it; `remote`: the server's model, no choice here.
-    pub fn ui(&mut self, ui: &mut egui::Ui, draft: &mut Recipe, remote: bool) -> Vec<Request> {
-        let mut requests = Vec::new();
-        if !remote {
+    /// The models folder's complete models to choose, and the download: its button, or its
+    /// progress with Pause.
+    fn installed_ui(&mut self, ui: &mut egui::Ui, ctx: &mut PanelContext<'_>) {
+        if let Some(folder) = &self.models {
+            for model in folder.models.iter().filter(|m| m.complete) {
+                ui.horizontal(|ui| {
+                    if ui.small_button("Use").on_hover_text(&model.path).clicked() {
+                        ctx.draft.model = model.path.clone();
+                    }
+                    ui.small(&model.summary);
+                });
+            }
+        }
+        match &self.download {
+            Some(download) => {
+                let (done, total) = (download.done_bytes, download.total_bytes);
+                let fraction = if total > 0 { done as f32 / total as f32 } else { 0.0 };
+                let text = format!("Downloading the model: {:.1} of {:.1} GB", done as f64 / 1e9, total as f64 / 1e9);
+                ui.add(egui::ProgressBar::new(fraction).text(text)).on_hover_text(&download.file);
+                ui.horizontal(|ui| {
+                    if ui.small_button("Pause").on_hover_text("Download again to resume").clicked() {
+                        ctx.send(Command::Send(Request::PauseDownload));
+                    }
+                    if ui
+                        .small_button("Cancel the download")
+                        .on_hover_text("stops it and removes what it fetched")
+                        .clicked()
+                    {
+                        ctx.send(Command::Send(Request::CancelDownload));
+                    }
+                });
+            }
+            None => {
+                let partial = self.models.as_ref().is_some_and(|f| f.models.iter().any(|m| !m.complete));
+                let label = if partial { "Resume the model's download" } else { "Download MiniMax-Music3 (28.5 GB)" };
+                let folder = self.models.as_ref().map(|f| f.folder.as_str()).unwrap_or("the models folder");
+                ui.horizontal(|ui| {
+                    if ui.small_button(label).on_hover_text(format!("into {folder}; resumes and verifies")).clicked() {
+                        ctx.send(Command::Send(Request::DownloadModel));
+                    }
+                    if partial && ui.small_button("Discard the partial download").clicked() {
+                        ctx.send(Command::Send(Request::CancelDownload));
+                    }
+                });
+            }
+        }
+    }
+}
+
+impl Panel for ModelPanel {
+    /// The Model row and what goes with it; on a remote engine the server's model, no choice here.
+    fn ui(&mut self, ui: &mut egui::Ui, ctx: &mut PanelContext<'_>) {
+        if !ctx.remote {
             ui.horizontal_wrapped(|ui| {
                 let label = ui.label("Model");
                 let field =
-                    egui::TextEdit::singleline(&mut draft.model).hint_text("built-in model").desired_width(220.0);
+                    egui::TextEdit::singleline(&mut ctx.draft.model).hint_text("built-in model").desired_width(220.0);
                 let model = ui.add(field).labelled_by(label.id);
                 if std::mem::take(&mut self.focus_field) {
                     model.request_focus();
@@ -103,67 +153,19 @@ impl ModelPanel {
                     .on_hover_text("a MiniMax-Music3 folder in the diffusers layout")
                     .clicked()
                 {
-                    requests.push(Request::ChooseModelFolder);
+                    ctx.send(Command::Send(Request::ChooseModelFolder));
                 }
             });
-            self.installed_ui(ui, draft, &mut requests);
+            self.installed_ui(ui, ctx);
         }
-        if self.info.as_ref().is_none_or(|(asked, _)| *asked != draft.model) {
-            self.info = Some((draft.model.clone(), None));
-            requests.push(Request::ModelInfo { model: draft.model.clone() });
+        if self.info.as_ref().is_none_or(|info| info.model != ctx.draft.model) {
+            self.info = Some(ModelInfo { model: ctx.draft.model.clone(), summary: None });
+            ctx.send(Command::Send(Request::ModelInfo { model: ctx.draft.model.clone() }));
         }
-        match self.info.as_ref().and_then(|(_, answer)| answer.as_ref()) {
+        match self.info.as_ref().and_then(|info| info.summary.as_ref()) {
             Some(Ok(summary)) => ui.add(egui::Label::new(egui::RichText::new(summary).small()).wrap()),
             Some(Err(why)) => ui.colored_label(Color32::from_rgb(200, 120, 0), format!("Model: {why}")),
             None => ui.small("reading the model..."),
         };
-        requests
-    }
-
-    /// The models folder's complete models to choose, and the download: its button, or its
-    /// progress with Pause.
-    fn installed_ui(&mut self, ui: &mut egui::Ui, draft: &mut Recipe, requests: &mut Vec<Request>) {
-        if let Some((_, models)) = &self.models {
-            for model in models.iter().filter(|m| m.complete) {
-                ui.horizontal(|ui| {
-                    if ui.small_button("Use").on_hover_text(&model.path).clicked() {
-                        draft.model = model.path.clone();
-                    }
-                    ui.small(&model.summary);
-                });
-            }
-        }
-        match &self.download {
-            Some((done, total, file)) => {
-                let fraction = if *total > 0 { *done as f32 / *total as f32 } else { 0.0 };
-                let text = format!("Downloading the model: {:.1} of {:.1} GB", *done as f64 / 1e9, *total as f64 / 1e9);
-                ui.add(egui::ProgressBar::new(fraction).text(text)).on_hover_text(file);
-                ui.horizontal(|ui| {
-                    if ui.small_button("Pause").on_hover_text("Download again to resume").clicked() {
-                        requests.push(Request::PauseDownload);
-                    }
-                    if ui
-                        .small_button("Cancel the download")
-                        .on_hover_text("stops it and removes what it fetched")
-                        .clicked()
-                    {
-                        requests.push(Request::CancelDownload);
-                    }
-                });
-            }
-            None => {
-                let partial = self.models.as_ref().is_some_and(|(_, m)| m.iter().any(|m| !m.complete));
-                let label = if partial { "Resume the model's download" } else { "Download MiniMax-Music3 (28.5 GB)" };
-                let folder = self.models.as_ref().map(|(f, _)| f.as_str()).unwrap_or("the models folder");
-                ui.horizontal(|ui| {
-                    if ui.small_button(label).on_hover_text(format!("into {folder}; resumes and verifies")).clicked() {
-                        requests.push(Request::DownloadModel);
-                    }
-                    if partial && ui.small_button("Discard the partial download").clicked() {
-                        requests.push(Request::CancelDownload);
-                    }
-                });
-            }
-        }
     }
 }

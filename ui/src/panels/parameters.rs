@@ -4,29 +4,75 @@
 
 use egui::Color32;
 
+use super::{Panel, PanelContext, choice_ui};
 use crate::contract::{DeviceStatus, PRECISIONS, Recipe, WEIGHTS};
 use crate::duration;
-use crate::panels::choice_ui;
 
 #[derive(Default)]
 pub struct ParametersPanel {
     /// The device choices the engine offers, once it has said.
     pub devices: Vec<DeviceStatus>,
-    /// The Duration field's text, the length it last showed, and what to say of what was typed
-    /// (a clamp, or why it is no length; `true` for the latter, which holds Generate back).
+    /// The Duration field's text, the length it last showed, and what to say of what was typed.
     duration_text: String,
     duration_shown: Option<f64>,
-    duration_note: Option<(String, bool)>,
+    duration_note: Option<DurationNote>,
+}
+
+/// What the Duration field says of what was typed.
+enum DurationNote {
+    /// The length was taken clamped to a song's range: which length.
+    Clamped(String),
+    /// The text is no length: why (Generate waits for a good one).
+    Invalid(String),
 }
 
 impl ParametersPanel {
     /// Whether the draft can be made: a length that parses.
     pub fn draft_is_valid(&self) -> bool {
-        !matches!(self.duration_note, Some((_, true)))
+        !matches!(self.duration_note, Some(DurationNote::Invalid(_)))
     }
 
-    /// `remote`: the server decides the device and what goes with it.
-    pub fn ui(&mut self, ui: &mut egui::Ui, draft: &mut Recipe, remote: bool) {
+    /// The length as text: `90`, `1:30`, `1m30s`, `2m`; clamped to 1 s..6:00 with a note that says
+    /// so, and an error line for text that is no length (Generate waits for a good one).
+    fn duration_ui(&mut self, ui: &mut egui::Ui, label: egui::Id, draft: &mut Recipe) {
+        if self.duration_shown != Some(draft.duration_s) {
+            self.duration_text = duration::format_duration(draft.duration_s);
+            self.duration_shown = Some(draft.duration_s);
+            self.duration_note = None;
+        }
+        ui.horizontal(|ui| {
+            let edit = egui::TextEdit::singleline(&mut self.duration_text).desired_width(70.0).hint_text("1:30");
+            if ui.add(edit).labelled_by(label).changed() {
+                self.duration_note = match duration::parse_duration(&self.duration_text) {
+                    Ok(seconds) => {
+                        let taken = seconds.clamp(1.0, duration::MAX_SECONDS);
+                        draft.duration_s = taken;
+                        self.duration_shown = Some(taken);
+                        (taken != seconds).then(|| {
+                            let length = duration::format_duration(taken);
+                            DurationNote::Clamped(format!("taken as {length}: a song is 1 s to 6:00"))
+                        })
+                    }
+                    Err(why) => Some(DurationNote::Invalid(why)),
+                };
+            }
+            match &self.duration_note {
+                Some(DurationNote::Clamped(note)) => {
+                    ui.small(note);
+                }
+                Some(DurationNote::Invalid(why)) => {
+                    ui.colored_label(Color32::LIGHT_RED, why);
+                }
+                None => {}
+            }
+        });
+    }
+}
+
+impl Panel for ParametersPanel {
+    /// On a remote engine the server decides the device and what goes with it.
+    fn ui(&mut self, ui: &mut egui::Ui, ctx: &mut PanelContext<'_>) {
+        let (draft, remote) = (&mut *ctx.draft, ctx.remote);
         egui::Grid::new("parameters").num_columns(2).show(ui, |ui| {
             let label = ui.label("Duration");
             self.duration_ui(ui, label.id, draft);
@@ -85,42 +131,6 @@ impl ParametersPanel {
         if remote {
             ui.small("The device, precision, weights, memory and model are the server's:");
         }
-    }
-
-    /// The length as text: `90`, `1:30`, `1m30s`, `2m`; clamped to 1 s..6:00 with a note that says
-    /// so, and an error line for text that is no length (Generate waits for a good one).
-    fn duration_ui(&mut self, ui: &mut egui::Ui, label: egui::Id, draft: &mut Recipe) {
-        if self.duration_shown != Some(draft.duration_s) {
-            self.duration_text = duration::format_duration(draft.duration_s);
-            self.duration_shown = Some(draft.duration_s);
-            self.duration_note = None;
-        }
-        ui.horizontal(|ui| {
-            let edit = egui::TextEdit::singleline(&mut self.duration_text).desired_width(70.0).hint_text("1:30");
-            if ui.add(edit).labelled_by(label).changed() {
-                self.duration_note = match duration::parse_duration(&self.duration_text) {
-                    Ok(seconds) => {
-                        let taken = seconds.clamp(1.0, duration::MAX_SECONDS);
-                        draft.duration_s = taken;
-                        self.duration_shown = Some(taken);
-                        (taken != seconds).then(|| {
-                            let length = duration::format_duration(taken);
-                            (format!("taken as {length}: a song is 1 s to 6:00"), false)
-                        })
-                    }
-                    Err(why) => Some((why, true)),
-                };
-            }
-            match &self.duration_note {
-                Some((note, false)) => {
-                    ui.small(note);
-                }
-                Some((why, true)) => {
-                    ui.colored_label(Color32::LIGHT_RED, why);
-                }
-                None => {}
-            }
-        });
     }
 }
 

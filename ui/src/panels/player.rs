@@ -4,53 +4,48 @@
 
 use egui::{Color32, Sense, Stroke, Vec2};
 
-use crate::app::Track;
-use crate::contract::{PlaybackState, Request};
+use super::{Command, Panel, PanelContext};
+use crate::contract::Request;
 
 /// The player panel; it keeps nothing of its own (the track and the playback are the app's and
 /// the engine's).
+#[derive(Default)]
 pub struct PlayerPanel;
 
-impl PlayerPanel {
-    /// Draws the player for `track`; returns what the user asked of the engine.
-    pub fn ui(ui: &mut egui::Ui, track: Option<&Track>, playback: &PlaybackState) -> Vec<Request> {
-        match track {
-            Some(track) => show(ui, track, playback),
-            None => {
-                ui.label("Nothing to play yet: generate a song, or listen to one from the library.");
-                Vec::new()
+impl Panel for PlayerPanel {
+    fn ui(&mut self, ui: &mut egui::Ui, ctx: &mut PanelContext<'_>) {
+        let Some(track) = ctx.track else {
+            ui.label("Nothing to play yet: generate a song, or listen to one from the library.");
+            return;
+        };
+        let playback = ctx.playback;
+        let rate = track.sample_rate.max(1) as f64;
+        let frames = track.audio.len() / 2;
+        // While a song is made, the timeline is as long as the song asked for, the made part filled.
+        let length = track.expected_s.map_or(frames, |s| ((s * rate) as usize).max(frames));
+        ui.horizontal(|ui| {
+            let label = if playback.playing { "Pause" } else { "Play" };
+            let enabled = playback.unavailable.is_none() && frames > 0;
+            if ui.add_enabled(enabled, egui::Button::new(label)).on_hover_text("Space").clicked() {
+                ctx.send(Command::Send(Request::TogglePlayback));
             }
+            let made =
+                if length > frames { format!(" · {} made", clock(frames as f64 / rate)) } else { String::new() };
+            ui.label(format!("{} / {}{made}", clock(playback.position as f64 / rate), clock(length as f64 / rate)));
+            level_meter(ui, playback.level);
+            ui.add(egui::Label::new(&track.title).truncate());
+        });
+        if let Some(why) = &playback.unavailable {
+            ui.label(format!("Not playing: {why}"));
+        }
+        let playhead = (frames > 0).then_some(playback.position);
+        let response = waveform_ui(ui, &track.audio, length, track.sample_rate, playhead);
+        if let Some(pos) = response.interact_pointer_pos().filter(|_| response.clicked() && frames > 0) {
+            let column = (pos.x - response.rect.left()).max(0.0) as usize;
+            let frame = column * frames_per_column(length, response.rect.width());
+            ctx.send(Command::Send(Request::Seek { frame: frame.min(frames) }));
         }
     }
-}
-
-fn show(ui: &mut egui::Ui, track: &Track, playback: &PlaybackState) -> Vec<Request> {
-    let mut requests = Vec::new();
-    let rate = track.sample_rate.max(1) as f64;
-    let frames = track.audio.len() / 2;
-    // While a song is made, the timeline is as long as the song asked for, the made part filled.
-    let length = track.expected_s.map_or(frames, |s| ((s * rate) as usize).max(frames));
-    ui.horizontal(|ui| {
-        let label = if playback.playing { "Pause" } else { "Play" };
-        let enabled = playback.unavailable.is_none() && frames > 0;
-        if ui.add_enabled(enabled, egui::Button::new(label)).on_hover_text("Space").clicked() {
-            requests.push(Request::TogglePlayback);
-        }
-        let made = if length > frames { format!(" · {} made", clock(frames as f64 / rate)) } else { String::new() };
-        ui.label(format!("{} / {}{made}", clock(playback.position as f64 / rate), clock(length as f64 / rate)));
-        level_meter(ui, playback.level);
-        ui.add(egui::Label::new(&track.title).truncate());
-    });
-    if let Some(why) = &playback.unavailable {
-        ui.label(format!("Not playing: {why}"));
-    }
-    let response = waveform_ui(ui, &track.audio, length, track.sample_rate, (frames > 0).then_some(playback.position));
-    if let Some(pos) = response.interact_pointer_pos().filter(|_| response.clicked() && frames > 0) {
-        let column = (pos.x - response.rect.left()).max(0.0) as usize;
-        let frame = column * frames_per_column(length, response.rect.width());
-        requests.push(Request::Seek { frame: frame.min(frames) });
-    }
-    requests
 }
 
 /// Frames behind one pixel column of a waveform `width` wide.

@@ -1,30 +1,41 @@
-//! `ProgressPanel`: the song being made, in the listener's words (one bar with the time left, the
-//! engine's figures in a details line), then the songs waiting their turn, each removable.
+//! `ProgressPanel`: Generate and Cancel, the song being made in the listener's words (one bar
+//! with the time left, the engine's figures in a details line), then the songs waiting their
+//! turn, each removable.
 
 use egui::Color32;
 
-use crate::app::{Job, Queued};
-use crate::contract::JobId;
-use crate::progress::in_words;
+use super::{Command, Panel, PanelContext};
+use crate::progress::{Progress, in_words};
 
 /// Points the progress band takes, whatever it shows: the bar and one line of details.
 const PROGRESS_BAND: f32 = 44.0;
 
 /// The progress panel; the job and the queue are the app's.
+#[derive(Default)]
 pub struct ProgressPanel;
 
-impl ProgressPanel {
-    /// Draws the job's progress and the queue; returns the waiting job the user removed.
-    pub fn ui(ui: &mut egui::Ui, job: Option<&Job>, queue: &[Queued], now: f64) -> Option<JobId> {
+impl Panel for ProgressPanel {
+    fn ui(&mut self, ui: &mut egui::Ui, ctx: &mut PanelContext<'_>) {
+        ui.horizontal(|ui| {
+            let hint = if ctx.running { "Ctrl+Enter; waits its turn after the song being made" } else { "Ctrl+Enter" };
+            let generate = ui.add_enabled(ctx.draft_is_valid, egui::Button::new("Generate")).on_hover_text(hint);
+            ctx.landmarks.generate = Some(generate.rect);
+            if generate.clicked() {
+                ctx.send(Command::Generate);
+            }
+            if ui.add_enabled(ctx.running, egui::Button::new("Cancel")).clicked() {
+                ctx.send(Command::Cancel);
+            }
+        });
         // A band of fixed height, so nothing below it moves as the progress changes.
         let top = ui.cursor().top();
-        if let Some(job) = job {
-            progress_lines(ui, job, now);
+        if let Some(job) = ctx.job {
+            progress_lines(ui, &job.progress, job.duration_s, ctx.now_s);
         }
         let used = ui.cursor().top() - top;
         ui.add_space((PROGRESS_BAND - used).max(0.0));
         let mut removed = None;
-        for (place, waiting) in queue.iter().enumerate() {
+        for (place, waiting) in ctx.queue.iter().enumerate() {
             ui.horizontal(|ui| {
                 ui.label(format!("Waiting ({}): {}, {}", place + 1, waiting.title, in_words(waiting.duration_s)));
                 let remove = ui.small_button("Remove");
@@ -35,12 +46,14 @@ impl ProgressPanel {
                 }
             });
         }
-        removed
+        if let Some(id) = removed {
+            ctx.send(Command::Unqueue(id));
+        }
     }
 }
 
-fn progress_lines(ui: &mut egui::Ui, job: &Job, now: f64) {
-    let p = &job.progress;
+/// `p` of a song of `duration_s` seconds.
+fn progress_lines(ui: &mut egui::Ui, p: &Progress, duration_s: f64, now: f64) {
     // A failed or cancelled job: its progress cleared, one line that says what happened.
     if let Some(error) = &p.error {
         let line = if error == "cancelled" {
@@ -57,7 +70,7 @@ fn progress_lines(ui: &mut egui::Ui, job: &Job, now: f64) {
         return;
     }
     let eta = p.eta_s(now).map(|e| format!(" · about {} left", in_words(e))).unwrap_or_default();
-    ui.add(egui::ProgressBar::new(p.fraction() as f32).text(format!("{}{eta}", p.headline(job.duration_s))));
+    ui.add(egui::ProgressBar::new(p.fraction() as f32).text(format!("{}{eta}", p.headline(duration_s))));
     // One line whatever the width (the whole of it on hover), so the band keeps its height.
     let details = p.details(now);
     let plan = p.plan.as_deref().map_or(String::new(), |plan| format!("\nPlan: {plan}"));

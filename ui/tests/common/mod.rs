@@ -59,7 +59,12 @@ impl Engine for ScriptedEngine {
                 }],
             }),
             Request::DownloadModel => {
-                queue.push_back(EngineEvent::Download { done: 7_000_000_000, total: 28_500_000_000, file: "a".into() });
+                let progress = songloom_ui::contract::DownloadProgress {
+                    done_bytes: 7_000_000_000,
+                    total_bytes: 28_500_000_000,
+                    file: "a".into(),
+                };
+                queue.push_back(EngineEvent::Download { progress });
             }
             Request::PauseDownload => {
                 queue.push_back(EngineEvent::DownloadEnded { result: Err("paused; downloading again resumes".into()) });
@@ -124,7 +129,7 @@ pub fn library_song() -> songloom_ui::contract::SongEntry {
 pub fn sized_harness(size: egui::Vec2) -> Harness<'static, SongloomApp<ScriptedEngine>> {
     let mut app = SongloomApp::new(ScriptedEngine::default(), Recipe::default());
     app.library.songs = vec![library_song()];
-    app.track = Some(songloom_ui::app::Track {
+    app.track = Some(songloom_ui::state::Track {
         title: "a song".into(),
         audio: vec![0.1; 88_200],
         sample_rate: 44_100,

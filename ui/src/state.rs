@@ -1,0 +1,111 @@
+//! What the window keeps between frames: the song being made and those waiting their turn, what
+//! the player holds, the settings that outlive a session, the notice line, and where the fields a
+//! shell drives were drawn. [`SongloomApp`](crate::app::SongloomApp) owns these; the panels see
+//! them through their [`PanelContext`](crate::panels::PanelContext).
+
+use serde::{Deserialize, Serialize};
+
+use crate::contract::{ExportFormat, JobId, SongId};
+use crate::progress::Progress;
+
+/// The job in the window and its progress.
+pub struct Job {
+    pub id: JobId,
+    pub progress: Progress,
+    /// The length asked for, in seconds.
+    pub duration_s: f64,
+}
+
+/// A song asked for while another is made: it waits its turn in the engine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Queued {
+    pub id: JobId,
+    pub title: String,
+    pub duration_s: f64,
+}
+
+/// What the player holds: the song being made, or one from the library.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Track {
+    pub title: String,
+    /// Interleaved stereo.
+    pub audio: Vec<f32>,
+    pub sample_rate: u32,
+    /// The job making it, while it is made.
+    pub job: Option<JobId>,
+    /// Its library entry, once it has one.
+    pub song: Option<SongId>,
+    /// The length asked for while it is being made, in seconds (the timeline's length then).
+    pub expected_s: Option<f64>,
+}
+
+/// Settings that outlive a session (the shell persists them with the draft).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Settings {
+    /// Where exports go; empty for the user's music folder.
+    pub export_folder: String,
+    pub export_format: ExportFormat,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings { export_folder: String::new(), export_format: ExportFormat::Float32 }
+    }
+}
+
+/// Seconds a notice stays.
+pub const NOTICE_S: f64 = 8.0;
+
+/// The last notice, or problem outside a job, shown under the player for [`NOTICE_S`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    pub message: String,
+    /// Something the user asked for failed (shown in red).
+    pub problem: bool,
+    /// When it came, on the window's clock.
+    pub at_s: f64,
+}
+
+impl Notice {
+    /// Something the user asked for happened.
+    pub fn info(message: impl Into<String>, now_s: f64) -> Self {
+        Notice { message: message.into(), problem: false, at_s: now_s }
+    }
+
+    /// Something the user asked for failed.
+    pub fn problem(message: impl Into<String>, now_s: f64) -> Self {
+        Notice { message: message.into(), problem: true, at_s: now_s }
+    }
+
+    /// Seconds it still stays at `now_s` (zero or less once it has gone).
+    pub fn left_s(&self, now_s: f64) -> f64 {
+        NOTICE_S - (now_s - self.at_s)
+    }
+}
+
+/// Where the fields a user starts with were last drawn, for a shell that drives the window from
+/// outside (the browser test clicks and types there).
+#[derive(Debug, Clone, Default)]
+pub struct Landmarks {
+    pub description: Option<egui::Rect>,
+    pub lyrics: Option<egui::Rect>,
+    pub generate: Option<egui::Rect>,
+    /// The newest library song's Export button.
+    pub export: Option<egui::Rect>,
+}
+
+impl Landmarks {
+    /// Each drawn landmark by name.
+    pub fn all(&self) -> Vec<(&'static str, egui::Rect)> {
+        [
+            ("description", self.description),
+            ("lyrics", self.lyrics),
+            ("generate", self.generate),
+            ("export", self.export),
+        ]
+        .into_iter()
+        .filter_map(|(name, rect)| Some((name, rect?)))
+        .collect()
+    }
+}
