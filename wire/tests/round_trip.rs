@@ -70,7 +70,7 @@ fn every_event_has_its_documented_fields() {
                 peak_bytes: 1_500_000_000,
                 budget_bytes: None,
             },
-            json!({"event": "plan", "weights": "bf16", "mode": "Resident", "peak_bytes": 1.5e9, "budget_bytes": null}),
+            json!({"event": "plan", "weights": "bf16", "mode": "streamed", "peak_bytes": 1_500_000_000u64, "budget_bytes": null}),
         ),
         (
             Event::Start { device: "cpu".into(), max_frames: 75 },
