@@ -292,18 +292,6 @@ fn song_files(songs_dir: &Path) -> Result<Vec<(i64, PathBuf)>> {
         .collect())
 }
 
-/// The timings a finished run reports, as the library keeps them.
-pub fn timings_of(stats: &songloom_engine::pipeline::Stats) -> Timings {
-    Timings {
-        total_s: stats.total_s,
-        time_to_first_audio_s: stats.time_to_first_audio_s,
-        ar_s: stats.ar_s,
-        acoustic_s: stats.acoustic_s,
-        frames: stats.frames,
-        windows: stats.windows,
-    }
-}
-
 const SELECT: &str = "SELECT id, title, recipe, seconds, timings, engine_version, created_unix FROM songs";
 
 fn timings_json(t: &Timings) -> String {

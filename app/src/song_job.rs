@@ -10,9 +10,9 @@ use std::sync::mpsc;
 
 use anyhow::{Context, Result, bail};
 use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, Request, Stats};
-use songloom_ui::contract::Recipe;
+use songloom_ui::contract::{Recipe, Timings};
 
-use crate::library::{Library, Song, timings_of, title_of};
+use crate::library::{Library, Song, title_of};
 use crate::wav::{WavFile, WavFormat};
 
 /// What to make and where it goes.
@@ -149,7 +149,7 @@ fn complete(job: &SongJob, wav: WavFile, stats: &Stats) -> Result<(Option<PathBu
     let title = title_of(&job.recipe);
     let complete = wav.finish(&title, &serde_json::to_string(&job.recipe)?)?;
     let seconds = stats.samples as f64 / stats.sample_rate.max(1) as f64;
-    let timings = timings_of(stats);
+    let timings = Timings::from(stats);
     let open_library =
         |dir: &Path| Library::open(dir).with_context(|| format!("opening the library in {}", dir.display()));
     match (&job.out, &job.library) {

@@ -7,7 +7,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use songloom_ui::contract::{EngineEvent, Recipe};
+use songloom_ui::contract::{EngineEvent, Recipe, Timings};
 use songloom_web::client;
 use songloom_web::sse::SseReader;
 use songloom_wire::{
@@ -66,7 +66,7 @@ fn the_browser_client_reads_every_answer_of_the_server_as_the_server_writes_it()
             stages += 1;
         }
         match event {
-            Event::Finished(stats) => assert_eq!(client::timings(&stats).frames, stats.frames),
+            Event::Finished(stats) => assert_eq!(Timings::from(&stats).frames, stats.frames),
             Event::Saved { library_id, title } => saved = Some((library_id, title)),
             _ => {}
         }

@@ -150,6 +150,20 @@ pub struct Timings {
     pub windows: usize,
 }
 
+/// A finished run's timings as the engine reports them (every end reads them so).
+impl From<&songloom_wire::Stats> for Timings {
+    fn from(stats: &songloom_wire::Stats) -> Self {
+        Timings {
+            total_s: stats.total_s,
+            time_to_first_audio_s: stats.time_to_first_audio_s,
+            ar_s: stats.ar_s,
+            acoustic_s: stats.acoustic_s,
+            frames: stats.frames,
+            windows: stats.windows,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum EngineEvent {
     /// The memory plan a job's model was loaded under, in words.

@@ -3,7 +3,7 @@
 //! test holds them against a real server's answers (app/tests/wire_agreement.rs).
 
 use songloom_ui::contract::{DeviceStatus, EngineEvent, JobId, Recipe, SongEntry, Timings};
-use songloom_wire::{DeviceProbe, Event, LibrarySong, ServedModel, SongLength, SongRequest, Stats};
+use songloom_wire::{DeviceProbe, Event, LibrarySong, ServedModel, SongLength, SongRequest};
 
 /// The request that makes `recipe`'s song on the server (its device, precision, weights and model
 /// are the server's).
@@ -33,18 +33,6 @@ pub fn song_entry(song: LibrarySong) -> SongEntry {
         seconds: song.seconds,
         created_unix: song.created_unix,
         timings: Timings::default(),
-    }
-}
-
-/// A finished song's timings as the window shows them.
-pub fn timings(stats: &Stats) -> Timings {
-    Timings {
-        total_s: stats.total_s,
-        time_to_first_audio_s: stats.time_to_first_audio_s,
-        ar_s: stats.ar_s,
-        acoustic_s: stats.acoustic_s,
-        frames: stats.frames,
-        windows: stats.windows,
     }
 }
 

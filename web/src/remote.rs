@@ -130,7 +130,7 @@ impl RemoteEngine {
                     self.emit(progress);
                 }
                 match event {
-                    Event::Finished(stats) => timings = client::timings(&stats),
+                    Event::Finished(stats) => timings = Timings::from(&stats),
                     Event::Saved { .. } | Event::Error { .. } | Event::Cancelled => end = Some(event),
                     _ => {}
                 }

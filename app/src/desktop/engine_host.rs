@@ -16,7 +16,7 @@ use songloom_ui::contract::{
     SongId, Timings,
 };
 
-use crate::library::{Library, Song, default_dir, timings_of};
+use crate::library::{Library, Song, default_dir};
 use crate::player::Player;
 use crate::song_job::{self, SongJob, SongSink};
 use crate::wav::{self, FileFormat, WavFormat};
@@ -446,7 +446,7 @@ impl Worker {
         let saved = finished.saved.expect("the job names the library");
         outbox.send(EngineEvent::Saved { job, song: entry(&saved) });
         let _ = self.librarian.send(ToLibrarian::RefreshList);
-        Ok(timings_of(&finished.stats))
+        Ok(Timings::from(&finished.stats))
     }
 }
 
