@@ -278,7 +278,7 @@ fn a_client_that_leaves_mid_song_does_not_stop_it() {
     // Two clients start reading the events and the audio, and go away after their first bytes.
     for path in [format!("/api/songs/{id}/events"), format!("/api/songs/{id}/stream.pcm")] {
         let mut stream = std::net::TcpStream::connect(&server.addr).unwrap();
-        write!(stream, "GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").unwrap();
+        write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
         let mut first = [0u8; 64];
         assert!(stream.read(&mut first).unwrap() > 0);
         drop(stream);

@@ -4,12 +4,15 @@
 
 mod access;
 mod api;
+mod connections;
 mod jobs;
+mod origin;
 mod page;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -30,6 +33,16 @@ pub struct ServeArgs {
     /// and printed when listening beyond loopback. Given on loopback, it is checked there too.
     #[arg(long)]
     token: Option<String>,
+    /// A host name the server also answers to (repeatable), e.g. the machine's name on the local
+    /// network or a proxy's: requests for any other name but this machine's addresses (and
+    /// `localhost` on loopback) are refused, so no web page can reach the server by rebinding a
+    /// DNS name to its address.
+    #[arg(long, value_name = "NAME")]
+    allow_host: Vec<String>,
+    /// Seconds a client has to send a request's head, and then its body; a client that stops
+    /// halfway is disconnected (408 for a body).
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+    request_timeout_s: f64,
     #[command(flatten)]
     pub engine: EngineArgs,
     #[command(flatten)]
@@ -41,6 +54,17 @@ pub struct ServeArgs {
 
 pub fn run(args: ServeArgs) -> Result<()> {
     let token = access::token_for(args.listen, args.token.clone())?;
+    let hosts = origin::Hosts::new(args.listen, &args.allow_host)?;
+    anyhow::ensure!(
+        args.request_timeout_s.is_finite() && (0.1..=3600.0).contains(&args.request_timeout_s),
+        "--request-timeout-s must be 0.1 to 3600 seconds (got {})",
+        args.request_timeout_s
+    );
+    let limits = connections::Limits {
+        max_connections: connections::max_connections(raise_file_limit()),
+        request_timeout: Duration::from_secs_f64(args.request_timeout_s),
+        shutdown_grace: Duration::from_secs(2),
+    };
     let device = args.engine.open_device()?;
     let model_dir = args.model.dir()?;
     let plan = Pipeline::plan(&model_dir, &device, args.engine.memory_request(), None)?;
@@ -77,9 +101,13 @@ pub fn run(args: ServeArgs) -> Result<()> {
         precision: args.engine.precision,
         model,
     });
+    let (worker_done, drained) = tokio::sync::oneshot::channel::<()>();
     let worker = {
         let (jobs, pipeline) = (server.jobs.clone(), server.pipeline.clone());
-        std::thread::Builder::new().name("songloom-jobs".into()).spawn(move || jobs.work(&pipeline, library))?
+        std::thread::Builder::new().name("songloom-jobs".into()).spawn(move || {
+            jobs.work(&pipeline, library);
+            let _ = worker_done.send(());
+        })?
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let served = runtime.block_on(async {
@@ -96,20 +124,66 @@ pub fn run(args: ServeArgs) -> Result<()> {
         if !page::HAS_PAGE {
             say!("(the web page is not built into this binary: run scripts/build-web.sh and build again)");
         }
+        let signal = stop_signal()?;
+        let app = api::router(server.clone(), token.clone())
+            .layer(axum::middleware::from_fn_with_state(
+                (limits.request_timeout, api::BODY_LIMIT),
+                connections::body_in_time,
+            ))
+            .layer(axum::middleware::from_fn_with_state(Arc::new(hosts), origin::check));
         let jobs = server.jobs.clone();
-        axum::serve(listener, api::router(server.clone(), token.clone()))
-            .with_graceful_shutdown(async move {
-                let _ = tokio::signal::ctrl_c().await;
-                // Songs waiting or being made are cancelled (leaving no file), which ends their
-                // streams, so open connections close and the server can stop.
-                jobs.close();
-            })
-            .await
-            .context("serving")
+        let stop = async move {
+            let name = signal.await;
+            eprintln!("{name}: stopping; songs in progress are cancelled");
+            // Songs waiting or being made are cancelled (leaving no file), which ends their
+            // streams once the worker has sent their `cancelled` events.
+            jobs.close();
+        };
+        connections::serve(listener, app, limits, stop, async {
+            let _ = drained.await;
+        })
+        .await;
+        anyhow::Ok(())
     });
     server.jobs.close();
     let _ = worker.join();
+    // Connections still open past the grace are dropped with the runtime, without waiting.
+    runtime.shutdown_background();
     served?;
     eprintln!("stopped; songs in progress were cancelled, finished ones are in the library");
     Ok(())
+}
+
+/// Resolves with the signal's name at the first SIGINT (Ctrl-C), SIGTERM (a service manager, `kill`)
+/// or SIGHUP (the terminal closed): all three stop the server the same way.
+fn stop_signal() -> Result<impl Future<Output = &'static str>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt()).context("handling SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("handling SIGTERM")?;
+    let mut hangup = signal(SignalKind::hangup()).context("handling SIGHUP")?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => "SIGINT",
+            _ = terminate.recv() => "SIGTERM",
+            _ = hangup.recv() => "SIGHUP",
+        }
+    })
+}
+
+/// Raises the soft limit on open files to the hard one (each connection takes one); the limit now.
+fn raise_file_limit() -> u64 {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit read and write the one struct given.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 1024;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit = raised;
+            }
+        }
+    }
+    limit.rlim_cur
 }

@@ -15,6 +15,11 @@ pub struct Server {
     pub addr: String,
 }
 
+/// The songloom under test: this build's, or SONGLOOM_BIN's (to show what an older one got wrong).
+pub fn binary() -> String {
+    std::env::var("SONGLOOM_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_songloom").to_string())
+}
+
 /// The tiny test model, which the servers of the tests use as their default (SONGLOOM_MODEL).
 pub fn tiny_model() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny-music3")
@@ -27,7 +32,17 @@ impl Server {
 
     /// The server with `args`; the line after the address (the token's, when it prints one).
     pub fn start_with(dir: &Path, args: &[&str]) -> (Server, Option<String>) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_songloom"))
+        Server::start_configured(dir, args, |_| {})
+    }
+
+    /// The server with `args`, its command changed by `configure` before it starts.
+    pub fn start_configured(
+        dir: &Path,
+        args: &[&str],
+        configure: impl FnOnce(&mut Command),
+    ) -> (Server, Option<String>) {
+        let mut command = Command::new(binary());
+        command
             .arg("serve")
             .args(args)
             .args(["--device", "cpu", "--library"])
@@ -35,9 +50,9 @@ impl Server {
             .env("XDG_CACHE_HOME", dir)
             .env("SONGLOOM_MODEL", tiny_model())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+            .stderr(Stdio::piped());
+        configure(&mut command);
+        let mut child = command.spawn().unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let first = lines.next().expect("a line").unwrap();
         let addr = first.strip_prefix("serving on http://").unwrap_or_else(|| panic!("{first}")).to_string();
