@@ -16,3 +16,5 @@ song_dir=$(mktemp -d)
 trap 'rm -rf "$song_dir"' EXIT
 bash scripts/run.sh --no-play --out "$song_dir/song.wav"
 test -s "$song_dir/song.wav"
+# And the binary it built serves the browser page by itself.
+bash scripts/check-page.sh target/release/songloom
