@@ -2,10 +2,11 @@
 //! or from a mirror (`HF_ENDPOINT`, the hub clients' convention; `HF_TOKEN` for an account's
 //! access), through the hub's documented file API: `/api/models/REPO/tree/REV?recursive=true`
 //! lists every file with its size and checksum (the sha256 of a large-file-storage file, the git
-//! blob sha1 of the others) and `/REPO/resolve/REV/PATH` serves it, with ranges. Each file arrives
-//! as `PATH.part` and takes its name only once its size and checksum hold; an interrupted file
-//! resumes where it stopped; the free space is checked before anything is fetched; and the
-//! directory is marked complete (its file list, written last) only when every file is.
+//! blob sha1 of the others), in pages read to the last, and `/REPO/resolve/REV/PATH` (each segment
+//! percent-encoded) serves it, with ranges. Each file arrives as `PATH.part` and takes its name
+//! only once its size and checksum hold; an interrupted file resumes where it stopped; the free
+//! space is checked before anything is fetched; and the directory is marked complete (its file
+//! list, written last) only when every file is.
 //! `SONGLOOM_DOWNLOAD_STALL_S` (seconds without a byte before a transfer is given up, 60 by
 //! default) and `SONGLOOM_FREE_BYTES` (the free space to assume) let the tests stand in for a
 //! stalled server and a small disk.
@@ -126,7 +127,10 @@ impl Hub {
 
     fn get(&self, url: &str, range_from: u64) -> Result<ureq::http::Response<ureq::Body>> {
         let mut request = self.agent.get(url);
-        if let Some(token) = &self.token {
+        // The account's token goes to the endpoint only, never to a host a listing's page names.
+        if let Some(token) = &self.token
+            && origin(url) == origin(&self.endpoint)
+        {
             request = request.header("Authorization", format!("Bearer {token}"));
         }
         if range_from > 0 {
@@ -135,21 +139,30 @@ impl Hub {
         request.call().map_err(|e| anyhow!("{url}: {e} (is the network up, and HF_ENDPOINT right if set?)"))
     }
 
-    /// Every file of the repository at `revision`.
+    /// Every file of the repository at `revision`, from every page of the listing: the hub answers
+    /// a long listing a page at a time, each naming the next in a `Link: <URL>; rel="next"` header
+    /// (with a cursor in its query), and the last naming none.
     fn tree(&self, revision: &str) -> Result<Vec<HubFile>> {
-        let url = format!("{}/api/models/{REPO}/tree/{revision}?recursive=true", self.endpoint);
-        let response = self.get(&url, 0).with_context(|| format!("listing {REPO}"))?;
-        let status = response.status().as_u16();
-        let text = response.into_body().read_to_string().with_context(|| format!("listing {REPO} at {url}"))?;
-        if status != 200 {
-            bail!("listing {REPO}: the hub answered {status} at {url}{}", hint(status));
-        }
-        let entries: Vec<Value> =
-            serde_json::from_str(&text).with_context(|| format!("{url} did not answer with the hub's file list"))?;
-        let files: Vec<HubFile> = entries
-            .iter()
-            .filter(|e| e["type"] == "file")
-            .map(|e| {
+        let first = format!("{}/api/models/{REPO}/tree/{}?recursive=true", self.endpoint, encode_segment(revision));
+        let mut files = Vec::new();
+        let mut url = first.clone();
+        let mut seen = std::collections::HashSet::new();
+        loop {
+            if !seen.insert(url.clone()) {
+                bail!("listing {REPO}: the hub's pages lead back to {url}; try again later, or check HF_ENDPOINT");
+            }
+            let response = self.get(&url, 0).with_context(|| format!("listing {REPO}"))?;
+            let status = response.status().as_u16();
+            let next = next_page(response.headers())
+                .with_context(|| format!("listing {REPO} at {url}"))?
+                .map(|next| resolve(&self.endpoint, &next));
+            let text = response.into_body().read_to_string().with_context(|| format!("listing {REPO} at {url}"))?;
+            if status != 200 {
+                bail!("listing {REPO}: the hub answered {status} at {url}{}", hint(status));
+            }
+            let entries: Vec<Value> = serde_json::from_str(&text)
+                .with_context(|| format!("{url} did not answer with the hub's file list"))?;
+            files.extend(entries.iter().filter(|e| e["type"] == "file").map(|e| {
                 let lfs = &e["lfs"];
                 HubFile {
                     path: e["path"].as_str().unwrap_or_default().to_string(),
@@ -157,10 +170,14 @@ impl Hub {
                     sha256: lfs["oid"].as_str().map(str::to_string),
                     git_sha1: if lfs.is_null() { e["oid"].as_str().map(str::to_string) } else { None },
                 }
-            })
-            .collect();
+            }));
+            match next {
+                Some(next) => url = next,
+                None => break,
+            }
+        }
         if files.is_empty() {
-            bail!("{url} lists no files for {REPO}");
+            bail!("{first} lists no files for {REPO}");
         }
         for f in &files {
             let p = Path::new(&f.path);
@@ -177,10 +194,11 @@ impl Hub {
     /// Fetches `file` into `part`, from where an earlier attempt stopped; `progress` counts bytes.
     fn fetch(&self, revision: &str, file: &HubFile, part: &Path, progress: &Counter) -> Result<()> {
         let have = part.metadata().map(|m| m.len()).unwrap_or(0);
-        if have >= file.size {
+        // An empty file is fetched too: its part must exist to be verified and named.
+        if have >= file.size && part.exists() {
             return Ok(());
         }
-        let url = format!("{}/{REPO}/resolve/{revision}/{}", self.endpoint, file.path);
+        let url = format!("{}/{REPO}/resolve/{}/{}", self.endpoint, encode_segment(revision), encode_path(&file.path));
         let response = self.get(&url, have).with_context(|| format!("fetching {}", file.path))?;
         let opened = match response.status().as_u16() {
             206 => OpenOptions::new().append(true).open(part),
@@ -216,11 +234,80 @@ impl Hub {
     }
 }
 
+/// `text` fit for one segment of a URL's path: every byte but the unreserved ones (RFC 3986)
+/// percent-encoded, so a space, `#`, `?`, `%` or `/` is taken literally.
+fn encode_segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// A file's path in the repository as a URL's path: each segment encoded, `/` kept between.
+fn encode_path(path: &str) -> String {
+    path.split('/').map(encode_segment).collect::<Vec<_>>().join("/")
+}
+
+/// The `rel="next"` URL of a response's `Link` headers (RFC 8288), if any. A header that cannot
+/// be read is an error: taking it for "no next page" would cut the listing short.
+fn next_page(headers: &ureq::http::HeaderMap) -> Result<Option<String>> {
+    for value in headers.get_all("link") {
+        let unreadable =
+            || anyhow!("the hub's Link header `{}` cannot be read", String::from_utf8_lossy(value.as_bytes()));
+        let mut rest = value.to_str().map_err(|_| unreadable())?;
+        // Each link is `<URL>; param; param`, links separated by commas.
+        while let Some(open) = rest.find('<') {
+            let close = open + rest[open..].find('>').ok_or_else(unreadable)?;
+            let url = &rest[open + 1..close];
+            rest = &rest[close + 1..];
+            let params = &rest[..rest.find('<').unwrap_or(rest.len())];
+            let is_next = params.split(';').any(|param| {
+                let Some((name, value)) = param.split_once('=') else { return false };
+                name.trim().eq_ignore_ascii_case("rel")
+                    && value
+                        .trim()
+                        .trim_end_matches(',')
+                        .trim_matches('"')
+                        .split_whitespace()
+                        .any(|rel| rel.eq_ignore_ascii_case("next"))
+            });
+            if is_next {
+                return Ok(Some(url.to_string()));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// `link` as a whole URL: as given when it names its host, else on the endpoint's.
+fn resolve(endpoint: &str, link: &str) -> String {
+    if link.contains("://") {
+        link.to_string()
+    } else if link.starts_with('/') {
+        format!("{}{link}", origin(endpoint))
+    } else {
+        format!("{endpoint}/{link}")
+    }
+}
+
+/// The scheme and host of `url`: `https://huggingface.co` of `https://huggingface.co/api/...`.
+fn origin(url: &str) -> &str {
+    let host_from = url.find("://").map_or(0, |i| i + 3);
+    let host_to = url[host_from..].find('/').map_or(url.len(), |i| host_from + i);
+    &url[..host_to]
+}
+
 /// A word on what a status usually means.
 fn hint(status: u16) -> &'static str {
     match status {
         401 | 403 => " (set HF_TOKEN to an access token of an account that accepted the model's terms)",
         404 => " (is the revision right?)",
+        429 => " (the hub limits how fast it is asked: run the command again in a minute)",
         _ => "",
     }
 }
@@ -424,8 +511,11 @@ pub fn verify_dir(dir: &Path) -> Result<()> {
 /// A folder of the models folder: where, and what its download record says (none: incomplete).
 pub struct Installed {
     pub dir: PathBuf,
-    /// The repository, revision and size of a complete download.
+    /// The repository, revision and size of a complete download whose files are all there.
     pub complete: Option<(String, String, u64)>,
+    /// The files a complete download recorded that are gone or not their size since, in words
+    /// ("vocoder/config.json is missing").
+    pub damaged: Vec<String>,
 }
 
 impl Installed {
@@ -435,6 +525,21 @@ impl Installed {
     }
 }
 
+/// The files of `record` that are not in `dir` with their recorded size, in words. Cheap (no
+/// checksums: `model verify` reads every byte).
+fn damaged(dir: &Path, record: &Marker) -> Vec<String> {
+    record
+        .files
+        .iter()
+        .filter_map(|f| match dir.join(&f.path).metadata() {
+            Ok(m) if m.is_file() && m.len() == f.size => None,
+            Ok(m) if m.is_file() => Some(format!("{} is {} bytes, not {}", f.path, m.len(), f.size)),
+            Ok(_) => Some(format!("{} is not a file", f.path)),
+            Err(_) => Some(format!("{} is missing", f.path)),
+        })
+        .collect()
+}
+
 /// The folders of the models folder, by name.
 pub fn installed() -> Vec<Installed> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(models_dir())
@@ -442,14 +547,20 @@ pub fn installed() -> Vec<Installed> {
         .unwrap_or_default();
     dirs.sort();
     dirs.into_iter()
-        .map(|dir| {
-            let complete = read_marker(&dir).ok().map(|r| (r.repo, r.revision, r.files.iter().map(|f| f.size).sum()));
-            Installed { dir, complete }
+        .map(|dir| match read_marker(&dir) {
+            Ok(record) => {
+                let damaged = damaged(&dir, &record);
+                let size = record.files.iter().map(|f| f.size).sum();
+                let complete = damaged.is_empty().then_some((record.repo, record.revision, size));
+                Installed { dir, complete, damaged }
+            }
+            Err(_) => Installed { dir, complete: None, damaged: Vec::new() },
         })
         .collect()
 }
 
-/// `songloom model list`: the models in the models folder, complete or not.
+/// `songloom model list`: the models in the models folder, complete or not. "Complete" means the
+/// download finished and each file it recorded is still there with its size.
 pub fn list() -> Result<()> {
     let models = installed();
     if models.is_empty() {
@@ -459,6 +570,11 @@ pub fn list() -> Result<()> {
         let dir = model.dir.display();
         match model.describe() {
             Some(what) => say!("{dir}  {what}, complete"),
+            None if !model.damaged.is_empty() => say!(
+                "{dir}  damaged, {} files not as downloaded: {}; `songloom model download --dir {dir}` fetches them again",
+                model.damaged.len(),
+                model.damaged.join(", ")
+            ),
             None => say!("{dir}  incomplete: `songloom model download --dir {dir}` finishes it"),
         }
     }

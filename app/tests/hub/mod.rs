@@ -1,5 +1,8 @@
 //! A hub of our own on loopback, serving the tiny checkpoint in the Hugging Face hub's URL layout
 //! (`/api/models/REPO/tree/REV`, `/REPO/resolve/REV/PATH` with ranges), with faults on demand.
+//! Like the real hub it answers the listing in pages (folders listed too, 8 entries a page, each
+//! page naming the next in a `Link: <URL>; rel="next"` header with an opaque cursor), and it
+//! percent-decodes request paths as a server does, so a path sent unencoded gets the wrong file.
 //! Shared by the CLI's download tests and the window's (included there by path).
 #![allow(dead_code)] // Each test crate uses its own part.
 
@@ -25,7 +28,12 @@ pub struct Faults {
     pub missing: Option<String>,
     /// Sends this file's headers and no byte of its body.
     pub stall: Option<String>,
+    /// Answers 500 for the listing's page of this index (0: the first).
+    pub listing_fails_at_page: Option<usize>,
 }
+
+/// Entries of the listing a page.
+pub const PAGE_ENTRIES: usize = 8;
 
 /// Every request's path and Range header, in order.
 pub type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
@@ -57,8 +65,14 @@ fn hex(bytes: &[u8]) -> String {
 
 impl Hub {
     pub fn start(faults: Faults) -> Hub {
+        Hub::start_with(faults, &[])
+    }
+
+    /// The hub with `extra` files (path, bytes) beside the fixture's.
+    pub fn start_with(faults: Faults, extra: &[(&str, &[u8])]) -> Hub {
         let mut repo = BTreeMap::new();
         files(&fixture(), &fixture(), &mut repo);
+        repo.extend(extra.iter().map(|(name, bytes)| (name.to_string(), bytes.to_vec())));
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let (faults, seen) = (Arc::new(Mutex::new(faults)), Arc::new(Mutex::new(Vec::new())));
@@ -75,6 +89,53 @@ impl Hub {
     pub fn endpoint(&self) -> String {
         format!("http://{}", self.addr)
     }
+
+    /// The paths (as sent) of the requests for the listing's pages.
+    pub fn listing_requests(&self) -> Vec<String> {
+        self.seen.lock().unwrap().iter().map(|(p, _)| p.clone()).filter(|p| p.starts_with("/api/")).collect()
+    }
+}
+
+/// `text` with each `%XX` decoded, as a server reads a request's path; None when it is not valid.
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The listing's entries in the hub's order: each folder before what it holds, then its files.
+fn entries(repo: &BTreeMap<String, Vec<u8>>) -> Vec<serde_json::Value> {
+    let mut folders = std::collections::BTreeSet::new();
+    let mut list = Vec::new();
+    for (name, bytes) in repo {
+        let mut folder = String::new();
+        for segment in name.split('/').rev().skip(1).collect::<Vec<_>>().into_iter().rev() {
+            folder = if folder.is_empty() { segment.to_string() } else { format!("{folder}/{segment}") };
+            if folders.insert(folder.clone()) {
+                list.push(json!({"type": "directory", "path": folder, "size": 0, "oid": hex(folder.as_bytes())}));
+            }
+        }
+        let mut git = sha1::Sha1::new();
+        git.update(format!("blob {}\0", bytes.len()).as_bytes());
+        git.update(bytes);
+        let mut entry = json!({"type": "file", "path": name, "size": bytes.len(), "oid": hex(&git.finalize())});
+        if name.ends_with(".safetensors") {
+            entry["lfs"] = json!({"oid": hex(&sha2::Sha256::digest(bytes)), "size": bytes.len()});
+        }
+        list.push(entry);
+    }
+    list
 }
 
 fn serve(
@@ -104,23 +165,41 @@ fn serve(
         let _ = stream.write_all(head.as_bytes());
         let _ = stream.write_all(body);
     };
-    if path == format!("/api/models/{REPO}/tree/main?recursive=true") {
-        let list: Vec<_> = repo
-            .iter()
-            .map(|(name, bytes)| {
-                let mut git = sha1::Sha1::new();
-                git.update(format!("blob {}\0", bytes.len()).as_bytes());
-                git.update(bytes);
-                let mut entry = json!({"type": "file", "path": name, "size": bytes.len(), "oid": hex(&git.finalize())});
-                if name.ends_with(".safetensors") {
-                    entry["lfs"] = json!({"oid": hex(&sha2::Sha256::digest(bytes)), "size": bytes.len()});
-                }
-                entry
-            })
-            .collect();
-        return send(&mut stream, "200 OK", json!(list).to_string().as_bytes(), "");
+    let (raw_path, query) = path.split_once('?').unwrap_or((&path, ""));
+    let Some(decoded) = percent_decode(raw_path) else {
+        return send(&mut stream, "400 Bad Request", b"{}", "");
+    };
+    let listing = format!("/api/models/{REPO}/tree/main");
+    if decoded == listing {
+        let params: Vec<&str> = query.split('&').collect();
+        if !params.contains(&"recursive=true") {
+            return send(&mut stream, "400 Bad Request", b"{}", "");
+        }
+        let list = entries(repo);
+        // The cursor is the hex of the last path of the page before, opaque to the client.
+        let start = match params.iter().find_map(|p| p.strip_prefix("cursor=")) {
+            None => 0,
+            Some(cursor) => match list.iter().position(|e| hex(e["path"].as_str().unwrap().as_bytes()) == cursor) {
+                Some(i) => i + 1,
+                None => return send(&mut stream, "400 Bad Request", b"{}", ""),
+            },
+        };
+        if faults.lock().unwrap().listing_fails_at_page == Some(start / PAGE_ENTRIES) {
+            return send(&mut stream, "500 Internal Server Error", b"{}", "");
+        }
+        let page = &list[start..(start + PAGE_ENTRIES).min(list.len())];
+        let link = if start + PAGE_ENTRIES < list.len() {
+            let cursor = hex(page.last().unwrap()["path"].as_str().unwrap().as_bytes());
+            format!(
+                "Link: <http://{host}{listing}?recursive=true&cursor={cursor}>; rel=\"next\"\r\n",
+                host = addr(&stream)
+            )
+        } else {
+            String::new()
+        };
+        return send(&mut stream, "200 OK", json!(page).to_string().as_bytes(), &link);
     }
-    let Some(name) = path.strip_prefix(&format!("/{REPO}/resolve/main/")) else {
+    let Some(name) = decoded.strip_prefix(&format!("/{REPO}/resolve/main/")) else {
         return send(&mut stream, "404 Not Found", b"{}", "");
     };
     let Some(bytes) = repo.get(name) else { return send(&mut stream, "404 Not Found", b"{}", "") };
@@ -130,7 +209,7 @@ fn serve(
     }
     let from: usize = range.and_then(|r| r.parse().ok()).unwrap_or(0);
     let mut body = bytes[from..].to_vec();
-    if faults.corrupt.as_deref() == Some(name) {
+    if faults.corrupt.as_deref() == Some(name) && !body.is_empty() {
         faults.corrupt = None;
         body[0] ^= 0xff;
     }
@@ -156,4 +235,8 @@ fn serve(
         return;
     }
     send(&mut stream, status, &body, &extra);
+}
+
+fn addr(stream: &TcpStream) -> String {
+    stream.local_addr().unwrap().to_string()
 }
