@@ -3,6 +3,7 @@
 //! of a run that was killed (SIGKILL, a power cut), and the next run that looks in that folder
 //! removes it and says so.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use songloom_engine::partial::owner;
@@ -21,7 +22,9 @@ pub fn sweep(dir: &Path) -> Vec<PathBuf> {
         let path = entry.path();
         let gone = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
         if gone.is_ok() {
-            eprintln!("removed {}, left by an interrupted run (process {pid})", path.display());
+            // Standard error may be gone (a server whose terminal closed): a lost line, not a panic.
+            let _ =
+                writeln!(std::io::stderr(), "removed {}, left by an interrupted run (process {pid})", path.display());
             removed.push(path);
         }
     }

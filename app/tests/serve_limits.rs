@@ -88,6 +88,13 @@ fn a_page_of_another_site_cannot_queue_or_change_anything() {
     assert_eq!(status, 201, "{}", String::from_utf8_lossy(&created));
     let created: Value = serde_json::from_slice(&created).unwrap();
     assert_eq!(created["id"], 1, "{created}");
+    // Another site's page may link to the page, and make no other request, not even a read.
+    let navigate = ["Sec-Fetch-Site: cross-site", "Sec-Fetch-Mode: navigate"];
+    assert_ne!(request(&addr, "GET", "/", &navigate, None).0, 403);
+    let (status, head, body) =
+        request(&addr, "GET", "/api/library", &["Sec-Fetch-Site: cross-site", "Sec-Fetch-Mode: no-cors"], None);
+    assert_eq!(status, 403);
+    error_of(status, &head, &body);
     // Reading needs no origin: another site's page cannot read the answer (no CORS headers).
     let (status, head, _) = request(&addr, "GET", "/api/library", &["Origin: https://evil.example"], None);
     assert_eq!(status, 200);
@@ -126,6 +133,21 @@ fn a_name_rebound_to_the_server_reads_nothing() {
             }
         }
     }
+    // The rules of HTTP on names: one Host, an absolute target naming the same server.
+    let addr = server.addr.clone();
+    for (head, expected) in [
+        (vec!["GET /api/library HTTP/1.1".to_string(), format!("Host: {addr}"), "Host: evil.example".into()], 400),
+        (vec!["GET /api/library HTTP/1.1".to_string()], 400),
+        (vec!["GET http://evil.example/api/library HTTP/1.1".to_string(), format!("Host: {addr}")], 421),
+        (vec![format!("GET http://{addr}/api/library HTTP/1.1"), format!("Host: {addr}")], 200),
+        (vec!["GET /api/library HTTP/1.1".to_string(), "Host: [::1]evil.example".into()], 421),
+    ] {
+        let (status, response_head, body) = send(&addr, &head, "");
+        assert_eq!(status, expected, "{head:?}: {}", String::from_utf8_lossy(&body));
+        if expected != 200 {
+            error_of(status, &response_head, &body);
+        }
+    }
     // A name that is not a host name is refused at start.
     let bad = std::process::Command::new(common::binary())
         .args(["serve", "--listen", "127.0.0.1:0", "--allow-host", "evil.example/x"])
@@ -157,7 +179,8 @@ fn wait_running(server: &Server, id: u64) {
 
 #[test]
 fn sigterm_and_sighup_stop_the_server_like_ctrl_c() {
-    for (signal, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGHUP, "SIGHUP")] {
+    // SIGHUP as a closed terminal sends it: standard error is gone too.
+    for (signal, name, stderr_open) in [(libc::SIGTERM, "SIGTERM", true), (libc::SIGHUP, "SIGHUP", false)] {
         let dir = tempfile::tempdir().unwrap();
         let library = dir.path().join("library");
         let mut server = Server::start(dir.path());
@@ -178,13 +201,18 @@ fn sigterm_and_sighup_stop_the_server_like_ctrl_c() {
             std::thread::spawn(move || request(&addr, "GET", &format!("/api/songs/{id}/events"), &[], None))
         };
         std::thread::sleep(Duration::from_millis(300));
+        if !stderr_open {
+            drop(server.child.stderr.take());
+        }
         // SAFETY: the child's pid.
         unsafe { libc::kill(server.child.id() as i32, signal) };
         let status = exit_within(&mut server, Duration::from_secs(60));
         assert!(status.success(), "{name}: {status:?}");
-        let mut stderr = String::new();
-        server.child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
-        assert!(stderr.contains(name) && stderr.contains("cancelled"), "{name}: {stderr}");
+        if stderr_open {
+            let mut stderr = String::new();
+            server.child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+            assert!(stderr.contains(name) && stderr.contains("cancelled"), "{name}: {stderr}");
+        }
         for (what, stream) in [("running", events), ("waiting", waiting_events)] {
             let (status, _, body) = stream.join().unwrap();
             let body = String::from_utf8_lossy(&body);
@@ -350,8 +378,10 @@ fn past_the_cap_with_every_connection_busy_a_new_one_is_refused_with_json() {
         .collect();
     let mut refused = TcpStream::connect(&server.addr).unwrap();
     refused.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    // Its request sent: the answer must arrive, not a reset for the unread request.
+    refused.write_all(b"GET /api/model HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
     let mut raw = Vec::new();
-    let _ = refused.read_to_end(&mut raw);
+    refused.read_to_end(&mut raw).expect("the answer, not a reset");
     let raw = String::from_utf8_lossy(&raw);
     assert!(raw.starts_with("HTTP/1.1 503"), "{raw}");
     let (_, body) = raw.split_once("\r\n\r\n").unwrap();
@@ -364,4 +394,39 @@ fn past_the_cap_with_every_connection_busy_a_new_one_is_refused_with_json() {
         assert!(start.elapsed() < Duration::from_secs(30));
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[test]
+fn a_slow_download_outlasts_a_flood_and_a_reader_that_stops_is_let_go() {
+    let dir = tempfile::tempdir().unwrap();
+    // 160 files: 32 connections; a client that takes nothing for 6 x 0.5 s is let go.
+    let server = start_with_file_limit(dir.path(), 160, &["--listen", "127.0.0.1:0", "--request-timeout-s", "0.5"]);
+    // A song larger than the sockets' buffers hold.
+    let (_, created) = server.json("POST", "/api/songs", Some(serde_json::from_str(&song("large", 30.0)).unwrap()));
+    let id = created["id"].as_u64().unwrap();
+    assert_eq!(server.wait(id)["state"], "finished");
+    let (_, whole) = server.call("GET", &format!("/api/songs/{id}/audio.wav"), None);
+    assert!(whole.len() > 8_000_000, "{} bytes", whole.len());
+    let fetch = |addr: &str| {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        write!(s, "GET /api/songs/{id}/audio.wav HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+        s
+    };
+    // A slow reader: it takes a little, pauses while 100 idle connections arrive, takes the rest.
+    let mut slow = fetch(&server.addr);
+    let mut got = vec![0u8; 65536];
+    slow.read_exact(&mut got).unwrap();
+    let flood: Vec<TcpStream> = (0..100).filter_map(|_| half_open(&server.addr)).collect();
+    std::thread::sleep(Duration::from_millis(1000));
+    slow.read_to_end(&mut got).unwrap();
+    let head_end = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    assert_eq!(got.len() - head_end, whole.len(), "the slow download was cut off");
+    drop(flood);
+    // A reader that takes nothing is let go: what it gets later ends short.
+    let mut stopped = fetch(&server.addr);
+    std::thread::sleep(Duration::from_secs(6));
+    let mut all = Vec::new();
+    let _ = stopped.read_to_end(&mut all);
+    assert!(all.len() < whole.len(), "{} of {} bytes", all.len(), whole.len());
 }

@@ -63,6 +63,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
     let limits = connections::Limits {
         max_connections: connections::max_connections(raise_file_limit()),
         request_timeout: Duration::from_secs_f64(args.request_timeout_s),
+        write_stall: Duration::from_secs_f64(args.request_timeout_s * 6.0),
         shutdown_grace: Duration::from_secs(2),
     };
     let device = args.engine.open_device()?;
@@ -124,7 +125,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         if !page::HAS_PAGE {
             say!("(the web page is not built into this binary: run scripts/build-web.sh and build again)");
         }
-        let signal = stop_signal()?;
+        let mut signals = Signals::new()?;
         let app = api::router(server.clone(), token.clone())
             .layer(axum::middleware::from_fn_with_state(
                 (limits.request_timeout, api::BODY_LIMIT),
@@ -133,11 +134,18 @@ pub fn run(args: ServeArgs) -> Result<()> {
             .layer(axum::middleware::from_fn_with_state(Arc::new(hosts), origin::check));
         let jobs = server.jobs.clone();
         let stop = async move {
-            let name = signal.await;
-            eprintln!("{name}: stopping; songs in progress are cancelled");
+            let name = signals.next().await;
+            note(&format!("{name}: stopping; songs in progress are cancelled (again to stop at once)"));
             // Songs waiting or being made are cancelled (leaving no file), which ends their
             // streams once the worker has sent their `cancelled` events.
             jobs.close();
+            // A stage that cannot stop midway could hold the shutdown for long: a second signal
+            // ends the process (the next start removes what the song left).
+            tokio::spawn(async move {
+                let name = signals.next().await;
+                note(&format!("{name} again: stopped without waiting for the song in progress"));
+                std::process::exit(130);
+            });
         };
         connections::serve(listener, app, limits, stop, async {
             let _ = drained.await;
@@ -150,24 +158,43 @@ pub fn run(args: ServeArgs) -> Result<()> {
     // Connections still open past the grace are dropped with the runtime, without waiting.
     runtime.shutdown_background();
     served?;
-    eprintln!("stopped; songs in progress were cancelled, finished ones are in the library");
+    note("stopped; songs in progress were cancelled, finished ones are in the library");
     Ok(())
 }
 
-/// Resolves with the signal's name at the first SIGINT (Ctrl-C), SIGTERM (a service manager, `kill`)
-/// or SIGHUP (the terminal closed): all three stop the server the same way.
-fn stop_signal() -> Result<impl Future<Output = &'static str>> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut interrupt = signal(SignalKind::interrupt()).context("handling SIGINT")?;
-    let mut terminate = signal(SignalKind::terminate()).context("handling SIGTERM")?;
-    let mut hangup = signal(SignalKind::hangup()).context("handling SIGHUP")?;
-    Ok(async move {
+/// A line on standard error that may be gone (the terminal hung up): then it is dropped, not a
+/// panic in the middle of the shutdown.
+fn note(text: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
+
+/// SIGINT (Ctrl-C), SIGTERM (a service manager, `kill`) and SIGHUP (the terminal closed): each
+/// stops the server the same way.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt()).context("handling SIGINT")?,
+            terminate: signal(SignalKind::terminate()).context("handling SIGTERM")?,
+            hangup: signal(SignalKind::hangup()).context("handling SIGHUP")?,
+        })
+    }
+
+    /// The next signal's name.
+    async fn next(&mut self) -> &'static str {
         tokio::select! {
-            _ = interrupt.recv() => "SIGINT",
-            _ = terminate.recv() => "SIGTERM",
-            _ = hangup.recv() => "SIGHUP",
+            _ = self.interrupt.recv() => "SIGINT",
+            _ = self.terminate.recv() => "SIGTERM",
+            _ = self.hangup.recv() => "SIGHUP",
         }
-    })
+    }
 }
 
 /// Raises the soft limit on open files to the hard one (each connection takes one); the limit now.

@@ -8,7 +8,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, Version, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Json, Response};
 use songloom_wire::ErrorBody;
@@ -27,7 +27,7 @@ impl Hosts {
             .map(|name| {
                 let name = name.trim().to_ascii_lowercase();
                 anyhow::ensure!(
-                    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.".contains(&b)),
+                    is_host_name(&name),
                     "--allow-host takes a host name such as `songs.lan` (letters, digits, `-` and `.`, no port), \
                      not `{name}`"
                 );
@@ -58,15 +58,24 @@ impl Hosts {
     }
 }
 
-/// The name part of a `Host` value (`name`, `name:port`, `[v6]:port`).
+/// The name part of a `Host` value (`name`, `name:port`, `[v6]:port`); the whole value when it
+/// has another shape, which then matches no name.
 fn host_name(host: &str) -> &str {
+    let is_port = |port: &str| port.bytes().all(|b| b.is_ascii_digit());
     if host.starts_with('[') {
-        return host.split_once(']').map_or(host, |(v6, _)| &host[..v6.len() + 1]);
+        return match host.split_once(']') {
+            Some((v6, rest)) if rest.is_empty() || rest.strip_prefix(':').is_some_and(is_port) => &host[..v6.len() + 1],
+            _ => host,
+        };
     }
     match host.rsplit_once(':') {
-        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) && !name.contains(':') => name,
+        Some((name, port)) if is_port(port) && !name.contains(':') => name,
         _ => host,
     }
+}
+
+fn is_host_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.".contains(&b))
 }
 
 fn refuse(status: StatusCode, error: String) -> Response {
@@ -84,20 +93,33 @@ fn header_text(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
 /// Why a request is refused, if it is.
 fn refusal(hosts: &Hosts, request: &Request) -> Option<Response> {
     let headers = request.headers();
-    // HTTP/1.1 clients always send it; a request without one came from no browser.
-    let host = header_text(headers, header::HOST);
-    if let Some(host) = host
-        && !hosts.answers_to(host)
-    {
+    let mut host_headers = headers.get_all(header::HOST).iter();
+    let host = host_headers.next().map(|v| v.to_str().unwrap_or("(not text)"));
+    if host_headers.next().is_some() {
+        return Some(refuse(StatusCode::BAD_REQUEST, "a request names its host once (two `Host` headers)".into()));
+    }
+    // HTTP/1.0 clients may leave it out; a browser never does.
+    if host.is_none() && request.version() >= Version::HTTP_11 {
+        return Some(refuse(StatusCode::BAD_REQUEST, "an HTTP/1.1 request needs a `Host` header".into()));
+    }
+    // An absolute target (`GET http://name/...`) names the host too.
+    let target = request.uri().authority().map(|a| a.as_str());
+    if let Some(name) = [host, target].into_iter().flatten().find(|name| !hosts.answers_to(name)) {
+        let name = host_name(name);
+        let way_out =
+            if is_host_name(name) { format!(", or start it with `--allow-host {name}`") } else { String::new() };
         return Some(refuse(
             StatusCode::MISDIRECTED_REQUEST,
-            format!(
-                "this server does not answer to the name `{}`: use its address, or start it with \
-                 `--allow-host {}`",
-                host_name(host),
-                host_name(host)
-            ),
+            format!("this server does not answer to the name `{name}`: use its address{way_out}"),
         ));
+    }
+    // Fetch metadata: browsers say where a request comes from. Another site's page may link to the
+    // page (a navigation), nothing else: no change, and no read that would make the server work.
+    let site = header_text(headers, header::HeaderName::from_static("sec-fetch-site"));
+    let mode = header_text(headers, header::HeaderName::from_static("sec-fetch-mode"));
+    let navigation = matches!(*request.method(), Method::GET | Method::HEAD) && mode == Some("navigate");
+    if site.is_some_and(|site| site == "cross-site" || site == "same-site") && !navigation {
+        return Some(refuse(StatusCode::FORBIDDEN, "requests come only from this server's own page".into()));
     }
     if !changes_something(request.method()) {
         return None;
@@ -113,10 +135,6 @@ fn refusal(hosts: &Hosts, request: &Request) -> Option<Response> {
                 format!("changes come only from this server's own page, not from `{origin}`"),
             ));
         }
-    }
-    let sent_by_page = header_text(headers, header::HeaderName::from_static("sec-fetch-site"));
-    if sent_by_page.is_some_and(|site| site != "same-origin" && site != "none") {
-        return Some(refuse(StatusCode::FORBIDDEN, "changes come only from this server's own page".into()));
     }
     let has_body = headers.contains_key(header::CONTENT_LENGTH) || headers.contains_key(header::TRANSFER_ENCODING);
     let declared_json = header_text(headers, header::CONTENT_TYPE).is_some_and(|t| {
@@ -154,7 +172,9 @@ mod tests {
         for ok in ["127.0.0.1:7878", "localhost:7878", "LOCALHOST", "127.0.0.1", "[::1]:7878", "localhost:9000"] {
             assert!(h.answers_to(ok), "{ok}");
         }
-        for bad in ["evil.example", "evil.example:7878", "192.168.1.5:7878", "localhost.evil.example", "[::1"] {
+        for bad in
+            ["evil.example", "evil.example:7878", "192.168.1.5:7878", "localhost.evil.example", "[::1", "[::1]evil"]
+        {
             assert!(!h.answers_to(bad), "{bad}");
         }
     }
