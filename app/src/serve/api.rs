@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, FromRequest, Path, State};
-use axum::http::{StatusCode, header};
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, State};
+use axum::http::{Method, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Json, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, patch, post};
 use futures_util::stream::{self, Stream};
 use serde::de::DeserializeOwned;
 use songloom_engine::pipeline::{Pipeline, Request};
@@ -25,6 +25,9 @@ use songloom_wire::{
 
 use super::jobs::{Jobs, State as JobState};
 use crate::library::Library;
+use routes::ROUTES;
+
+mod routes;
 
 /// The largest request body taken (a description and lyrics are a few kilobytes).
 pub const BODY_LIMIT: usize = 64 * 1024;
@@ -56,8 +59,12 @@ impl ApiError {
 }
 
 impl IntoResponse for ApiError {
+    /// The error as one line (a message of several lines, such as a library's, is joined).
     fn into_response(self) -> Response {
-        (self.0, Json(ErrorBody { error: self.1 })).into_response()
+        let lines: Vec<&str> = self.1.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        let error =
+            if lines.is_empty() { self.0.canonical_reason().unwrap_or("error").to_string() } else { lines.join(" ") };
+        (self.0, Json(ErrorBody { error })).into_response()
     }
 }
 
@@ -70,25 +77,68 @@ impl From<anyhow::Error> for ApiError {
 type ApiResult<T> = Result<T, ApiError>;
 
 /// The API and the page, behind the token check of [`access`](super::access) when `token` is set.
+/// Every route of [`ROUTES`]; an unknown path is a 404, a method a route does not take a 405 with
+/// an `Allow` header (axum's), both with the one-line JSON error.
 pub fn router(server: Arc<Server>, token: Option<String>) -> Router {
-    Router::new()
-        .route("/api/songs", post(create_song))
-        .route("/api/songs/{id}", get(song).delete(cancel_song))
-        .route("/api/songs/{id}/events", get(events))
-        .route("/api/songs/{id}/stream.pcm", get(pcm))
-        .route("/api/songs/{id}/audio.wav", get(wav))
-        .route("/api/library", get(library))
-        .route("/api/library/{id}", axum::routing::patch(rename).delete(delete))
-        .route("/api/library/{id}/{file}", get(library_file))
-        .route("/", get(super::page::index))
-        .route("/pkg/songloom_web.js", get(super::page::script))
-        .route("/pkg/songloom_web_bg.wasm", get(super::page::wasm))
-        .route("/api/devices", get(devices))
-        .route("/api/model", get(model))
+    ROUTES
+        .iter()
+        .fold(Router::new(), |router, &(path, takes)| {
+            let refuse = move |method: Method| async move {
+                let takes = takes.join(", ");
+                ApiError(StatusCode::METHOD_NOT_ALLOWED, format!("{path} takes {takes}, not {method}"))
+            };
+            router.route(path, handlers(path).fallback(refuse))
+        })
         .fallback(|| async { ApiError::not_found("such endpoint (see the README's API section)") })
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(axum::middleware::from_fn_with_state(Arc::new(token), super::access::check))
         .with_state(server)
+}
+
+/// The handlers of a path of [`ROUTES`], one for each method it lists there.
+fn handlers(path: &str) -> MethodRouter<Arc<Server>> {
+    match path {
+        "/api/songs" => post(create_song),
+        "/api/songs/{id}" => get(song).delete(cancel_song),
+        "/api/songs/{id}/events" => get(events),
+        "/api/songs/{id}/stream.pcm" => get(pcm),
+        "/api/songs/{id}/audio.wav" => get(wav),
+        "/api/library" => get(library),
+        "/api/library/{id}" => patch(rename).delete(delete),
+        "/api/library/{id}/{file}" => get(library_file),
+        "/api/devices" => get(devices),
+        "/api/model" => get(model),
+        "/" => get(super::page::index),
+        "/pkg/songloom_web.js" => get(super::page::script),
+        "/pkg/songloom_web_bg.wasm" => get(super::page::wasm),
+        // A path listed without handlers takes no method: every request to it is a 405, which
+        // the walk of app/tests/serve_errors.rs reports.
+        _ => MethodRouter::new(),
+    }
+}
+
+/// The parts of the address (`{id}`) as `T`, like axum's `Path`, but one that cannot be read (a
+/// percent-encoded byte that is not UTF-8, say) is a one-line JSON error.
+struct PathParts<T>(T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathParts<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, ApiError> {
+        use axum::extract::path::ErrorKind;
+        use axum::extract::rejection::PathRejection;
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(value)) => Ok(PathParts(value)),
+            Err(PathRejection::FailedToDeserializePathParams(e)) => match e.kind() {
+                ErrorKind::InvalidUtf8InPathParam { key } => Err(ApiError::bad(format!(
+                    "the address's `{key}` is not UTF-8 text once percent-decoded ({})",
+                    parts.uri.path()
+                ))),
+                _ => Err(ApiError(e.status(), e.body_text())),
+            },
+            Err(e) => Err(ApiError(e.status(), e.body_text())),
+        }
+    }
 }
 
 fn parse_id(id: &str) -> ApiResult<u64> {
@@ -193,11 +243,11 @@ fn describe(server: &Server, id: u64) -> ApiResult<SongStatus> {
         .ok_or_else(|| ApiError::not_found("such song"))
 }
 
-async fn song(State(server): Shared, Path(id): Path<String>) -> ApiResult<Json<SongStatus>> {
+async fn song(State(server): Shared, PathParts(id): PathParts<String>) -> ApiResult<Json<SongStatus>> {
     Ok(Json(describe(&server, parse_id(&id)?)?))
 }
 
-async fn cancel_song(State(server): Shared, Path(id): Path<String>) -> ApiResult<Json<SongStatus>> {
+async fn cancel_song(State(server): Shared, PathParts(id): PathParts<String>) -> ApiResult<Json<SongStatus>> {
     let id = parse_id(&id)?;
     server.jobs.cancel(id).ok_or_else(|| ApiError::not_found("such song"))?;
     Ok(Json(describe(&server, id)?))
@@ -238,7 +288,7 @@ fn follow<T: Clone + Send + 'static>(
 }
 
 /// `GET /api/songs/ID/events`: every event as `event: NAME` and its JSON, from the first.
-async fn events(State(server): Shared, Path(id): Path<String>) -> ApiResult<impl IntoResponse> {
+async fn events(State(server): Shared, PathParts(id): PathParts<String>) -> ApiResult<impl IntoResponse> {
     use futures_util::StreamExt;
     let stream = follow(server, parse_id(&id)?, |job| &job.events)?.flat_map(|batch| {
         stream::iter(batch.into_iter().map(|event: songloom_wire::Event| {
@@ -250,7 +300,7 @@ async fn events(State(server): Shared, Path(id): Path<String>) -> ApiResult<impl
 
 /// `GET /api/songs/ID/stream.pcm`: the song's interleaved stereo f32 samples (little-endian, at
 /// the model's rate) from the first, as they are made; the body ends when the song does.
-async fn pcm(State(server): Shared, Path(id): Path<String>) -> ApiResult<Response> {
+async fn pcm(State(server): Shared, PathParts(id): PathParts<String>) -> ApiResult<Response> {
     use futures_util::StreamExt;
     let id = parse_id(&id)?;
     if server.jobs.with(id, |job| job.audio_dropped) == Some(true) {
@@ -272,7 +322,7 @@ fn le_bytes(samples: &[f32]) -> Vec<u8> {
 }
 
 /// `GET /api/songs/ID/audio.wav`: the finished song's file.
-async fn wav(State(server): Shared, Path(id): Path<String>) -> ApiResult<Response> {
+async fn wav(State(server): Shared, PathParts(id): PathParts<String>) -> ApiResult<Response> {
     let id = parse_id(&id)?;
     let state = server.jobs.with(id, |job| job.state.clone()).ok_or_else(|| ApiError::not_found("such song"))?;
     let JobState::Finished { library_id } = state else {
@@ -293,7 +343,7 @@ fn wav_of(server: &Server, library_id: i64) -> ApiResult<Response> {
 /// song's file, with its title and recipe in its tags.
 async fn library_file(
     State(server): Shared,
-    Path((id, file)): Path<(String, String)>,
+    PathParts((id, file)): PathParts<(String, String)>,
     axum::extract::RawQuery(query): axum::extract::RawQuery,
 ) -> ApiResult<Response> {
     let id = library_id(&id)?;
@@ -356,7 +406,7 @@ fn library_id(id: &str) -> ApiResult<i64> {
 
 async fn rename(
     State(server): Shared,
-    Path(id): Path<String>,
+    PathParts(id): PathParts<String>,
     JsonBody(ask): JsonBody<Rename>,
 ) -> ApiResult<Json<Renamed>> {
     let id = library_id(&id)?;
@@ -366,7 +416,7 @@ async fn rename(
     Ok(Json(Renamed { id, title: ask.title }))
 }
 
-async fn delete(State(server): Shared, Path(id): Path<String>) -> ApiResult<Json<Deleted>> {
+async fn delete(State(server): Shared, PathParts(id): PathParts<String>) -> ApiResult<Json<Deleted>> {
     let id = library_id(&id)?;
     let library = Library::open(&server.library)?;
     library.get(id)?.ok_or_else(|| ApiError::not_found("such song in the library"))?;

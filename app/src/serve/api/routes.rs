@@ -1,0 +1,21 @@
+//! Every route of `songloom serve` and the methods it takes. The router is built from this list
+//! (a path missing here is not served), and app/tests/serve_errors.rs includes this file to walk
+//! every route with bad ids and wrong methods; so it holds plain data only.
+
+/// A route's path (axum's syntax: `{id}` is a part of the address) and the methods it takes (a
+/// route that takes GET takes HEAD too).
+pub const ROUTES: &[(&str, &[&str])] = &[
+    ("/api/songs", &["POST"]),
+    ("/api/songs/{id}", &["GET", "DELETE"]),
+    ("/api/songs/{id}/events", &["GET"]),
+    ("/api/songs/{id}/stream.pcm", &["GET"]),
+    ("/api/songs/{id}/audio.wav", &["GET"]),
+    ("/api/library", &["GET"]),
+    ("/api/library/{id}", &["PATCH", "DELETE"]),
+    ("/api/library/{id}/{file}", &["GET"]),
+    ("/api/devices", &["GET"]),
+    ("/api/model", &["GET"]),
+    ("/", &["GET"]),
+    ("/pkg/songloom_web.js", &["GET"]),
+    ("/pkg/songloom_web_bg.wasm", &["GET"]),
+];
