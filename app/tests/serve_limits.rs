@@ -430,3 +430,21 @@ fn a_slow_download_outlasts_a_flood_and_a_reader_that_stops_is_let_go() {
     let _ = stopped.read_to_end(&mut all);
     assert!(all.len() < whole.len(), "{} of {} bytes", all.len(), whole.len());
 }
+
+#[test]
+fn a_client_without_the_token_is_refused_before_its_body_is_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = "a-long-enough-token-1234";
+    let (server, _) = Server::start_with(dir.path(), &["--listen", "127.0.0.1:0", "--token", token]);
+    // A body that never comes: the answer is the token's 401, not a 408 after the timeout.
+    let mut stream = TcpStream::connect(&server.addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    stream
+        .write_all(
+            b"POST /api/songs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+        )
+        .unwrap();
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 401");
+}

@@ -79,7 +79,7 @@ type ApiResult<T> = Result<T, ApiError>;
 /// The API and the page, behind the token check of [`access`](super::access) when `token` is set.
 /// Every route of [`ROUTES`]; an unknown path is a 404, a method a route does not take a 405 with
 /// an `Allow` header (axum's), both with the one-line JSON error.
-pub fn router(server: Arc<Server>, token: Option<String>) -> Router {
+pub fn router(server: Arc<Server>) -> Router {
     ROUTES
         .iter()
         .fold(Router::new(), |router, &(path, takes)| {
@@ -91,7 +91,6 @@ pub fn router(server: Arc<Server>, token: Option<String>) -> Router {
         })
         .fallback(|| async { ApiError::not_found("such endpoint (see the README's API section)") })
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .layer(axum::middleware::from_fn_with_state(Arc::new(token), super::access::check))
         .with_state(server)
 }
 
@@ -328,15 +327,53 @@ async fn wav(State(server): Shared, PathParts(id): PathParts<String>) -> ApiResu
     let JobState::Finished { library_id } = state else {
         return Err(ApiError(StatusCode::CONFLICT, format!("the song is {}, not finished", state.name())));
     };
-    wav_of(&server, library_id)
+    wav_of(&server, library_id).await
 }
 
-fn wav_of(server: &Server, library_id: i64) -> ApiResult<Response> {
-    let song = Library::open(&server.library)?
-        .get(library_id)?
-        .ok_or_else(|| ApiError::not_found("such song in the library (deleted?)"))?;
-    let bytes = std::fs::read(&song.wav).map_err(|e| anyhow::anyhow!("reading {}: {e}", song.wav.display()))?;
-    Ok(([(header::CONTENT_TYPE, "audio/wav")], bytes).into_response())
+fn wav_of(server: &Server, library_id: i64) -> impl Future<Output = ApiResult<Response>> + use<> {
+    let library = server.library.clone();
+    async move {
+        let (file, length) = blocking(move || {
+            let song = Library::open(&library)?
+                .get(library_id)?
+                .ok_or_else(|| ApiError::not_found("such song in the library (deleted?)"))?;
+            Ok(open_sized(&song.wav)?)
+        })
+        .await?;
+        Ok(file_response("audio/wav", file, length, ()))
+    }
+}
+
+/// Runs `work` (files, the library's database, device probes) off the threads that serve
+/// connections, so a slow export does not hold up every other answer.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> ApiResult<T> + Send + 'static) -> ApiResult<T> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| ApiError::from(anyhow::anyhow!("a task failed: {e}")))?
+}
+
+/// A file opened for sending, and its length.
+fn open_sized(path: &std::path::Path) -> anyhow::Result<(std::fs::File, u64)> {
+    let file = std::fs::File::open(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+    let length = file.metadata().map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?.len();
+    Ok((file, length))
+}
+
+/// A file sent a chunk at a time as the client takes it (never read whole into memory); `keep`
+/// lives as long as the sending (the folder of an exported copy).
+fn file_response<K: Send + 'static>(kind: &'static str, file: std::fs::File, length: u64, keep: K) -> Response {
+    const CHUNK_BYTES: usize = 256 * 1024;
+    let chunks = stream::try_unfold((file, keep), |(mut file, keep)| async move {
+        let (file, chunk) = tokio::task::spawn_blocking(move || {
+            let mut chunk = vec![0u8; CHUNK_BYTES];
+            let read = std::io::Read::read(&mut file, &mut chunk)?;
+            chunk.truncate(read);
+            Ok::<_, std::io::Error>((file, chunk))
+        })
+        .await
+        .map_err(std::io::Error::other)??;
+        Ok::<_, std::io::Error>((!chunk.is_empty()).then(|| (Bytes::from(chunk), (file, keep))))
+    });
+    let headers = [(header::CONTENT_TYPE, kind.to_string()), (header::CONTENT_LENGTH, length.to_string())];
+    (headers, Body::from_stream(chunks)).into_response()
 }
 
 /// `GET /api/library/ID/audio.wav[?format=pcm16][&download=1]` or `.../audio.flac`: a library
@@ -366,18 +403,23 @@ async fn library_file(
             (other, _) => return Err(ApiError::bad(format!("unknown parameter `{other}` (format, download)"))),
         }
     }
-    let song = Library::open(&server.library)?
-        .get(id)?
-        .ok_or_else(|| ApiError::not_found("such song in the library (deleted?)"))?;
-    let recipe = serde_json::to_string(&song.recipe).map_err(anyhow::Error::from)?;
-    let dir = tempfile::tempdir().map_err(anyhow::Error::from)?;
-    let target = dir.path().join(format!("song.{}", format.extension()));
-    let file = crate::wav::export_as(&song.wav, &target, format, &song.title, &recipe)?;
-    let bytes = std::fs::read(&file).map_err(|e| anyhow::anyhow!("reading the exported song: {e}"))?;
+    let library = server.library.clone();
+    let (title, file, length, dir) = blocking(move || {
+        let song = Library::open(&library)?
+            .get(id)?
+            .ok_or_else(|| ApiError::not_found("such song in the library (deleted?)"))?;
+        let recipe = serde_json::to_string(&song.recipe).map_err(anyhow::Error::from)?;
+        let dir = tempfile::tempdir().map_err(anyhow::Error::from)?;
+        let target = dir.path().join(format!("song.{}", format.extension()));
+        let exported = crate::wav::export_as(&song.wav, &target, format, &song.title, &recipe)?;
+        let (file, length) = open_sized(&exported)?;
+        Ok((song.title, file, length, dir))
+    })
+    .await?;
     let kind = if format == crate::wav::FileFormat::Flac { "audio/flac" } else { "audio/wav" };
-    let mut response = ([(header::CONTENT_TYPE, kind)], bytes).into_response();
+    let mut response = file_response(kind, file, length, dir);
     if download {
-        let value = format!("attachment; filename=\"{}.{}\"", crate::wav::file_stem(&song.title), format.extension());
+        let value = format!("attachment; filename=\"{}.{}\"", crate::wav::file_stem(&title), format.extension());
         if let Ok(value) = header::HeaderValue::from_str(&value) {
             response.headers_mut().insert(header::CONTENT_DISPOSITION, value);
         }
@@ -386,7 +428,8 @@ async fn library_file(
 }
 
 async fn library(State(server): Shared) -> ApiResult<Json<LibraryList>> {
-    let songs = Library::open(&server.library)?.list("")?;
+    let library = server.library.clone();
+    let songs = blocking(move || Ok(Library::open(&library)?.list("")?)).await?;
     let songs = songs
         .into_iter()
         .map(|s| LibrarySong {
@@ -410,23 +453,33 @@ async fn rename(
     JsonBody(ask): JsonBody<Rename>,
 ) -> ApiResult<Json<Renamed>> {
     let id = library_id(&id)?;
-    let library = Library::open(&server.library)?;
-    library.get(id)?.ok_or_else(|| ApiError::not_found("such song in the library"))?;
-    library.rename(id, &ask.title).map_err(|e| ApiError::bad(format!("{e:#}")))?;
+    let library = server.library.clone();
+    let title = ask.title.clone();
+    blocking(move || {
+        let library = Library::open(&library)?;
+        library.get(id)?.ok_or_else(|| ApiError::not_found("such song in the library"))?;
+        library.rename(id, &title).map_err(|e| ApiError::bad(format!("{e:#}")))
+    })
+    .await?;
     Ok(Json(Renamed { id, title: ask.title }))
 }
 
 async fn delete(State(server): Shared, PathParts(id): PathParts<String>) -> ApiResult<Json<Deleted>> {
     let id = library_id(&id)?;
-    let library = Library::open(&server.library)?;
-    library.get(id)?.ok_or_else(|| ApiError::not_found("such song in the library"))?;
-    library.delete(id)?;
+    let library = server.library.clone();
+    blocking(move || {
+        let library = Library::open(&library)?;
+        library.get(id)?.ok_or_else(|| ApiError::not_found("such song in the library"))?;
+        Ok(library.delete(id)?)
+    })
+    .await?;
     Ok(Json(Deleted { id, deleted: true }))
 }
 
-async fn devices(State(server): Shared) -> Json<Devices> {
-    let devices = Device::probe_all().into_iter().map(|p| DeviceProbe::new(p.kind.name(), p.status)).collect();
-    Json(Devices { devices, serving_on: server.pipeline.device.description() })
+async fn devices(State(server): Shared) -> ApiResult<Json<Devices>> {
+    let probes = blocking(|| Ok(Device::probe_all())).await?;
+    let devices = probes.into_iter().map(|p| DeviceProbe::new(p.kind.name(), p.status)).collect();
+    Ok(Json(Devices { devices, serving_on: server.pipeline.device.description() }))
 }
 
 async fn model(State(server): Shared) -> Json<ServedModel> {

@@ -126,11 +126,13 @@ pub fn run(args: ServeArgs) -> Result<()> {
             say!("(the web page is not built into this binary: run scripts/build-web.sh and build again)");
         }
         let mut signals = Signals::new()?;
-        let app = api::router(server.clone(), token.clone())
+        // Outermost first: the names and origins, the token, then the body within its time.
+        let app = api::router(server.clone())
             .layer(axum::middleware::from_fn_with_state(
                 (limits.request_timeout, api::BODY_LIMIT),
                 connections::body_in_time,
             ))
+            .layer(axum::middleware::from_fn_with_state(Arc::new(token.clone()), access::check))
             .layer(axum::middleware::from_fn_with_state(Arc::new(hosts), origin::check));
         let jobs = server.jobs.clone();
         let stop = async move {

@@ -63,6 +63,8 @@ impl Server {
                 .unwrap_or_else(|| panic!("{line}"))
                 .to_string()
         });
+        // The rest of its output is read to the end: a closed pipe would change how it exits.
+        std::thread::spawn(move || lines.for_each(drop));
         (Server { child, addr }, token)
     }
 
