@@ -28,7 +28,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use songloom_engine::model_dir::ModelDir;
 use songloom_engine::plan::WeightsChoice;
-use songloom_engine::stage::{Stage, StageInputs, run_stage};
+use songloom_engine::stage::{Stage, StageInputs, run_stage, stage_formats};
 use songloom_engine::weights::save_f32;
 use songloom_engine::{Device, DeviceChoice, Tensor};
 
@@ -107,6 +107,8 @@ enum Command {
         out: PathBuf,
         #[arg(long, default_value_t = DeviceChoice::Auto, help = DeviceChoice::help())]
         device: DeviceChoice,
+        #[arg(long, default_value_t = WeightsChoice::Auto, help = engine_args::weights_help())]
+        weights: WeightsChoice,
     },
     /// Lists each compute backend and whether it can run here.
     Devices,
@@ -384,12 +386,12 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Stage { stage, model, inputs, out, device } => {
+        Command::Stage { stage, model, inputs, out, device, weights } => {
             let stage = Stage::parse(&stage)?;
             let device = Device::from_choice(device)?;
             let model = ModelDir::open(&model)?;
             let inputs = StageInputs::open(&inputs)?;
-            let formats = model.stored_formats()?.unwrap_or(songloom_engine::plan::ArFormats::BF16);
+            let formats = stage_formats(&model, weights)?;
             let outputs = run_stage(stage, &model, &device, formats, &inputs)?;
             let tensors: Vec<(String, Vec<usize>, Vec<f32>)> = outputs
                 .into_iter()
