@@ -99,7 +99,7 @@ fn precision_help() -> String {
     )
 }
 
-fn weights_help() -> String {
+pub fn weights_help() -> String {
     format!(
         "The language model's and depth decoder's weights: {}",
         choices(&WeightsChoice::ALL, WeightsChoice::name, WeightsChoice::meaning)

@@ -19,25 +19,69 @@ fn values(file: &Path, name: &str) -> (Vec<usize>, Vec<f32>) {
     (t.shape().to_vec(), t.to_f32_vec())
 }
 
+fn tiny() -> PathBuf {
+    fixtures().join("tiny-music3")
+}
+
 /// `songloom stage STAGE` on the tiny model, on the CPU.
 fn run_stage(stage: &str, inputs: &Path, out: &Path) -> std::process::Output {
+    run_stage_of(&tiny(), &[], stage, inputs, out)
+}
+
+/// `songloom stage STAGE --model MODEL FLAGS...` on the CPU.
+fn run_stage_of(model: &Path, flags: &[&str], stage: &str, inputs: &Path, out: &Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_songloom"))
         .args(["stage", stage, "--model"])
-        .arg(fixtures().join("tiny-music3"))
+        .arg(model)
         .arg("--inputs")
         .arg(inputs)
         .arg("--out")
         .arg(out)
         .args(["--device", "cpu"])
+        .args(flags)
         .output()
         .unwrap()
 }
 
 /// Runs a stage that must succeed and returns its output file.
 fn stage(stage: &str, inputs: &Path, dir: &Path) -> PathBuf {
-    let out = dir.join(format!("{stage}-out.safetensors"));
-    let result = run_stage(stage, inputs, &out);
-    assert!(result.status.success(), "stage {stage}: {}", String::from_utf8_lossy(&result.stderr));
+    stage_of(&tiny(), &[], stage, inputs, &dir.join(format!("{stage}-out.safetensors")))
+}
+
+/// Runs a stage of `model` with `flags` that must succeed, writing `out`.
+fn stage_of(model: &Path, flags: &[&str], stage: &str, inputs: &Path, out: &Path) -> PathBuf {
+    let result = run_stage_of(model, flags, stage, inputs, out);
+    assert!(result.status.success(), "stage {stage} {flags:?}: {}", String::from_utf8_lossy(&result.stderr));
+    out.to_path_buf()
+}
+
+/// Writes a safetensors file of `(name, dtype, shape, little-endian bytes)`.
+fn save_tensors(path: &Path, tensors: &[(&str, &str, Vec<usize>, Vec<u8>)]) {
+    let mut header = serde_json::Map::new();
+    let mut data = Vec::new();
+    for (name, dtype, shape, bytes) in tensors {
+        let offsets = [data.len(), data.len() + bytes.len()];
+        header.insert(name.to_string(), serde_json::json!({"dtype": dtype, "shape": shape, "data_offsets": offsets}));
+        data.extend_from_slice(bytes);
+    }
+    let header = serde_json::to_vec(&header).unwrap();
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend(header);
+    file.extend(data);
+    std::fs::write(path, file).unwrap();
+}
+
+/// A copy of the tiny model with `weights`, made as a user makes one (`songloom model quantize`).
+fn quantized_copy(weights: &str, dir: &Path) -> PathBuf {
+    let out = dir.join(format!("tiny-{weights}"));
+    let result = Command::new(env!("CARGO_BIN_EXE_songloom"))
+        .args(["model", "quantize"])
+        .arg(tiny())
+        .args(["--weights", weights, "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(result.status.success(), "quantize {weights}: {}", String::from_utf8_lossy(&result.stderr));
     out
 }
 
@@ -114,4 +158,83 @@ fn bad_stage_input_is_a_clear_error() {
     let result = run("nonsense", &golden("lm"));
     assert!(String::from_utf8_lossy(&result.stderr).contains("unknown stage"));
     assert!(!out.exists(), "a failed stage must not write its output");
+}
+
+/// The largest [`max_relative`] distance each AR format may put between a stage's outputs and the
+/// bf16 stage's: 8-bit groups of 32 round each weight to 1/254 of its group's largest, 4-bit ones
+/// to 1/15 of its group's range, and the error grows through the layers.
+const Q8_BOUND: f32 = 0.05;
+const Q4_BOUND: f32 = 0.35;
+
+/// The AR stages of a q8 and a q4 copy made with `model quantize`, and of the bf16 checkpoint
+/// quantized at load (`--weights 8bit`), run and land near the bf16 stage, within what each
+/// format costs; other inputs' outputs land outside that bound; a copy and quantizing at load
+/// give the same bits.
+#[test]
+fn quantized_stages_run_near_the_bf16_stage() {
+    let dir = tempfile::tempdir().unwrap();
+    let (q8, q4) = (quantized_copy("8bit", dir.path()), quantized_copy("4bit-all", dir.path()));
+
+    // Other inputs: the prompt's ids reversed, the frame's codes rotated.
+    let other = dir.path().join("other.safetensors");
+    let (ids_shape, ids) = Checkpoint::open_file(&golden("lm")).unwrap().read_integers("input_ids").unwrap();
+    let seq = ids_shape[1];
+    let reversed: Vec<i64> = ids.chunks(seq).flat_map(|row| row.iter().rev().copied()).collect();
+    let (codes_shape, mut codes) = Checkpoint::open_file(&golden("depth")).unwrap().read_integers("codes").unwrap();
+    codes.rotate_left(1);
+    let (hidden_shape, hidden) = values(&golden("depth"), "last_hidden");
+    let bytes = |v: &[i64]| v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    save_tensors(
+        &other,
+        &[
+            ("input_ids", "I64", ids_shape, bytes(&reversed)),
+            ("codes", "I64", codes_shape, bytes(&codes)),
+            ("last_hidden", "F32", hidden_shape, hidden.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        ],
+    );
+
+    for (stage, outputs) in [("lm", &["last_hidden"][..]), ("depth", &["hiddens", "logits"][..])] {
+        let out = |what: &str| dir.path().join(format!("{stage}-{what}.safetensors"));
+        let bf16 = stage_of(&tiny(), &[], stage, &golden(stage), &out("bf16"));
+        let runs = [
+            ("q8 copy", stage_of(&q8, &[], stage, &golden(stage), &out("q8")), Q8_BOUND),
+            (
+                "--weights 8bit",
+                stage_of(&tiny(), &["--weights", "8bit"], stage, &golden(stage), &out("load8")),
+                Q8_BOUND,
+            ),
+            ("q4 copy", stage_of(&q4, &["--weights", "4bit-all"], stage, &golden(stage), &out("q4")), Q4_BOUND),
+        ];
+        let broken = stage_of(&tiny(), &[], stage, &other, &out("other"));
+        for name in outputs {
+            let want = values(&bf16, name);
+            for (what, file, bound) in &runs {
+                let got = values(file, name);
+                assert_eq!(got.0, want.0, "{stage} {name} of the {what}: shape");
+                let distance = max_relative(&got.1, &want.1);
+                assert!(distance > 0.0 && distance <= *bound, "{stage} {name} of the {what}: {distance} over {bound}");
+            }
+            let distance = max_relative(&values(&broken, name).1, &want.1);
+            assert!(distance > Q4_BOUND, "{stage} {name} of other inputs: {distance} within {Q4_BOUND}");
+            assert_eq!(values(&runs[0].1, name), values(&runs[1].1, name), "{stage} {name}: copy and load differ");
+        }
+    }
+}
+
+/// A quantized copy cannot give other weights than its own: a clear error, no output.
+#[test]
+fn a_quantized_copy_refuses_other_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let q4 = quantized_copy("4bit-all", dir.path());
+    let out = dir.path().join("out.safetensors");
+    for weights in ["bf16", "8bit"] {
+        let result = run_stage_of(&q4, &["--weights", weights], "lm", &golden("lm"), &out);
+        let err = String::from_utf8_lossy(&result.stderr);
+        assert!(!result.status.success(), "--weights {weights} of a q4 copy ran");
+        assert!(
+            err.contains("quantized copy with q4") && err.contains(&format!("--weights {weights} cannot")),
+            "{err}"
+        );
+        assert!(!err.contains("panicked") && !out.exists(), "{err}");
+    }
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::model_dir::{ACOUSTIC_DTYPE, ModelDir};
-use crate::plan::ArFormats;
+use crate::plan::{ArFormats, WeightsChoice};
 use crate::tensor::Tensor;
 use crate::weights::Checkpoint;
 
@@ -72,6 +72,23 @@ impl StageInputs {
             .map(|v| u32::try_from(v).map_err(|_| Error::Invalid(format!("`{name}` holds {v}, not a token id"))))
             .collect::<Result<_>>()?;
         Ok((shape, ids))
+    }
+}
+
+/// The AR half's formats for a stage of `model` under `--weights choice`: a quantized copy runs
+/// in its own formats (which `auto` and the choice naming them take; any other is refused), a
+/// float checkpoint in bf16 or quantized at load as the choice says.
+pub fn stage_formats(model: &ModelDir, choice: WeightsChoice) -> Result<ArFormats> {
+    match model.stored_formats()? {
+        Some(stored) if choice == WeightsChoice::Auto || choice.formats() == Some(stored) => Ok(stored),
+        Some(stored) => Err(Error::Invalid(format!(
+            "{} is a quantized copy with {}; --weights {choice} cannot be had from it (use --weights auto or {}, \
+             or the bf16 checkpoint)",
+            model.root().display(),
+            stored.describe(),
+            WeightsChoice::of(stored),
+        ))),
+        None => Ok(choice.formats().unwrap_or(ArFormats::BF16)),
     }
 }
 

@@ -148,6 +148,28 @@ impl Checkpoint {
         &self.dir
     }
 
+    /// Refuses the first float tensor (a quantized copy's scales and offsets too) that holds NaN
+    /// or infinite values, naming its component, name and count; reads every byte, so it costs a
+    /// pass over the files where loading would not read them anyway.
+    pub fn check_finite(&self) -> Result<()> {
+        for file in &self.files {
+            let mut tensors: Vec<(String, &safetensors::tensor::TensorInfo)> =
+                file.metadata.tensors().into_iter().collect();
+            tensors.sort_by_key(|(_, info)| info.data_offsets.0);
+            for (name, info) in tensors {
+                let bytes = file.bytes(info.data_offsets);
+                let bad = match info.dtype {
+                    Dtype::F32 => count_non_finite(&cast_copy_cow::<u32>(bytes), F32_EXPONENT),
+                    Dtype::BF16 => count_non_finite(&cast_copy_cow::<u16>(bytes), BF16_EXPONENT),
+                    Dtype::F16 => count_non_finite(&cast_copy_cow::<u16>(bytes), F16_EXPONENT),
+                    _ => 0,
+                };
+                check_finite(&file.path, &name, bad)?;
+            }
+        }
+        Ok(())
+    }
+
     pub fn contains(&self, name: &str) -> bool {
         self.locations.contains_key(name)
     }
@@ -185,10 +207,36 @@ impl Checkpoint {
             bytes = &bytes[start * row_bytes..end * row_bytes];
             shape[0] = end - start;
         }
+        // Each float is checked for NaN and infinity as it passes through host memory, so a damaged
+        // checkpoint is named at load, before anything is generated from it.
         let storage = match info.dtype {
-            Dtype::F32 => CpuStorage::F32(cast_copy::<f32>(bytes)),
-            Dtype::BF16 => CpuStorage::BF16(cast_copy::<bf16>(bytes)),
-            Dtype::F16 => CpuStorage::F16(cast_copy::<f16>(bytes)),
+            Dtype::F32 => {
+                let values = cast_copy::<f32>(bytes);
+                check_finite(
+                    &file.path,
+                    name,
+                    count_non_finite(bytemuck::cast_slice::<f32, u32>(&values), F32_EXPONENT),
+                )?;
+                CpuStorage::F32(values)
+            }
+            Dtype::BF16 => {
+                let values = cast_copy::<bf16>(bytes);
+                check_finite(
+                    &file.path,
+                    name,
+                    count_non_finite(bytemuck::cast_slice::<bf16, u16>(&values), BF16_EXPONENT),
+                )?;
+                CpuStorage::BF16(values)
+            }
+            Dtype::F16 => {
+                let values = cast_copy::<f16>(bytes);
+                check_finite(
+                    &file.path,
+                    name,
+                    count_non_finite(bytemuck::cast_slice::<f16, u16>(&values), F16_EXPONENT),
+                )?;
+                CpuStorage::F16(values)
+            }
             other => {
                 return Err(Error::WrongDType {
                     name: name.to_string(),
@@ -266,6 +314,83 @@ impl Checkpoint {
         self.locations
             .get(name)
             .map_or_else(|| self.dir.display().to_string(), |&i| self.files[i].path.display().to_string())
+    }
+}
+
+/// The exponent bits of each float format: all set is NaN or infinity.
+const F32_EXPONENT: u32 = 0x7f80_0000;
+const BF16_EXPONENT: u16 = 0x7f80;
+const F16_EXPONENT: u16 = 0x7c00;
+
+/// Values per thread below which counting is not split: a thread costs more than it saves.
+const COUNT_CHUNK: usize = 1 << 24;
+
+/// How many of `bits` (floats as their bit patterns) have every bit of `exponent` set, i.e. are
+/// NaN or infinite. A branch-free loop the compiler vectorizes, split over the cores for big
+/// tensors.
+pub fn count_non_finite<T>(bits: &[T], exponent: T) -> usize
+where
+    T: Copy + Send + Sync + PartialEq + std::ops::BitAnd<Output = T>,
+{
+    let count = |part: &[T]| part.iter().map(|&b| usize::from((b & exponent) == exponent)).sum::<usize>();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(bits.len() / COUNT_CHUNK);
+    if threads <= 1 {
+        return count(bits);
+    }
+    let chunk = bits.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = bits.chunks(chunk).map(|part| scope.spawn(move || count(part))).collect();
+        parts.into_iter().map(|p| p.join().expect("counting does not panic")).sum()
+    })
+}
+
+/// Refuses a model directory any of whose components (the folders holding safetensors files)
+/// has a float tensor with NaN or infinite values; see [`Checkpoint::check_finite`].
+pub fn check_model_finite(root: &Path) -> Result<()> {
+    let mut components: Vec<PathBuf> =
+        std::fs::read_dir(root).map_err(|e| Error::io(root, e))?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    components.sort();
+    for dir in components.iter().filter(|d| d.is_dir()) {
+        let holds_weights = std::fs::read_dir(dir)
+            .map_err(|e| Error::io(dir, e))?
+            .any(|e| e.is_ok_and(|e| e.path().extension().is_some_and(|x| x == "safetensors")));
+        if holds_weights {
+            Checkpoint::open(dir)?.check_finite()?;
+        }
+    }
+    Ok(())
+}
+
+/// What a component folder holds, as the errors name it.
+fn component_name(folder: &str) -> &str {
+    match folder {
+        "language_model" => "language model",
+        "rvq_depth_decoder" => "depth decoder",
+        "condition_encoder" => "condition encoder",
+        "transformer" => "DiT",
+        other => other,
+    }
+}
+
+/// Refuses a tensor of the file at `path` that holds `bad` NaN or infinite values.
+fn check_finite(path: &Path, name: &str, bad: usize) -> Result<()> {
+    if bad == 0 {
+        return Ok(());
+    }
+    let folder = path.parent().and_then(Path::file_name).map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    Err(Error::Invalid(format!(
+        "{}: the {} tensor `{name}` holds {bad} NaN or infinite {}; this checkpoint is damaged: download or convert it again",
+        path.display(),
+        component_name(&folder),
+        if bad == 1 { "value" } else { "values" },
+    )))
+}
+
+/// Little-endian bytes as typed values, in place where they are aligned for `T`.
+fn cast_copy_cow<T: bytemuck::Pod>(bytes: &[u8]) -> std::borrow::Cow<'_, [T]> {
+    match bytemuck::try_cast_slice::<u8, T>(bytes) {
+        Ok(values) => std::borrow::Cow::Borrowed(values),
+        Err(_) => std::borrow::Cow::Owned(cast_copy(bytes)),
     }
 }
 
@@ -566,5 +691,88 @@ pub(crate) fn readable(folder: bool) -> Option<std::fs::Permissions> {
     {
         let _ = folder;
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes `component/weights.safetensors` under `root` with one tensor of each float format,
+    /// two values per tensor.
+    fn write_component(root: &Path, component: &str, f32s: [f32; 2], bf16s: [bf16; 2], f16s: [f16; 2]) -> PathBuf {
+        use safetensors::tensor::TensorView;
+        let dir = root.join(component);
+        std::fs::create_dir_all(&dir).unwrap();
+        let views = vec![
+            ("a.f32".to_string(), TensorView::new(Dtype::F32, vec![2], bytemuck::cast_slice(&f32s)).unwrap()),
+            ("b.bf16".to_string(), TensorView::new(Dtype::BF16, vec![2], bytemuck::cast_slice(&bf16s)).unwrap()),
+            ("c.f16".to_string(), TensorView::new(Dtype::F16, vec![2], bytemuck::cast_slice(&f16s)).unwrap()),
+        ];
+        std::fs::write(dir.join("weights.safetensors"), safetensors::serialize(views, None).unwrap()).unwrap();
+        dir
+    }
+
+    #[test]
+    fn non_finite_weights_are_named_with_their_component_and_count() {
+        let root = tempfile::tempdir().unwrap();
+        let ok = [bf16::from_f32(1.0), bf16::from_f32(-2.0)];
+        let (f16_ok, f32_ok) = ([f16::from_f32(0.5), f16::MAX], [f32::MAX, -0.0]);
+        let good = write_component(root.path(), "vocoder", f32_ok, ok, f16_ok);
+        let good = Checkpoint::open(&good).unwrap();
+        for name in ["a.f32", "b.bf16", "c.f16"] {
+            good.read(name).unwrap();
+        }
+        good.check_finite().unwrap();
+
+        let cases = [
+            ("transformer", "a.f32", "the DiT", "2 NaN or infinite values", [f32::NAN, f32::NEG_INFINITY], ok, f16_ok),
+            (
+                "language_model",
+                "b.bf16",
+                "the language model",
+                "1 NaN or infinite value;",
+                f32_ok,
+                [bf16::INFINITY, ok[0]],
+                f16_ok,
+            ),
+            (
+                "rvq_depth_decoder",
+                "c.f16",
+                "the depth decoder",
+                "1 NaN or infinite value;",
+                f32_ok,
+                ok,
+                [f16::NAN, f16_ok[0]],
+            ),
+        ];
+        for (component, bad, named, count, f32s, bf16s, f16s) in cases {
+            let dir = write_component(root.path(), component, f32s, bf16s, f16s);
+            let checkpoint = Checkpoint::open(&dir).unwrap();
+            let read = checkpoint.read(bad).unwrap_err().to_string();
+            let checked = checkpoint.check_finite().unwrap_err().to_string();
+            for err in [&read, &checked] {
+                assert!(err.contains(named) && err.contains(&format!("`{bad}`")) && err.contains(count), "{err}");
+            }
+            let err = check_model_finite(root.path()).unwrap_err().to_string();
+            assert!(err.contains(&format!("`{bad}`")), "{err}");
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+        check_model_finite(root.path()).unwrap();
+    }
+
+    /// Counts agree over the threads a big tensor is split into, whichever part holds the values.
+    #[test]
+    fn non_finite_values_are_counted_across_threads() {
+        let mut bits = vec![bf16::from_f32(1.0).to_bits(); 3 * COUNT_CHUNK + 7];
+        let bad = [0, COUNT_CHUNK - 1, COUNT_CHUNK, 2 * COUNT_CHUNK + 1, bits.len() - 1];
+        for (i, &at) in bad.iter().enumerate() {
+            // +inf, -inf, NaN and a NaN with payload.
+            bits[at] = [0x7f80, 0xff80, 0x7fc0, 0x7f81, 0xffff][i];
+        }
+        // The largest finite bf16 has all but the exponent's last bit set.
+        bits[5] = 0x7f7f;
+        assert_eq!(count_non_finite(&bits, BF16_EXPONENT), bad.len());
+        assert_eq!(count_non_finite(&bits[1..COUNT_CHUNK - 1], BF16_EXPONENT), 0);
     }
 }

@@ -12,7 +12,7 @@ use crate::model_dir::{ACOUSTIC_DTYPE, AR_DTYPE, ModelDir};
 use crate::models::{condition::ConditionEncoder, depth::DepthDecoder, dit::Dit, lm::LanguageModel, vocoder::Vocoder};
 use crate::plan::{ArFormats, Mode, Plan};
 use crate::tensor::DType;
-use crate::weights::VarBuilder;
+use crate::weights::{Checkpoint, VarBuilder};
 
 pub struct ArHalf {
     pub lm: LanguageModel,
@@ -68,6 +68,16 @@ impl Weights {
     }
 
     /// The acoustic half, the DiT's block matrices in `dit` (q8, or as the precision has them).
+    /// Refuses acoustic-half files that hold NaN or infinite values, naming the tensor.
+    fn check_acoustic_finite(&self) -> Result<()> {
+        if let Weights::Dir(model) = self {
+            for component in ["condition_encoder", "transformer", "vocoder"] {
+                Checkpoint::open(&model.component(component))?.check_finite()?;
+            }
+        }
+        Ok(())
+    }
+
     fn load_acoustic(&self, device: &Device, dit: DType, events: LoadEvents) -> Result<AcousticHalf> {
         let progress = |done| events(Event::Stage { stage: Stage::Load { half: Half::Acoustic }, done, total: 3 });
         progress(0);
@@ -128,6 +138,11 @@ impl Halves {
             ar: Mutex::new(None),
             acoustic: Mutex::new(None),
         };
+        // Phase by phase the acoustic half loads (and is checked as it loads) only after the AR
+        // half has run: its files are checked now, so damaged weights are named before a song.
+        if plan.mode == Mode::Phased {
+            halves.weights.check_acoustic_finite()?;
+        }
         halves.ar(device, constants, events)?;
         if plan.mode == Mode::Streamed {
             halves.acoustic(device, events)?;
