@@ -423,8 +423,18 @@ fn a_slow_download_outlasts_a_flood_and_a_reader_that_stops_is_let_go() {
     let head_end = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
     assert_eq!(got.len() - head_end, whole.len(), "the slow download was cut off");
     drop(flood);
-    // A reader that takes nothing is let go: what it gets later ends short.
-    let mut stopped = fetch(&server.addr);
+    // A reader that takes nothing is let go: what it gets later ends short. Its receive buffer is
+    // kept small, so the song cannot all wait in the sockets' buffers.
+    let mut stopped = TcpStream::connect(&server.addr).unwrap();
+    let small: libc::c_int = 16 * 1024;
+    // SAFETY: the socket is this stream's, the option's value an int as SO_RCVBUF takes.
+    unsafe {
+        use std::os::fd::AsRawFd;
+        let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        libc::setsockopt(stopped.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, (&raw const small).cast(), size);
+    }
+    stopped.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(stopped, "GET /api/songs/{id}/audio.wav HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
     std::thread::sleep(Duration::from_secs(6));
     let mut all = Vec::new();
     let _ = stopped.read_to_end(&mut all);
