@@ -138,6 +138,20 @@ impl WeightsChoice {
         }
     }
 
+    /// A quantized copy's `stored` formats, which this choice must allow: a copy runs in its own.
+    pub fn for_copy(self, stored: ArFormats) -> Result<ArFormats> {
+        if self.allows(stored) {
+            return Ok(stored);
+        }
+        Err(Error::Invalid(format!(
+            "this model is a quantized copy with {}; --weights {} cannot be had from it (use --weights auto or {}, \
+             or the bf16 checkpoint)",
+            stored.describe(),
+            self.name(),
+            WeightsChoice::of(stored).name()
+        )))
+    }
+
     fn allows(self, formats: ArFormats) -> bool {
         match self {
             WeightsChoice::Auto => true,
@@ -470,14 +484,7 @@ impl Geometry {
         work: &Workload,
     ) -> Result<Plan> {
         let formats: Vec<ArFormats> = match stored {
-            Some(stored) if !choice.allows(stored) => {
-                return Err(Error::Invalid(format!(
-                    "this model is a quantized copy with {}; --weights {} cannot be had from it (use --weights auto, or the bf16 checkpoint)",
-                    stored.describe(),
-                    choice.name()
-                )));
-            }
-            Some(stored) => vec![stored],
+            Some(stored) => vec![choice.for_copy(stored)?],
             None => ArFormats::ALL.into_iter().filter(|f| choice.allows(*f)).collect(),
         };
         // Under the bf16 precision each AR format is tried with the DiT in bf16, then in q8 (its

@@ -76,18 +76,11 @@ impl StageInputs {
 }
 
 /// The AR half's formats for a stage of `model` under `--weights choice`: a quantized copy runs
-/// in its own formats (which `auto` and the choice naming them take; any other is refused), a
-/// float checkpoint in bf16 or quantized at load as the choice says.
+/// in its own formats (refusing a choice that does not allow them, as `generate` does), a float
+/// checkpoint in bf16 or quantized at load as the choice says.
 pub fn stage_formats(model: &ModelDir, choice: WeightsChoice) -> Result<ArFormats> {
     match model.stored_formats()? {
-        Some(stored) if choice == WeightsChoice::Auto || choice.formats() == Some(stored) => Ok(stored),
-        Some(stored) => Err(Error::Invalid(format!(
-            "{} is a quantized copy with {}; --weights {choice} cannot be had from it (use --weights auto or {}, \
-             or the bf16 checkpoint)",
-            model.root().display(),
-            stored.describe(),
-            WeightsChoice::of(stored),
-        ))),
+        Some(stored) => choice.for_copy(stored).map_err(|e| Error::Invalid(format!("{}: {e}", model.root().display()))),
         None => Ok(choice.formats().unwrap_or(ArFormats::BF16)),
     }
 }

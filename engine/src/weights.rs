@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use half::{bf16, f16};
+use half::f16;
 use memmap2::Mmap;
 use safetensors::SafeTensors;
 use safetensors::tensor::{Dtype, Metadata};
@@ -210,33 +210,9 @@ impl Checkpoint {
         // Each float is checked for NaN and infinity as it passes through host memory, so a damaged
         // checkpoint is named at load, before anything is generated from it.
         let storage = match info.dtype {
-            Dtype::F32 => {
-                let values = cast_copy::<f32>(bytes);
-                check_finite(
-                    &file.path,
-                    name,
-                    count_non_finite(bytemuck::cast_slice::<f32, u32>(&values), F32_EXPONENT),
-                )?;
-                CpuStorage::F32(values)
-            }
-            Dtype::BF16 => {
-                let values = cast_copy::<bf16>(bytes);
-                check_finite(
-                    &file.path,
-                    name,
-                    count_non_finite(bytemuck::cast_slice::<bf16, u16>(&values), BF16_EXPONENT),
-                )?;
-                CpuStorage::BF16(values)
-            }
-            Dtype::F16 => {
-                let values = cast_copy::<f16>(bytes);
-                check_finite(
-                    &file.path,
-                    name,
-                    count_non_finite(bytemuck::cast_slice::<f16, u16>(&values), F16_EXPONENT),
-                )?;
-                CpuStorage::F16(values)
-            }
+            Dtype::F32 => CpuStorage::F32(finite_copy(&file.path, name, bytes, F32_EXPONENT)?),
+            Dtype::BF16 => CpuStorage::BF16(finite_copy(&file.path, name, bytes, BF16_EXPONENT)?),
+            Dtype::F16 => CpuStorage::F16(finite_copy(&file.path, name, bytes, F16_EXPONENT)?),
             other => {
                 return Err(Error::WrongDType {
                     name: name.to_string(),
@@ -384,6 +360,18 @@ fn check_finite(path: &Path, name: &str, bad: usize) -> Result<()> {
         component_name(&folder),
         if bad == 1 { "value" } else { "values" },
     )))
+}
+
+/// The tensor `name`'s little-endian bytes as floats `T`, refused if any is NaN or infinite
+/// (every bit of `exponent`, in the floats' `Bits`, set).
+fn finite_copy<T, Bits>(path: &Path, name: &str, bytes: &[u8], exponent: Bits) -> Result<Vec<T>>
+where
+    T: bytemuck::Pod,
+    Bits: bytemuck::Pod + Send + Sync + PartialEq + std::ops::BitAnd<Output = Bits>,
+{
+    let values = cast_copy::<T>(bytes);
+    check_finite(path, name, count_non_finite(bytemuck::cast_slice::<T, Bits>(&values), exponent))?;
+    Ok(values)
 }
 
 /// Little-endian bytes as typed values, in place where they are aligned for `T`.
@@ -696,6 +684,8 @@ pub(crate) fn readable(folder: bool) -> Option<std::fs::Permissions> {
 
 #[cfg(test)]
 mod tests {
+    use half::bf16;
+
     use super::*;
 
     /// Writes `component/weights.safetensors` under `root` with one tensor of each float format,

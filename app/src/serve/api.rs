@@ -76,8 +76,8 @@ impl From<anyhow::Error> for ApiError {
 
 type ApiResult<T> = Result<T, ApiError>;
 
-/// The API and the page, behind the token check of [`access`](super::access) when `token` is set.
-/// Every route of [`ROUTES`]; an unknown path is a 404, a method a route does not take a 405 with
+/// The API and the page (the checks of names, origins, the token and the body's time are layered
+/// around it by [`serve`](super)). Every route of [`ROUTES`]; an unknown path is a 404, a method a route does not take a 405 with
 /// an `Allow` header (axum's), both with the one-line JSON error.
 pub fn router(server: Arc<Server>) -> Router {
     ROUTES
@@ -157,21 +157,16 @@ impl RequestBody for Rename {
     const REFUSED: &'static str = "expected {\"title\": ...}";
 }
 
-/// A request body read whole (whatever its content type says) and parsed as `T`; one too large,
-/// unreadable or not a `T` is a one-line JSON error.
+/// A request body read whole (declared JSON, which [`origin`](super::origin) checked) and parsed
+/// as `T`; one unreadable or not a `T` is a one-line JSON error.
 struct JsonBody<T>(T);
 
 impl<S: Send + Sync, T: RequestBody> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(request, state).await.map_err(|e| match e.status() {
-            StatusCode::PAYLOAD_TOO_LARGE => ApiError(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the request body is too large (at most {BODY_LIMIT} bytes)"),
-            ),
-            status => ApiError(status, e.body_text()),
-        })?;
+        // Its size and time were held to their limits as it was read (`connections::body_in_time`).
+        let bytes = Bytes::from_request(request, state).await.map_err(|e| ApiError(e.status(), e.body_text()))?;
         serde_json::from_slice(&bytes).map(JsonBody).map_err(|e| ApiError::bad(format!("{}: {e}", T::REFUSED)))
     }
 }

@@ -67,7 +67,6 @@ impl Weights {
         Ok(ArHalf { lm, depth })
     }
 
-    /// The acoustic half, the DiT's block matrices in `dit` (q8, or as the precision has them).
     /// Refuses acoustic-half files that hold NaN or infinite values, naming the tensor.
     fn check_acoustic_finite(&self) -> Result<()> {
         if let Weights::Dir(model) = self {
@@ -78,6 +77,7 @@ impl Weights {
         Ok(())
     }
 
+    /// The acoustic half, the DiT's block matrices in `dit` (q8, or as the precision has them).
     fn load_acoustic(&self, device: &Device, dit: DType, events: LoadEvents) -> Result<AcousticHalf> {
         let progress = |done| events(Event::Stage { stage: Stage::Load { half: Half::Acoustic }, done, total: 3 });
         progress(0);
