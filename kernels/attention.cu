@@ -433,12 +433,15 @@ __device__ __forceinline__ void attention_decode_split(const float* __restrict__
                                                        float* __restrict__ part_l, float* __restrict__ part_acc,
                                                        unsigned* __restrict__ tickets, float* __restrict__ out,
                                                        int kv_len, int kv_cap, int heads, int kv_heads, int head_dim,
-                                                       int split_len, float scale) {
+                                                       int split_len, float scale, const int* __restrict__ shift) {
     __shared__ float sm[DEC_WARPS][G];
     __shared__ float sl[DEC_WARPS][G];
     __shared__ float sacc[DEC_WARPS][G][128];
     pdl_wait();
     pdl_trigger();
+    // A recorded step's keys end *shift further on; its grid covers the cache's capacity, and the
+    // splits past the end see no key and add nothing to the merge.
+    if (shift) kv_len += *shift;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z, splits = gridDim.x;
     const int group = G;
@@ -545,9 +548,9 @@ __device__ __forceinline__ void attention_decode_split(const float* __restrict__
         const float* __restrict__ q, const KV* __restrict__ k, const KV* __restrict__ v,                         \
         float* __restrict__ part_m, float* __restrict__ part_l, float* __restrict__ part_acc,                    \
         unsigned* __restrict__ tickets, float* __restrict__ out, int kv_len, int kv_cap, int heads, int kv_heads, \
-        int head_dim, int split_len, float scale) {                                                              \
+        int head_dim, int split_len, float scale, const int* __restrict__ shift) {                               \
         attention_decode_split<G, KV>(q, k, v, part_m, part_l, part_acc, tickets, out, kv_len, kv_cap, heads,    \
-                                      kv_heads, head_dim, split_len, scale);                                     \
+                                      kv_heads, head_dim, split_len, scale, shift);                              \
     }
 DECODE_SPLIT_FOR_G(1, float, _f32)
 DECODE_SPLIT_FOR_G(2, float, _f32)

@@ -177,10 +177,12 @@ extern "C" __global__ void NAME(const float* src, C* dst, long total, int n, int
 WRITE_ROWS(write_rows_f32, float)
 WRITE_ROWS(write_rows_bf16, bf16_t)
 
-// write_rows for a cache layer's keys and values at once (same shapes).
+// write_rows for a cache layer's keys and values at once (same shapes); a recorded step's row
+// moves by *shift (null: by none).
 #define WRITE_KV(NAME, C) \
 extern "C" __global__ void NAME(const float* k_src, C* k_dst, const float* v_src, C* v_dst, long total, int n, \
-                                int cols, int capacity, int row) { \
+                                int cols, int capacity, int row, const int* shift) { \
+    if (shift) row += *shift; \
     GRID_STRIDE(i, total) { \
         long r = i / cols, c = i % cols; \
         long b = r / n, j = r % n; \

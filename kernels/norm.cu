@@ -60,9 +60,10 @@ LAYER_NORM(layer_norm_f32, float)
 LAYER_NORM(layer_norm_bf16, bf16_t)
 
 // Rotate-half RoPE on the leading rotary_dim dims of each head; angles in f32 as the reference.
-// One thread per (row, head, pair).
+// One thread per (row, head, pair). A recorded step's positions move by *shift (null: by none).
 extern "C" __global__ void rope_f32(const float* x, float* out, long rows, int heads, int head_dim, int rotary_dim,
-                                    float theta, int first_position, int seq_len) {
+                                    float theta, int first_position, int seq_len, const int* shift) {
+    if (shift) first_position += *shift;
     int half = rotary_dim / 2;
     long width = (long)heads * head_dim;
     for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < rows * width; i += (long)gridDim.x * blockDim.x) {
@@ -85,14 +86,20 @@ extern "C" __global__ void rope_f32(const float* x, float* out, long rows, int h
 // lane l holds dims 4l..4l+3, whose partners d +- 64 sit in lane l ^ 16); the queries go to
 // `q_out`, the keys and the values are appended to the layer's cache at `row` (in the cache's
 // dtype C: f32, or bf16 rounded to nearest even). One warp per (row, head) over the query heads,
-// then the KV heads; rows are batch-major, n per batch entry.
+// then the KV heads; rows are batch-major, n per batch entry. A recorded step's position and cache
+// row move by *shift (null: by none).
 #define QK_NORM_ROPE_APPEND(NAME, T, C) \
 extern "C" __global__ void NAME(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, \
                                 const T* __restrict__ q_norm, const T* __restrict__ k_norm, float* __restrict__ q_out, \
                                 C* __restrict__ keys, C* __restrict__ values, int rows, int heads, int kv_heads, \
-                                float eps, float theta, int first_position, int n, int capacity, int row) { \
+                                float eps, float theta, int first_position, int n, int capacity, int row, \
+                                const int* __restrict__ shift) { \
     pdl_wait(); \
     pdl_trigger(); \
+    if (shift) { \
+        first_position += *shift; \
+        row += *shift; \
+    } \
     int unit = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31; \
     int per_row = heads + kv_heads; \
     if (unit >= rows * per_row) return; \

@@ -2,16 +2,17 @@
 # Runs on the GPU machine over what scripts/device-pack.sh packed into .device/: the CUDA tests
 # (TESTS), the GEMMs and quantized GEMVs against the device-copy ceiling, the stages under each of
 # FORMATS (alternating, ROUNDS times, with songloom-prev's beside them when packed), the formats' distances at full size, and a 60 s song under
-# each of TIERS, each as "name:precision:weights:mode:max-memory" (max-memory "-" for none), with
-# nvidia-smi sampling the device's memory every 200 ms. Logs go to $OUT/run.tar.gz, the summary
+# each of TIERS (and by songloom-prev after each with SONG_PREV=1), each as "name:precision:weights:mode:max-memory" (max-memory "-" for none), with
+# nvidia-smi sampling the device's memory every 200 ms. BIN names the packed binary to run (songloom
+# unless given, e.g. songloom-prev where only that one travels). Logs go to $OUT/run.tar.gz, the summary
 # to $OUT/summary.txt (printed last).
 source scripts/device-unpack.sh
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw,memory.used --format=csv > $R/smi.txt
-for t in ${TESTS-conformance memory parity_quantized parity pipeline kernels ops}; do
+for t in ${TESTS-conformance memory parity_quantized parity pipeline kernels ops recorded}; do
   [ -x /tmp/b/test-$t ] && { /tmp/b/test-$t --nocapture --test-threads=1 > $R/test-$t.log 2>&1; echo "test-$t rc=$?" >> $R/summary.txt; grep "test result" $R/test-$t.log >> $R/summary.txt; grep -B2 -A12 "panicked" $R/test-$t.log | head -40 >> $R/summary.txt; }
 done
 grep -h "cuda: .*q[48]" $R/test-parity_quantized.log >> $R/summary.txt 2>/dev/null
-B=/tmp/b/songloom
+B=/tmp/b/${BIN:-songloom}
 [ -n "${GEMM-1}" ] && $B bench --device cuda --what gemm > $R/gemm.txt 2>&1
 for r in $(seq ${ROUNDS:-1}); do
   for w in ${FORMATS-bf16 8bit 4bit}; do
@@ -29,6 +30,7 @@ for tier in $TIERS; do
   echo "rc=$?" >> $R/song-$name.txt
   kill $smi; wait $smi 2>/dev/null
   echo "nvidia-smi peak $(sort -n $R/smi-$name.txt | tail -1) MiB (idle $(sort -n $R/smi-$name.txt | head -1) MiB)" >> $R/song-$name.txt
+  [ -n "${SONG_PREV:-}" ] && [ -x /tmp/b/songloom-prev ] && { /tmp/b/songloom-prev bench --device cuda --what song --duration 60 --precision $precision --weights $weights --mode $mode $limit > $R/song-prev-$name.txt 2>&1; echo "rc=$?" >> $R/song-prev-$name.txt; }
 done
 for f in $R/song-*.txt; do echo "== $(basename $f)"; cat $f; done > $R/songs.txt
 cat $R/summary.txt $R/gemm.txt $R/stages-*.txt $R/quant.txt $R/songs.txt 2>/dev/null

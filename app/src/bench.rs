@@ -7,6 +7,7 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use clap::Args;
 use songloom_engine::config::{DitConfig, PipelineConstants, VocoderConfig};
+use songloom_engine::models::depth::DepthFrame;
 use songloom_engine::models::dit::Dit;
 use songloom_engine::models::vocoder::Vocoder;
 use songloom_engine::pipeline::rng::Rng;
@@ -95,6 +96,28 @@ fn median_of(device: &Device, repeat: usize, mut f: impl FnMut() -> Result<()>) 
     }
     times.sort_by(f64::total_cmp);
     Ok(times[times.len() / 2])
+}
+
+/// The median time of `runs` single runs of `f`, each issued on an idle device and waited for,
+/// and the median time the host took to issue one, in seconds. Two warm-up runs go first: a
+/// recorded step runs op by op once, then is recorded.
+fn latency(device: &Device, runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<(f64, f64)> {
+    f()?;
+    f()?;
+    device.synchronize()?;
+    let (mut waited, mut issued) = (Vec::new(), Vec::new());
+    for _ in 0..runs.max(1) {
+        let start = Instant::now();
+        f()?;
+        issued.push(start.elapsed().as_secs_f64());
+        device.synchronize()?;
+        waited.push(start.elapsed().as_secs_f64());
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    Ok((median(waited), median(issued)))
 }
 
 /// Runs `f` once inside the GPU profiler's recording range when `SONGLOOM_PROFILE` names
@@ -301,7 +324,8 @@ fn stages(device: Device, memory: MemoryRequest, repeat: usize) -> Result<()> {
 
     // LM decode step, batch 2, after a 300-token prefill.
     let prompt_len = 300;
-    let mut cache = lm.new_cache(device, 2, prompt_len + 200)?;
+    // The cache holds each variant's warm-up, timed and profiled steps.
+    let mut cache = lm.new_cache(device, 2, prompt_len + 500)?;
     let ids: Vec<u32> = (0..2 * prompt_len as u32).map(|i| (i * 7919) % 150_000).collect();
     let prefill = Instant::now();
     let mut hidden = workspace(device, plan.budget_bytes, "LM prefill 2x300", || {
@@ -346,24 +370,67 @@ fn stages(device: Device, memory: MemoryRequest, repeat: usize) -> Result<()> {
         weight_bytes / 4.3e12 * 1e3
     );
     say!("  the host issued a decode step's work in {:.3} ms", issued * 1e3);
+    // The AR loop waits for each step's sampled codes, so a step's cost in a song is its latency:
+    // issued on an idle device and waited for.
+    let step_of = |hidden: Tensor| -> Result<()> {
+        lm.logits(device, &hidden)?;
+        Ok(())
+    };
+    let (step_direct, step_direct_issued) = latency(device, 30, || {
+        let hidden = lm.forward(device, &feedback, &mut cache)?;
+        step_of(hidden)
+    })?;
+    let (step_recorded, step_recorded_issued) = latency(device, 30, || {
+        let hidden = lm.decode(device, &feedback, &mut cache)?;
+        step_of(hidden)
+    })?;
+    profiled(device, "decode-recorded", || {
+        let hidden = lm.decode(device, &feedback, &mut cache)?;
+        step_of(hidden)
+    })?;
+    say!(
+        "decode step waited for: {:.3} ms op by op (the host issued it in {:.3} ms); {}: {:.3} ms ({:.2}x; the host issued it in {:.3} ms)",
+        step_direct * 1e3,
+        step_direct_issued * 1e3,
+        cache.step_mode(),
+        step_recorded * 1e3,
+        step_recorded / step_direct,
+        step_recorded_issued * 1e3
+    );
 
     // Depth decoder, one frame: start + 6 steps + 7 heads.
     let lm_hidden = hidden.clone();
     let c0 = device.cat_rows(&[&lm.embed(device, &[151_700])?, &lm.embed(device, &[151_700])?])?;
-    let mut depth_frame = || -> Result<()> {
-        let (mut f, mut h) = depth.start_frame(device, &lm_hidden, &c0)?;
+    let frame_of = |f: &mut DepthFrame| -> Result<()> {
+        let mut h = depth.start_frame(device, f, &lm_hidden, &c0)?;
         for k in 1..8 {
             depth.head_logits(device, k, &h)?;
             if k < 7 {
-                h = depth.step(device, &mut f, k, 3)?;
+                h = depth.step(device, f, k, 3)?;
             }
         }
         Ok(())
     };
-    workspace(device, plan.budget_bytes, "depth frame", depth_frame)?;
-    let frame = median_of(device, repeat.max(5), &mut depth_frame)?;
-    say!("depth frame (7 codebooks, batch 2, {} weights): {:.3} ms", formats.depth, frame * 1e3);
-    profiled(device, "depth", depth_frame)?;
+    let mut direct = depth.new_frame(device, 2)?.op_by_op();
+    workspace(device, plan.budget_bytes, "depth frame", || frame_of(&mut direct))?;
+    let (frame, direct_issued) = latency(device, repeat.max(20), || frame_of(&mut direct))?;
+    say!(
+        "depth frame (7 codebooks, batch 2, {} weights): {:.3} ms; the host issued it in {:.3} ms",
+        formats.depth,
+        frame * 1e3,
+        direct_issued * 1e3
+    );
+    profiled(device, "depth", || frame_of(&mut direct))?;
+    let mut recorded = depth.new_frame(device, 2)?;
+    let (frame_recorded, issued) = latency(device, repeat.max(20), || frame_of(&mut recorded))?;
+    say!(
+        "depth frame, {}: {:.3} ms ({:.2}x op by op); the host issued it in {:.3} ms",
+        recorded.mode(),
+        frame_recorded * 1e3,
+        frame_recorded / frame,
+        issued * 1e3
+    );
+    profiled(device, "depth-recorded", || frame_of(&mut recorded))?;
 
     // DiT, CFG pair at a full window.
     let latents = filled(device, &[128, 689], 0.1)?;

@@ -157,7 +157,8 @@ pub fn depth_teacher_forced(
     }
     let c0 = codes[0] + model.constants.code_offset;
     let c0_embed = device.cat_rows(&vec![&lm.embed(device, &[c0])?; batch])?;
-    let (mut frame, mut hidden) = depth.start_frame(device, last_hidden, &c0_embed)?;
+    let mut frame = depth.new_frame(device, batch)?;
+    let mut hidden = depth.start_frame(device, &mut frame, last_hidden, &c0_embed)?;
     let (mut hiddens, mut logits) = (Vec::new(), Vec::new());
     for (k, &code) in codes.iter().enumerate().skip(1) {
         hiddens.push(device.slice_rows(&hidden, 0, 1)?);

@@ -36,21 +36,30 @@ impl CudaBackend {
     ) -> Result<()> {
         // Splits of 32 keys: a 2-batch, 8-KV-head step at 500 keys runs 256 blocks.
         const SPLIT: usize = 32;
-        let splits = s.kv_len.div_ceil(SPLIT).max(1);
+        // A step recorded to replay at later positions covers the whole cache: the kernel learns
+        // the length at replay.
+        let shift = lane.shift();
+        let keys_covered = if shift != 0 { s.kv_capacity } else { s.kv_len };
+        let splits = keys_covered.div_ceil(SPLIT).max(1);
         let slots = s.batch * s.heads * splits;
         let pairs = s.batch * s.kv_heads;
-        let mut scratch = lane.decode.lock().map_err(|_| Error::Gpu("the decode scratch was poisoned".into()))?;
         // The unnormalised outputs start 16-byte aligned: the merge reads them as float4.
         let acc_at = (2 * slots).next_multiple_of(4);
         let need = acc_at + slots * s.head_dim;
+        let mut scratch = lane.decode.lock().map_err(|_| Error::Gpu("the decode scratch was poisoned".into()))?;
+        let mut own = DecodeScratch::default();
+        // A recorded step keeps its scratch to itself: memory allocated while recording belongs to
+        // the graph, which frees it before it ends.
+        let scratch = if lane.recording() { &mut own } else { &mut *scratch };
         if scratch.partials.as_ref().is_none_or(|p| p.len() < need) {
             // Grown by half again, so a growing cache reallocates a few times per song, not per step.
-            scratch.partials = Some(self.alloc(lane, need + need / 2)?);
+            let spare = if lane.recording() { 0 } else { need / 2 };
+            scratch.partials = Some(self.alloc(lane, need + spare)?);
         }
         if scratch.tickets.as_ref().is_none_or(|t| t.len() < pairs) {
             scratch.tickets = Some(lane.stream.alloc_zeros::<u32>(pairs).map_err(gpu)?);
         }
-        let DecodeScratch { partials: Some(partials), tickets: Some(tickets) } = &mut *scratch else {
+        let DecodeScratch { partials: Some(partials), tickets: Some(tickets) } = scratch else {
             unreachable!("both were just made");
         };
         let (mut part_ml, mut part_acc) = partials.split_at_mut(acc_at);
@@ -73,7 +82,7 @@ impl CudaBackend {
             };
         }
         b.output(&mut part_m).output(&mut part_l).output(&mut part_acc).output(tickets).output(out);
-        b.int(kv_len).int(cap).int(heads).int(kv_heads).int(hd).int(split).float(scale);
+        b.int(kv_len).int(cap).int(heads).int(kv_heads).int(hd).int(split).float(scale).address(shift);
         // SAFETY: shapes checked by the caller (head dim <= 128 and a multiple of 4, 1, 2, 4 or 8
         // query heads per KV head); every (head, split) slot is written once, then merged into
         // [batch, heads * head_dim] by one block per (batch, KV head). Launches on this stream run in
@@ -97,6 +106,15 @@ impl AttentionOps for CudaBackend {
         let (keys, values) = (self.float(k, Op::Attention)?, self.float(v, Op::Attention)?);
         let kv_bf16 = keys.dtype() == DType::BF16;
         let lane = self.lane()?;
+        let group = s.heads / s.kv_heads;
+        let single_query =
+            s.q_len == 1 && s.head_dim <= 128 && s.head_dim.is_multiple_of(4) && [1, 2, 4, 8].contains(&group);
+        if lane.shift() != 0 && !single_query {
+            return Err(Error::Gpu(format!(
+                "attention over {} queries of head dim {} cannot be recorded to replay at other positions",
+                s.q_len, s.head_dim
+            )));
+        }
         let mut out = self.alloc(&lane, s.batch * s.q_len * s.heads * s.head_dim)?;
         let scale = (s.head_dim as f32).powf(-0.5);
         let (q_len, kv_len, cap, heads, kv_heads, hd, causal) = (
@@ -128,8 +146,7 @@ impl AttentionOps for CudaBackend {
             unsafe { b.launch(cfg) }.map_err(gpu)?;
             return self.wrap(&[s.batch * s.q_len, s.heads * s.head_dim], out);
         }
-        let group = s.heads / s.kv_heads;
-        if s.q_len == 1 && s.head_dim <= 128 && s.head_dim.is_multiple_of(4) && [1, 2, 4, 8].contains(&group) {
+        if single_query {
             self.attention_decode(&lane, q, (keys, values), &s, scale, &mut out)?;
             return self.wrap(&[s.batch, s.heads * s.head_dim], out);
         }

@@ -2,6 +2,7 @@
 //! errors in words, the stream-ordered memory pool, and one stream (with its cuBLAS handle) per
 //! thread, so the AR loop and the acoustic windows overlap on the GPU.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::cublas::CudaBlas;
@@ -9,7 +10,7 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtrMut};
 
 use super::CudaBackend;
 use super::attention::DecodeScratch;
-use crate::device::{Backend, ThreadPriority};
+use crate::device::ThreadPriority;
 use crate::error::{Error, Result};
 
 /// A driver, compiler or cuBLAS error in words; out-of-memory says what to do about it.
@@ -86,19 +87,121 @@ pub(super) struct Lane {
     pub blas: CudaBlas,
     pub decode: Mutex<DecodeScratch>,
     pub(super) priority: ThreadPriority,
+    /// Whether the stream is recording a step ([`super::graph`]).
+    pub(super) recording: AtomicBool,
+    /// While a step whose positions move from replay to replay is recorded: the device address of
+    /// the `i32` the replay sets to how far they moved, which the position-taking kernels add to
+    /// theirs; 0 otherwise.
+    pub(super) shift: AtomicU64,
+    /// How deep this lane's thread is in ops ([`CudaBackend::lane`]); 0 between them.
+    ops: AtomicUsize,
+}
+
+/// A lane held for one op ([`CudaBackend::lane`]).
+pub(super) struct LaneOp(Arc<Lane>);
+
+impl std::ops::Deref for LaneOp {
+    type Target = Lane;
+    fn deref(&self) -> &Lane {
+        &self.0
+    }
+}
+
+impl Drop for LaneOp {
+    fn drop(&mut self) {
+        self.0.ops.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Other threads' ops held off until this drops ([`CudaBackend::other_lanes_quiet`]).
+pub(super) struct QuietLanes<'a>(&'a AtomicBool);
+
+impl Drop for QuietLanes<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+impl Lane {
+    pub(super) fn recording(&self) -> bool {
+        self.recording.load(Ordering::Relaxed)
+    }
+
+    /// The position shift's device address for a kernel argument (0, a null pointer, when none).
+    pub(super) fn shift(&self) -> u64 {
+        self.shift.load(Ordering::Relaxed)
+    }
 }
 
 impl CudaBackend {
-    /// This thread's stream and cuBLAS handle, made on the thread's first op.
-    pub(super) fn lane(&self) -> Result<Arc<Lane>> {
+    /// Runs `then` after every stream this backend made is idle. A thread that is itself recording
+    /// gets an error: its stream cannot wait.
+    pub(super) fn synchronized<T>(&self, then: impl FnOnce() -> Result<T>) -> Result<T> {
+        let lane = self.lane()?;
+        if lane.recording() {
+            return Err(Error::Gpu("a step being recorded cannot wait for the device".into()));
+        }
+        self.ctx.synchronize().map_err(gpu)?;
+        then()
+    }
+
+    /// This thread's stream and cuBLAS handle (made on the thread's first op), held for one op.
+    ///
+    /// While another thread records a step, an op waits to begin, and a recording waits for the
+    /// ops in progress: a CUDA call on another thread (a context-wide wait, a kernel's first load)
+    /// can end a recording, and the frees of a failed recording leave their errors where any
+    /// thread's next call finds them.
+    pub(super) fn lane(&self) -> Result<LaneOp> {
+        let lane = self.thread_lane()?;
+        if lane.ops.load(Ordering::Relaxed) > 0 {
+            // Within an op of this thread's (the recording thread's own ops are).
+            lane.ops.fetch_add(1, Ordering::Relaxed);
+        } else {
+            loop {
+                while self.recording_step.load(Ordering::SeqCst) {
+                    std::thread::yield_now();
+                }
+                lane.ops.store(1, Ordering::SeqCst);
+                if !self.recording_step.load(Ordering::SeqCst) {
+                    break;
+                }
+                lane.ops.store(0, Ordering::SeqCst);
+            }
+        }
+        Ok(LaneOp(lane))
+    }
+
+    fn thread_lane(&self) -> Result<Arc<Lane>> {
         let id = std::thread::current().id();
-        let mut lanes = self.lanes.lock().map_err(|_| Error::Gpu("the stream table was poisoned".into()))?;
+        let mut lanes = self.lanes.lock().map_err(|_| poisoned())?;
         if let Some(lane) = lanes.get(&id) {
             return Ok(lane.clone());
         }
         let lane = self.new_lane(ThreadPriority::Normal)?;
         lanes.insert(id, lane.clone());
         Ok(lane)
+    }
+
+    /// Waits until no thread but this one is in an op; meanwhile and until the returned guard
+    /// drops, other threads' ops wait to begin. One thread at a time (`capture_gate`).
+    pub(super) fn other_lanes_quiet(&self) -> Result<QuietLanes<'_>> {
+        self.recording_step.store(true, Ordering::SeqCst);
+        let quiet = QuietLanes(&self.recording_step);
+        let own = std::thread::current().id();
+        let others: Vec<Arc<Lane>> = self
+            .lanes
+            .lock()
+            .map_err(|_| poisoned())?
+            .iter()
+            .filter(|(id, _)| **id != own)
+            .map(|(_, lane)| lane.clone())
+            .collect();
+        for lane in others {
+            while lane.ops.load(Ordering::SeqCst) != 0 {
+                std::thread::yield_now();
+            }
+        }
+        Ok(quiet)
     }
 
     pub(super) fn new_lane(&self, priority: ThreadPriority) -> Result<Arc<Lane>> {
@@ -111,7 +214,15 @@ impl CudaBackend {
         }
         .map_err(gpu)?;
         let blas = CudaBlas::new(stream.clone()).map_err(gpu)?;
-        Ok(Arc::new(Lane { stream, blas, decode: Mutex::new(DecodeScratch::default()), priority }))
+        Ok(Arc::new(Lane {
+            stream,
+            blas,
+            decode: Mutex::new(DecodeScratch::default()),
+            priority,
+            recording: AtomicBool::new(false),
+            shift: AtomicU64::new(0),
+            ops: AtomicUsize::new(0),
+        }))
     }
 
     pub(super) fn alloc(&self, lane: &Lane, n: usize) -> Result<CudaSlice<f32>> {
@@ -127,9 +238,8 @@ impl CudaBackend {
         // suite checks this with the sentinel fill).
         let mut slice = match unsafe { lane.stream.alloc::<T>(n.max(1)) } {
             Ok(s) => s,
-            Err(e) if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
-                self.synchronize()?;
-                release_freed_memory(&self.ctx)?;
+            Err(e) if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY && !lane.recording() => {
+                self.synchronized(|| release_freed_memory(&self.ctx))?;
                 // SAFETY: as above.
                 unsafe { lane.stream.alloc::<T>(n.max(1)) }.map_err(gpu)?
             }
@@ -145,4 +255,8 @@ impl CudaBackend {
         }
         Ok(slice)
     }
+}
+
+fn poisoned() -> Error {
+    Error::Gpu("a thread failed while holding the CUDA backend's stream table".into())
 }

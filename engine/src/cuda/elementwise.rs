@@ -76,7 +76,7 @@ impl ElementwiseOps for CudaBackend {
         let n = t.elem_count();
         let n64 = n as i64;
         let storage = match (self.storage(t, Op::Cast)?, dtype) {
-            (s, d) if s.dtype() == d => s.clone(),
+            (s, d) if s.dtype() == d => s.try_clone()?,
             (CudaStorage::F32(src), DType::BF16) => {
                 let mut out = self.alloc_as::<u16>(&lane, n)?;
                 let mut b = lane.stream.launch_builder(self.kernels.get("f32_to_bf16_kernel")?);

@@ -75,6 +75,12 @@ impl<'a> Overlapped<'a> {
         }
     }
 
+    /// A raw device address (0 for a null pointer).
+    pub fn address(&mut self, address: u64) -> &mut Self {
+        self.slots.push(address);
+        self
+    }
+
     pub fn int(&mut self, value: i32) -> &mut Self {
         self.slots.push(value as u32 as u64);
         self

@@ -184,7 +184,13 @@ impl LayoutOps for CudaBackend {
     ) -> Result<()> {
         let key_shape = shapes::write_rows(keys, k, batch, row)?;
         let same = keys.shape() == values.shape() && keys.dtype() == values.dtype();
+        let lane = self.lane()?;
         if shapes::write_rows(values, v, batch, row)? != key_shape || !same {
+            if lane.shift() != 0 {
+                return Err(Error::Gpu(
+                    "keys and values of different shapes cannot be recorded to replay at other positions".into(),
+                ));
+            }
             self.write_rows(keys, k, batch, row)?;
             return self.write_rows(values, v, batch, row);
         }
@@ -194,7 +200,6 @@ impl LayoutOps for CudaBackend {
         if total == 0 {
             return Ok(());
         }
-        let lane = self.lane()?;
         let dtype = keys.dtype();
         let mut b = match (keys.storage_mut(), values.storage_mut()) {
             (Storage::Cuda(CudaStorage::F32(k_dst)), Storage::Cuda(CudaStorage::F32(v_dst))) => {
@@ -209,10 +214,10 @@ impl LayoutOps for CudaBackend {
             }
             _ => return Err(Error::unsupported(Op::WriteKv, dtype, DeviceKind::Cuda)),
         };
-        let (n32, cols32, cap32, row32) = (n as i32, cols as i32, capacity as i32, row as i32);
-        b.arg(&total).arg(&n32).arg(&cols32).arg(&cap32).arg(&row32);
+        let (n32, cols32, cap32, row32, shift) = (n as i32, cols as i32, capacity as i32, row as i32, lane.shift());
+        b.arg(&total).arg(&n32).arg(&cols32).arg(&cap32).arg(&row32).arg(&shift);
         // SAFETY: both caches have the same shape and dtype, and the rows [row, row + n) of each
-        // batch entry lie inside them (checked above).
+        // batch entry lie inside them (checked above; a recorded step's replays check their own).
         unsafe { b.launch(grid_1d(total as usize)) }.map_err(gpu)?;
         Ok(())
     }

@@ -14,6 +14,7 @@ mod context;
 mod conv;
 pub mod decode_shapes;
 mod elementwise;
+mod graph;
 pub mod kernels;
 mod launch;
 mod layout;
@@ -33,9 +34,10 @@ use cudarc::driver::sys::CUmemPool_attribute;
 
 use self::context::{Lane, gpu, keep_freed_memory};
 pub use self::context::{libraries_present, nvrtc_present};
+pub use self::graph::StepGraph;
 use self::kernels::Kernels;
 pub use self::storage::CudaStorage;
-use crate::device::{Backend, DeviceKind, DeviceOptions, MemoryUse, Op, Operand, ThreadPriority};
+use crate::device::{Backend, DeviceKind, DeviceOptions, MemoryUse, Op, Operand, StepRecording, ThreadPriority};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
 use crate::tensor::DType;
@@ -53,6 +55,10 @@ pub struct CudaBackend {
     /// Whether the GPU has TF32 tensor cores (sm_80+), which the fast policies' attention uses.
     tf32_mma: bool,
     budget: memory::Budget,
+    /// Held while a thread records a step ([`graph`]): one recording at a time.
+    capture_gate: Mutex<()>,
+    /// Whether a thread is recording a step, holding off other threads' ops ([`Self::lane`]).
+    recording_step: std::sync::atomic::AtomicBool,
 }
 
 impl CudaBackend {
@@ -88,6 +94,8 @@ impl CudaBackend {
             overlap: major >= 9,
             tf32_mma: major >= 8,
             budget: memory::Budget::default(),
+            capture_gate: Mutex::new(()),
+            recording_step: std::sync::atomic::AtomicBool::new(false),
         })
     }
 }
@@ -115,9 +123,9 @@ impl Backend for CudaBackend {
         }
     }
 
-    /// Waits for every stream this backend made.
+    /// Waits for every stream this backend made, after any step being recorded.
     fn synchronize(&self) -> Result<()> {
-        self.ctx.synchronize().map_err(gpu)
+        self.synchronized(|| Ok(()))
     }
 
     /// Starts or stops what an external profiler records (`ncu --profile-from-start off`).
@@ -163,7 +171,19 @@ impl Backend for CudaBackend {
     }
 
     fn release_unused_memory(&self) -> Result<()> {
-        self.synchronize()?;
-        context::release_freed_memory(&self.ctx)
+        self.synchronized(|| context::release_freed_memory(&self.ctx))
+    }
+
+    fn record_step(
+        &self,
+        position: Option<usize>,
+        step: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<Option<StepRecording>> {
+        self.record(position, step)
+    }
+
+    fn replay_step(&self, recording: &StepRecording, position: Option<usize>) -> Result<()> {
+        let StepRecording::Cuda(graph) = recording;
+        self.replay(graph, position)
     }
 }

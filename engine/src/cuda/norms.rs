@@ -86,6 +86,7 @@ impl NormOps for CudaBackend {
             r.first_position as i32,
             r.seq_len as i32,
         );
+        let shift = lane.shift();
         let mut b = lane.stream.launch_builder(self.kernels.get("rope_f32")?);
         b.arg(self.f32s(x, Op::Rope)?)
             .arg(&mut out)
@@ -95,7 +96,8 @@ impl NormOps for CudaBackend {
             .arg(&rd)
             .arg(&r.theta)
             .arg(&first)
-            .arg(&seq);
+            .arg(&seq)
+            .arg(&shift);
         // SAFETY: rows * width floats each side.
         unsafe { b.launch(grid_1d(rows * width)) }.map_err(gpu)?;
         self.wrap(x.shape(), out)
@@ -160,7 +162,7 @@ impl NormOps for CudaBackend {
         };
         b.int(q_rows as i32).int(heads as i32).int(kv_heads as i32);
         b.float(inputs.eps).float(r.theta).int(r.first_position as i32).int(n as i32).int(capacity as i32);
-        b.int(slot.row as i32);
+        b.int(slot.row as i32).address(lane.shift());
         let warps = q_rows * (heads + kv_heads);
         let cfg =
             LaunchConfig { grid_dim: (warps.div_ceil(8) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };

@@ -59,6 +59,22 @@ impl CudaQuant {
 }
 
 impl CudaStorage {
+    /// A copy, failing where `Clone` would panic (out of memory, or a step being recorded whose
+    /// recording already failed).
+    pub fn try_clone(&self) -> Result<Self> {
+        Ok(match self {
+            CudaStorage::F32(s) => CudaStorage::F32(s.try_clone().map_err(gpu)?),
+            CudaStorage::BF16(s) => CudaStorage::BF16(s.try_clone().map_err(gpu)?),
+            CudaStorage::Quant(q) => CudaStorage::Quant(CudaQuant {
+                dtype: q.dtype,
+                len: q.len,
+                words: q.words.try_clone().map_err(gpu)?,
+                scales: q.scales.try_clone().map_err(gpu)?,
+                offsets: q.offsets.as_ref().map(|o| o.try_clone()).transpose().map_err(gpu)?,
+            }),
+        })
+    }
+
     pub fn dtype(&self) -> DType {
         match self {
             CudaStorage::F32(_) => DType::F32,

@@ -10,7 +10,7 @@
 use super::composed;
 use super::{
     AttentionInputs, AttentionShape, Candidates, Conv1dParams, ConvTranspose1dParams, DeviceKind, KvSlot, MemoryUse,
-    Op, RmsNorm, Rotary, Shortlist, ThreadPriority,
+    Op, RmsNorm, Rotary, Shortlist, StepRecording, ThreadPriority,
 };
 use crate::error::Result;
 use crate::precision::Precision;
@@ -69,6 +69,26 @@ pub trait Backend:
     /// Hands memory the allocator keeps for reuse back to the device, after a model half is freed.
     fn release_unused_memory(&self) -> Result<()> {
         Ok(())
+    }
+
+    /// Records the ops `step` queues on the calling thread instead of running them, to be run by
+    /// [`replay_step`](Self::replay_step); `None` where this backend records nothing (the default).
+    /// With `position` (the first cache row the step writes), replays may run the step at other
+    /// positions: the cache appends, rotary positions and attention lengths move with it. A step
+    /// that reads or writes the host, or frees a buffer made before it, cannot be recorded.
+    /// [`RecordedStep`](super::RecordedStep) manages both calls.
+    fn record_step(
+        &self,
+        _position: Option<usize>,
+        _step: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<Option<StepRecording>> {
+        Ok(None)
+    }
+
+    /// Queues a recorded step at `position` (as recorded, `None`, for a step whose positions do
+    /// not move).
+    fn replay_step(&self, _recording: &StepRecording, _position: Option<usize>) -> Result<()> {
+        Err(crate::Error::Invalid(format!("the {} backend replays no recorded steps", self.kind())))
     }
 }
 

@@ -7,6 +7,7 @@ pub mod composed;
 pub mod kind;
 pub mod op;
 mod params;
+mod recording;
 pub mod storage;
 
 pub use backend::{AttentionOps, Backend, ConvOps, ElementwiseOps, LayoutOps, NormOps, ProductOps, SamplingOps};
@@ -16,6 +17,7 @@ pub use params::{
     AttentionInputs, AttentionShape, Candidates, Conv1dParams, ConvTranspose1dParams, DeviceShortlist, KvSlot,
     MemoryUse, RmsNorm, Rotary, Shortlist, ThreadPriority,
 };
+pub use recording::{RecordedStep, StepRecording};
 
 use crate::cpu::CpuBackend;
 use crate::cuda::CudaBackend;

@@ -9,7 +9,7 @@
 use super::kv_cache::{KV_DTYPE, KvCache};
 use super::swiglu::SwiGlu;
 use crate::config::DepthConfig;
-use crate::device::{AttentionShape, Device, RmsNorm};
+use crate::device::{AttentionShape, Device, RecordedStep, RmsNorm};
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor};
 use crate::weights::VarBuilder;
@@ -36,9 +36,27 @@ pub struct DepthDecoder {
     kv_dtype: DType,
 }
 
-/// One frame in progress: its KV cache over the CFG pair.
+/// The frames of one AR loop, one at a time: the KV cache over the CFG pair, refilled each frame,
+/// the positional rows of each of a frame's calls, and each call recorded where the device records
+/// steps (a frame's calls always run at the same positions).
 pub struct DepthFrame {
     cache: KvCache,
+    /// `pos_embedding` rows of the start's two positions, then of each step's one, per batch entry.
+    positions: Vec<Tensor>,
+    calls: Vec<RecordedStep>,
+}
+
+impl DepthFrame {
+    /// The frame with its calls run op by op, never recorded (a baseline).
+    pub fn op_by_op(mut self) -> Self {
+        self.calls.iter_mut().for_each(|c| *c = RecordedStep::op_by_op());
+        self
+    }
+
+    /// How the frame's calls run, in words.
+    pub fn mode(&self) -> String {
+        self.calls.first().map(RecordedStep::describe).unwrap_or_default()
+    }
 }
 
 impl DepthDecoder {
@@ -88,14 +106,35 @@ impl DepthDecoder {
         &self.cfg
     }
 
+    /// A frame for `batch` entries, to be started by [`start_frame`](Self::start_frame).
+    pub fn new_frame(&self, device: &Device, batch: usize) -> Result<DepthFrame> {
+        let (layers, rows, width) = (self.cfg.num_layers, self.cfg.num_codebooks, self.cfg.hidden_size);
+        let cache = KvCache::new(device, layers, batch, rows, width, self.kv_dtype)?;
+        // Batch-major rows: the start's [b0 p0, b0 p1, b1 p0, b1 p1], then one per step.
+        let start: Vec<u32> = (0..batch).flat_map(|_| [0, 1]).collect();
+        let mut positions = vec![device.embedding(&self.pos_embedding, &start)?];
+        for position in 2..rows {
+            positions.push(device.embedding(&self.pos_embedding, &vec![position as u32; batch])?);
+        }
+        let calls = (0..rows - 1).map(|_| RecordedStep::Untried).collect();
+        Ok(DepthFrame { cache, positions, calls })
+    }
+
     /// Starts a frame from the language model's hidden states `[batch, hidden]` and the embedding
     /// of the frame's semantic code `[batch, hidden]`; returns the hidden state that predicts
     /// codebook 1, `[batch, hidden]`.
-    pub fn start_frame(&self, device: &Device, lm_hidden: &Tensor, c0_embed: &Tensor) -> Result<(DepthFrame, Tensor)> {
-        let batch = lm_hidden.shape()[0];
-        let (layers, rows, width) = (self.cfg.num_layers, self.cfg.num_codebooks, self.cfg.hidden_size);
-        let cache = KvCache::new(device, layers, batch, rows, width, self.kv_dtype)?;
-        let mut frame = DepthFrame { cache };
+    pub fn start_frame(
+        &self,
+        device: &Device,
+        frame: &mut DepthFrame,
+        lm_hidden: &Tensor,
+        c0_embed: &Tensor,
+    ) -> Result<Tensor> {
+        let batch = frame.cache.batch();
+        if lm_hidden.shape()[0] != batch {
+            return Err(Error::Invalid(format!("a depth frame of {batch} entries got {}", lm_hidden.shape()[0])));
+        }
+        frame.cache.clear();
         // Batch-major rows: [b0 p0, b0 p1, b1 p0, b1 p1].
         let mut rows = Vec::with_capacity(2 * batch);
         for b in 0..batch {
@@ -103,17 +142,40 @@ impl DepthDecoder {
             rows.push(device.slice_rows(c0_embed, b, b + 1)?);
         }
         let inputs = device.cat_rows(&rows.iter().collect::<Vec<_>>())?;
-        let hidden = self.forward(device, &mut frame, &inputs, 2)?;
-        Ok((frame, hidden))
+        self.call(device, frame, 0, &inputs, 2)
     }
 
     /// Feeds the code sampled for codebook `codebook` (1-based, below the last) to every batch
     /// entry; returns the hidden state that predicts codebook `codebook + 1`.
     pub fn step(&self, device: &Device, frame: &mut DepthFrame, codebook: usize, code: u32) -> Result<Tensor> {
         let batch = frame.cache.batch();
+        if frame.cache.len() != codebook + 1 {
+            return Err(Error::Invalid(format!(
+                "the depth step of codebook {codebook} follows {} positions, not {}",
+                codebook + 1,
+                frame.cache.len()
+            )));
+        }
         let embed = self.code_embeddings(device, &[(codebook, code)])?;
         let inputs = device.cat_rows(&vec![&embed; batch])?;
-        self.forward(device, frame, &inputs, 1)
+        self.call(device, frame, codebook, &inputs, 1)
+    }
+
+    /// Call `index` of a frame (0 starts it, k feeds codebook k): `new` positions per batch entry.
+    fn call(
+        &self,
+        device: &Device,
+        frame: &mut DepthFrame,
+        index: usize,
+        inputs: &Tensor,
+        new: usize,
+    ) -> Result<Tensor> {
+        let DepthFrame { cache, positions, calls } = frame;
+        let shape = [cache.batch(), self.cfg.hidden_size];
+        let out = calls[index]
+            .run(device, None, inputs, &shape, &mut |x| self.forward(device, cache, x, &positions[index], new))?;
+        cache.advance(new);
+        Ok(out)
     }
 
     /// Logits of codebook `codebook` (1-based) from its hidden state: `[batch, audio_vocab]`.
@@ -134,19 +196,22 @@ impl DepthDecoder {
         device.embedding(&self.audio_embeddings, &ids)
     }
 
-    /// Runs `new` positions per batch entry (rows batch-major, unprojected) and returns each entry's
-    /// last normed hidden state.
-    fn forward(&self, device: &Device, frame: &mut DepthFrame, inputs: &Tensor, new: usize) -> Result<Tensor> {
-        let cache = &mut frame.cache;
+    /// Runs `new` positions per batch entry (rows batch-major, unprojected, with their positional
+    /// rows `positions`) and returns each entry's last normed hidden state; the caller marks the
+    /// positions valid.
+    fn forward(
+        &self,
+        device: &Device,
+        cache: &mut KvCache,
+        inputs: &Tensor,
+        positions: &Tensor,
+        new: usize,
+    ) -> Result<Tensor> {
         let batch = cache.batch();
         let start = cache.len();
         let h = self.cfg.hidden_size;
         let heads = self.cfg.num_attention_heads;
-        let positions: Vec<u32> = (0..batch).flat_map(|_| (start..start + new).map(|p| p as u32)).collect();
-        let mut x = device.add(
-            &device.linear(inputs, &self.projection, None)?,
-            &device.embedding(&self.pos_embedding, &positions)?,
-        )?;
+        let mut x = device.add(&device.linear(inputs, &self.projection, None)?, positions)?;
         let shape = AttentionShape {
             batch,
             q_len: new,
@@ -166,7 +231,6 @@ impl DepthDecoder {
             x = device.linear_add(&attn, &layer.out, &x)?;
             x = layer.mlp.forward_residual(device, &x, RMS_EPS)?;
         }
-        cache.advance(new);
         let last: Vec<Tensor> =
             (0..batch).map(|b| device.slice_rows(&x, b * new + new - 1, b * new + new)).collect::<Result<_>>()?;
         device.rms_norm(&device.cat_rows(&last.iter().collect::<Vec<_>>())?, &self.norm, RMS_EPS)

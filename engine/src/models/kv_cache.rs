@@ -1,7 +1,7 @@
 //! A key/value cache for causal attention over a fixed capacity, batch-major:
 //! each layer's keys are `[batch * capacity, kv_heads * head_dim]`.
 
-use crate::device::{Device, KvSlot};
+use crate::device::{Device, KvSlot, RecordedStep};
 use crate::error::{Error, Result};
 use crate::tensor::{CpuStorage, DType, Storage, Tensor};
 
@@ -16,6 +16,8 @@ pub struct KvCache {
     batch: usize,
     capacity: usize,
     len: usize,
+    /// The one-position step of the model that made the cache, recorded against its buffers.
+    pub(super) step: RecordedStep,
 }
 
 impl KvCache {
@@ -32,7 +34,7 @@ impl KvCache {
         let zeros = || device.upload(Tensor::new(&[batch * capacity, width], Storage::Cpu(zeros.clone()))?);
         let keys = (0..layers).map(|_| zeros()).collect::<Result<_>>()?;
         let values = (0..layers).map(|_| zeros()).collect::<Result<_>>()?;
-        Ok(KvCache { keys, values, batch, capacity, len: 0 })
+        Ok(KvCache { keys, values, batch, capacity, len: 0, step: RecordedStep::Untried })
     }
 
     pub fn len(&self) -> usize {
@@ -59,13 +61,35 @@ impl KvCache {
 
     /// Where `new_len` positions of layer `layer` go, at the current length.
     pub fn slot(&mut self, layer: usize, new_len: usize) -> Result<KvSlot<'_>> {
+        self.check_room(new_len)?;
+        Ok(KvSlot { keys: &mut self.keys[layer], values: &mut self.values[layer], batch: self.batch, row: self.len })
+    }
+
+    /// Whether `new_len` more positions fit.
+    pub fn check_room(&self, new_len: usize) -> Result<()> {
         if self.len + new_len > self.capacity {
             return Err(Error::Invalid(format!(
                 "the KV cache holds {} positions; {} more do not fit",
                 self.capacity, new_len
             )));
         }
-        Ok(KvSlot { keys: &mut self.keys[layer], values: &mut self.values[layer], batch: self.batch, row: self.len })
+        Ok(())
+    }
+
+    /// Empties the cache for a new sequence (the rows stay, to be overwritten).
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// The cache with its one-position step run op by op, never recorded (a baseline).
+    pub fn op_by_op(mut self) -> Self {
+        self.step = RecordedStep::op_by_op();
+        self
+    }
+
+    /// How the cache's one-position step runs, in words.
+    pub fn step_mode(&self) -> String {
+        self.step.describe()
     }
 
     pub fn layer(&self, layer: usize) -> (&Tensor, &Tensor) {

@@ -99,6 +99,33 @@ impl LanguageModel {
     /// Runs `embeds [batch * seq, hidden]` (batch-major) from the cache's current length and
     /// returns the final-normed hidden state of each batch entry's last position, `[batch, hidden]`.
     pub fn forward(&self, device: &Device, embeds: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
+        let out = self.forward_at(device, embeds, cache)?;
+        cache.advance(embeds.shape()[0] / cache.batch());
+        Ok(out)
+    }
+
+    /// [`forward`](Self::forward) of one position per batch entry, `embeds [batch, hidden]`, recorded
+    /// against the cache on the first call where the device records steps and replayed after: the
+    /// AR loop's step, whose host cost would otherwise match its GPU time.
+    pub fn decode(&self, device: &Device, embeds: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
+        let batch = cache.batch();
+        if embeds.shape() != [batch, self.cfg.hidden_size] {
+            return self.forward(device, embeds, cache);
+        }
+        cache.check_room(1)?;
+        let position = cache.len();
+        let mut step = std::mem::take(&mut cache.step);
+        let out = step.run(device, Some(position), embeds, &[batch, self.cfg.hidden_size], &mut |input| {
+            self.forward_at(device, input, cache)
+        });
+        cache.step = step;
+        let out = out?;
+        cache.advance(1);
+        Ok(out)
+    }
+
+    /// [`forward`](Self::forward) without marking the new positions valid.
+    fn forward_at(&self, device: &Device, embeds: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
         let cfg = &self.cfg;
         let batch = cache.batch();
         let seq = embeds.shape()[0] / batch;
@@ -122,7 +149,7 @@ impl LanguageModel {
             causal: true,
         };
         let rows = batch * seq;
-        let mut x = embeds.clone();
+        let mut x = device.slice_rows(embeds, 0, rows)?;
         for (l, layer) in self.layers.iter().enumerate() {
             let norm = RmsNorm { weight: &layer.input_norm, eps };
             let [q, k, v] = device.linear3(&x, Some(norm), [&layer.q, &layer.k, &layer.v])?;
@@ -133,7 +160,6 @@ impl LanguageModel {
             x = device.linear_add(&attn, &layer.o, &x)?;
             x = layer.mlp.forward_residual(device, &x, eps)?;
         }
-        cache.advance(seq);
         let last: Vec<Tensor> =
             (0..batch).map(|b| device.slice_rows(&x, b * seq + seq - 1, b * seq + seq)).collect::<Result<_>>()?;
         debug_assert_eq!(rows, x.shape()[0]);
