@@ -45,6 +45,9 @@ impl CudaBackend {
         let stepped = step();
         lane.recording.store(false, Ordering::Relaxed);
         lane.shift.store(0, Ordering::Relaxed);
+        // The frees a failed recording made leave their errors in the context, where cudarc's
+        // end_capture would return one before ending the capture, leaving the stream capturing.
+        let _ = self.ctx.check_err();
         let ended = lane.stream.end_capture(CUgraphInstantiate_flags(0));
         // A recording that failed leaves the driver errors of the frees it made (recorded by the
         // buffers' drops); they are this recording's, not the next op's.

@@ -282,6 +282,26 @@ pub fn check_outputs(got: &Outputs, want: &Outputs, tol: judge::Tolerance) -> Re
     Ok(worst)
 }
 
+/// A step recorded where the device records (and run op by op elsewhere) and replayed on fresh
+/// inputs computes what the step computes op by op, bit for bit.
+fn check_recorded_step(device: &Device) -> Result<(), String> {
+    let mut recorded = songloom_engine::device::RecordedStep::Untried;
+    for round in 0..4u32 {
+        let values: Vec<f32> = (0..64).map(|i| (i as f32 + round as f32 * 0.37).sin()).collect();
+        let input = device
+            .upload(songloom_engine::Tensor::from_f32(&[4, 16], values).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+        let step = |x: &songloom_engine::Tensor| device.add(&device.scale(x, 1.5)?, x);
+        let want = step(&input).map_err(|e| e.to_string())?.to_f32_vec();
+        let got =
+            recorded.run(device, None, &input, &[4, 16], &mut |x| step(x)).map_err(|e| e.to_string())?.to_f32_vec();
+        if want.iter().zip(&got).any(|(a, b)| a.to_bits() != b.to_bits()) {
+            return Err(format!("run {round} ({}) differs from the step run op by op", recorded.describe()));
+        }
+    }
+    Ok(())
+}
+
 /// The `Backend` methods no case calls by itself, checked on `device`: what it is and says of
 /// itself, waiting for it, the profiler's switch, the thread-priority hint (a case run on a
 /// thread marked critical, then normal), and what it supports (consulted by every case). Returns
@@ -330,7 +350,10 @@ pub fn check_lifecycle(device: &Device, kind: DeviceKind, probe: &Case) -> (BTre
             .unwrap_or_else(|_| Err("the thread panicked".into()))
     });
     check("set_thread_priority", on_a_thread);
+    check("record_step", check_recorded_step(device));
     let methods = [
+        "record_step",
+        "replay_step",
         "kind",
         "description",
         "synchronize",
