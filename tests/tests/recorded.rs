@@ -21,6 +21,20 @@ fn same_bits(a: &[f32], b: &[f32]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
+/// One query per batch entry of 2 at `position`, over a cache of `capacity`.
+fn decode_shape(position: usize, capacity: usize, heads: usize, head_dim: usize) -> AttentionShape {
+    AttentionShape {
+        batch: 2,
+        q_len: 1,
+        kv_len: position + 1,
+        kv_capacity: capacity,
+        heads,
+        kv_heads: heads,
+        head_dim,
+        causal: true,
+    }
+}
+
 /// Whether `device` must replay what it recorded (so a recording that silently failed fails).
 fn records(device: &Device) -> bool {
     device.kind() == DeviceKind::Cuda
@@ -134,16 +148,7 @@ fn a_recording_that_does_not_move_with_the_cache_is_caught() {
             for s in 0..8u64 {
                 let input = device.upload(noise(&[2, width], 30 + s)).unwrap();
                 let position = cache.len();
-                let shape = AttentionShape {
-                    batch: 2,
-                    q_len: 1,
-                    kv_len: position + 1,
-                    kv_capacity: capacity,
-                    heads,
-                    kv_heads: heads,
-                    head_dim,
-                    causal: true,
-                };
+                let shape = decode_shape(position, capacity, heads, head_dim);
                 let moving = mode != Some(false);
                 let y = step
                     .run(&device, moving.then_some(position), &input, &[2, width], &mut |x| {
@@ -216,16 +221,7 @@ fn a_failed_recording_runs_op_by_op_and_is_tried_again() {
             for s in 0..capacity as u64 {
                 let input = device.upload(noise(&[2, width], 60 + s)).unwrap();
                 let position = cache.len();
-                let shape = AttentionShape {
-                    batch: 2,
-                    q_len: 1,
-                    kv_len: position + 1,
-                    kv_capacity: capacity,
-                    heads,
-                    kv_heads: heads,
-                    head_dim,
-                    causal: true,
-                };
+                let shape = decode_shape(position, capacity, heads, head_dim);
                 let y = step
                     .run(&device, Some(position), &input, &[2, width], &mut |x| {
                         calls += 1;
