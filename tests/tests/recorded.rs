@@ -35,6 +35,19 @@ fn decode_shape(position: usize, capacity: usize, heads: usize, head_dim: usize)
     }
 }
 
+/// A decode-shaped step: `x` appended to the cache's one layer as keys and values, then attended
+/// over the cache.
+fn append_and_attend(
+    device: &Device,
+    cache: &mut KvCache,
+    x: &Tensor,
+    shape: AttentionShape,
+) -> songloom_engine::Result<Tensor> {
+    cache.write(device, 0, x, x, 1)?;
+    let (keys, values) = cache.layer(0);
+    device.attention(x, keys, values, shape)
+}
+
 /// Whether `device` must replay what it recorded (so a recording that silently failed fails).
 fn records(device: &Device) -> bool {
     device.kind() == DeviceKind::Cuda
@@ -152,9 +165,7 @@ fn a_recording_that_does_not_move_with_the_cache_is_caught() {
                 let moving = mode != Some(false);
                 let y = step
                     .run(&device, moving.then_some(position), &input, &[2, width], &mut |x| {
-                        cache.write(&device, 0, x, x, 1)?;
-                        let (keys, values) = cache.layer(0);
-                        device.attention(x, keys, values, shape)
+                        append_and_attend(&device, &mut cache, x, shape)
                     })
                     .unwrap();
                 cache.advance(1);
@@ -229,9 +240,7 @@ fn a_failed_recording_runs_op_by_op_and_is_tried_again() {
                         if fail_first_recording && calls == 2 {
                             device.synchronize()?;
                         }
-                        cache.write(&device, 0, x, x, 1)?;
-                        let (keys, values) = cache.layer(0);
-                        device.attention(x, keys, values, shape)
+                        append_and_attend(&device, &mut cache, x, shape)
                     })
                     .unwrap();
                 cache.advance(1);
