@@ -323,9 +323,10 @@ fn stages(device: Device, memory: MemoryRequest, repeat: usize) -> Result<()> {
     let cfg = lm.config();
 
     // LM decode step, batch 2, after a 300-token prefill.
-    let prompt_len = 300;
-    // The cache holds each variant's warm-up, timed and profiled steps.
-    let mut cache = lm.new_cache(device, 2, prompt_len + 500)?;
+    let prompt_len = PLANNED_SONG_PROMPT;
+    // A planned song's cache: a recorded step covers the whole cache, so its size is part of what
+    // is measured. It holds each variant's warm-up, timed and profiled steps.
+    let mut cache = lm.new_cache(device, 2, PLANNED_SONG_PROMPT + PLANNED_SONG_FRAMES + 1)?;
     let ids: Vec<u32> = (0..2 * prompt_len as u32).map(|i| (i * 7919) % 150_000).collect();
     let prefill = Instant::now();
     let mut hidden = workspace(device, plan.budget_bytes, "LM prefill 2x300", || {

@@ -184,6 +184,43 @@ fn a_recording_that_does_not_move_with_the_cache_is_caught() {
     }
 }
 
+/// A step under a memory budget whose scratch is large enough to be checked against it (a decode
+/// step over a song-length cache): it still records, and equals the step run op by op.
+#[test]
+fn a_step_over_a_long_cache_records_under_a_memory_budget() {
+    for device in devices() {
+        // 8 heads of 128 over 8192 keys: the attention's split partials take about 2 MB.
+        let (heads, head_dim, capacity) = (8, 128, 8192);
+        let width = heads * head_dim;
+        device.set_memory_limit(Some(1 << 40)).unwrap();
+        let run = |op_by_op: bool| {
+            let mut cache = KvCache::new(&device, 1, 2, capacity, width, DType::BF16).unwrap();
+            let mut step = if op_by_op { RecordedStep::op_by_op() } else { RecordedStep::Untried };
+            let mut out = Vec::new();
+            for s in 0..6u64 {
+                let input = device.upload(noise(&[2, width], 80 + s)).unwrap();
+                let position = cache.len();
+                let shape = decode_shape(position, capacity, heads, head_dim);
+                let y = step
+                    .run(&device, Some(position), &input, &[2, width], &mut |x| {
+                        append_and_attend(&device, &mut cache, x, shape)
+                    })
+                    .unwrap();
+                cache.advance(1);
+                out.extend(y.to_f32_vec());
+            }
+            (out, step.describe())
+        };
+        let (direct, _) = run(true);
+        let (recorded, mode) = run(false);
+        device.set_memory_limit(None).unwrap();
+        if records(&device) {
+            assert!(mode.contains("replayed"), "the step under a budget was not recorded: {mode}");
+        }
+        assert!(same_bits(&direct, &recorded), "{}: the recorded step differs", device.kind());
+    }
+}
+
 /// A thread that waits for the whole device (as loading the other half does in a streamed song)
 /// while the AR thread records: the recording still succeeds and equals the step run op by op.
 #[test]

@@ -233,7 +233,11 @@ impl CudaBackend {
     /// opened with one. When the pool is out of memory, the memory it keeps for reuse is given back
     /// to the driver once and the allocation tried again.
     pub(super) fn alloc_as<T: cudarc::driver::DeviceRepr>(&self, lane: &Lane, n: usize) -> Result<CudaSlice<T>> {
-        self.check_budget((n.max(1) * size_of::<T>()) as u64)?;
+        // While a step records, its memory comes from the graph's own pool rather than the one the
+        // budget counts, and reading a pool's counters while capturing invalidates the capture.
+        if !lane.recording() {
+            self.check_budget((n.max(1) * size_of::<T>()) as u64)?;
+        }
         // SAFETY: every kernel and copy that produces an output writes all of it (the conformance
         // suite checks this with the sentinel fill).
         let mut slice = match unsafe { lane.stream.alloc::<T>(n.max(1)) } {

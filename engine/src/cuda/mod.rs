@@ -59,6 +59,9 @@ pub struct CudaBackend {
     capture_gate: Mutex<()>,
     /// Whether a thread is recording a step, holding off other threads' ops ([`Self::lane`]).
     recording_step: std::sync::atomic::AtomicBool,
+    /// Whether steps are recorded as CUDA graphs (`SONGLOOM_CUDA_GRAPHS=0` runs them op by op: to
+    /// time the graphs against, or to rule them out on a driver that misbehaves).
+    records_steps: bool,
 }
 
 impl CudaBackend {
@@ -96,6 +99,7 @@ impl CudaBackend {
             budget: memory::Budget::default(),
             capture_gate: Mutex::new(()),
             recording_step: std::sync::atomic::AtomicBool::new(false),
+            records_steps: std::env::var("SONGLOOM_CUDA_GRAPHS").map_or(true, |v| v != "0"),
         })
     }
 }
@@ -179,6 +183,9 @@ impl Backend for CudaBackend {
         position: Option<usize>,
         step: &mut dyn FnMut() -> Result<()>,
     ) -> Result<Option<StepRecording>> {
+        if !self.records_steps {
+            return Ok(None);
+        }
         self.record(position, step)
     }
 

@@ -53,13 +53,11 @@ pub fn run(
     let (c, device) = (m.constants, m.device);
     let rows = m.lm.head_rows();
     let seq = prompt.cond.len();
-    // The song's steps run op by op: recorded, a 60 s song on CUDA ends in an invalidated recording
-    // (issue 28), while 20 s songs, the stage bench and the recorded tests replay correctly.
-    let mut cache = m.lm.new_cache(device, 2, seq + max_frames + 1)?.op_by_op();
+    let mut cache = m.lm.new_cache(device, 2, seq + max_frames + 1)?;
     let mut last_hidden = m.lm.forward(device, &m.lm.embed(device, &prompt.pair())?, &mut cache)?;
     let codebooks = m.depth.config().num_codebooks;
     let (semantic, residual) = (semantic_shortlist(&rows, c), depth_shortlist(c));
-    let mut frame = m.depth.new_frame(device, 2)?.op_by_op();
+    let mut frame = m.depth.new_frame(device, 2)?;
     let mut emitted = 0;
     for frame_index in 0..=max_frames {
         observer.cancel.check()?;
