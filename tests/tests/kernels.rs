@@ -2,7 +2,7 @@
 //! library exists (no GPU needed); elsewhere the test says why it skipped.
 
 use songloom_engine::cuda::decode_shapes::DecodeShape;
-use songloom_engine::cuda::kernels::{SOURCES, compile, names_of};
+use songloom_engine::cuda::kernels::{SOURCES, cache_entry, compile, compile_cubin, made_so_far, names_of};
 use songloom_engine::cuda::nvrtc_present;
 
 #[test]
@@ -18,6 +18,43 @@ fn every_kernel_file_compiles() {
                 panic!("{arch}: {e}");
             }
         }
+    }
+}
+
+/// NVRTC makes the device's machine code itself (an ELF image per file), so the driver compiles
+/// nothing when a run starts.
+#[test]
+fn a_kernel_file_compiles_to_machine_code() {
+    if !nvrtc_present() {
+        println!("skipped: the NVRTC library (libnvrtc) is not installed here");
+        return;
+    }
+    let (name, body, _) = SOURCES.iter().find(|(name, _, _)| *name == "elementwise.cu").unwrap();
+    for arch in ["sm_90", "sm_87", "sm_110"] {
+        let image = compile_cubin(name, body, arch).unwrap_or_else(|e| panic!("{arch}: {e}"));
+        assert!(image.starts_with(b"\x7fELF"), "{arch}: kernels/{name} did not compile to an ELF image");
+    }
+    let broken = compile_cubin("broken.cu", "extern \"C\" __global__ void k() { undeclared(); }", "sm_90");
+    let why = broken.expect_err("a kernel that calls an undeclared function compiled").to_string();
+    assert!(why.contains("broken.cu") && why.contains("undeclared"), "the compile error does not say where: {why}");
+}
+
+/// Opening a CUDA device leaves every file it loaded in the kernel cache, for the next run to
+/// read instead of compiling.
+#[test]
+fn opening_a_device_fills_the_kernel_cache() {
+    let device = match songloom_tests::gpu_with(songloom_engine::DeviceKind::Cuda, Default::default()) {
+        Ok(device) => device,
+        Err(e) => return println!("skipped: {e}"),
+    };
+    device.synchronize().unwrap();
+    let made = made_so_far();
+    for (file, _, _) in SOURCES.iter().filter(|(file, _, _)| *file != "gemv_quant.cu") {
+        let (_, arch, origin, seconds) =
+            made.iter().find(|(f, ..)| f == file).unwrap_or_else(|| panic!("kernels/{file} was not made"));
+        println!("kernels/{file} for {arch}: {origin} in {seconds:.2} s");
+        let entry = cache_entry(arch, file).expect("a kernel cache folder");
+        assert!(entry.exists(), "kernels/{file} is not in the cache ({})", entry.display());
     }
 }
 

@@ -1,14 +1,17 @@
-//! The CUDA C kernels of `kernels/`, embedded in the binary and compiled once per process by NVRTC
-//! for the device's own architecture (sm_90 on an H200, sm_110 on Jetson Thor, sm_87 on Orin).
-//! One place holds the compile options.
+//! The CUDA C kernels of `kernels/`, embedded in the binary and compiled by NVRTC straight to the
+//! device's machine code (sm_90 on an H200, sm_110 on Jetson Thor, sm_87 on Orin), kept on disk
+//! for the next run ([`super::kernel_cache`]). One place holds the compile options.
 
 use std::collections::HashMap;
+use std::ffi::{CString, c_char};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 use cudarc::driver::{CudaContext, CudaFunction};
 use cudarc::nvrtc::{CompileOptions, Ptx, compile_ptx_with_opts};
 
 use super::decode_shapes::{DecodeShape, instantiations};
+use super::kernel_cache::{self, EntryKey, Origin};
 use crate::error::{Error, Result};
 
 const COMMON: &str = include_str!("../../../kernels/common.cuh");
@@ -118,18 +121,69 @@ pub fn names_of(name: &str) -> Vec<&'static str> {
     listed.chain(DecodeShape::all().filter(|s| s.file() == name).map(|s| s.name)).collect()
 }
 
+fn options(arch: &str) -> Vec<String> {
+    vec![format!("--gpu-architecture={arch}"), "-default-device".into()]
+}
+
 /// Compiles one kernel file to PTX for `arch` (e.g. `sm_90`).
 pub fn compile(name: &str, body: &str, arch: &str) -> Result<Ptx> {
-    let opts = CompileOptions {
-        options: vec![format!("--gpu-architecture={arch}"), "-default-device".into()],
-        name: Some(name.to_string()),
-        ..Default::default()
-    };
+    let opts = CompileOptions { options: options(arch), name: Some(name.to_string()), ..Default::default() };
     compile_ptx_with_opts(source_of(name, body), opts).map_err(|e| Error::Gpu(format!("compiling kernels/{name}: {e}")))
 }
 
+/// Compiles one kernel file to machine code (a CUBIN) for the real architecture `arch`, which the
+/// driver loads without compiling anything itself.
+pub fn compile_cubin(name: &str, body: &str, arch: &str) -> Result<Vec<u8>> {
+    use cudarc::nvrtc::{result, sys};
+    let failed = |what: &str, e: &dyn std::fmt::Display| Error::Gpu(format!("compiling kernels/{name}: {what}: {e}"));
+    let source = CString::new(source_of(name, body)).map_err(|e| failed("source", &e))?;
+    let file = CString::new(name).map_err(|e| failed("name", &e))?;
+    let program = result::create_program(&source, Some(&file)).map_err(|e| failed("NVRTC", &e))?;
+    // SAFETY: `program` was just created and is destroyed once, below; the sizes NVRTC reports
+    // are the buffers' lengths.
+    let image = unsafe {
+        let compiled = result::compile_program(program, &options(arch)).map_err(|e| {
+            let log = result::get_program_log(program).map(|l| text(&l)).unwrap_or_default();
+            failed(&e.to_string(), &log)
+        });
+        let image = compiled.and_then(|()| {
+            let mut size = 0usize;
+            sys::nvrtcGetCUBINSize(program, &mut size).result().map_err(|e| failed("CUBIN size", &e))?;
+            let mut image = vec![0u8; size];
+            sys::nvrtcGetCUBIN(program, image.as_mut_ptr() as *mut c_char).result().map_err(|e| failed("CUBIN", &e))?;
+            Ok(image)
+        });
+        let _ = result::destroy_program(program);
+        image
+    }?;
+    if image.is_empty() {
+        return Err(Error::Gpu(format!("compiling kernels/{name}: NVRTC made no machine code for {arch}")));
+    }
+    Ok(image)
+}
+
+fn text(chars: &[c_char]) -> String {
+    let bytes: Vec<u8> = chars.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// NVRTC's and the driver's versions: a new one of either may compile differently.
+fn toolchain() -> &'static str {
+    static TOOLCHAIN: OnceLock<String> = OnceLock::new();
+    TOOLCHAIN.get_or_init(|| {
+        let (mut major, mut minor, mut driver) = (0, 0, 0);
+        // SAFETY: each call writes the integers it is given.
+        unsafe {
+            let _ = cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor);
+            let _ = cudarc::driver::sys::cuDriverGetVersion(&mut driver);
+        }
+        format!("nvrtc {major}.{minor}, driver {driver}")
+    })
+}
+
 /// Files compiled only when one of their kernels is first asked for: most runs never need them,
-/// and NVRTC takes seconds over each.
+/// and NVRTC takes seconds over each. Their compile starts in the background when a device opens,
+/// so a run that does need one rarely waits for it.
 const ON_DEMAND: &[&str] = &["gemv_quant.cu"];
 
 pub struct Kernels {
@@ -141,18 +195,65 @@ pub struct Kernels {
     files: Vec<OnceLock<std::result::Result<HashMap<&'static str, CudaFunction>, String>>>,
 }
 
-/// PTX per architecture and file, compiled once per process.
-static COMPILED: Mutex<Vec<(String, &'static str, Ptx)>> = Mutex::new(Vec::new());
+/// A kernel file's machine code, and where it came from.
+pub struct Image {
+    pub bytes: Vec<u8>,
+    pub origin: Origin,
+    /// How long getting it took: reading the disk, or compiling.
+    pub seconds: f64,
+}
 
-fn compiled(arch: &str, file: &'static str, body: &str) -> Result<Ptx> {
-    let cache = || COMPILED.lock().map_err(|_| Error::Gpu("the kernel cache was poisoned".into()));
-    if let Some((_, _, ptx)) = cache()?.iter().find(|(a, f, _)| a == arch && *f == file) {
-        return Ok(ptx.clone());
+type Slot = Arc<OnceLock<std::result::Result<Arc<Image>, String>>>;
+
+/// Machine code per architecture and file, made once per process: a file asked for while its
+/// background compile runs waits for that one.
+static IMAGES: Mutex<Vec<(String, &'static str, Slot)>> = Mutex::new(Vec::new());
+
+fn image_slot(arch: &str, file: &'static str) -> Result<Slot> {
+    let mut images = IMAGES.lock().map_err(|_| Error::Gpu("the kernel cache was poisoned".into()))?;
+    if let Some((_, _, slot)) = images.iter().find(|(a, f, _)| a == arch && *f == file) {
+        return Ok(slot.clone());
     }
-    // Compiled outside the lock: another thread may compile another file meanwhile.
-    let ptx = compile(file, body, arch)?;
-    cache()?.push((arch.to_string(), file, ptx.clone()));
-    Ok(ptx)
+    let slot = Slot::default();
+    images.push((arch.to_string(), file, slot.clone()));
+    Ok(slot)
+}
+
+fn entry_key(arch: &str, file: &str, body: &str) -> EntryKey {
+    let mut parts = vec![toolchain().to_string(), arch.to_string(), source_of(file, body)];
+    parts.extend(options(arch));
+    EntryKey { label: format!("{file} {arch}"), parts }
+}
+
+fn image(arch: &str, file: &'static str, body: &'static str) -> Result<Arc<Image>> {
+    let slot = image_slot(arch, file)?;
+    let made = slot.get_or_init(|| {
+        let start = Instant::now();
+        let dir = kernel_cache::default_dir();
+        let (bytes, origin) =
+            kernel_cache::get_or_make(dir.as_deref(), &entry_key(arch, file, body), || compile_cubin(file, body, arch))
+                .map_err(|e| e.to_string())?;
+        Ok(Arc::new(Image { bytes, origin, seconds: start.elapsed().as_secs_f64() }))
+    });
+    made.clone().map_err(Error::Gpu)
+}
+
+/// Where kernel file `file`'s machine code for `arch` is kept between runs (`None`: nowhere).
+pub fn cache_entry(arch: &str, file: &str) -> Option<std::path::PathBuf> {
+    let (_, body, _) = SOURCES.iter().find(|(f, _, _)| *f == file)?;
+    kernel_cache::default_dir().map(|dir| kernel_cache::entry_path(&dir, &entry_key(arch, file, body)))
+}
+
+/// The kernel files this process has made so far: (file, architecture, where from, seconds).
+pub fn made_so_far() -> Vec<(&'static str, String, Origin, f64)> {
+    let Ok(images) = IMAGES.lock() else { return Vec::new() };
+    images
+        .iter()
+        .filter_map(|(arch, file, slot)| match slot.get() {
+            Some(Ok(image)) => Some((*file, arch.clone(), image.origin, image.seconds)),
+            _ => None,
+        })
+        .collect()
 }
 
 impl Kernels {
@@ -171,6 +272,20 @@ impl Kernels {
             file_of,
             files: SOURCES.iter().map(|_| OnceLock::new()).collect(),
         };
+        let on_demand = || SOURCES.iter().filter(|(file, _, _)| ON_DEMAND.contains(file));
+        for &(file, body, _) in on_demand() {
+            let arch = arch.to_string();
+            // Detached: its result waits in `IMAGES` for the first kernel asked of the file.
+            let _ = std::thread::Builder::new()
+                .name("songloom-kernels".into())
+                .spawn(move || image(&arch, file, body).is_ok());
+        }
+        // The other files compile side by side (a machine's first run), then load in order.
+        std::thread::scope(|scope| {
+            for &(file, body, _) in SOURCES.iter().filter(|(file, _, _)| !ON_DEMAND.contains(file)) {
+                scope.spawn(move || image(arch, file, body).is_ok());
+            }
+        });
         for (index, (file, _, _)) in SOURCES.iter().enumerate() {
             if !ON_DEMAND.contains(file) {
                 kernels.file(index)?;
@@ -183,8 +298,19 @@ impl Kernels {
     fn file(&self, index: usize) -> Result<&HashMap<&'static str, CudaFunction>> {
         let loaded = self.files[index].get_or_init(|| {
             let (file, body, _) = SOURCES[index];
-            let ptx = compiled(&self.arch, file, body).map_err(|e| e.to_string())?;
-            let module = self.ctx.load_module(ptx).map_err(|e| format!("loading kernels/{file}: {e}"))?;
+            let image = image(&self.arch, file, body).map_err(|e| e.to_string())?;
+            let module = match self.ctx.load_module(Ptx::from_binary(image.bytes.clone())) {
+                Ok(module) => Ok(module),
+                // A cached entry the driver refuses (one written by a driver that reported the
+                // same version, say) is dropped and the file compiled afresh.
+                Err(_) if image.origin == Origin::Disk => {
+                    kernel_cache::forget(kernel_cache::default_dir().as_deref(), &entry_key(&self.arch, file, body));
+                    let fresh = compile_cubin(file, body, &self.arch).map_err(|e| e.to_string())?;
+                    self.ctx.load_module(Ptx::from_binary(fresh))
+                }
+                Err(e) => Err(e),
+            }
+            .map_err(|e| format!("loading kernels/{file}: {e}"))?;
             names_of(file)
                 .into_iter()
                 .map(|name| module.load_function(name).map(|f| (name, f)).map_err(|e| format!("kernel {name}: {e}")))

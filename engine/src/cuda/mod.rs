@@ -15,6 +15,7 @@ mod conv;
 pub mod decode_shapes;
 mod elementwise;
 mod graph;
+pub mod kernel_cache;
 pub mod kernels;
 mod launch;
 mod layout;
