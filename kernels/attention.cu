@@ -383,7 +383,7 @@ extern "C" __global__ void __launch_bounds__(128)
 // A warp merges a head (lane l holds dims 4l..4l+3), so the merge costs a few L2 round trips.
 __device__ __forceinline__ void merge_if_last(const float* part_m, const float* part_l, const float* part_acc,
                                               unsigned* ticket, float* __restrict__ out, int b, int h0, int group,
-                                              int splits, int heads, int head_dim) {
+                                              int splits, int live, int heads, int head_dim) {
     __shared__ bool last;
     // The partials must be visible to whichever block merges before the ticket says they exist.
     __threadfence();
@@ -396,17 +396,18 @@ __device__ __forceinline__ void merge_if_last(const float* part_m, const float* 
         long base = ((long)b * heads + h) * splits;
         // __ldcg reads from L2, where the other blocks' partials are.
         float big = -INFINITY;
-        for (int s = lane; s < splits; s += 32) big = fmaxf(big, __ldcg(part_m + base + s));
+        // Only the first `live` splits saw keys; the rest wrote nothing.
+        for (int s = lane; s < live; s += 32) big = fmaxf(big, __ldcg(part_m + base + s));
         big = warp_max(big);
         float sum = 0.0f;
         float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-        for (int s0 = 0; s0 < splits; s0 += 32) {
+        for (int s0 = 0; s0 < live; s0 += 32) {
             int s = s0 + lane;
-            float ms = s < splits ? __ldcg(part_m + base + s) : -INFINITY;
+            float ms = s < live ? __ldcg(part_m + base + s) : -INFINITY;
             // A split that saw no key has m = -inf and contributes nothing.
             float f = ms == -INFINITY ? 0.0f : expf(ms - big);
-            if (s < splits) sum += f * __ldcg(part_l + base + s);
-            int n = min(32, splits - s0);
+            if (s < live) sum += f * __ldcg(part_l + base + s);
+            int n = min(32, live - s0);
 #pragma unroll 8
             for (int j = 0; j < n; j++) {
                 float fj = __shfl_sync(0xffffffffu, f, j);
@@ -439,12 +440,18 @@ __device__ __forceinline__ void attention_decode_split(const float* __restrict__
     __shared__ float sacc[DEC_WARPS][G][128];
     pdl_wait();
     pdl_trigger();
-    // A recorded step's keys end *shift further on; its grid covers the cache's capacity, and the
-    // splits past the end see no key and add nothing to the merge.
+    // A recorded step's keys end *shift further on; its grid covers the cache's capacity.
     if (shift) kv_len += *shift;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z, splits = gridDim.x;
     const int group = G;
+    int live = min(splits, (kv_len + split_len - 1) / split_len);
+    unsigned* ticket = tickets + (long)b * kv_heads + kvh;
+    if (split >= live) {
+        // Past the keys: this block only counts itself in, so the merge reads the live splits alone.
+        merge_if_last(part_m, part_l, part_acc, ticket, out, b, kvh * group, group, splits, live, heads, head_dim);
+        return;
+    }
     int d = 4 * lane;
     bool has_dims = d < head_dim;
     long q_width = (long)heads * head_dim, kv_width = (long)kv_heads * head_dim;
@@ -539,8 +546,7 @@ __device__ __forceinline__ void attention_decode_split(const float* __restrict__
         }
         if (t < head_dim) part_acc[slot * head_dim + t] = merged;
     }
-    merge_if_last(part_m, part_l, part_acc, tickets + (long)b * kv_heads + kvh, out, b, kvh * group, group, splits,
-                  heads, head_dim);
+    merge_if_last(part_m, part_l, part_acc, ticket, out, b, kvh * group, group, splits, live, heads, head_dim);
 }
 
 #define DECODE_SPLIT_FOR_G(G, KV, SUFFIX)                                                                        \
