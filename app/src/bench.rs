@@ -11,7 +11,7 @@ use songloom_engine::models::depth::DepthFrame;
 use songloom_engine::models::dit::Dit;
 use songloom_engine::models::vocoder::Vocoder;
 use songloom_engine::pipeline::rng::Rng;
-use songloom_engine::pipeline::{Cancel, Event, MemoryRequest, Observer, Pipeline, Request};
+use songloom_engine::pipeline::{Cancel, Event, MemoryRequest, Observer, Pipeline, Request, RngChooser};
 use songloom_engine::plan::{PLANNED_SONG_FRAMES, PLANNED_SONG_PROMPT};
 use songloom_engine::prompt::PromptIds;
 use songloom_engine::weights::VarBuilder;
@@ -556,6 +556,16 @@ fn song(device: Device, memory: MemoryRequest, duration: f64, steps: usize) -> R
         guidance: None,
     };
     let events = |_: Event| {};
+    // The AR loop alone, to set its frames inside the song against: the frames past the first 30
+    // timed, which leaves out the prefill and the steps' recording.
+    let ar_alone = |frames: usize| -> Result<f64> {
+        let start = Instant::now();
+        let observer = Observer { events: &events, cancel: &Cancel::default() };
+        pipeline.generate_frames(&prompt, frames, &mut RngChooser(Rng::new(1)), observer)?;
+        Ok(start.elapsed().as_secs_f64())
+    };
+    let alone_frames = 200.min(frames.saturating_sub(30)).max(1);
+    let ar_frame_alone_s = (ar_alone(30 + alone_frames)? - ar_alone(30)?) / alone_frames as f64;
     let stats = pipeline.generate_ids(
         &prompt,
         &req,
@@ -574,6 +584,33 @@ fn song(device: Device, memory: MemoryRequest, duration: f64, steps: usize) -> R
         stats.frames as f64 / stats.ar_s,
         stats.acoustic_s
     );
+    let ar_frame_s = stats.ar_s / stats.frames as f64;
+    say!(
+        "where the time went: an AR frame took {:.2} ms in the song and {:.2} ms alone ({:.2}x); the AR thread waited for the device {:.2} s of its {:.2} s (its host work {:.0} %); the acoustic half was busy {:.2} s; both halves ran at once for {:.2} s ({:.0} % of the song)",
+        ar_frame_s * 1e3,
+        ar_frame_alone_s * 1e3,
+        ar_frame_s / ar_frame_alone_s,
+        stats.ar_device_wait_s,
+        stats.ar_s,
+        100.0 * (1.0 - stats.ar_device_wait_s / stats.ar_s),
+        stats.acoustic_s,
+        stats.overlap_s,
+        100.0 * stats.overlap_s / stats.total_s
+    );
     report_memory(&pipeline.device, "after the song");
+    report_kernels();
     Ok(())
+}
+
+/// Where this process's CUDA kernel files came from (the disk cache or NVRTC) and how long each
+/// took; a file compiled in the background while the song ran shows here too.
+fn report_kernels() {
+    let made = songloom_engine::cuda::kernels::made_so_far();
+    let files: Vec<String> = made
+        .iter()
+        .map(|(file, arch, origin, seconds)| format!("{file} ({arch}) {origin} in {seconds:.2} s"))
+        .collect();
+    if !files.is_empty() {
+        say!("kernels: {}", files.join("; "));
+    }
 }

@@ -251,6 +251,9 @@ fn streamed_equals_sequential_on(device: Device) {
     assert!(streamed.iter().all(|v| v.is_finite()));
     assert!(streamed.iter().any(|v| v.abs() > 1e-3), "silent");
     assert!(stats.time_to_first_audio_s.unwrap() < stats.total_s);
+    // The time breakdown is made of parts of the song's own times.
+    assert!((0.0..=stats.ar_s).contains(&stats.ar_device_wait_s), "{stats:?}");
+    assert!(stats.overlap_s >= 0.0 && stats.overlap_s <= stats.ar_s.min(stats.acoustic_s) + 1e-9, "{stats:?}");
 
     let (again, _) = song(&pipeline, &req, true);
     assert!(again == streamed, "the same seed gave different audio");

@@ -99,4 +99,10 @@ pub struct Stats {
     pub acoustic_s: f64,
     pub total_s: f64,
     pub time_to_first_audio_s: Option<f64>,
+    /// Of `ar_s`, how long the AR loop waited for the device; the rest its thread was busy.
+    #[serde(default)]
+    pub ar_device_wait_s: f64,
+    /// How long both halves ran at once: the acoustic half's busy time inside the AR loop's.
+    #[serde(default)]
+    pub overlap_s: f64,
 }

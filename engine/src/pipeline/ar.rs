@@ -11,6 +11,7 @@ use crate::models::depth::DepthDecoder;
 use crate::models::lm::LanguageModel;
 use crate::prompt::PromptIds;
 use crate::tensor::Tensor;
+use std::time::{Duration, Instant};
 
 /// What a draw is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,8 +41,17 @@ pub struct ArModels<'a> {
     pub constants: &'a PipelineConstants,
 }
 
-/// Runs the loop for at most `max_frames` emitted frames, handing each to `on_frame`; returns
-/// how many were emitted (fewer when the model samples the end token).
+/// What a run of the loop made and where its time went.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ArRun {
+    /// Frames emitted (fewer than asked when the model samples the end token).
+    pub frames: usize,
+    /// How long the loop's thread waited for the device (reading back the sampling candidates and
+    /// the frames' hidden states); the rest of the loop the host spent issuing work and sampling.
+    pub device_wait_s: f64,
+}
+
+/// Runs the loop for at most `max_frames` emitted frames, handing each to `on_frame`.
 pub fn run(
     m: &ArModels,
     prompt: &PromptIds,
@@ -49,8 +59,9 @@ pub fn run(
     chooser: &mut dyn Chooser,
     on_frame: &mut dyn FnMut(Frame) -> Result<()>,
     observer: Observer,
-) -> Result<usize> {
+) -> Result<ArRun> {
     let (c, device) = (m.constants, m.device);
+    let mut device_wait = Duration::ZERO;
     let rows = m.lm.head_rows();
     let seq = prompt.cond.len();
     let mut cache = m.lm.new_cache(device, 2, seq + max_frames + 1)?;
@@ -61,7 +72,8 @@ pub fn run(
     let mut emitted = 0;
     for frame_index in 0..=max_frames {
         observer.cancel.check()?;
-        let logits = device.candidates(&m.lm.logits(device, &last_hidden)?, &semantic)?;
+        let logits = m.lm.logits(device, &last_hidden)?;
+        let logits = timed(&mut device_wait, || device.candidates(&logits, &semantic))?;
         let probs = semantic_probs(&logits, rows.clone(), c);
         let token = rows.start + chooser.choose(Draw::Semantic, &probs)? as u32;
         if token == c.audio_end_id {
@@ -75,7 +87,8 @@ pub fn run(
         let mut hiddens = vec![device.slice_rows(&last_hidden, 0, 1)?];
         for k in 1..codebooks {
             hiddens.push(device.slice_rows(&hidden, 0, 1)?);
-            let logits = device.candidates(&m.depth.head_logits(device, k, &hidden)?, &residual)?;
+            let logits = m.depth.head_logits(device, k, &hidden)?;
+            let logits = timed(&mut device_wait, || device.candidates(&logits, &residual))?;
             let code = chooser.choose(Draw::Depth(k), &depth_probs(&logits, c))? as u32;
             codes.push(code);
             if k + 1 < codebooks {
@@ -83,7 +96,8 @@ pub fn run(
             }
         }
         if frame_index > 0 {
-            let hidden = device.to_host(&device.cat_rows(&hiddens.iter().collect::<Vec<_>>())?)?;
+            let hidden = device.cat_rows(&hiddens.iter().collect::<Vec<_>>())?;
+            let hidden = timed(&mut device_wait, || device.to_host(&hidden))?;
             on_frame(Frame { hidden, codes: codes.clone() })?;
             emitted += 1;
             (observer.events)(Event::Stage { stage: Stage::ArFrames, done: emitted, total: max_frames });
@@ -94,7 +108,15 @@ pub fn run(
         let feedback = feedback_embedding(device, m, &c0_embed, &codes)?;
         last_hidden = m.lm.decode(device, &device.cat_rows(&[&feedback, &feedback])?, &mut cache)?;
     }
-    Ok(emitted)
+    Ok(ArRun { frames: emitted, device_wait_s: device_wait.as_secs_f64() })
+}
+
+/// Runs `read` (a read from the device, which waits for it), adding how long it took to `waited`.
+fn timed<T>(waited: &mut Duration, read: impl FnOnce() -> Result<T>) -> Result<T> {
+    let start = Instant::now();
+    let value = read();
+    *waited += start.elapsed();
+    value
 }
 
 /// `(embed_tokens(c0 + offset) + sum_k audio_embeddings(c_k + (k-1) * vocab)) * codebooks^-0.5`.

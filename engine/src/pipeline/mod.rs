@@ -262,7 +262,7 @@ impl Pipeline {
         let mut hidden = Vec::new();
         let mut width = 0;
         let half = self.ar_half(observer.events)?;
-        let frames = ar::run(
+        let run = ar::run(
             &self.ar_models(&half),
             prompt,
             max_frames,
@@ -274,10 +274,10 @@ impl Pipeline {
             },
             observer,
         )?;
-        if frames == 0 {
+        if run.frames == 0 {
             return Err(Error::Invalid("the model ended the song before its first frame".into()));
         }
-        Tensor::from_f32(&[frames, width], hidden)
+        Tensor::from_f32(&[run.frames, width], hidden)
     }
 
     /// Every window of `frames` in order, then the cropped song as planar stereo `[2, samples]`;
@@ -357,6 +357,7 @@ impl Pipeline {
             acoustic_s: first_audio - tokenize_s - ar_s,
             total_s: started.elapsed().as_secs_f64(),
             time_to_first_audio_s: Some(first_audio),
+            ..Stats::default()
         };
         (observer.events)(Event::Finished { stats: stats.clone() });
         Ok(stats)

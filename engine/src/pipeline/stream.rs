@@ -3,9 +3,9 @@
 //! the engine, in order, as soon as it is final (the window after it decides where it is cut).
 
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use super::ar::{self, Frame};
+use super::ar::{self, ArRun, Frame};
 use super::rng::Rng;
 use super::windows::{Carry, crop, run_window, window_starts};
 use super::{AcousticHalf, Event, Observer, Pipeline, Request, RngChooser, Stats, interleave, stereo_span};
@@ -34,27 +34,31 @@ impl Pipeline {
             Mode::Streamed => self.run_streamed(&song),
             Mode::Phased => self.run_phased(&song),
         };
-        let (frames, ar_s, acoustic) = match (ar_result, acoustic_result) {
-            ((Ok(frames), ar_end), Ok(acoustic)) => (frames, ar_end - tokenize_s, acoustic),
+        let (ar, ar_end, acoustic) = match (ar_result, acoustic_result) {
+            ((Ok(ar), ar_end), Ok(acoustic)) => (ar, ar_end, acoustic),
             // An AR error of its own is the cause: the acoustic half then saw its frames end early.
             ((Err(e), _), _) if !matches!(e, Error::Cancelled) => return Err(e),
             // The acoustic thread's error is the cause when the AR thread only saw it stop listening.
             (_, Err(e)) => return Err(e),
             ((Err(e), _), _) => return Err(e),
         };
-        if frames == 0 {
+        if ar.frames == 0 {
             return Err(Error::Invalid("the model ended the song before its first frame".into()));
         }
+        let overlap_s =
+            acoustic.busy_spans.iter().map(|&(from, to)| (to.min(ar_end) - from.max(tokenize_s)).max(0.0)).sum();
         let stats = Stats {
-            frames,
+            frames: ar.frames,
             windows: acoustic.windows,
             samples: acoustic.samples,
             sample_rate: self.sample_rate(),
             tokenize_s,
-            ar_s,
-            acoustic_s: acoustic.busy.as_secs_f64(),
+            ar_s: ar_end - tokenize_s,
+            acoustic_s: acoustic.busy_spans.iter().map(|(from, to)| to - from).sum(),
             total_s: started.elapsed().as_secs_f64(),
             time_to_first_audio_s: acoustic.first_audio_s,
+            ar_device_wait_s: ar.device_wait_s,
+            overlap_s,
         };
         (observer.events)(Event::Finished { stats: stats.clone() });
         Ok(stats)
@@ -206,7 +210,7 @@ impl Pipeline {
             let end = full.min(count);
             let frames =
                 Tensor::from_f32(&[end - start, width], hidden[(start - base) * width..(end - base) * width].to_vec())?;
-            let busy = Instant::now();
+            let busy_from = started.elapsed().as_secs_f64();
             let window = run_window(
                 &acoustic,
                 k,
@@ -217,7 +221,7 @@ impl Pipeline {
                 observer,
             )?;
             let wave = self.device.to_host(&window.waveform)?;
-            out.busy += busy.elapsed();
+            out.busy_spans.push((busy_from, started.elapsed().as_secs_f64()));
             let n = wave.len() / 2;
             // Known last: the loop ended and no later window exists.
             let known_last = ended && count <= start + c.chunk_frames;
@@ -248,13 +252,14 @@ struct Song<'a> {
     observer: Observer<'a>,
 }
 
-/// The AR half's frame count and when it ended, and the acoustic half's audio.
-type HalvesResult = ((Result<usize>, f64), Result<StreamedAudio>);
+/// The AR half's run and when it ended, and the acoustic half's audio.
+type HalvesResult = ((Result<ArRun>, f64), Result<StreamedAudio>);
 
 #[derive(Default)]
 struct StreamedAudio {
     samples: usize,
     windows: usize,
     first_audio_s: Option<f64>,
-    busy: Duration,
+    /// When each window ran, in seconds since the song started.
+    busy_spans: Vec<(f64, f64)>,
 }
