@@ -1,6 +1,6 @@
 //! FLAC export: a library song as 24-bit FLAC (the `flacenc` encoder, pure Rust) with its title,
 //! the software and the recipe in a Vorbis comment, written beside the target and moved into
-//! place only when complete; an existing file is never replaced.
+//! place only when complete; an existing file is replaced only when the caller says so.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -14,8 +14,9 @@ const VORBIS_COMMENT: u8 = 4;
 /// Full scale of a 24-bit sample.
 const FULL_SCALE: f32 = 8_388_607.0;
 
-/// Writes the song in `source` (a Songloom WAV) to `target` as FLAC; returns `target`.
-pub fn export(source: &Path, target: &Path, title: &str, recipe: &str) -> Result<PathBuf> {
+/// Writes the song in `source` (a Songloom WAV) to `target` as FLAC, replacing a file there only
+/// when `replace` says so; returns `target`.
+pub fn export(source: &Path, target: &Path, title: &str, recipe: &str, replace: bool) -> Result<PathBuf> {
     let (samples, sample_rate) = crate::wav::read_song(source)?;
     let ints: Vec<i32> = samples.iter().map(|&s| (s.clamp(-1.0, 1.0) * FULL_SCALE).round() as i32).collect();
     let config =
@@ -30,15 +31,13 @@ pub fn export(source: &Path, target: &Path, title: &str, recipe: &str) -> Result
     stream.write(&mut sink).map_err(|e| anyhow!("encoding {}: {e:?}", target.display()))?;
 
     let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut temp = tempfile::Builder::new()
-        .prefix(".songloom-export.")
-        .suffix(".flac")
-        .tempfile_in(dir)
+    let mut temp = crate::wav::temp_file_in(dir, ".songloom-export.", ".flac")
         .with_context(|| format!("cannot write in {}", dir.display()))?;
     temp.write_all(sink.as_slice())
         .and_then(|_| temp.as_file().sync_all())
         .with_context(|| format!("writing {}", target.display()))?;
-    temp.persist_noclobber(target).map_err(|e| anyhow!("cannot write {}: {}", target.display(), e.error))?;
+    let persisted = if replace { temp.persist(target) } else { temp.persist_noclobber(target) };
+    persisted.map_err(|e| anyhow!("cannot write {}: {}", target.display(), e.error))?;
     Ok(target.to_path_buf())
 }
 

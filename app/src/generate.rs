@@ -1,8 +1,8 @@
 //! `songloom generate`: a song from a description and lyrics, with progress on the terminal (or
-//! JSON lines), played while it is generated, and written to a WAV file.
+//! JSON lines), played while it is generated, and written to a WAV or FLAC file.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -16,8 +16,8 @@ use songloom_ui::contract::Recipe;
 use crate::engine_args::{EngineArgs, ModelArg};
 use crate::output::say;
 use crate::player::Player;
-use crate::song_job::{self, SongJob, SongSink};
-use crate::wav::WavFormat;
+use crate::song_job::{self, OutFile, SongJob, SongSink};
+use crate::wav::FileFormat;
 
 #[derive(Args)]
 pub struct GenerateArgs {
@@ -48,12 +48,16 @@ pub struct GenerateArgs {
     pub engine: EngineArgs,
     #[command(flatten)]
     model: ModelArg,
-    /// The WAV file to write (written under a temporary name and moved there when complete).
-    #[arg(long, default_value = "song.wav")]
-    out: PathBuf,
-    /// The sample format.
-    #[arg(long, value_enum, default_value_t = WavFormat::F32)]
-    format: WavFormat,
+    /// The file to write: .wav, or .flac for 24-bit FLAC (written under a temporary name and moved
+    /// there when complete). Without it: song.wav here, or song-2.wav, song-3.wav... when taken.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// f32 or pcm16 (WAV) or flac (24-bit); by default what --out's extension names (f32 for .wav).
+    #[arg(long, value_enum)]
+    format: Option<FileFormat>,
+    /// Replace the --out file if it exists (without it, an existing file is refused).
+    #[arg(long)]
+    force: bool,
     /// Do not play the song.
     #[arg(long)]
     no_play: bool,
@@ -76,7 +80,8 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     let on_signal = cancel.clone();
     let _ = ctrlc::set_handler(move || on_signal.cancel());
     crate::output::cancel_on_close(&cancel);
-    crate::stale::sweep_beside(&args.out);
+    let out = out_file(args.out.as_deref(), args.format, args.force)?;
+    crate::stale::sweep_beside(&out.path);
     let lyrics = match (&args.lyrics, &args.lyrics_file) {
         (Some(l), _) => l.replace("\\n", "\n"),
         (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
@@ -125,11 +130,11 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         weights: WeightsChoice::of(plan.formats).name().to_string(),
         max_memory_gb: args.engine.max_memory_gb(),
     };
+    let out_path = out.path.clone();
     let job = SongJob {
         request,
         recipe,
-        out: Some(args.out.clone()),
-        format: args.format,
+        out: Some(out),
         library: args.save.then(|| args.library.clone().unwrap_or_else(crate::library::default_dir)),
     };
     let prepared = song_job::prepare(&pipeline, &job)?;
@@ -141,7 +146,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         match Player::open(pipeline.sample_rate()) {
             Ok(p) => Some(p),
             Err(why) => {
-                eprintln!("not playing: {why}; the song is still written to {}", args.out.display());
+                eprintln!("not playing: {why}; the song is still written to {}", out_path.display());
                 None
             }
         }
@@ -176,6 +181,40 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Where the song goes and in what format: `--format`, or what `out`'s extension names; without
+/// `out`, the first of song.wav, song-2.wav, ... (or .flac) not taken here.
+fn out_file(out: Option<&Path>, format: Option<FileFormat>, force: bool) -> Result<OutFile> {
+    let Some(path) = out else {
+        let format = format.unwrap_or(FileFormat::F32);
+        let extension = format.extension();
+        let path = (1..)
+            .map(|n| if n == 1 { format!("song.{extension}") } else { format!("song-{n}.{extension}") })
+            .map(PathBuf::from)
+            .find(|p| !p.exists())
+            .expect("some numbered name is free");
+        return Ok(OutFile { path, format, replace: false });
+    };
+    let named = FileFormat::of_extension(path)?;
+    let format = match (format, named) {
+        (Some(f), Some(n)) if (f == FileFormat::Flac) != (n == FileFormat::Flac) => bail!(
+            "--format {} does not match {}: name a .{} file, or leave --format out",
+            f.name(),
+            path.display(),
+            f.extension()
+        ),
+        (Some(f), _) => f,
+        (None, Some(n)) => n,
+        (None, None) => FileFormat::F32,
+    };
+    let out = OutFile { path: path.to_path_buf(), format, replace: force };
+    if path.is_dir() {
+        bail!("{} is a directory; give the path of a file to write", path.display());
+    }
+    // Before the model loads: an existing file is one line, with nothing done.
+    out.check_free()?;
+    Ok(out)
 }
 
 /// The window's lyrics warning, on standard error (and as an event with `--json`): text after a

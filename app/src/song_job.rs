@@ -13,18 +13,35 @@ use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, Request, Stat
 use songloom_ui::contract::{Recipe, Timings};
 
 use crate::library::{Library, Song, title_of};
-use crate::wav::{WavFile, WavFormat};
+use crate::wav::{CompleteWav, FileFormat, WavFile, WavFormat};
 
 /// What to make and where it goes.
 pub struct SongJob {
     pub request: Request,
     /// Written into the file's comment and the library with the song.
     pub recipe: Recipe,
-    /// The WAV file to write, if any.
-    pub out: Option<PathBuf>,
-    pub format: WavFormat,
-    /// The library to keep the song in, if any.
+    /// The file to write, if any.
+    pub out: Option<OutFile>,
+    /// The library to keep the song in, if any (as a float WAV, or the output file's WAV).
     pub library: Option<PathBuf>,
+}
+
+/// A file a song is written to.
+pub struct OutFile {
+    pub path: PathBuf,
+    pub format: FileFormat,
+    /// Whether a file already there is replaced; without it, the song is refused before it starts.
+    pub replace: bool,
+}
+
+impl OutFile {
+    /// Refuses a file that is there and may not be replaced.
+    pub fn check_free(&self) -> Result<()> {
+        if !self.replace && self.path.exists() {
+            bail!("{} already exists; give --force to replace it, or another --out", self.path.display());
+        }
+        Ok(())
+    }
 }
 
 /// Where a running song's events go; called from the engine's threads.
@@ -36,7 +53,7 @@ pub trait SongSink: Sync {
 #[derive(Debug)]
 pub struct FinishedSong {
     pub stats: Stats,
-    /// The WAV file written, when the job named one.
+    /// The file written, when the job named one.
     pub out: Option<PathBuf>,
     /// The library entry, when the job named a library.
     pub saved: Option<Song>,
@@ -60,10 +77,13 @@ pub struct Prepared<'a> {
 pub fn prepare<'a>(pipeline: &'a Pipeline, job: &'a SongJob) -> Result<Prepared<'a>> {
     let sample_rate = pipeline.sample_rate();
     let wav = match (&job.out, &job.library) {
-        (Some(out), _) => WavFile::create(out, sample_rate, job.format)?,
+        (Some(out), _) => {
+            out.check_free()?;
+            WavFile::create(&out.path, sample_rate, out.format.wav_format())?
+        }
         (None, Some(dir)) => {
             let library = Library::open(dir)?;
-            WavFile::create_in(library.songs_dir(), "new-song.wav", sample_rate, job.format)?
+            WavFile::create_in(library.songs_dir(), "new-song.wav", sample_rate, WavFormat::F32)?
         }
         (None, None) => bail!("a song job needs an output file or a library"),
     };
@@ -153,10 +173,21 @@ fn complete(job: &SongJob, wav: WavFile, stats: &Stats) -> Result<(Option<PathBu
     let open_library =
         |dir: &Path| Library::open(dir).with_context(|| format!("opening the library in {}", dir.display()));
     match (&job.out, &job.library) {
-        (Some(out), None) => Ok((Some(complete.persist(out)?), None)),
-        (Some(out), Some(dir)) => {
-            let path = complete.persist(out)?;
-            let song = open_library(dir)?.add_copy(&title, &job.recipe, seconds, &timings, &path)?;
+        (Some(out), library) => {
+            // Checked again: a file may have appeared there while the song was made.
+            out.check_free()?;
+            let (path, float_wav) = match out.format {
+                FileFormat::Flac => {
+                    let recipe = serde_json::to_string(&job.recipe)?;
+                    (crate::flac::export(complete.path(), &out.path, &title, &recipe, out.replace)?, Some(complete))
+                }
+                _ if out.replace => (complete.persist(&out.path)?, None),
+                _ => (complete.persist_new(&out.path)?, None),
+            };
+            let Some(dir) = library else { return Ok((Some(path), None)) };
+            // The library keeps a WAV: the one just written, or the float one the FLAC was made from.
+            let wav = float_wav.as_ref().map_or(path.as_path(), CompleteWav::path);
+            let song = open_library(dir)?.add_copy(&title, &job.recipe, seconds, &timings, wav)?;
             Ok((Some(path), Some(song)))
         }
         (None, Some(dir)) => {

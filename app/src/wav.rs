@@ -28,9 +28,49 @@ pub enum FileFormat {
 }
 
 impl FileFormat {
+    /// As `--format` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FileFormat::F32 => "f32",
+            FileFormat::Pcm16 => "pcm16",
+            FileFormat::Flac => "flac",
+        }
+    }
+
     pub fn extension(self) -> &'static str {
         if self == FileFormat::Flac { "flac" } else { "wav" }
     }
+
+    /// The WAV a song in this format is written as while it is made (a FLAC is encoded from the
+    /// float WAV once the song is complete).
+    pub fn wav_format(self) -> WavFormat {
+        if self == FileFormat::Pcm16 { WavFormat::Pcm16 } else { WavFormat::F32 }
+    }
+
+    /// The format `path`'s extension names: `None` for a path without one.
+    pub fn of_extension(path: &Path) -> Result<Option<FileFormat>> {
+        let Some(extension) = path.extension() else { return Ok(None) };
+        match extension.to_string_lossy().to_lowercase().as_str() {
+            "wav" | "wave" => Ok(Some(FileFormat::F32)),
+            "flac" => Ok(Some(FileFormat::Flac)),
+            other => {
+                bail!("Songloom writes .wav and .flac files, not .{other}: give --out a name ending in .wav or .flac")
+            }
+        }
+    }
+}
+
+/// A temporary file in `dir` that, once moved into place, has the permissions any file created
+/// there has (read and write for all, less the user's umask), not a temporary's owner-only ones.
+pub fn temp_file_in(dir: &Path, prefix: &str, suffix: &str) -> std::io::Result<NamedTempFile> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(prefix).suffix(suffix);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    builder.tempfile_in(dir)
 }
 
 /// A song's title made safe for a file name (at most 80 characters; `song` for none).
@@ -48,7 +88,7 @@ pub fn export_as(source: &Path, target: &Path, format: FileFormat, title: &str, 
     match format {
         FileFormat::F32 => export(source, target, WavFormat::F32, title, recipe),
         FileFormat::Pcm16 => export(source, target, WavFormat::Pcm16, title, recipe),
-        FileFormat::Flac => crate::flac::export(source, target, title, recipe),
+        FileFormat::Flac => crate::flac::export(source, target, title, recipe, false),
     }
 }
 
@@ -89,7 +129,7 @@ impl WavFile {
 
     fn open(dir: &Path, name: &str, sample_rate: u32, format: WavFormat, target: &Path) -> std::io::Result<Self> {
         let (prefix, suffix) = songloom_engine::partial::affixes(name);
-        let temp = tempfile::Builder::new().prefix(&prefix).suffix(&suffix).tempfile_in(dir)?;
+        let temp = temp_file_in(dir, &prefix, &suffix)?;
         let spec = hound::WavSpec {
             channels: 2,
             sample_rate,
@@ -125,14 +165,16 @@ impl CompleteWav {
     /// A copy of the finished WAV at `source`, in a temporary file in `dir`.
     pub fn copy_of(source: &Path, dir: &Path) -> Result<Self> {
         let (prefix, suffix) = songloom_engine::partial::affixes("copy.wav");
-        let temp = tempfile::Builder::new()
-            .prefix(&prefix)
-            .suffix(&suffix)
-            .tempfile_in(dir)
+        let temp = temp_file_in(dir, &prefix, &suffix)
             .map_err(|e| anyhow::anyhow!("cannot write a file in {}: {}", dir.display(), plain(&e)))?;
         std::fs::copy(source, temp.path())
             .map_err(|e| anyhow::anyhow!("copying {} into {}: {}", source.display(), dir.display(), plain(&e)))?;
         Ok(CompleteWav(temp))
+    }
+
+    /// Where the finished WAV is until it is moved.
+    pub fn path(&self) -> &Path {
+        self.0.path()
     }
 
     /// Moves the file to `target`, replacing what is there.
@@ -186,7 +228,7 @@ pub fn export(source: &Path, target: &Path, format: WavFormat, title: &str, reci
     let (samples, sample_rate) = read_song(source)?;
     let mut wav = WavFile::create(target, sample_rate, format)?;
     wav.write(&samples)?;
-    wav.finish(title, recipe)?.persist(target)
+    wav.finish(title, recipe)?.persist_new(target)
 }
 
 /// Appends a RIFF `LIST`/`INFO` chunk (the title `INAM`, the software `ISFT`, and the recipe as the

@@ -428,3 +428,99 @@ fn the_cli_explains_itself() {
     assert!(!r.status.success() && err.contains("no display") && err.contains("songloom serve"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+/// `generate` in `dir` (its working folder) with `extra` arguments after a short song's.
+fn generate_in(dir: &Path, extra: &[&str]) -> Output {
+    let mut args = gen_args("piano", "[verse]\\nla", "1");
+    args.extend(extra);
+    Command::new(env!("CARGO_BIN_EXE_songloom"))
+        .args(&args)
+        .current_dir(dir)
+        .env("XDG_CACHE_HOME", dir.join(".cache"))
+        .env("SONGLOOM_MODEL", tiny_model())
+        .output()
+        .unwrap()
+}
+
+fn stderr_of(result: &Output) -> String {
+    String::from_utf8_lossy(&result.stderr).into_owned()
+}
+
+#[test]
+fn an_existing_file_is_replaced_only_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mine.wav");
+    std::fs::write(&out, b"a file the user cares about").unwrap();
+    let refused = generate_in(dir.path(), &["--out", "mine.wav"]);
+    assert!(!refused.status.success(), "an existing file was replaced");
+    let why = stderr_of(&refused);
+    assert!(why.contains("already exists") && why.contains("--force"), "{why}");
+    assert_eq!(why.trim().lines().count(), 1, "not one line: {why}");
+    assert_eq!(std::fs::read(&out).unwrap(), b"a file the user cares about");
+    let replaced = generate_in(dir.path(), &["--out", "mine.wav", "--force"]);
+    assert!(replaced.status.success(), "{}", stderr_of(&replaced));
+    assert_eq!(hound::WavReader::open(&out).unwrap().duration(), 86 * 512);
+}
+
+#[test]
+fn without_out_each_song_gets_a_free_name() {
+    let dir = tempfile::tempdir().unwrap();
+    for _ in 0..3 {
+        let r = generate_in(dir.path(), &[]);
+        assert!(r.status.success(), "{}", stderr_of(&r));
+    }
+    for name in ["song.wav", "song-2.wav", "song-3.wav"] {
+        assert!(hound::WavReader::open(dir.path().join(name)).is_ok(), "{name} was not written");
+    }
+}
+
+#[test]
+fn the_extension_picks_the_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let library = dir.path().join("library");
+    let r = generate_in(dir.path(), &["--out", "song.FLAC", "--save", "--library", library.to_str().unwrap()]);
+    assert!(r.status.success(), "{}", stderr_of(&r));
+    let flac = std::fs::read(dir.path().join("song.FLAC")).unwrap();
+    assert!(flac.starts_with(b"fLaC"), "song.FLAC holds no FLAC stream");
+    // The library keeps the float WAV the FLAC was made from.
+    let kept: Vec<_> = std::fs::read_dir(library.join("songs")).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(hound::WavReader::open(&kept[0]).unwrap().spec().sample_format, hound::SampleFormat::Float);
+    let pcm = generate_in(dir.path(), &["--out", "pcm.wav", "--format", "pcm16"]);
+    assert!(pcm.status.success(), "{}", stderr_of(&pcm));
+    assert_eq!(hound::WavReader::open(dir.path().join("pcm.wav")).unwrap().spec().bits_per_sample, 16);
+    let mut mismatched = gen_args("piano", "la", "1");
+    mismatched.extend(["--format", "flac"]);
+    fails(&mismatched, "does not match");
+    let mut unknown = gen_args("piano", "la", "1");
+    unknown.extend(["--out", "song.mp3"]);
+    fails(&unknown, ".wav and .flac");
+}
+
+/// A written song has the permissions any new file gets from the user's umask, so a media server
+/// or another account can read it where the umask allows.
+#[cfg(unix)]
+#[test]
+fn written_files_follow_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    for (umask, mode) in [("022", 0o644), ("077", 0o600)] {
+        let name = format!("umask-{umask}.wav");
+        let script = format!("umask {umask}; exec \"$0\" \"$@\"");
+        let mut args = gen_args("piano", "[verse]\\nla", "1");
+        args.extend(["--out", &name]);
+        let r = Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .arg(env!("CARGO_BIN_EXE_songloom"))
+            .args(&args)
+            .current_dir(dir.path())
+            .env("XDG_CACHE_HOME", dir.path().join(".cache"))
+            .env("SONGLOOM_MODEL", tiny_model())
+            .output()
+            .unwrap();
+        assert!(r.status.success(), "{}", stderr_of(&r));
+        let actual = std::fs::metadata(dir.path().join(&name)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(actual, mode, "umask {umask}: mode {actual:o}");
+    }
+}

@@ -19,7 +19,7 @@ use songloom_ui::contract::{
 use crate::library::{Library, Song, default_dir};
 use crate::player::Player;
 use crate::song_job::{self, SongJob, SongSink};
-use crate::wav::{self, FileFormat, WavFormat};
+use crate::wav::{self, FileFormat};
 
 type Running = Arc<Mutex<Option<(JobId, Cancel)>>>;
 /// Songs cancelled while they waited their turn: the worker skips them.
@@ -438,7 +438,6 @@ impl Worker {
             // The weights used, so the recipe makes the same song again.
             recipe: Recipe { weights: WeightsChoice::of(pipeline.formats()).name().into(), ..recipe.clone() },
             out: None,
-            format: WavFormat::F32,
             library: Some(library_dir),
         };
         let finished = song_job::run(pipeline, &song, &WindowSink { job, outbox: &outbox, players: &players }, cancel)?;

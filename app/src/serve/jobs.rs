@@ -13,7 +13,6 @@ use songloom_wire::Event as WireEvent;
 use tokio::sync::watch;
 
 use crate::song_job::{self, SongJob, SongSink};
-use crate::wav::WavFormat;
 
 /// Songs over whose audio stays in memory for `stream.pcm`; a long-running server holds no more
 /// (a minute of stereo f32 is 21 MB).
@@ -188,7 +187,7 @@ impl Jobs {
     /// The worker: makes each queued song in turn into the library at `library`.
     pub fn work(self: &Arc<Self>, pipeline: &Pipeline, library: PathBuf) {
         while let Some((id, request, recipe, cancel)) = self.next() {
-            let job = SongJob { request, recipe, out: None, format: WavFormat::F32, library: Some(library.clone()) };
+            let job = SongJob { request, recipe, out: None, library: Some(library.clone()) };
             let sink = JobSink { jobs: self, id };
             let result = song_job::run(pipeline, &job, &sink, &cancel);
             self.update(id, |job| match result {
