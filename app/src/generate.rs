@@ -25,12 +25,16 @@ pub struct GenerateArgs {
     /// Markdown list does).
     #[arg(long, visible_alias = "prompt", allow_hyphen_values = true)]
     description: String,
-    /// Lyrics with structure tags ([verse], [chorus], ...), each tag on its own line.
-    #[arg(long, conflicts_with = "lyrics_file", required_unless_present = "lyrics_file", allow_hyphen_values = true)]
+    /// Lyrics with structure tags ([verse], [chorus], ...), each tag on its own line; `[instrumental]`
+    /// for none. Without lyrics, the embedded model (which cannot sing) makes an instrumental song.
+    #[arg(long, conflicts_with_all = ["lyrics_file", "instrumental"], allow_hyphen_values = true)]
     lyrics: Option<String>,
     /// Read the lyrics from a file.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "instrumental")]
     lyrics_file: Option<PathBuf>,
+    /// A song without singing (the lyrics `[instrumental]`).
+    #[arg(long)]
+    instrumental: bool,
     /// Length: seconds (90), minutes and seconds (1:30) or 1m30s; at most 6 minutes (the model
     /// may end the song earlier).
     #[arg(long, default_value = "30", allow_hyphen_values = true)]
@@ -85,7 +89,8 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     let lyrics = match (&args.lyrics, &args.lyrics_file) {
         (Some(l), _) => l.replace("\\n", "\n"),
         (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
-        (None, None) => bail!("give --lyrics or --lyrics-file"),
+        (None, None) if args.instrumental || args.model.model.is_none() => INSTRUMENTAL.to_string(),
+        (None, None) => bail!("give --lyrics, --lyrics-file, or --instrumental for a song without singing"),
     };
     warn_dropped_lyrics(&lyrics, args.json);
     let duration_s = songloom_ui::duration::parse_duration(&args.duration).map_err(anyhow::Error::msg)?;
@@ -182,6 +187,9 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     }
     Ok(())
 }
+
+/// The lyrics of a song without singing.
+const INSTRUMENTAL: &str = "[instrumental]";
 
 /// Where the song goes and in what format: `--format`, or what `out`'s extension names; without
 /// `out`, the first of song.wav, song-2.wav, ... (or .flac) not taken here.

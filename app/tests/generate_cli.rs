@@ -524,3 +524,34 @@ fn written_files_follow_the_umask() {
         assert_eq!(actual, mode, "umask {umask}: mode {actual:o}");
     }
 }
+
+/// The embedded model cannot sing: without lyrics it makes an instrumental song. Another model
+/// needs lyrics or `--instrumental`, and the error says so.
+#[test]
+fn lyrics_are_optional_for_the_embedded_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["generate", "--prompt", "piano", "--duration", "1", "--steps", "1", "--no-play"];
+        args.extend(extra);
+        Command::new(env!("CARGO_BIN_EXE_songloom"))
+            .args(&args)
+            .current_dir(dir.path())
+            .env("XDG_CACHE_HOME", dir.path().join(".cache"))
+            .env("SONGLOOM_MODEL", tiny_model())
+            .output()
+            .unwrap()
+    };
+    let r = run(&["--out", "built-in.wav"]);
+    assert!(r.status.success(), "{}", stderr_of(&r));
+    let recipe = songloom_wire::wav::read_info(&std::fs::read(dir.path().join("built-in.wav")).unwrap()).unwrap();
+    assert!(recipe.comment.unwrap().contains(r#""lyrics":"[instrumental]""#), "not an instrumental recipe");
+    let model = tiny_model();
+    let other = run(&["--model", model.to_str().unwrap(), "--out", "other.wav"]);
+    assert!(!other.status.success(), "another model ran without lyrics");
+    assert!(stderr_of(&other).contains("--instrumental"), "{}", stderr_of(&other));
+    assert!(!dir.path().join("other.wav").exists());
+    let r = run(&["--model", model.to_str().unwrap(), "--instrumental", "--out", "other.wav"]);
+    assert!(r.status.success(), "{}", stderr_of(&r));
+    let both = run(&["--instrumental", "--lyrics", "[verse]\\nla", "--out", "both.wav"]);
+    assert!(!both.status.success(), "--instrumental with --lyrics was taken");
+}

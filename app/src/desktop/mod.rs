@@ -37,14 +37,20 @@ fn persist(storage: &mut dyn eframe::Storage, draft: &Recipe, settings: &Setting
 
 /// The draft and settings of the last session, or a first song's draft and default settings.
 fn restore(storage: Option<&dyn eframe::Storage>) -> (Recipe, Settings) {
-    let draft = storage.and_then(|s| eframe::get_value::<Recipe>(s, DRAFT_KEY)).unwrap_or_else(|| Recipe {
-        description: "warm lo-fi piano, soft drums, 80 BPM".into(),
-        lyrics: "[verse]\nla la la\n[chorus]\noh oh oh".into(),
-        duration_s: 30.0,
-        ..Recipe::default()
-    });
+    let draft = storage.and_then(|s| eframe::get_value::<Recipe>(s, DRAFT_KEY)).unwrap_or_else(first_draft);
     let settings = storage.and_then(|s| eframe::get_value(s, SETTINGS_KEY)).unwrap_or_default();
     (draft, settings)
+}
+
+/// A first song for the embedded model, which starts selected: a description in the words it was
+/// trained on, and no singing, which it cannot do.
+fn first_draft() -> Recipe {
+    Recipe {
+        description: "a folk song played on piano with bass with drums in D major at 100 BPM".into(),
+        lyrics: "[instrumental]".into(),
+        duration_s: 30.0,
+        ..Recipe::default()
+    }
 }
 
 /// Opens the window and runs until it is closed.

@@ -361,6 +361,8 @@ impl eframe::Storage for MemoryStorage {
 fn the_draft_and_the_settings_survive_a_restart() {
     let (first_draft, first_settings) = super::restore(None);
     assert!(!first_draft.description.is_empty(), "a first start offers an example song");
+    // For the embedded model it starts with, which cannot sing.
+    assert_eq!((first_draft.model.as_str(), first_draft.lyrics.as_str()), ("", "[instrumental]"));
     let draft =
         Recipe { description: "kept".into(), lyrics: "[chorus]\nla".into(), seed: 42, guidance: 2.0, ..first_draft };
     let settings = songloom_ui::state::Settings {
