@@ -81,7 +81,8 @@ enum Command {
         #[arg(long, global = true)]
         library: Option<PathBuf>,
     },
-    /// Describes a model directory: its components, their geometry and dtypes.
+    /// Models: download the real one, list and verify downloads, describe a model folder, make a
+    /// quantized copy.
     Model {
         #[command(subcommand)]
         command: ModelCommand,

@@ -187,6 +187,11 @@ fn bad_inputs_are_clear_errors() {
     let mut args = gen_args("piano", "la", "1");
     args.extend(["--out", "/nonexistent-dir/song.wav"]);
     fails(&args, "cannot write");
+    // A file given as the model (a song, say) is named as a file, not a missing folder.
+    let file = tiny_model().join("songloom.json");
+    let mut args = gen_args("piano", "la", "1");
+    args.extend(["--model", file.to_str().unwrap()]);
+    fails(&args, "is a file, not a model");
 }
 
 #[test]
@@ -409,6 +414,10 @@ fn the_cli_explains_itself() {
     assert_eq!(first["event"], "warning", "{first}");
     let r = songloom(dir.path(), &["prompt", "--prompt", "piano", "--lyrics", "[chorus] sing"]);
     assert!(String::from_utf8_lossy(&r.stderr).contains("\"sing\" after [chorus]"));
+    // The top-level help says what each command is for.
+    let help = String::from_utf8_lossy(&songloom(dir.path(), &["--help"]).stdout).into_owned();
+    let model_line = help.lines().find(|l| l.trim_start().starts_with("model ")).unwrap_or_default();
+    assert!(model_line.contains("download"), "the help's model line: {model_line}");
     // With --json an error is an event too.
     let mut args = gen_args("piano", "la", "1");
     args.extend(["--json", "--model", "/nonexistent"]);

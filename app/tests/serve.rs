@@ -227,7 +227,9 @@ fn beyond_loopback_every_request_needs_the_token() {
     let (server, token) = Server::start_with(dir.path(), &["--listen", "0.0.0.0:0"]);
     let token = token.expect("a token");
     assert!(token.len() >= 32, "{token}");
-    let addr = server.addr.replace("0.0.0.0", "127.0.0.1");
+    // The printed address is one another machine can open: not the unspecified one.
+    assert!(!server.addr.starts_with("0.0.0.0") && !server.addr.ends_with(":0"), "{}", server.addr);
+    let addr = server.addr.clone();
     let (status, _, body) = request(&addr, "GET", "/api/model", &[], None);
     assert_eq!(status, 401);
     let error: Value = serde_json::from_slice(&body).unwrap();
@@ -289,4 +291,38 @@ fn a_client_that_leaves_mid_song_does_not_stop_it() {
     let (status, pcm) = server.call("GET", &format!("/api/songs/{id}/stream.pcm"), None);
     assert_eq!(status, 200);
     assert_eq!(pcm.len() / 8, (song["seconds_made"].as_f64().unwrap() * 44_100.0).round() as usize, "{song}");
+}
+
+/// `GET /api/songs` lists the server's songs with how far each has come, and a song whose lyrics
+/// have text the model drops comes back with the same warning `generate` prints.
+#[test]
+fn the_queue_is_listed_and_lyrics_warnings_come_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let warned = json!({"description": "piano", "lyrics": "[verse] la la\n[chorus]\noh", "duration": 1, "steps": 2});
+    let (status, first) = server.json("POST", "/api/songs", Some(warned));
+    assert_eq!(status, 201, "{first}");
+    let warning = first["warnings"][0].as_str().unwrap_or_default();
+    assert!(warning.contains("\"la la\" after [verse]"), "{first}");
+    let (_, second) = server.json("POST", "/api/songs", Some(song("organ", json!(1))));
+    assert!(second.get("warnings").is_none(), "clean lyrics were warned about: {second}");
+    let (first, second) = (first["id"].as_u64().unwrap(), second["id"].as_u64().unwrap());
+    let (status, listed) = server.json("GET", "/api/songs", None);
+    assert_eq!(status, 200, "{listed}");
+    let ids: Vec<u64> = listed["songs"].as_array().unwrap().iter().map(|s| s["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids, vec![first, second], "{listed}");
+    for song in listed["songs"].as_array().unwrap() {
+        let fraction = song["fraction"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&fraction), "{song}");
+        if song["state"] == "queued" {
+            assert_eq!(fraction, 0.0, "{song}");
+        }
+    }
+    server.wait(first);
+    server.wait(second);
+    let (_, listed) = server.json("GET", "/api/songs", None);
+    for song in listed["songs"].as_array().unwrap() {
+        assert_eq!((song["state"].as_str(), song["fraction"].as_f64()), (Some("finished"), Some(1.0)), "{song}");
+        assert!(song["eta_s"].is_null(), "{song}");
+    }
 }

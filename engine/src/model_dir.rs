@@ -28,6 +28,13 @@ pub struct ModelDir {
 
 impl ModelDir {
     pub fn open(root: &Path) -> Result<Self> {
+        if root.is_file() {
+            return Err(Error::Invalid(format!(
+                "{} is a file, not a model: give the model's folder (the one holding language_model/, \
+                 transformer/ and the others)",
+                root.display()
+            )));
+        }
         if !root.is_dir() {
             return Err(Error::io(
                 root,

@@ -26,7 +26,7 @@ pub struct SongRequest {
     pub seed: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<usize>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", serialize_with = "crate::short_f32_option")]
     pub guidance: Option<f32>,
     /// Must be the server's own, if given (one engine, one precision).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -72,6 +72,10 @@ pub struct SongCreated {
     pub id: u64,
     #[serde(flatten)]
     pub state: SongState,
+    /// What the model will not hear in the lyrics (text after a tag on its line), as
+    /// `generate` warns of it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// `GET` or `DELETE /api/songs/ID`: where a song is.
@@ -85,6 +89,19 @@ pub struct SongStatus {
     pub seed: u64,
     /// Seconds of audio made so far.
     pub seconds_made: f64,
+    /// The share of the song's work done, 0 to 1 (the AR frames and the denoising, weighted
+    /// equally, as the window's progress bar).
+    #[serde(default)]
+    pub fraction: f64,
+    /// Seconds left at the rate so far, once there is a rate to go by.
+    #[serde(default)]
+    pub eta_s: Option<f64>,
+}
+
+/// `GET /api/songs`: every song the server knows, the queue's order (oldest first).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SongList {
+    pub songs: Vec<SongStatus>,
 }
 
 /// A song's state, its `state` field, with what goes with it.

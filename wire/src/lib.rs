@@ -14,8 +14,21 @@ pub mod wav;
 
 pub use api::{
     Deleted, DeviceProbe, Devices, ErrorBody, LibraryList, LibrarySong, Rename, Renamed, ServedModel, SongCreated,
-    SongLength, SongRequest, SongState, SongStatus,
+    SongLength, SongList, SongRequest, SongState, SongStatus,
 };
 pub use event::{Event, Stats};
 pub use recipe::{DEFAULT_GUIDANCE, Recipe};
 pub use stage::{Half, Stage};
+
+/// An `f32` written as the shortest decimal that reads back as it (`1.7`), so a reader that goes
+/// through `f64` (a JSON value, a script) does not see its binary tail (`1.7000000476837158`).
+fn short_f32<S: serde::Serializer>(value: &f32, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_f64(value.to_string().parse::<f64>().unwrap_or(f64::from(*value)))
+}
+
+fn short_f32_option<S: serde::Serializer>(value: &Option<f32>, serializer: S) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(v) => short_f32(v, serializer),
+        None => serializer.serialize_none(),
+    }
+}

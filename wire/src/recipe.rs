@@ -14,6 +14,7 @@ pub struct Recipe {
     pub seed: u64,
     pub steps: usize,
     /// The DiT's classifier-free guidance scale.
+    #[serde(serialize_with = "crate::short_f32")]
     pub guidance: f32,
     /// `auto`, `cpu`, `cuda` or `wgpu` (the engine's device names).
     pub device: String,

@@ -148,6 +148,8 @@ fn every_song_state_has_its_documented_fields() {
         duration_s: 30.0,
         seed: 7,
         seconds_made: 1.5,
+        fraction: 0.25,
+        eta_s: Some(12.5),
     };
     let cases = [
         (SongState::Queued { place: Some(1) }, json!({"state": "queued", "place": 1})),
@@ -160,7 +162,8 @@ fn every_song_state_has_its_documented_fields() {
     let mut seen = [false; 5];
     for (state, fields) in cases {
         assert_eq!(fields["state"], state.name());
-        let mut value = json!({"id": 2, "description": "lo-fi", "duration_s": 30.0, "seed": 7, "seconds_made": 1.5});
+        let mut value = json!({"id": 2, "description": "lo-fi", "duration_s": 30.0, "seed": 7, "seconds_made": 1.5,
+                               "fraction": 0.25, "eta_s": 12.5});
         value.as_object_mut().unwrap().extend(fields.as_object().unwrap().clone());
         seen[match state {
             SongState::Queued { .. } => 0,
@@ -173,8 +176,18 @@ fn every_song_state_has_its_documented_fields() {
     }
     assert!(seen.iter().all(|&s| s), "{seen:?}");
     round_trip(
-        &SongCreated { id: 1, state: SongState::Queued { place: Some(1) } },
+        &SongCreated { id: 1, state: SongState::Queued { place: Some(1) }, warnings: Vec::new() },
         json!({"id": 1, "state": "queued", "place": 1}),
+    );
+    let warned = vec!["Line 1: \"la\" after [verse] is dropped by the model; put it on its own line.".to_string()];
+    round_trip(
+        &SongCreated { id: 1, state: SongState::Queued { place: Some(1) }, warnings: warned.clone() },
+        json!({"id": 1, "state": "queued", "place": 1, "warnings": warned}),
+    );
+    round_trip(
+        &SongList { songs: vec![status(SongState::Running)] },
+        json!({"songs": [{"id": 2, "state": "running", "description": "lo-fi", "duration_s": 30.0, "seed": 7,
+                          "seconds_made": 1.5, "fraction": 0.25, "eta_s": 12.5}]}),
     );
 }
 
@@ -265,4 +278,25 @@ fn devices_the_model_and_errors() {
                "device": "cpu (16 threads)"}),
     );
     round_trip(&ErrorBody { error: "no such song".into() }, json!({"error": "no such song"}));
+}
+
+/// A guidance scale reads as typed (1.7) also where the JSON passes through `f64`, as a
+/// `serde_json::Value` or a script's numbers do, not as the f32's binary tail.
+#[test]
+fn a_guidance_scale_is_written_as_typed() {
+    let recipe = Recipe { guidance: 1.7, ..Recipe::default() };
+    assert_eq!(serde_json::to_value(&recipe).unwrap()["guidance"], json!(1.7));
+    assert!(serde_json::to_string(&recipe).unwrap().contains("\"guidance\":1.7,"));
+    let request = SongRequest {
+        description: "piano".into(),
+        lyrics: "[verse]".into(),
+        duration: None,
+        seed: None,
+        steps: None,
+        guidance: Some(2.3),
+        precision: None,
+    };
+    assert_eq!(serde_json::to_value(&request).unwrap()["guidance"], json!(2.3));
+    let read: Recipe = serde_json::from_value(serde_json::to_value(&recipe).unwrap()).unwrap();
+    assert_eq!(read.guidance, 1.7);
 }

@@ -12,7 +12,7 @@ use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, State
 use axum::http::{Method, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Json, Response};
-use axum::routing::{MethodRouter, get, patch, post};
+use axum::routing::{MethodRouter, get, patch};
 use futures_util::stream::{self, Stream};
 use serde::de::DeserializeOwned;
 use songloom_engine::pipeline::{Pipeline, Request};
@@ -20,7 +20,7 @@ use songloom_engine::{Device, Precision};
 use songloom_ui::contract::{DEFAULT_GUIDANCE, Recipe};
 use songloom_wire::{
     Deleted, DeviceProbe, Devices, ErrorBody, LibraryList, LibrarySong, Rename, Renamed, ServedModel, SongCreated,
-    SongLength, SongRequest, SongState, SongStatus,
+    SongLength, SongList, SongRequest, SongState, SongStatus,
 };
 
 use super::jobs::{Jobs, State as JobState};
@@ -97,7 +97,7 @@ pub fn router(server: Arc<Server>) -> Router {
 /// The handlers of a path of [`ROUTES`], one for each method it lists there.
 fn handlers(path: &str) -> MethodRouter<Arc<Server>> {
     match path {
-        "/api/songs" => post(create_song),
+        "/api/songs" => get(songs).post(create_song),
         "/api/songs/{id}" => get(song).delete(cancel_song),
         "/api/songs/{id}/events" => get(events),
         "/api/songs/{id}/stream.pcm" => get(pcm),
@@ -211,8 +211,9 @@ async fn create_song(
         guidance: request.guidance.unwrap_or(DEFAULT_GUIDANCE),
         ..server.base.clone()
     };
+    let warnings = songloom_ui::lyrics::dropped_text(&request.lyrics).iter().map(|d| d.message()).collect();
     let (id, place) = server.jobs.add(request, recipe);
-    Ok((StatusCode::CREATED, Json(SongCreated { id, state: SongState::Queued { place: Some(place) } })))
+    Ok((StatusCode::CREATED, Json(SongCreated { id, state: SongState::Queued { place: Some(place) }, warnings })))
 }
 
 /// A job's state, its place while it waits, what went wrong or where it was kept.
@@ -233,8 +234,15 @@ fn describe(server: &Server, id: u64) -> ApiResult<SongStatus> {
             duration_s: job.recipe.duration_s,
             seed: job.recipe.seed,
             seconds_made: job.audio.len() as f64 / 2.0 / server.pipeline.sample_rate() as f64,
+            fraction: job.fraction_and_eta().0,
+            eta_s: job.fraction_and_eta().1,
         })
         .ok_or_else(|| ApiError::not_found("such song"))
+}
+
+async fn songs(State(server): Shared) -> ApiResult<Json<SongList>> {
+    let songs = server.jobs.ids().into_iter().filter_map(|id| describe(&server, id).ok()).collect();
+    Ok(Json(SongList { songs }))
 }
 
 async fn song(State(server): Shared, PathParts(id): PathParts<String>) -> ApiResult<Json<SongStatus>> {

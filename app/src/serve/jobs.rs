@@ -6,9 +6,11 @@
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
 
 use songloom_engine::pipeline::{Cancel, Event, Pipeline, Request};
-use songloom_ui::contract::Recipe;
+use songloom_ui::contract::{EngineEvent, Recipe, Timings};
+use songloom_ui::progress::Progress;
 use songloom_wire::Event as WireEvent;
 use tokio::sync::watch;
 
@@ -58,6 +60,8 @@ pub struct Job {
     /// songs are: the library's WAV has them).
     pub audio: Vec<f32>,
     pub audio_dropped: bool,
+    /// How far it has come, as the window follows a song: from when it started to run.
+    pub progress: Option<(Instant, Progress)>,
     cancel: Cancel,
     /// Bumped whenever the job changes, for streams waiting on it.
     version: watch::Sender<u64>,
@@ -66,6 +70,19 @@ pub struct Job {
 impl Job {
     pub fn watch(&self) -> watch::Receiver<u64> {
         self.version.subscribe()
+    }
+
+    /// The share of the work done, 0 to 1, and the seconds left at the rate so far.
+    pub fn fraction_and_eta(&self) -> (f64, Option<f64>) {
+        match (&self.state, &self.progress) {
+            (State::Finished { .. }, _) => (1.0, None),
+            (_, Some((started, progress))) => {
+                let now_s = started.elapsed().as_secs_f64();
+                let eta_s = if self.state == State::Running { progress.eta_s(now_s) } else { None };
+                (progress.fraction(), eta_s)
+            }
+            (_, None) => (0.0, None),
+        }
     }
 
     fn changed(&self) {
@@ -103,6 +120,7 @@ impl Jobs {
             events: Vec::new(),
             audio: Vec::new(),
             audio_dropped: false,
+            progress: None,
             cancel: Cancel::default(),
             version,
         };
@@ -116,6 +134,13 @@ impl Jobs {
     /// Runs `f` on job `id`, if there is one.
     pub fn with<T>(&self, id: u64, f: impl FnOnce(&Job) -> T) -> Option<T> {
         self.queue.lock().expect("not poisoned").jobs.get(&id).map(f)
+    }
+
+    /// The ids of every job, oldest first.
+    pub fn ids(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self.queue.lock().expect("not poisoned").jobs.keys().copied().collect();
+        ids.sort_unstable();
+        ids
     }
 
     /// The job's place in the queue (1 = next), if it waits.
@@ -236,7 +261,53 @@ impl SongSink for JobSink<'_> {
             if let Event::Audio { samples, .. } = event {
                 job.audio.extend_from_slice(samples);
             }
+            let (started, progress) = job.progress.get_or_insert_with(|| (Instant::now(), Progress::new(0.0)));
+            // The stages and the end are what the share done and the time left go by.
+            let followed = match event {
+                Event::Stage { stage, done, total } => {
+                    Some(EngineEvent::Stage { job: self.id, stage: *stage, done: *done, total: *total })
+                }
+                Event::Finished { stats } => {
+                    Some(EngineEvent::Finished { job: self.id, timings: Timings::from(stats) })
+                }
+                Event::Audio { .. } => None,
+            };
+            if let Some(followed) = followed {
+                progress.apply(&followed, started.elapsed().as_secs_f64());
+            }
             job.events.push(crate::generate::wire_event(event));
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use songloom_engine::pipeline::Stage;
+
+    use super::*;
+
+    /// A running song's share done follows its AR frames and denoising as the window's bar does,
+    /// with a time left once there is a rate.
+    #[test]
+    fn a_running_song_reports_its_share_done_and_time_left() {
+        let jobs = Jobs::default();
+        let request = Request {
+            description: "piano".into(),
+            lyrics: "[verse]".into(),
+            duration_s: 10.0,
+            seed: 1,
+            steps: 2,
+            guidance: None,
+        };
+        let (id, _) = jobs.add(request, Recipe::default());
+        assert_eq!(jobs.with(id, Job::fraction_and_eta), Some((0.0, None)));
+        jobs.next().expect("the queued song");
+        let sink = JobSink { jobs: &jobs, id };
+        sink.event(&Event::Stage { stage: Stage::ArFrames, done: 50, total: 100 });
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        sink.event(&Event::Stage { stage: Stage::Dit { window: 0, windows: 2 }, done: 1, total: 2 });
+        let (fraction, eta_s) = jobs.with(id, Job::fraction_and_eta).unwrap();
+        assert_eq!(fraction, 0.5 * 0.5 + 0.5 * 0.25);
+        assert!(eta_s.is_some_and(|s| s > 0.0), "{eta_s:?}");
     }
 }

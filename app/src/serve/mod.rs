@@ -9,7 +9,7 @@ mod jobs;
 mod origin;
 mod page;
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -115,12 +115,10 @@ pub fn run(args: ServeArgs) -> Result<()> {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
-        say!("serving on http://{}", listener.local_addr()?);
+        let (address, also) = reachable_address(listener.local_addr()?);
+        say!("serving on http://{address}{also}");
         if let Some(token) = &token {
-            say!(
-                "token: {token} (open http://{}/?token={token}, or send `Authorization: Bearer {token}`)",
-                listener.local_addr()?
-            );
+            say!("token: {token} (open http://{address}/?token={token}, or send `Authorization: Bearer {token}`)");
         }
         if !page::HAS_PAGE {
             say!("(the web page is not built into this binary: run scripts/build-web.sh and build again)");
@@ -215,4 +213,31 @@ fn raise_file_limit() -> u64 {
         }
     }
     limit.rlim_cur
+}
+
+/// An address the server can be opened at, and a note on what else reaches it. Listening on every
+/// interface (`0.0.0.0`, `::`), that is this machine's address on its network, which another
+/// machine can open, not the unspecified one, which none can.
+fn reachable_address(local: SocketAddr) -> (SocketAddr, String) {
+    if !local.ip().is_unspecified() {
+        return (local, String::new());
+    }
+    let loopback = SocketAddr::new(
+        if local.is_ipv4() { Ipv4Addr::LOCALHOST.into() } else { Ipv6Addr::LOCALHOST.into() },
+        local.port(),
+    );
+    // The address the system would send from towards a documentation-only network (nothing is
+    // sent: a UDP "connection" only picks the route).
+    let towards = if local.is_ipv4() { "192.0.2.1:9" } else { "[2001:db8::1]:9" };
+    let outward = std::net::UdpSocket::bind(SocketAddr::new(local.ip(), 0))
+        .and_then(|socket| socket.connect(towards).and_then(|()| socket.local_addr()))
+        .ok()
+        .filter(|a| !a.ip().is_unspecified() && !a.ip().is_loopback());
+    match outward {
+        Some(outward) => (
+            SocketAddr::new(outward.ip(), local.port()),
+            format!(" (every interface; on this machine also http://{loopback})"),
+        ),
+        None => (loopback, " (every interface: from another machine, use this machine's address)".into()),
+    }
 }

@@ -55,7 +55,8 @@ impl Server {
         let mut child = command.spawn().unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let first = lines.next().expect("a line").unwrap();
-        let addr = first.strip_prefix("serving on http://").unwrap_or_else(|| panic!("{first}")).to_string();
+        let url = first.strip_prefix("serving on http://").unwrap_or_else(|| panic!("{first}"));
+        let addr = url.split(' ').next().unwrap_or_default().to_string();
         let token = args.iter().any(|a| a.starts_with("--token") || a.starts_with("0.0.0.0")).then(|| {
             let line = lines.next().expect("the token's line").unwrap();
             line.strip_prefix("token: ")

@@ -5,7 +5,7 @@
 /// A route's path (axum's syntax: `{id}` is a part of the address) and the methods it takes (a
 /// route that takes GET takes HEAD too).
 pub const ROUTES: &[(&str, &[&str])] = &[
-    ("/api/songs", &["POST"]),
+    ("/api/songs", &["GET", "POST"]),
     ("/api/songs/{id}", &["GET", "DELETE"]),
     ("/api/songs/{id}/events", &["GET"]),
     ("/api/songs/{id}/stream.pcm", &["GET"]),
