@@ -75,6 +75,9 @@ impl<E: Engine> SongloomApp<E> {
         if !self.parameters.draft_is_valid() {
             return;
         }
+        if !self.settings.keep_seed {
+            self.draft.seed = fresh_seed(now_s, self.next_job);
+        }
         let title = self.draft.description.clone();
         self.start_or_queue(self.draft.clone(), title, now_s);
     }
@@ -186,7 +189,7 @@ impl<E: Engine> SongloomApp<E> {
     /// Loads a library song's recipe into the composer; a draft with text of its own that would
     /// be lost is asked about first.
     pub fn use_recipe(&mut self, song: &SongEntry) {
-        self.library.use_recipe(song, &mut self.draft);
+        self.library.use_recipe(song, &mut self.draft, &mut self.settings.keep_seed);
     }
 
     /// Makes a library song's recipe again with a new seed, leaving the draft as it is (queued
@@ -301,6 +304,16 @@ impl<E: Engine> SongloomApp<E> {
             }
         }
     }
+}
+
+/// A new seed drawn at `now_s`, mixed with `salt` (the job it is for, or the seed it replaces), so
+/// each press and each session draws another.
+pub(crate) fn fresh_seed(now_s: f64, salt: u64) -> u64 {
+    let mut h = now_s.to_bits() ^ salt.wrapping_mul(0xd1b5_4a32_d192_ed03);
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    // Six digits at most, as a person would type a seed.
+    (h ^ (h >> 31)) % 1_000_000
 }
 
 /// A seed for a variation of a song made with `seed`: different from it and from the other

@@ -46,11 +46,14 @@ pub struct Settings {
     /// Where exports go; empty for the user's music folder.
     pub export_folder: String,
     pub export_format: ExportFormat,
+    /// Whether Generate keeps the seed as it is; without it, each Generate draws a new one (so a
+    /// second press makes another song), shown in the seed field.
+    pub keep_seed: bool,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { export_folder: String::new(), export_format: ExportFormat::Float32 }
+        Settings { export_folder: String::new(), export_format: ExportFormat::Float32, keep_seed: false }
     }
 }
 

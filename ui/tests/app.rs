@@ -419,3 +419,48 @@ fn choose_folder_asks_for_the_picker_and_the_chosen_folder_becomes_the_model() {
     assert_eq!(h.state().draft.model, "/disks/big/MiniMax-Music3");
     h.get_by_label("Model: /disks/big/MiniMax-Music3 is not a model");
 }
+
+/// The seeds of the Generate requests sent so far.
+fn sent_seeds(h: &Harness<'static, SongloomApp<ScriptedEngine>>) -> Vec<u64> {
+    let sent = h.state().engine().sent.borrow().clone();
+    sent.iter()
+        .filter_map(|r| if let Request::Generate { recipe, .. } = r { Some(recipe.seed) } else { None })
+        .collect()
+}
+
+#[test]
+fn each_generate_draws_a_new_seed_unless_the_seed_is_kept() {
+    let mut h = tall_harness(ScriptedEngine::default());
+    h.state_mut().draft.description = "piano".into();
+    for _ in 0..2 {
+        h.get_by_label("Generate").click();
+        h.run();
+    }
+    let seeds = sent_seeds(&h);
+    assert_ne!(seeds[0], seeds[1], "two presses made the same song");
+    assert_eq!(h.state().draft.seed, seeds[1], "the seed field does not show the seed used");
+    // Kept: the same seed again, the same song.
+    h.get_by_label("Keep seed").click();
+    h.run();
+    assert!(h.state().settings.keep_seed, "Keep seed did not keep it");
+    for _ in 0..2 {
+        h.get_by_label("Generate").click();
+        h.run();
+    }
+    assert_eq!(sent_seeds(&h)[2..], [seeds[1], seeds[1]]);
+    // A seed typed in is kept without asking.
+    h.get_by_label("Keep seed").click();
+    h.run();
+    assert!(!h.state().settings.keep_seed);
+    h.get_by_label("Seed").focus();
+    h.run();
+    h.get_by_label("Seed").type_text("4");
+    h.run();
+    h.key_press(egui::Key::Enter);
+    h.run();
+    assert!(h.state().settings.keep_seed, "a typed seed was not kept");
+    let typed = h.state().draft.seed;
+    h.get_by_label("Generate").click();
+    h.run();
+    assert_eq!(sent_seeds(&h).last(), Some(&typed));
+}

@@ -327,6 +327,7 @@ fn a_cli_song_and_a_window_song_of_one_request_are_the_same_audio() {
         model: tiny_model(),
         ..Recipe::default()
     };
+    app.settings.keep_seed = true;
     h.get_by_label("Generate").click();
     h.step();
     wait_until(&mut h, "the window's song", |app| app.job.as_ref().is_some_and(|j| j.progress.is_done()));
@@ -368,6 +369,7 @@ fn the_draft_and_the_settings_survive_a_restart() {
     let settings = songloom_ui::state::Settings {
         export_folder: "/music".into(),
         export_format: songloom_ui::contract::ExportFormat::Pcm16,
+        keep_seed: true,
     };
     assert_ne!(settings, first_settings);
     let mut storage = MemoryStorage::default();

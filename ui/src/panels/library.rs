@@ -28,17 +28,17 @@ struct Renaming {
 impl LibraryPanel {
     /// Loads a library song's recipe into the composer; a draft with text of its own that would
     /// be lost is asked about first.
-    pub fn use_recipe(&mut self, song: &SongEntry, draft: &mut Recipe) {
+    pub fn use_recipe(&mut self, song: &SongEntry, draft: &mut Recipe, keep_seed: &mut bool) {
         let draft_has_text = !draft.description.trim().is_empty() || !draft.lyrics.trim().is_empty();
         if draft_has_text && *draft != song.recipe {
             self.replacing_draft = Some(song.clone());
         } else {
-            *draft = song.recipe.clone();
+            take_recipe(song, draft, keep_seed);
         }
     }
 
     /// The question before a song's recipe replaces the draft.
-    fn replace_draft_ui(&mut self, ui: &mut egui::Ui, draft: &mut Recipe) {
+    fn replace_draft_ui(&mut self, ui: &mut egui::Ui, draft: &mut Recipe, keep_seed: &mut bool) {
         let Some(song) = &self.replacing_draft else { return };
         let mut answered = false;
         ui.horizontal_wrapped(|ui| {
@@ -47,7 +47,7 @@ impl LibraryPanel {
                 song.title
             ));
             if ui.button("Replace the draft").clicked() {
-                *draft = song.recipe.clone();
+                take_recipe(song, draft, keep_seed);
                 answered = true;
             }
             if ui.button("Keep my draft").clicked() {
@@ -148,7 +148,7 @@ impl LibraryPanel {
                 ctx.send(Command::Send(Request::PlaySong { id: song.id }));
             }
             if ui.button("Use recipe").on_hover_text("load this song's recipe into the composer").clicked() {
-                self.use_recipe(song, ctx.draft);
+                self.use_recipe(song, ctx.draft, &mut ctx.settings.keep_seed);
             }
             let hint = if busy {
                 "the same recipe with a new seed, after the song being made"
@@ -190,7 +190,13 @@ impl LibraryPanel {
 impl Panel for LibraryPanel {
     /// The question before a recipe replaces the draft, then the list, which scrolls.
     fn ui(&mut self, ui: &mut egui::Ui, ctx: &mut PanelContext<'_>) {
-        self.replace_draft_ui(ui, ctx.draft);
+        self.replace_draft_ui(ui, ctx.draft, &mut ctx.settings.keep_seed);
         egui::ScrollArea::vertical().id_salt("library").show(ui, |ui| self.songs_ui(ui, ctx));
     }
+}
+
+/// A song's recipe as the draft, its seed kept, so Generate makes that song again.
+fn take_recipe(song: &SongEntry, draft: &mut Recipe, keep_seed: &mut bool) {
+    *draft = song.recipe.clone();
+    *keep_seed = true;
 }

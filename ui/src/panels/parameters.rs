@@ -72,16 +72,24 @@ impl ParametersPanel {
 impl Panel for ParametersPanel {
     /// On a remote engine the server decides the device and what goes with it.
     fn ui(&mut self, ui: &mut egui::Ui, ctx: &mut PanelContext<'_>) {
-        let (draft, remote) = (&mut *ctx.draft, ctx.remote);
+        let (draft, remote, now_s) = (&mut *ctx.draft, ctx.remote, ctx.now_s);
+        let keep_seed = &mut ctx.settings.keep_seed;
         egui::Grid::new("parameters").num_columns(2).show(ui, |ui| {
             let label = ui.label("Duration");
             self.duration_ui(ui, label.id, draft);
             ui.end_row();
             let label = ui.label("Seed");
             ui.horizontal(|ui| {
-                ui.add(egui::DragValue::new(&mut draft.seed)).labelled_by(label.id);
+                // A seed typed in is one to keep: the next Generate uses it.
+                if ui.add(egui::DragValue::new(&mut draft.seed)).labelled_by(label.id).changed() {
+                    *keep_seed = true;
+                }
+                ui.checkbox(keep_seed, "Keep seed").on_hover_text(
+                    "Generate uses this seed again (the same recipe makes the same song); \
+                     without it, every Generate draws a new one",
+                );
                 if ui.button("New seed").clicked() {
-                    draft.seed = ui.input(|i| (i.time * 1e6) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 16;
+                    draft.seed = crate::app::fresh_seed(now_s, draft.seed);
                 }
             });
             ui.end_row();
