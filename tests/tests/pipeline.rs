@@ -296,3 +296,46 @@ fn guidance_defaults_to_the_models_and_is_checked() {
         assert!(err.contains("guidance"), "{err}");
     }
 }
+
+/// Samples the end token at semantic draw `end_at` (index 0 of the sampleable rows, which start
+/// at it), and the code at row `code` before that.
+struct EndAt {
+    end_at: usize,
+    code: usize,
+    semantic_draws: usize,
+}
+
+impl Chooser for EndAt {
+    fn choose(&mut self, draw: Draw, _probs: &[f32]) -> songloom_engine::Result<usize> {
+        if draw != Draw::Semantic {
+            return Ok(0);
+        }
+        self.semantic_draws += 1;
+        Ok(if self.semantic_draws > self.end_at { 0 } else { self.code })
+    }
+}
+
+/// A song the model ends early says so: its last AR progress is complete at the frames it made,
+/// not a share of the length asked for.
+#[test]
+fn a_song_that_ends_early_says_its_length() {
+    let pipeline = Pipeline::load(&tiny_model_dir(), cpu()).unwrap();
+    let c = &pipeline.constants;
+    // The rows start at the end token; the codes start at code_offset.
+    let code = (c.code_offset - c.audio_end_id.min(c.code_offset)) as usize + 3;
+    let prompt = pipeline.encode_prompt("piano", "[verse]\nla").unwrap();
+    let stages = Mutex::new(Vec::new());
+    let events = |e: Event| {
+        if let Event::Stage { stage: songloom_engine::pipeline::Stage::ArFrames, done, total } = e {
+            stages.lock().unwrap().push((done, total));
+        }
+    };
+    let observer = Observer { events: &events, cancel: &Cancel::default() };
+    let frames =
+        pipeline.generate_frames(&prompt, 40, &mut EndAt { end_at: 11, code, semantic_draws: 0 }, observer).unwrap();
+    let made = frames.shape()[0];
+    assert!(made < 40, "the song did not end early ({made} frames)");
+    let stages = stages.into_inner().unwrap();
+    assert_eq!(stages.last(), Some(&(made, made)), "{stages:?}");
+    assert!(stages[..stages.len() - 1].iter().all(|&(_, total)| total == 40), "{stages:?}");
+}

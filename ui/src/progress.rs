@@ -183,6 +183,20 @@ pub fn in_words(seconds: f64) -> String {
 mod tests {
     use super::*;
 
+    /// The model ended the song at 24 s of 30: composing is over, the sections are the 5 its
+    /// frames make rather than the 7 planned, and the share done counts the song that exists.
+    #[test]
+    fn a_song_ended_early_is_rendered_not_still_composed() {
+        let mut p = Progress::new(0.0);
+        p.apply(&stage(Stage::ArFrames, 500, 750), 5.0);
+        p.apply(&stage(Stage::Dit { window: 1, windows: 7 }, 30, 30), 5.0);
+        p.apply(&stage(Stage::ArFrames, 600, 600), 6.0);
+        assert_eq!(p.headline(30.0), "Rendering sound: section 1 of 7");
+        p.apply(&stage(Stage::Dit { window: 2, windows: 5 }, 15, 30), 7.0);
+        assert_eq!(p.headline(30.0), "Rendering sound: section 1 of 5");
+        assert!((p.fraction() - (0.5 + 0.5 * 2.5 / 5.0)).abs() < 1e-12, "{}", p.fraction());
+    }
+
     #[test]
     fn the_headline_speaks_of_the_song_not_the_engine() {
         let mut p = Progress::new(0.0);

@@ -77,6 +77,8 @@ pub fn run(
         let probs = semantic_probs(&logits, rows.clone(), c);
         let token = rows.start + chooser.choose(Draw::Semantic, &probs)? as u32;
         if token == c.audio_end_id {
+            // The song is complete early: its length is what was made, which progress shows.
+            (observer.events)(Event::Stage { stage: Stage::ArFrames, done: emitted, total: emitted });
             break;
         }
         let c0_embed = m.lm.embed(device, &[token])?;

@@ -214,7 +214,8 @@ impl Pipeline {
             let window = run_window(
                 &acoustic,
                 k,
-                expected_windows.max(k + 1),
+                // Once the AR loop has ended, the windows its frames make; until then those planned.
+                if ended { window_starts(count, c).len() } else { expected_windows }.max(k + 1),
                 &self.device.upload(frames)?,
                 &mut carry,
                 &mut noise,
