@@ -70,9 +70,14 @@ impl<E: Engine> SongloomApp<E> {
         self.job.as_ref().is_some_and(|j| !j.progress.is_done())
     }
 
+    /// Why Generate cannot make the draft now: the engine said its model cannot be used.
+    pub fn generate_blocked(&self) -> Option<String> {
+        self.model.unusable(&self.draft.model).map(|why| format!("The model cannot be used: {why}"))
+    }
+
     /// Starts a song from the draft, or queues it while another is made.
     pub fn generate(&mut self, now_s: f64) {
-        if !self.parameters.draft_is_valid() {
+        if !self.parameters.draft_is_valid() || self.generate_blocked().is_some() {
             return;
         }
         if !self.settings.keep_seed {
@@ -208,6 +213,7 @@ impl<E: Engine> SongloomApp<E> {
             Command::Cancel => self.cancel(),
             Command::Unqueue(id) => self.unqueue(id),
             Command::Variation(song) => self.variation(&song, now_s),
+            Command::DismissNotice => self.notice = None,
         }
     }
 
@@ -235,6 +241,7 @@ impl<E: Engine> SongloomApp<E> {
         }
         let playback = self.engine.playback();
         let running = self.is_running();
+        let generate_blocked = self.generate_blocked();
         let mut ctx = PanelContext {
             draft: &mut self.draft,
             settings: &mut self.settings,
@@ -246,6 +253,7 @@ impl<E: Engine> SongloomApp<E> {
             notice: self.notice.as_ref(),
             running,
             draft_is_valid: self.parameters.draft_is_valid(),
+            generate_blocked,
             remote: self.engine.is_remote(),
             now_s: now,
             commands: Vec::new(),
@@ -299,7 +307,7 @@ impl<E: Engine> SongloomApp<E> {
         }
         if let Some(notice) = &self.notice {
             let left = notice.left_s(now);
-            if left > 0.0 {
+            if left > 0.0 && left.is_finite() {
                 ui.ctx().request_repaint_after(std::time::Duration::from_secs_f64(left));
             }
         }

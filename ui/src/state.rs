@@ -60,7 +60,8 @@ impl Default for Settings {
 /// Seconds a notice stays.
 pub const NOTICE_S: f64 = 8.0;
 
-/// The last notice, or problem outside a job, shown under the player for [`NOTICE_S`].
+/// The last notice, or problem outside a job, shown under the player: a notice for [`NOTICE_S`],
+/// a problem until it is dismissed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Notice {
     pub message: String,
@@ -81,9 +82,9 @@ impl Notice {
         Notice { message: message.into(), problem: true, at_s: now_s }
     }
 
-    /// Seconds it still stays at `now_s` (zero or less once it has gone).
+    /// Seconds it still stays at `now_s` (zero or less once it has gone; a problem stays).
     pub fn left_s(&self, now_s: f64) -> f64 {
-        NOTICE_S - (now_s - self.at_s)
+        if self.problem { f64::INFINITY } else { NOTICE_S - (now_s - self.at_s) }
     }
 }
 

@@ -105,6 +105,14 @@ fn the_model_field_shows_what_the_model_holds_or_why_not_and_guidance_travels() 
     h.state_mut().draft.model = "/tmp/nothing".into();
     h.run_steps(3);
     assert!(h.query_by_label("Model: /tmp/nothing is not a model").is_some());
+    // Generate waits for a model that can be used, and says why.
+    assert!(h.state().generate_blocked().is_some_and(|why| why.contains("/tmp/nothing is not a model")));
+    h.get_by_label("Generate").click();
+    h.run_steps(2);
+    assert!(!h.state().engine().sent.borrow().iter().any(|r| matches!(r, Request::Generate { .. })));
+    h.state_mut().draft.model = String::new();
+    h.run_steps(3);
+    assert!(h.state().generate_blocked().is_none());
     h.state_mut().draft.guidance = 2.5;
     h.get_by_label("Generate").click();
     h.run_steps(8);
@@ -463,4 +471,18 @@ fn each_generate_draws_a_new_seed_unless_the_seed_is_kept() {
     h.get_by_label("Generate").click();
     h.run();
     assert_eq!(sent_seeds(&h).last(), Some(&typed));
+}
+
+/// A problem stays until it is dismissed (a notice goes by itself).
+#[test]
+fn a_problem_stays_until_dismissed() {
+    let mut h = sized_harness(egui::vec2(1280.0, 800.0));
+    h.run();
+    h.state_mut().notice = Some(Notice::problem("The download stopped: the disk is full", -600.0));
+    h.run();
+    assert!(h.query_by_label("The download stopped: the disk is full").is_some(), "a problem went by itself");
+    h.get_by_label("Dismiss").click();
+    h.run();
+    assert!(h.query_by_label("The download stopped: the disk is full").is_none());
+    assert!(h.state().notice.is_none());
 }

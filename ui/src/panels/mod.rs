@@ -47,6 +47,8 @@ pub struct PanelContext<'a> {
     pub running: bool,
     /// Whether the draft can be made (a length that parses).
     pub draft_is_valid: bool,
+    /// Why Generate cannot make the draft now (a model that cannot be used), if it cannot.
+    pub generate_blocked: Option<String>,
     /// Whether the songs are made elsewhere ([`Engine::is_remote`](crate::contract::Engine::is_remote)).
     pub remote: bool,
     /// The window's clock, in seconds.
@@ -75,6 +77,8 @@ pub enum Command {
     Unqueue(JobId),
     /// Make a library song's recipe again with a new seed, the draft untouched.
     Variation(SongEntry),
+    /// The problem under the player has been read.
+    DismissNotice,
 }
 
 /// A drop-down of `options` for `value`, named by the label `label`.

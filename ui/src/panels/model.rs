@@ -55,6 +55,14 @@ impl ModelPanel {
         }
     }
 
+    /// Why `model` (as the draft names it) cannot be used, once the engine has said it cannot.
+    pub fn unusable(&self, model: &str) -> Option<&str> {
+        match &self.info {
+            Some(ModelInfo { model: asked, summary: Some(Err(why)) }) if asked == model => Some(why),
+            _ => None,
+        }
+    }
+
     /// Said while the built-in model is the one in use on a local engine: what it can do, and how
     /// to get the real one.
     pub fn banner_ui(&mut self, ui: &mut egui::Ui, ctx: &mut PanelContext<'_>) {

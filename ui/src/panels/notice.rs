@@ -1,9 +1,9 @@
-//! `NoticePanel`: one line under the player for the last notice or problem outside a job, which
-//! goes after a while.
+//! `NoticePanel`: one line under the player for the last notice or problem outside a job: a notice
+//! goes after a while, a problem stays until dismissed.
 
 use egui::Color32;
 
-use super::{Panel, PanelContext};
+use super::{Command, Panel, PanelContext};
 
 /// The notice line; the notice is the app's.
 #[derive(Default)]
@@ -13,9 +13,17 @@ impl Panel for NoticePanel {
     fn ui(&mut self, ui: &mut egui::Ui, ctx: &mut PanelContext<'_>) {
         // One line always, so a notice never moves what is below it.
         match ctx.notice.filter(|notice| notice.left_s(ctx.now_s) > 0.0) {
+            Some(notice) if notice.problem => {
+                // A problem stays until it is read and dismissed.
+                ui.horizontal_wrapped(|ui| {
+                    ui.colored_label(Color32::LIGHT_RED, &notice.message);
+                    if ui.small_button("Dismiss").clicked() {
+                        ctx.send(Command::DismissNotice);
+                    }
+                });
+            }
             Some(notice) => {
-                let color = if notice.problem { Color32::LIGHT_RED } else { ui.visuals().text_color() };
-                ui.colored_label(color, &notice.message);
+                ui.label(&notice.message);
             }
             None => {
                 ui.label(" ");

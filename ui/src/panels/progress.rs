@@ -18,7 +18,12 @@ impl Panel for ProgressPanel {
     fn ui(&mut self, ui: &mut egui::Ui, ctx: &mut PanelContext<'_>) {
         ui.horizontal(|ui| {
             let hint = if ctx.running { "Ctrl+Enter; waits its turn after the song being made" } else { "Ctrl+Enter" };
-            let generate = ui.add_enabled(ctx.draft_is_valid, egui::Button::new("Generate")).on_hover_text(hint);
+            let hint = ctx.generate_blocked.as_deref().unwrap_or(hint);
+            let can_generate = ctx.draft_is_valid && ctx.generate_blocked.is_none();
+            let generate = ui
+                .add_enabled(can_generate, egui::Button::new("Generate"))
+                .on_hover_text(hint)
+                .on_disabled_hover_text(hint);
             ctx.landmarks.generate = Some(generate.rect);
             if generate.clicked() {
                 ctx.send(Command::Generate);
