@@ -70,8 +70,12 @@ impl<E: Engine> SongloomApp<E> {
         self.job.as_ref().is_some_and(|j| !j.progress.is_done())
     }
 
-    /// Why Generate cannot make the draft now: the engine said its model cannot be used.
+    /// Why Generate cannot make the draft now: the engine said its model cannot be used. A remote
+    /// engine's server checks its own model, so only a local one holds Generate back.
     pub fn generate_blocked(&self) -> Option<String> {
+        if self.engine.is_remote() {
+            return None;
+        }
         self.model.unusable(&self.draft.model).map(|why| format!("The model cannot be used: {why}"))
     }
 

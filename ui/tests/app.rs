@@ -331,6 +331,10 @@ fn the_built_in_model_says_what_it_is_and_where_the_real_one_goes() {
     h.event(egui::Event::Text("/models/MiniMax-Music3".into()));
     h.run();
     assert_eq!(h.state().draft.model, "/models/MiniMax-Music3", "the Model field took the focus");
+    // The banner goes once the field is left, not while it is typed in.
+    h.get_by_label("Description").focus();
+    h.run();
+    h.run();
     assert!(h.query_by_label("You are using the built-in model, Songloom Mini.").is_none(), "and the banner goes");
 }
 
@@ -485,4 +489,27 @@ fn a_problem_stays_until_dismissed() {
     h.run();
     assert!(h.query_by_label("The download stopped: the disk is full").is_none());
     assert!(h.state().notice.is_none());
+}
+
+/// The Model field takes a folder typed key by key: the built-in model's banner stays while it
+/// is typed in, so nothing moves under the field and no key is lost.
+#[test]
+fn the_model_field_takes_a_folder_typed_key_by_key() {
+    let mut h = tall_harness(ScriptedEngine::default());
+    h.run();
+    assert!(h.query_by_label_contains("You are using the built-in model").is_some());
+    let before = h.get_by_label("Model").rect();
+    h.get_by_label("Model").focus();
+    h.run();
+    for key in "~/models/MiniMax-Music3".chars() {
+        h.get_by_label("Model").type_text(&key.to_string());
+        h.run();
+        assert_eq!(h.get_by_label("Model").rect(), before, "the field moved while it was typed in");
+    }
+    assert_eq!(h.state().draft.model, "~/models/MiniMax-Music3");
+    // Once the field is left, the banner makes way for the chosen model.
+    h.get_by_label("Description").focus();
+    h.run();
+    h.run();
+    assert!(h.query_by_label_contains("You are using the built-in model").is_none());
 }

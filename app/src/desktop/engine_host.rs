@@ -508,7 +508,7 @@ impl Librarian {
             Request::DeleteSong { id } => library.delete(id)?,
             Request::ExportSong { id, folder, format } => {
                 let song = song(&library, id)?;
-                let folder = if folder.trim().is_empty() { music_dir() } else { PathBuf::from(folder.trim()) };
+                let folder = if folder.trim().is_empty() { music_dir() } else { typed_path(&folder) };
                 std::fs::create_dir_all(&folder).with_context(|| format!("creating {}", folder.display()))?;
                 let format = match format {
                     ExportFormat::Float32 => FileFormat::F32,
@@ -555,7 +555,21 @@ impl Librarian {
 
 /// The directory a recipe's model names; empty for the default model.
 fn model_dir(model: &str) -> anyhow::Result<PathBuf> {
-    if model.trim().is_empty() { crate::default_model::path() } else { Ok(PathBuf::from(model.trim())) }
+    if model.trim().is_empty() { crate::default_model::path() } else { Ok(typed_path(model)) }
+}
+
+/// A folder as a person types it: trimmed, and `~` (alone or before `/`) as their home folder, as
+/// a shell would read it.
+fn typed_path(text: &str) -> PathBuf {
+    let text = text.trim();
+    let home = || dirs::home_dir().filter(|h| !h.as_os_str().is_empty());
+    match text.strip_prefix('~') {
+        Some("") => home().unwrap_or_else(|| PathBuf::from(text)),
+        Some(rest) if rest.starts_with('/') => {
+            home().map_or_else(|| PathBuf::from(text), |h| h.join(rest.trim_start_matches('/')))
+        }
+        _ => PathBuf::from(text),
+    }
 }
 
 fn song(library: &Library, id: SongId) -> anyhow::Result<Song> {
@@ -585,5 +599,21 @@ fn entry(song: &Song) -> SongEntry {
         seconds: song.seconds,
         created_unix: song.created_unix,
         timings: song.timings.clone(),
+    }
+}
+
+#[cfg(test)]
+mod typed_path_tests {
+    use super::*;
+
+    #[test]
+    fn a_typed_folder_reads_as_a_shell_reads_it() {
+        let home = dirs::home_dir().expect("a home folder");
+        assert_eq!(typed_path("~/models/MiniMax-Music3 "), home.join("models/MiniMax-Music3"));
+        assert_eq!(typed_path("~"), home);
+        assert_eq!(typed_path(" /srv/models "), PathBuf::from("/srv/models"));
+        // Another user's home and a name starting with ~ are left as typed.
+        assert_eq!(typed_path("~bob/x"), PathBuf::from("~bob/x"));
+        assert_eq!(typed_path("models/~x"), PathBuf::from("models/~x"));
     }
 }

@@ -18,6 +18,11 @@ pub struct ModelPanel {
     download: Option<DownloadProgress>,
     /// Set by the banner: the Model field takes the focus.
     focus_field: bool,
+    /// Whether the Model field had the keyboard in the last frame.
+    field_focused: bool,
+    /// Whether the built-in model's banner shows: decided while the Model field is not being typed
+    /// in, so the first key typed does not take the banner, and the field with it, away.
+    builtin_banner: bool,
 }
 
 /// What the engine said a model holds.
@@ -66,7 +71,10 @@ impl ModelPanel {
     /// Said while the built-in model is the one in use on a local engine: what it can do, and how
     /// to get the real one.
     pub fn banner_ui(&mut self, ui: &mut egui::Ui, ctx: &mut PanelContext<'_>) {
-        if !ctx.draft.model.trim().is_empty() || ctx.remote {
+        if !self.field_focused {
+            self.builtin_banner = ctx.draft.model.trim().is_empty();
+        }
+        if !self.builtin_banner || ctx.remote {
             return;
         }
         egui::Frame::group(ui.style()).fill(ui.visuals().faint_bg_color).show(ui, |ui| {
@@ -156,6 +164,7 @@ impl Panel for ModelPanel {
                 if std::mem::take(&mut self.focus_field) {
                     model.request_focus();
                 }
+                self.field_focused = model.has_focus();
                 if ui
                     .button("Choose folder…")
                     .on_hover_text("a MiniMax-Music3 folder in the diffusers layout")
