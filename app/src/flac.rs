@@ -1,11 +1,13 @@
 //! FLAC export: a library song as 24-bit FLAC (the `flacenc` encoder, pure Rust) with its title,
 //! the software and the recipe in a Vorbis comment, written beside the target and moved into
-//! place only when complete; an existing file is replaced only when the caller says so.
+//! place only when complete, as the caller says where its name is taken.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
+
+use crate::wav::IfTaken;
 use flacenc::component::{BitRepr, MetadataBlockData};
 use flacenc::error::Verify;
 
@@ -14,9 +16,9 @@ const VORBIS_COMMENT: u8 = 4;
 /// Full scale of a 24-bit sample.
 const FULL_SCALE: f32 = 8_388_607.0;
 
-/// Writes the song in `source` (a Songloom WAV) to `target` as FLAC, replacing a file there only
-/// when `replace` says so; returns `target`.
-pub fn export(source: &Path, target: &Path, title: &str, recipe: &str, replace: bool) -> Result<PathBuf> {
+/// Writes the song in `source` (a Songloom WAV) to `target` as FLAC, where its name is taken as
+/// `if_taken` says; returns where it went.
+pub fn export(source: &Path, target: &Path, title: &str, recipe: &str, if_taken: IfTaken) -> Result<PathBuf> {
     let (samples, sample_rate) = crate::wav::read_song(source)?;
     let ints: Vec<i32> = samples.iter().map(|&s| (s.clamp(-1.0, 1.0) * FULL_SCALE).round() as i32).collect();
     let config =
@@ -36,9 +38,7 @@ pub fn export(source: &Path, target: &Path, title: &str, recipe: &str, replace: 
     temp.write_all(sink.as_slice())
         .and_then(|_| temp.as_file().sync_all())
         .with_context(|| format!("writing {}", target.display()))?;
-    let persisted = if replace { temp.persist(target) } else { temp.persist_noclobber(target) };
-    persisted.map_err(|e| anyhow!("cannot write {}: {}", target.display(), e.error))?;
-    Ok(target.to_path_buf())
+    crate::wav::place(temp, target, if_taken).map_err(|e| anyhow!("cannot write {}: {e}", target.display()))
 }
 
 /// A Vorbis comment: the vendor, then TITLE, ENCODER and COMMENT (the recipe), each a length and

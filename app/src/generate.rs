@@ -197,11 +197,8 @@ fn out_file(out: Option<&Path>, format: Option<FileFormat>, force: bool) -> Resu
     let Some(path) = out else {
         let format = format.unwrap_or(FileFormat::F32);
         let extension = format.extension();
-        let path = (1..)
-            .map(|n| if n == 1 { format!("song.{extension}") } else { format!("song-{n}.{extension}") })
-            .map(PathBuf::from)
-            .find(|p| !p.exists())
-            .expect("some numbered name is free");
+        let first = PathBuf::from(format!("song.{extension}"));
+        let path = (1..).map(|n| crate::wav::numbered(&first, n)).find(|p| !p.exists()).expect("a free name");
         return Ok(OutFile { path, format, replace: false });
     };
     let named = FileFormat::of_extension(path)?;

@@ -13,7 +13,7 @@ use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, Request, Stat
 use songloom_ui::contract::{Recipe, Timings};
 
 use crate::library::{Library, Song, title_of};
-use crate::wav::{CompleteWav, FileFormat, WavFile, WavFormat};
+use crate::wav::{CompleteWav, FileFormat, IfTaken, WavFile, WavFormat};
 
 /// What to make and where it goes.
 pub struct SongJob {
@@ -30,7 +30,8 @@ pub struct SongJob {
 pub struct OutFile {
     pub path: PathBuf,
     pub format: FileFormat,
-    /// Whether a file already there is replaced; without it, the song is refused before it starts.
+    /// Whether a file already there is replaced; without it, the song is refused before it starts
+    /// (and one that appears while it is made keeps its name).
     pub replace: bool,
 }
 
@@ -174,15 +175,15 @@ fn complete(job: &SongJob, wav: WavFile, stats: &Stats) -> Result<(Option<PathBu
         |dir: &Path| Library::open(dir).with_context(|| format!("opening the library in {}", dir.display()));
     match (&job.out, &job.library) {
         (Some(out), library) => {
-            // Checked again: a file may have appeared there while the song was made.
-            out.check_free()?;
+            // Free when the song started (or to be replaced); a file that appeared there while it was
+            // made keeps its name and the song takes the next free one, so neither is lost.
+            let if_taken = if out.replace { IfTaken::Replace } else { IfTaken::NextFreeName };
             let (path, float_wav) = match out.format {
                 FileFormat::Flac => {
                     let recipe = serde_json::to_string(&job.recipe)?;
-                    (crate::flac::export(complete.path(), &out.path, &title, &recipe, out.replace)?, Some(complete))
+                    (crate::flac::export(complete.path(), &out.path, &title, &recipe, if_taken)?, Some(complete))
                 }
-                _ if out.replace => (complete.persist(&out.path)?, None),
-                _ => (complete.persist_new(&out.path)?, None),
+                _ => (complete.place(&out.path, if_taken)?, None),
             };
             let Some(dir) = library else { return Ok((Some(path), None)) };
             // The library keeps a WAV: the one just written, or the float one the FLAC was made from.

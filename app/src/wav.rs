@@ -60,6 +60,47 @@ impl FileFormat {
     }
 }
 
+/// What a finished file does where its name is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IfTaken {
+    Replace,
+    Refuse,
+    /// Takes the first free of `name-2.ext`, `name-3.ext`... beside it.
+    NextFreeName,
+}
+
+/// `path` for `n` = 1, else `path` with `-n` after its stem (`song.wav`, `song-2.wav`, ...).
+pub fn numbered(path: &Path, n: usize) -> PathBuf {
+    if n <= 1 {
+        return path.to_path_buf();
+    }
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = match path.extension() {
+        Some(extension) => format!("{stem}-{n}.{}", extension.to_string_lossy()),
+        None => format!("{stem}-{n}"),
+    };
+    path.with_file_name(name)
+}
+
+/// Moves `temp` to `target` as `if_taken` says; returns where it went.
+pub fn place(mut temp: NamedTempFile, target: &Path, if_taken: IfTaken) -> std::io::Result<PathBuf> {
+    match if_taken {
+        IfTaken::Replace => temp.persist(target).map(|_| target.to_path_buf()).map_err(|e| e.error),
+        IfTaken::Refuse => temp.persist_noclobber(target).map(|_| target.to_path_buf()).map_err(|e| e.error),
+        IfTaken::NextFreeName => {
+            for n in 1..=10_000 {
+                let candidate = numbered(target, n);
+                match temp.persist_noclobber(&candidate) {
+                    Ok(_) => return Ok(candidate),
+                    Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => temp = e.file,
+                    Err(e) => return Err(e.error),
+                }
+            }
+            Err(std::io::Error::new(std::io::ErrorKind::AlreadyExists, "no free numbered name beside it"))
+        }
+    }
+}
+
 /// A temporary file in `dir` that, once moved into place, has the permissions any file created
 /// there has (read and write for all, less the user's umask), not a temporary's owner-only ones.
 pub fn temp_file_in(dir: &Path, prefix: &str, suffix: &str) -> std::io::Result<NamedTempFile> {
@@ -88,7 +129,7 @@ pub fn export_as(source: &Path, target: &Path, format: FileFormat, title: &str, 
     match format {
         FileFormat::F32 => export(source, target, WavFormat::F32, title, recipe),
         FileFormat::Pcm16 => export(source, target, WavFormat::Pcm16, title, recipe),
-        FileFormat::Flac => crate::flac::export(source, target, title, recipe, false),
+        FileFormat::Flac => crate::flac::export(source, target, title, recipe, IfTaken::Refuse),
     }
 }
 
@@ -177,22 +218,14 @@ impl CompleteWav {
         self.0.path()
     }
 
-    /// Moves the file to `target`, replacing what is there.
-    pub fn persist(self, target: &Path) -> Result<PathBuf> {
-        self.0
-            .persist(target)
-            .map_err(|e| e.error)
-            .with_context(|| format!("moving the song to {}", target.display()))?;
-        Ok(target.to_path_buf())
-    }
-
     /// Moves the file to `target`, which must not exist yet.
     pub fn persist_new(self, target: &Path) -> Result<PathBuf> {
-        self.0
-            .persist_noclobber(target)
-            .map_err(|e| e.error)
-            .with_context(|| format!("moving the song to {}", target.display()))?;
-        Ok(target.to_path_buf())
+        self.place(target, IfTaken::Refuse)
+    }
+
+    /// Moves the file to `target` as `if_taken` says; returns where it went.
+    pub fn place(self, target: &Path, if_taken: IfTaken) -> Result<PathBuf> {
+        place(self.0, target, if_taken).with_context(|| format!("moving the song to {}", target.display()))
     }
 }
 
@@ -273,6 +306,29 @@ pub fn read_info(path: &Path) -> Result<WavInfo> {
 mod tests {
     use super::*;
 
+    /// A file that takes the song's name while it is made keeps it; the song takes the next free
+    /// numbered name, and a refused move loses neither.
+    #[test]
+    fn a_taken_name_is_replaced_refused_or_numbered_as_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("song.wav");
+        std::fs::write(&target, b"theirs").unwrap();
+        std::fs::write(dir.path().join("song-2.wav"), b"also theirs").unwrap();
+        let song = |text: &[u8]| {
+            let mut temp = temp_file_in(dir.path(), ".song.", ".partial").unwrap();
+            std::io::Write::write_all(&mut temp, text).unwrap();
+            temp
+        };
+        let refused = place(song(b"mine"), &target, IfTaken::Refuse);
+        assert_eq!(refused.unwrap_err().kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(place(song(b"mine"), &target, IfTaken::NextFreeName).unwrap(), dir.path().join("song-3.wav"));
+        assert_eq!(std::fs::read(&target).unwrap(), b"theirs");
+        assert_eq!(std::fs::read(dir.path().join("song-3.wav")).unwrap(), b"mine");
+        assert_eq!(place(song(b"new"), &target, IfTaken::Replace).unwrap(), target);
+        assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        assert_eq!(numbered(Path::new("a/take"), 4), Path::new("a/take-4"));
+    }
+
     #[test]
     fn the_recipe_travels_in_the_file_and_players_still_read_it() {
         let dir = tempfile::tempdir().unwrap();
@@ -280,7 +336,7 @@ mod tests {
         let mut wav = WavFile::create(&target, 44100, WavFormat::Pcm16).unwrap();
         wav.write(&[0.5, -0.5, 0.25, -0.25]).unwrap();
         let recipe = r#"{"description":"warm lo-fi piano","seed":3}"#;
-        wav.finish("Warm piano", recipe).unwrap().persist(&target).unwrap();
+        wav.finish("Warm piano", recipe).unwrap().persist_new(&target).unwrap();
         let bytes = std::fs::read(&target).unwrap();
         let info = read_info(&target).unwrap();
         assert_eq!(info.comment.as_deref(), Some(recipe));
@@ -298,7 +354,7 @@ mod tests {
         let source = dir.path().join("stored.wav");
         let mut wav = WavFile::create(&source, 44100, WavFormat::F32).unwrap();
         wav.write(&[0.5, -0.5, 0.25, -1.5]).unwrap();
-        wav.finish("x", "{}").unwrap().persist(&source).unwrap();
+        wav.finish("x", "{}").unwrap().persist_new(&source).unwrap();
         let target = dir.path().join("out.wav");
         export(&source, &target, WavFormat::Pcm16, "Kept", r#"{"seed":5}"#).unwrap();
         let info = read_info(&target).unwrap();
@@ -340,7 +396,7 @@ mod tests {
             let format = if pcm16 { WavFormat::Pcm16 } else { WavFormat::F32 };
             let mut wav = WavFile::create(&target, rate, format).unwrap();
             wav.write(&stereo).unwrap();
-            wav.finish(&title, &recipe).unwrap().persist(&target).unwrap();
+            wav.finish(&title, &recipe).unwrap().persist_new(&target).unwrap();
             let (back, back_rate) = read_song(&target).unwrap();
             proptest::prop_assert_eq!(back_rate, rate);
             proptest::prop_assert_eq!(back.len(), stereo.len());

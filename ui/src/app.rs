@@ -138,14 +138,16 @@ impl<E: Engine> SongloomApp<E> {
                     });
                 }
                 EngineEvent::Devices { devices } => self.parameters.devices = devices,
-                EngineEvent::ModelFolderChosen { path } => self.draft.model = path,
                 event @ (EngineEvent::ModelInfo { .. }
+                | EngineEvent::ModelFolderChosen { .. }
                 | EngineEvent::Models { .. }
                 | EngineEvent::Download { .. }
                 | EngineEvent::DownloadEnded { .. }) => {
                     self.model.apply(&event);
-                    if let EngineEvent::DownloadEnded { result } = event {
-                        self.download_ended(result, now_s);
+                    match event {
+                        EngineEvent::DownloadEnded { result } => self.download_ended(result, now_s),
+                        EngineEvent::ModelFolderChosen { path } => self.draft.model = path,
+                        _ => {}
                     }
                 }
                 EngineEvent::Notice { message } => self.notice = Some(Notice::info(message, now_s)),

@@ -47,7 +47,9 @@ pub struct Settings {
     pub export_folder: String,
     pub export_format: ExportFormat,
     /// Whether Generate keeps the seed as it is; without it, each Generate draws a new one (so a
-    /// second press makes another song), shown in the seed field.
+    /// second press makes another song), shown in the seed field. For this session only: a new
+    /// one starts drawing seeds again.
+    #[serde(skip)]
     pub keep_seed: bool,
 }
 

@@ -513,3 +513,20 @@ fn the_model_field_takes_a_folder_typed_key_by_key() {
     h.run();
     assert!(h.query_by_label_contains("You are using the built-in model").is_none());
 }
+
+/// A model folder the engine said was not a model is asked about again once the models folder
+/// changes (a download that ends there), so Generate is not held on an old answer.
+#[test]
+fn a_model_is_asked_about_again_when_the_models_folder_changes() {
+    let mut h = harness(ScriptedEngine::default());
+    h.state_mut().draft.model = "/tmp/nothing".into();
+    h.run_steps(3);
+    assert!(h.state().generate_blocked().is_some());
+    let asked = |h: &Harness<'static, SongloomApp<ScriptedEngine>>| {
+        h.state().engine().sent.borrow().iter().filter(|r| matches!(r, Request::ModelInfo { .. })).count()
+    };
+    let before = asked(&h);
+    h.state().engine().queue.borrow_mut().push_back(EngineEvent::Models { folder: "/models".into(), models: vec![] });
+    h.run_steps(3);
+    assert!(asked(&h) > before, "the model was not asked about again");
+}

@@ -367,7 +367,7 @@ fn the_draft_and_the_settings_survive_a_restart() {
     let settings = songloom_ui::state::Settings {
         export_folder: "/music".into(),
         export_format: songloom_ui::contract::ExportFormat::Pcm16,
-        keep_seed: true,
+        keep_seed: false,
     };
     assert_ne!(settings, first_settings);
     let mut storage = MemoryStorage::default();

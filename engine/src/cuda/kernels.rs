@@ -304,8 +304,12 @@ impl Kernels {
                 // A cached entry the driver refuses (one written by a driver that reported the
                 // same version, say) is dropped and the file compiled afresh.
                 Err(_) if image.origin == Origin::Disk => {
-                    kernel_cache::forget(kernel_cache::default_dir().as_deref(), &entry_key(&self.arch, file, body));
-                    let fresh = compile_cubin(file, body, &self.arch).map_err(|e| e.to_string())?;
+                    let (dir, key) = (kernel_cache::default_dir(), entry_key(&self.arch, file, body));
+                    kernel_cache::forget(dir.as_deref(), &key);
+                    // Compiled afresh and written back, so the next run reads a good entry.
+                    let (fresh, _) =
+                        kernel_cache::get_or_make(dir.as_deref(), &key, || compile_cubin(file, body, &self.arch))
+                            .map_err(|e| e.to_string())?;
                     self.ctx.load_module(Ptx::from_binary(fresh))
                 }
                 Err(e) => Err(e),

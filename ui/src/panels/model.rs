@@ -53,9 +53,14 @@ impl ModelPanel {
             }
             EngineEvent::Models { folder, models } => {
                 self.models = Some(ModelsFolder { folder: folder.clone(), models: models.clone() });
+                // What is on disk changed: the model is asked about again.
+                self.info = None;
             }
             EngineEvent::Download { progress } => self.download = Some(progress.clone()),
-            EngineEvent::DownloadEnded { .. } => self.download = None,
+            EngineEvent::DownloadEnded { .. } | EngineEvent::ModelFolderChosen { .. } => {
+                self.download = None;
+                self.info = None;
+            }
             _ => {}
         }
     }
