@@ -442,8 +442,13 @@ fn the_cli_explains_itself() {
 fn generate_in(dir: &Path, extra: &[&str]) -> Output {
     let mut args = gen_args("piano", "[verse]\\nla", "1");
     args.extend(extra);
+    songloom_in(dir, &args)
+}
+
+/// `songloom` with `args` in `dir` (its working folder), on the tiny model.
+fn songloom_in(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_songloom"))
-        .args(&args)
+        .args(args)
         .current_dir(dir)
         .env("XDG_CACHE_HOME", dir.join(".cache"))
         .env("SONGLOOM_MODEL", tiny_model())
@@ -542,13 +547,7 @@ fn lyrics_are_optional_for_the_embedded_model() {
     let run = |extra: &[&str]| {
         let mut args = vec!["generate", "--prompt", "piano", "--duration", "1", "--steps", "1", "--no-play"];
         args.extend(extra);
-        Command::new(env!("CARGO_BIN_EXE_songloom"))
-            .args(&args)
-            .current_dir(dir.path())
-            .env("XDG_CACHE_HOME", dir.path().join(".cache"))
-            .env("SONGLOOM_MODEL", tiny_model())
-            .output()
-            .unwrap()
+        songloom_in(dir.path(), &args)
     };
     let r = run(&["--out", "built-in.wav"]);
     assert!(r.status.success(), "{}", stderr_of(&r));

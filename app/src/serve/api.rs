@@ -221,21 +221,24 @@ fn describe(server: &Server, id: u64) -> ApiResult<SongStatus> {
     let place = server.jobs.place(id);
     server
         .jobs
-        .with(id, |job| SongStatus {
-            id,
-            state: match &job.state {
-                JobState::Queued => SongState::Queued { place },
-                JobState::Running => SongState::Running,
-                JobState::Finished { library_id } => SongState::Finished { library_id: *library_id },
-                JobState::Failed(why) => SongState::Failed { error: why.clone() },
-                JobState::Cancelled => SongState::Cancelled,
-            },
-            description: job.recipe.description.clone(),
-            duration_s: job.recipe.duration_s,
-            seed: job.recipe.seed,
-            seconds_made: job.audio.len() as f64 / 2.0 / server.pipeline.sample_rate() as f64,
-            fraction: job.fraction_and_eta().0,
-            eta_s: job.fraction_and_eta().1,
+        .with(id, |job| {
+            let (fraction, eta_s) = job.fraction_and_eta();
+            SongStatus {
+                id,
+                state: match &job.state {
+                    JobState::Queued => SongState::Queued { place },
+                    JobState::Running => SongState::Running,
+                    JobState::Finished { library_id } => SongState::Finished { library_id: *library_id },
+                    JobState::Failed(why) => SongState::Failed { error: why.clone() },
+                    JobState::Cancelled => SongState::Cancelled,
+                },
+                description: job.recipe.description.clone(),
+                duration_s: job.recipe.duration_s,
+                seed: job.recipe.seed,
+                seconds_made: job.audio.len() as f64 / 2.0 / server.pipeline.sample_rate() as f64,
+                fraction,
+                eta_s,
+            }
         })
         .ok_or_else(|| ApiError::not_found("such song"))
 }
