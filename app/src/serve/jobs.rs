@@ -303,11 +303,17 @@ mod tests {
         assert_eq!(jobs.with(id, Job::fraction_and_eta), Some((0.0, None)));
         jobs.next().expect("the queued song");
         let sink = JobSink { jobs: &jobs, id };
-        sink.event(&Event::Stage { stage: Stage::ArFrames, done: 50, total: 100 });
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        let pause = || std::thread::sleep(std::time::Duration::from_millis(20));
+        sink.event(&Event::Stage { stage: Stage::ArFrames, done: 40, total: 100 });
+        pause();
         sink.event(&Event::Stage { stage: Stage::Dit { window: 0, windows: 2 }, done: 1, total: 2 });
+        pause();
+        sink.event(&Event::Stage { stage: Stage::Dit { window: 0, windows: 2 }, done: 2, total: 2 });
+        pause();
+        sink.event(&Event::Stage { stage: Stage::Vocoder { window: 0, windows: 2 }, done: 1, total: 1 });
+        sink.event(&Event::Stage { stage: Stage::ArFrames, done: 50, total: 100 });
         let (fraction, eta_s) = jobs.with(id, Job::fraction_and_eta).unwrap();
-        assert_eq!(fraction, 0.5 * 0.5 + 0.5 * 0.25);
+        assert_eq!(fraction, 0.5 * 0.5 + 0.5 * 0.5);
         assert!(eta_s.is_some_and(|s| s > 0.0), "{eta_s:?}");
     }
 }
