@@ -54,6 +54,8 @@ struct Shared {
     seek_to: AtomicUsize,
     level: AtomicU32,
     underruns: AtomicUsize,
+    /// The gain applied on the way to the device, 0..=1, as f32 bits.
+    volume: AtomicU32,
 }
 
 enum Command {
@@ -88,7 +90,11 @@ impl Player {
             device.default_output_config().map_err(|e| format!("the sound device has no usable configuration: {e}"))?;
         let config = StreamConfig { channels: CHANNELS as u16, sample_rate, buffer_size: cpal::BufferSize::Default };
         let (producer, consumer) = rtrb::RingBuffer::<f32>::new(RING_SAMPLES);
-        let shared = Arc::new(Shared { playing: AtomicBool::new(true), ..Shared::default() });
+        let shared = Arc::new(Shared {
+            playing: AtomicBool::new(true),
+            volume: AtomicU32::new(1.0f32.to_bits()),
+            ..Shared::default()
+        });
         let output = Output { consumer, shared: shared.clone(), monitor, starved: false };
         let stream = match default.sample_format() {
             SampleFormat::I16 => build::<i16>(&device, &config, output),
@@ -140,6 +146,11 @@ impl Player {
 
     pub fn pause(&self) {
         self.shared.playing.store(false, Ordering::Relaxed);
+    }
+
+    /// Sets the gain on the way to the device, 0..=1; what is kept of the song is unchanged.
+    pub fn set_volume(&self, volume: f32) {
+        self.shared.volume.store(volume.clamp(0.0, 1.0).to_bits(), Ordering::Relaxed);
     }
 
     /// Pauses, or plays; a song that has played to its end plays again from the start.
@@ -313,13 +324,15 @@ impl Output {
             let n = self.consumer.slots().min(out.len()) / CHANNELS * CHANNELS;
             if let Ok(chunk) = self.consumer.read_chunk(n) {
                 let (a, b) = chunk.as_slices();
+                let volume = f32::from_bits(shared.volume.load(Ordering::Relaxed));
                 for (d, s) in out.iter_mut().zip(a.iter().chain(b)) {
-                    *d = T::from_sample(*s);
-                    peak = peak.max(s.abs());
+                    let heard = s * volume;
+                    *d = T::from_sample(heard);
+                    peak = peak.max(heard.abs());
                 }
                 if let Some(m) = &mut self.monitor {
                     for s in a.iter().chain(b) {
-                        let _ = m.push(*s);
+                        let _ = m.push(s * volume);
                     }
                 }
                 chunk.commit_all();
@@ -377,7 +390,11 @@ mod tests {
     fn output(capacity: usize) -> (rtrb::Producer<f32>, Output, rtrb::Consumer<f32>) {
         let (producer, consumer) = rtrb::RingBuffer::new(capacity);
         let (monitor, monitored) = rtrb::RingBuffer::new(1 << 16);
-        let shared = Arc::new(Shared { playing: AtomicBool::new(true), ..Shared::default() });
+        let shared = Arc::new(Shared {
+            playing: AtomicBool::new(true),
+            volume: AtomicU32::new(1.0f32.to_bits()),
+            ..Shared::default()
+        });
         (producer, Output { consumer, shared, monitor: Some(monitor), starved: false }, monitored)
     }
 
@@ -390,6 +407,17 @@ mod tests {
 
     fn drain(c: &mut rtrb::Consumer<f32>) -> Vec<f32> {
         std::iter::from_fn(|| c.pop().ok()).collect()
+    }
+
+    #[test]
+    fn the_volume_scales_what_the_device_hears_and_the_level() {
+        let (mut p, mut out, _monitor) = output(64);
+        push(&mut p, &out, &[0.8, -0.4, 0.2, 0.6]);
+        out.shared.volume.store(0.5f32.to_bits(), Ordering::Relaxed);
+        let mut block = [0.0f32; 4];
+        out.render(&mut block);
+        assert_eq!(block, [0.4, -0.2, 0.1, 0.3]);
+        assert_eq!(f32::from_bits(out.shared.level.load(Ordering::Relaxed)), 0.4);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! notice line, the library). It owns no thread, file or audio device: everything goes through an
 //! [`Engine`].
 
+use crate::closing::{self, CloseAnswer, Closing};
 use crate::contract::{DeviceStatus, Engine, EngineEvent, JobId, Recipe, Request, SongEntry};
 use crate::panels::{
     Command, ComposePanel, LibraryPanel, ModelPanel, NoticePanel, Panel, PanelContext, ParametersPanel, PlayerPanel,
@@ -24,6 +25,8 @@ pub struct SongloomApp<E: Engine> {
     pub track: Option<Track>,
     pub library: LibraryPanel,
     pub notice: Option<Notice>,
+    /// A close of the window held while songs are being made, and what became of it.
+    pub closing: Option<Closing>,
     compose: ComposePanel,
     progress: ProgressPanel,
     parameters: ParametersPanel,
@@ -32,6 +35,9 @@ pub struct SongloomApp<E: Engine> {
     notice_line: NoticePanel,
     next_job: JobId,
     library_requested: bool,
+    /// The song being made that starts playing by itself once the rest can play through (until
+    /// then, or until the user plays or pauses).
+    autoplay: Option<JobId>,
 }
 
 impl<E: Engine> SongloomApp<E> {
@@ -46,6 +52,7 @@ impl<E: Engine> SongloomApp<E> {
             track: None,
             library: LibraryPanel::default(),
             notice: None,
+            closing: None,
             compose: ComposePanel::default(),
             progress: ProgressPanel,
             parameters: ParametersPanel::default(),
@@ -54,6 +61,7 @@ impl<E: Engine> SongloomApp<E> {
             notice_line: NoticePanel,
             next_job: 1,
             library_requested: false,
+            autoplay: None,
         }
     }
 
@@ -68,6 +76,11 @@ impl<E: Engine> SongloomApp<E> {
 
     pub fn is_running(&self) -> bool {
         self.job.as_ref().is_some_and(|j| !j.progress.is_done())
+    }
+
+    /// Whether closing the window now would lose songs: one being made or waiting its turn.
+    pub fn work_at_risk(&self) -> bool {
+        self.is_running() || !self.queue.is_empty()
     }
 
     /// Why Generate cannot make the draft now: the engine said its model cannot be used. A remote
@@ -105,6 +118,7 @@ impl<E: Engine> SongloomApp<E> {
     /// Job `id` is the one being made now: its progress and its track.
     fn begin(&mut self, id: JobId, title: String, duration_s: f64, now_s: f64) {
         self.job = Some(Job { id, progress: Progress::new(now_s), duration_s });
+        self.autoplay = Some(id);
         self.track = Some(Track { title, job: Some(id), expected_s: Some(duration_s), ..Track::default() });
     }
 
@@ -114,11 +128,44 @@ impl<E: Engine> SongloomApp<E> {
         self.engine.send(Request::Cancel { job: id });
     }
 
+    /// Cancels the song being made and every song waiting: the engine keeps nothing of them.
+    pub fn discard_all(&mut self) {
+        for id in self.queue.iter().map(|q| q.id).collect::<Vec<_>>() {
+            self.unqueue(id);
+        }
+        self.cancel();
+    }
+
     pub fn cancel(&mut self) {
         if let Some(job) = &self.job
             && !job.progress.is_done()
         {
             self.engine.send(Request::Cancel { job: job.id });
+        }
+    }
+
+    /// While the song being made is held: the seconds until the rest can play through (none
+    /// while there is no rate to tell).
+    pub fn pending_start(&self) -> Option<Option<f64>> {
+        let id = self.autoplay?;
+        let job = self.job.as_ref().filter(|j| j.id == id && j.progress.error.is_none())?;
+        Some(job.progress.playback_wait_s(job.duration_s))
+    }
+
+    /// Starts the song being made once the rest can play through at the rate it is made; a user
+    /// who played, paused or chose another song first has taken over.
+    fn start_when_it_can_play_through(&mut self, playback: &crate::contract::PlaybackState) {
+        if self.autoplay.is_none() {
+            return;
+        }
+        match self.pending_start() {
+            None => self.autoplay = None,
+            Some(_) if playback.playing || playback.unavailable.is_some() => self.autoplay = None,
+            Some(Some(wait_s)) if wait_s <= 0.0 => {
+                self.autoplay = None;
+                self.engine.send(Request::Play);
+            }
+            Some(_) => {}
         }
     }
 
@@ -134,7 +181,7 @@ impl<E: Engine> SongloomApp<E> {
                         sample_rate,
                         job: None,
                         song: Some(song.id),
-                        expected_s: None,
+                        ..Track::default()
                     });
                 }
                 EngineEvent::Devices { devices } => self.parameters.devices = devices,
@@ -181,7 +228,10 @@ impl<E: Engine> SongloomApp<E> {
         job.progress.apply(&event, now_s);
         let Some(track) = self.track.as_mut().filter(|t| t.job == Some(job.id)) else { return };
         match event {
-            EngineEvent::Audio { samples, sample_rate, .. } => {
+            EngineEvent::Audio { first_sample, samples, sample_rate, .. } => {
+                if first_sample > 0 {
+                    track.sections.push(first_sample);
+                }
                 track.audio.extend_from_slice(&samples);
                 track.sample_rate = sample_rate;
             }
@@ -214,7 +264,12 @@ impl<E: Engine> SongloomApp<E> {
     /// Carries out what a panel asked for.
     fn route(&mut self, command: Command, now_s: f64) {
         match command {
-            Command::Send(request) => self.engine.send(request),
+            Command::Send(request) => {
+                if matches!(request, Request::TogglePlayback | Request::PlaySong { .. }) {
+                    self.autoplay = None;
+                }
+                self.engine.send(request)
+            }
             Command::Generate => self.generate(now_s),
             Command::Cancel => self.cancel(),
             Command::Unqueue(id) => self.unqueue(id),
@@ -229,6 +284,7 @@ impl<E: Engine> SongloomApp<E> {
         if !self.library_requested {
             self.library_requested = true;
             self.engine.send(Request::ListSongs { search: String::new() });
+            self.engine.send(Request::SetVolume { volume: self.settings.volume });
             if !self.engine.is_remote() {
                 self.engine.send(Request::ListModels);
             }
@@ -243,9 +299,12 @@ impl<E: Engine> SongloomApp<E> {
         if !ui.ctx().egui_wants_keyboard_input()
             && ui.input_mut(|i| i.consume_key(egui::Modifiers::NONE, egui::Key::Space))
         {
-            self.engine.send(Request::TogglePlayback);
+            self.route(Command::Send(Request::TogglePlayback), now);
         }
+        self.close_ui(ui, now);
         let playback = self.engine.playback();
+        self.start_when_it_can_play_through(&playback);
+        let pending_start = self.pending_start();
         let running = self.is_running();
         let generate_blocked = self.generate_blocked();
         let mut ctx = PanelContext {
@@ -262,6 +321,8 @@ impl<E: Engine> SongloomApp<E> {
             generate_blocked,
             remote: self.engine.is_remote(),
             now_s: now,
+            utc_offset_s: self.engine.utc_offset_s(self.library.songs.first().map_or(0, |s| s.created_unix)),
+            pending_start,
             commands: Vec::new(),
         };
         // What the song is: the banner, the composer, Generate and the progress, the parameters
@@ -308,8 +369,16 @@ impl<E: Engine> SongloomApp<E> {
         for command in ctx.commands {
             self.route(command, now);
         }
-        if self.is_running() || playback.playing {
-            ui.ctx().request_repaint_after(std::time::Duration::from_millis(50));
+        // Between events and input, the window redraws only to move what moves by itself: the
+        // playhead and the level while playing, the elapsed time and the time left while a song
+        // is made. Each redraw costs the engine CPU time on a machine that draws in software.
+        if playback.playing || playback.level > 0.0 {
+            ui.ctx().request_repaint_after(PLAYING_REDRAW);
+        } else if self.is_running() || self.autoplay.is_some() {
+            ui.ctx().request_repaint_after(MAKING_REDRAW);
+        }
+        if let Some(left) = self.library.undo_left_s(now) {
+            ui.ctx().request_repaint_after(std::time::Duration::from_secs_f64(left.max(0.0)));
         }
         if let Some(notice) = &self.notice {
             let left = notice.left_s(now);
@@ -319,6 +388,75 @@ impl<E: Engine> SongloomApp<E> {
         }
     }
 }
+
+impl<E: Engine> SongloomApp<E> {
+    /// A close of the window: let through when nothing would be lost; otherwise held, the user
+    /// asked, and carried out as answered (the window closes itself once the songs are done or
+    /// their cancel confirmed).
+    fn close_ui(&mut self, ui: &mut egui::Ui, now: f64) {
+        let ctx = ui.ctx().clone();
+        if ctx.input(|i| i.viewport().close_requested()) && self.closing != Some(Closing::Ready) {
+            if self.work_at_risk() {
+                ctx.send_viewport_cmd(egui::ViewportCommand::CancelClose);
+                if !matches!(self.closing, Some(Closing::Discarding { .. })) {
+                    self.closing = Some(Closing::Asking);
+                }
+            } else {
+                self.closing = Some(Closing::Ready);
+                self.delete_for_good();
+            }
+        }
+        let close_now = match self.closing {
+            Some(Closing::Asking) if self.work_at_risk() => {
+                let title = self.track.as_ref().filter(|t| t.job.is_some()).map(|t| t.title.as_str());
+                match closing::ask_ui(&ctx, title, self.queue.len()) {
+                    Some(CloseAnswer::WaitForSongs) => self.closing = Some(Closing::WhenDone),
+                    Some(CloseAnswer::Discard) => {
+                        self.discard_all();
+                        self.closing = Some(Closing::Discarding { since_s: now });
+                    }
+                    Some(CloseAnswer::KeepWorking) => self.closing = None,
+                    None => {}
+                }
+                false
+            }
+            Some(Closing::Asking | Closing::WhenDone) => !self.work_at_risk(),
+            Some(Closing::Discarding { since_s }) => {
+                ctx.request_repaint_after(std::time::Duration::from_millis(200));
+                !self.work_at_risk() || now - since_s > closing::DISCARD_WAIT_S
+            }
+            Some(Closing::Ready) | None => false,
+        };
+        if self.closing == Some(Closing::WhenDone) {
+            ui.horizontal(|ui| {
+                ui.label("The window closes when the songs are done.");
+                if ui.button("Stay open").clicked() {
+                    self.closing = None;
+                }
+            });
+        }
+        if close_now {
+            self.closing = Some(Closing::Ready);
+            self.delete_for_good();
+            ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+        }
+    }
+
+    /// The window closes: a deleted song waiting for its Undo is deleted now.
+    fn delete_for_good(&mut self) {
+        if let Some(id) = self.library.take_pending_delete() {
+            self.engine.send(Request::DeleteSong { id });
+        }
+    }
+}
+
+/// How often the window redraws while a song plays (the playhead, the level meter).
+pub const PLAYING_REDRAW: std::time::Duration = std::time::Duration::from_millis(100);
+/// How often the window redraws while a song is made and nothing plays (the clocks).
+pub const MAKING_REDRAW: std::time::Duration = std::time::Duration::from_millis(500);
+/// The soonest the window redraws after an engine event: events (an AR frame each) come far more
+/// often than a person can read them.
+pub const EVENT_REDRAW: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// A new seed drawn at `now_s`, mixed with `salt` (the job it is for, or the seed it replaces), so
 /// each press and each session draws another.

@@ -47,6 +47,13 @@ pub enum Request {
     },
     /// Play or pause what is loaded; a song that played to its end starts again.
     TogglePlayback,
+    /// Plays what is loaded from the playhead (a song being made starts paused, and the window
+    /// asks for this once the rest can play through).
+    Play,
+    /// Sets the playback volume, 0..=1 (a gain on the samples, which stay as made).
+    SetVolume {
+        volume: f32,
+    },
     /// Moves the playhead to stereo frame `frame`.
     Seek {
         frame: usize,
@@ -273,6 +280,10 @@ pub trait Engine {
     /// weights, memory budget and model are then the server's, and exports are downloads.
     fn is_remote(&self) -> bool {
         false
+    }
+    /// Seconds the user's clock is ahead of UTC at `unix_s`, for dates in their time.
+    fn utc_offset_s(&self, _unix_s: i64) -> i64 {
+        0
     }
 }
 

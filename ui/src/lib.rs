@@ -3,6 +3,7 @@
 //! files or audio devices, and the crate builds for wasm32.
 
 pub mod app;
+pub mod closing;
 pub mod contract;
 pub mod duration;
 pub mod lyrics;

@@ -37,6 +37,9 @@ pub struct Track {
     pub song: Option<SongId>,
     /// The length asked for while it is being made, in seconds (the timeline's length then).
     pub expected_s: Option<f64>,
+    /// Where each section after the first starts, in stereo frames: the parts the song came in
+    /// while it was made (one per acoustic window).
+    pub sections: Vec<usize>,
 }
 
 /// Settings that outlive a session (the shell persists them with the draft).
@@ -51,11 +54,13 @@ pub struct Settings {
     /// one starts drawing seeds again.
     #[serde(skip)]
     pub keep_seed: bool,
+    /// Playback volume, 0..=1.
+    pub volume: f32,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { export_folder: String::new(), export_format: ExportFormat::Float32, keep_seed: false }
+        Settings { export_folder: String::new(), export_format: ExportFormat::Float32, keep_seed: false, volume: 1.0 }
     }
 }
 

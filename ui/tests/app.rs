@@ -324,7 +324,13 @@ fn generate_while_a_song_is_made_queues_it_and_a_waiting_song_can_be_removed() {
 fn the_built_in_model_says_what_it_is_and_where_the_real_one_goes() {
     let mut h = harness(ScriptedEngine::default());
     h.run();
-    assert!(h.query_by_label("You are using the built-in model, Songloom Mini.").is_some());
+    assert!(
+        h.query_by_label("You are using the built-in model, Songloom Mini: instrumental pieces, no singing.").is_some()
+    );
+    // The rest is one click away, folded so the banner stays small.
+    assert!(h.query_by_label_contains("it cannot sing").is_none());
+    h.get_by_label("What it can do, and the real model").click();
+    h.run();
     assert!(h.query_by_label_contains("it cannot sing").is_some());
     h.get_by_label("Enter its folder").click();
     h.run();
@@ -335,7 +341,10 @@ fn the_built_in_model_says_what_it_is_and_where_the_real_one_goes() {
     h.get_by_label("Description").focus();
     h.run();
     h.run();
-    assert!(h.query_by_label("You are using the built-in model, Songloom Mini.").is_none(), "and the banner goes");
+    assert!(
+        h.query_by_label("You are using the built-in model, Songloom Mini: instrumental pieces, no singing.").is_none(),
+        "and the banner goes"
+    );
 }
 
 #[test]
@@ -350,6 +359,9 @@ fn the_chosen_device_says_what_the_real_model_would_do_there() {
         devices: vec![status("auto", "the real model here: q8 AR weights, bf16 DiT, streamed"), status("cpu", "hours")],
     });
     h.run();
+    assert!(h.query_by_label("Device").is_none(), "engine settings are folded under Advanced");
+    h.get_by_label_contains("Advanced:").click();
+    h.run();
     assert!(h.query_by_label_contains("q8 AR weights, bf16 DiT, streamed").is_some());
     h.state_mut().draft.device = "cpu".into();
     h.run();
@@ -362,15 +374,20 @@ fn the_chosen_device_says_what_the_real_model_would_do_there() {
 fn a_remote_engine_shows_the_servers_settings_instead_of_choices() {
     let mut h = harness(ScriptedEngine { remote: true, ..ScriptedEngine::default() });
     h.run();
+    h.get_by_label_contains("Advanced:").click();
     h.run();
     for choice in ["Device", "Precision", "Weights", "Model", "Export to"] {
         assert!(h.query_by_label(choice).is_none(), "{choice} is the server's");
     }
-    assert!(h.query_by_label("You are using the built-in model, Songloom Mini.").is_none());
+    assert!(
+        h.query_by_label("You are using the built-in model, Songloom Mini: instrumental pieces, no singing.").is_none()
+    );
     h.get_by_label("The device, precision, weights, memory and model are the server's:");
     h.get_by_label("6.1 M parameters: all there");
     h.get_by_label("Export downloads");
     let mut local = harness(ScriptedEngine::default());
+    local.run();
+    local.get_by_label_contains("Advanced:").click();
     local.run();
     local.get_by_label("Device");
     local.get_by_label("Export to");

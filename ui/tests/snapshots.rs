@@ -1,5 +1,6 @@
-//! The window as pictures, at 1280x800 and 800x600: the first run (the built-in model's banner),
-//! a song being made, a song finished, and a failed start. Rendered by egui-wgpu on
+//! The window as pictures, at 1280x800, 800x600 and 1600x1000: the first run (the built-in model's
+//! banner), a song being made, a song whose playback waits for its next part, a song finished, and
+//! a failed start. Rendered by egui-wgpu on
 //! lavapipe and compared with `tests/snapshots/*.png`; write them anew with `UPDATE_SNAPSHOTS=1`.
 //! Without a software adapter the test says so and skips.
 
@@ -11,7 +12,7 @@ use egui_kittest::Harness;
 use songloom_ui::app::SongloomApp;
 use songloom_ui::contract::{EngineEvent, Recipe, Request, SongEntry, Stage, Timings};
 
-const SIZES: [(f32, f32); 2] = [(1280.0, 800.0), (800.0, 600.0)];
+const SIZES: [(f32, f32); 3] = [(1280.0, 800.0), (800.0, 600.0), (1600.0, 1000.0)];
 
 /// A software rasterizer (lavapipe), which the harness prefers and the committed pictures come
 /// from: a GPU's rasterizer differs from it in a few edge pixels.
@@ -64,6 +65,20 @@ fn generating(h: &mut Harness<'static, SongloomApp<ScriptedEngine>>) {
     h.state().engine().paused.set(false);
 }
 
+/// A song being made whose playback caught up with it: it waits for the next part.
+fn waiting(h: &mut Harness<'static, SongloomApp<ScriptedEngine>>) {
+    generating(h);
+    h.run();
+    let frames = 44_100 * 4;
+    h.state().engine().playback.replace(songloom_ui::contract::PlaybackState {
+        playing: true,
+        position: frames,
+        frames,
+        sample_rate: 44_100,
+        ..Default::default()
+    });
+}
+
 fn finished(h: &mut Harness<'static, SongloomApp<ScriptedEngine>>) {
     generating(h);
     h.run();
@@ -114,7 +129,7 @@ struct Scene {
 }
 
 #[test]
-fn the_window_looks_as_committed_at_both_sizes() {
+fn the_window_looks_as_committed_at_each_size() {
     if !software_adapter_available() {
         println!(
             "skipped: no software wgpu adapter here to render the window as committed (the test command installs lavapipe)"
@@ -124,6 +139,7 @@ fn the_window_looks_as_committed_at_both_sizes() {
     let scenes = [
         Scene { state: "first-run", draft: Recipe::default, play: |_| {} },
         Scene { state: "generating", draft: written_draft, play: generating },
+        Scene { state: "waiting", draft: written_draft, play: waiting },
         Scene { state: "finished", draft: written_draft, play: finished },
         Scene { state: "error", draft: written_draft, play: failed },
     ];

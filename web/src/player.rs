@@ -4,7 +4,7 @@
 //! made waits for more instead of ending.
 
 use songloom_ui::contract::PlaybackState;
-use web_sys::{AudioBufferSourceNode, AudioContext};
+use web_sys::{AudioBufferSourceNode, AudioContext, GainNode};
 
 /// Seconds of headroom given to the first buffer after a start, a seek or a wait for samples.
 const LEAD_S: f64 = 0.05;
@@ -13,6 +13,8 @@ const MIN_FRAMES: usize = 2048;
 
 pub struct WebPlayer {
     context: Result<AudioContext, String>,
+    /// The volume, between the buffers and the speakers (none where the browser made none).
+    volume: Option<GainNode>,
     samples: Vec<f32>,
     sample_rate: u32,
     /// Every sample of the song has arrived, so running out of them is its end.
@@ -31,8 +33,14 @@ pub struct WebPlayer {
 impl WebPlayer {
     pub fn new() -> Self {
         let context = AudioContext::new().map_err(|e| format!("this browser cannot play audio: {e:?}"));
+        let volume = context.as_ref().ok().and_then(|c| {
+            let gain = c.create_gain().ok()?;
+            gain.connect_with_audio_node(&c.destination()).ok()?;
+            Some(gain)
+        });
         WebPlayer {
             context,
+            volume,
             samples: Vec::new(),
             sample_rate: 44_100,
             complete: true,
@@ -71,14 +79,25 @@ impl WebPlayer {
         self.paused_at = 0;
     }
 
-    /// A song's next samples; the first of a song being made starts it playing.
+    /// A song's next samples (a song being made starts paused: the window asks for
+    /// [`play`](Self::play) once the rest can play through).
     pub fn push(&mut self, samples: &[f32]) {
-        let first = self.samples.is_empty();
         self.samples.extend_from_slice(samples);
-        if first && !self.complete {
-            self.start(0);
-        }
         self.schedule();
+    }
+
+    /// Plays from the playhead, unless playing already.
+    pub fn play(&mut self) {
+        if !self.playing {
+            self.toggle();
+        }
+    }
+
+    /// The gain on the way to the speakers, 0..=1.
+    pub fn set_volume(&mut self, volume: f32) {
+        if let Some(gain) = &self.volume {
+            gain.gain().set_value(volume.clamp(0.0, 1.0));
+        }
     }
 
     pub fn complete(&mut self) {
@@ -176,7 +195,11 @@ impl WebPlayer {
         }
         let Ok(source) = context.create_buffer_source() else { return };
         source.set_buffer(Some(&buffer));
-        if source.connect_with_audio_node(&context.destination()).is_err() || source.start_with_when(at).is_err() {
+        let connected = match &self.volume {
+            Some(gain) => source.connect_with_audio_node(gain),
+            None => source.connect_with_audio_node(&context.destination()),
+        };
+        if connected.is_err() || source.start_with_when(at).is_err() {
             return;
         }
         self.sources.push(source);
@@ -197,7 +220,7 @@ impl WebPlayer {
             frames: self.frames(),
             sample_rate: self.sample_rate,
             playing: self.playing,
-            level: if self.playing { level } else { 0.0 },
+            level: if self.playing { level * self.volume.as_ref().map_or(1.0, |g| g.gain().value()) } else { 0.0 },
             unavailable: self.context.as_ref().err().cloned(),
         }
     }

@@ -60,7 +60,7 @@ impl RemoteEngine {
         let mut shared = self.shared.borrow_mut();
         shared.events.push(event);
         if let Some(context) = &shared.repaint {
-            context.request_repaint();
+            context.request_repaint_after(songloom_ui::app::EVENT_REDRAW);
         }
     }
 
@@ -298,6 +298,8 @@ impl Engine for RemoteEngine {
                 self.player.borrow_mut().stop();
             }
             Request::TogglePlayback => self.player.borrow_mut().toggle(),
+            Request::Play => self.player.borrow_mut().play(),
+            Request::SetVolume { volume } => self.player.borrow_mut().set_volume(volume),
             Request::Seek { frame } => self.player.borrow_mut().seek(frame),
             Request::PlaySong { id } => self.spawn(async move |e| e.play_song(id).await),
             Request::ModelInfo { model } => self.spawn(async move |e| e.model_info(model).await),
@@ -334,6 +336,12 @@ impl Engine for RemoteEngine {
 
     fn is_remote(&self) -> bool {
         true
+    }
+
+    fn utc_offset_s(&self, unix_s: i64) -> i64 {
+        let date = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(unix_s as f64 * 1000.0));
+        // JavaScript gives minutes behind UTC.
+        -(date.get_timezone_offset() as i64) * 60
     }
 }
 

@@ -51,6 +51,8 @@ struct Players {
     /// Whether the song being made has the player: set when a song starts, cleared when a library
     /// song is listened to meanwhile (the song goes on being made, into the library).
     follows_job: std::sync::atomic::AtomicBool,
+    /// The volume asked for, 0..=1, as f32 bits (none asked yet: 0, which reads as full).
+    volume_bits: std::sync::atomic::AtomicU32,
 }
 
 impl Players {
@@ -61,7 +63,26 @@ impl Players {
             return;
         }
         let opened = Player::open(sample_rate);
+        if let Ok(player) = &opened {
+            player.set_volume(self.volume());
+        }
         *self.current.lock().expect("not poisoned") = Some((sample_rate, opened));
+    }
+
+    fn volume(&self) -> f32 {
+        match self.volume_bits.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => 1.0,
+            bits => f32::from_bits(bits),
+        }
+    }
+
+    /// Sets the volume of the open player and of any opened later.
+    fn set_volume(&self, volume: f32) {
+        let volume = if volume.is_finite() { volume.clamp(0.0, 1.0) } else { 1.0 };
+        // Zero is stored as the smallest positive f32, so 0 keeps meaning "none asked".
+        let bits = if volume == 0.0 { f32::MIN_POSITIVE.to_bits() } else { volume.to_bits() };
+        self.volume_bits.store(bits, std::sync::atomic::Ordering::Relaxed);
+        self.with_open(|p| p.set_volume(volume));
     }
 
     /// Runs `f` on the open player for the song being made, if it still has the player.
@@ -104,6 +125,8 @@ impl Players {
 enum ToLibrarian {
     Request(Request),
     RefreshList,
+    /// Answered once everything asked before is done.
+    Drain(mpsc::Sender<()>),
 }
 
 /// How many engines' device probes are running, for [`wait_for_device_probe`].
@@ -196,6 +219,10 @@ impl InProcessEngine {
                 let result = match message {
                     ToLibrarian::Request(request) => librarian_state.handle(request),
                     ToLibrarian::RefreshList => librarian_state.send_list(),
+                    ToLibrarian::Drain(done) => {
+                        let _ = done.send(());
+                        Ok(())
+                    }
                 };
                 if let Err(e) = result {
                     librarian_state.outbox.send(EngineEvent::Problem { message: format!("{e:#}") });
@@ -310,6 +337,8 @@ impl Engine for InProcessEngine {
                 }
             }
             Request::TogglePlayback => self.players.with_open(Player::toggle),
+            Request::Play => self.players.with_open(Player::play),
+            Request::SetVolume { volume } => self.players.set_volume(volume),
             Request::Seek { frame } => self.players.with_open(|p| p.seek(frame)),
             Request::ListModels => send_models(&self.outbox),
             Request::DownloadModel => self.start_download(),
@@ -333,6 +362,37 @@ impl Engine for InProcessEngine {
     fn playback(&self) -> PlaybackState {
         self.players.state()
     }
+
+    fn utc_offset_s(&self, unix_s: i64) -> i64 {
+        local_utc_offset_s(unix_s)
+    }
+}
+
+impl Drop for InProcessEngine {
+    /// What the window asked of the library as it closed (a delete whose Undo it cut short) is
+    /// done before the process ends.
+    fn drop(&mut self) {
+        let (done, finished) = mpsc::channel();
+        if self.librarian.send(ToLibrarian::Drain(done)).is_ok() {
+            let _ = finished.recv_timeout(std::time::Duration::from_secs(5));
+        }
+    }
+}
+
+/// Seconds the local clock is ahead of UTC at `unix_s` (the system's time zone).
+#[cfg(unix)]
+fn local_utc_offset_s(unix_s: i64) -> i64 {
+    let time = unix_s as libc::time_t;
+    // SAFETY: an all-zero `tm` is a valid value (integers and a null zone name), and
+    // `localtime_r` writes only into it.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are to live locals of the right types.
+    if unsafe { libc::localtime_r(&time, &mut tm) }.is_null() { 0 } else { tm.tm_gmtoff }
+}
+
+#[cfg(not(unix))]
+fn local_utc_offset_s(_unix_s: i64) -> i64 {
+    0
 }
 
 /// What a loaded pipeline was made for: the model, device, precision, weights and budget.
@@ -432,7 +492,11 @@ impl Worker {
         let pipeline = self.pipeline(job, recipe, &request)?;
         players.ensure(pipeline.sample_rate());
         players.follows_job.store(true, std::sync::atomic::Ordering::Relaxed);
-        players.with_open(Player::new_song);
+        // Held until the window says the rest can play through.
+        players.with_open(|p| {
+            p.new_song();
+            p.pause();
+        });
         let song = SongJob {
             request,
             // The weights used, so the recipe makes the same song again.
@@ -538,6 +602,8 @@ impl Librarian {
             Request::Generate { .. }
             | Request::Cancel { .. }
             | Request::TogglePlayback
+            | Request::Play
+            | Request::SetVolume { .. }
             | Request::Seek { .. }
             | Request::ListModels
             | Request::DownloadModel

@@ -6,7 +6,7 @@ mod engine_host;
 mod tests;
 
 pub use engine_host::InProcessEngine;
-use songloom_ui::app::SongloomApp;
+use songloom_ui::app::{EVENT_REDRAW, SongloomApp};
 use songloom_ui::contract::Recipe;
 use songloom_ui::state::Settings;
 
@@ -68,7 +68,9 @@ pub fn run() -> anyhow::Result<()> {
         Box::new(|cc| {
             let (draft, settings) = restore(cc.storage);
             let ctx = cc.egui_ctx.clone();
-            let engine = InProcessEngine::spawn(None, move || ctx.request_repaint());
+            // At most one redraw per EVENT_REDRAW however fast events come: egui keeps the
+            // soonest of the redraws asked for.
+            let engine = InProcessEngine::spawn(None, move || ctx.request_repaint_after(EVENT_REDRAW));
             let mut inner = SongloomApp::new(engine, draft);
             inner.settings = settings;
             Ok(Box::new(DesktopApp { inner }))

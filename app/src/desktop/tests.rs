@@ -114,8 +114,14 @@ fn compose_generate_pause_play_export_and_find_it_in_the_library() {
     h.get_by_label("Generate").click();
     h.step();
 
-    // The song plays as it arrives; pause it while the rest is still being made.
+    // The song is held until the rest can play through; Play plays it at once, and Pause
+    // pauses it while the rest is still being made.
     wait_until(&mut h, "the first audio", |app| app.track.as_ref().is_some_and(|t| !t.audio.is_empty()));
+    if !h.state().engine().playback().playing {
+        h.get_by_label("Play").click();
+        h.step();
+        wait_until(&mut h, "playback to start", |app| app.engine().playback().playing);
+    }
     h.get_by_label("Pause").click();
     h.step();
     assert!(!h.state().engine().playback().playing, "Pause pauses");
@@ -226,9 +232,17 @@ fn the_library_panel_lists_searches_plays_renames_and_deletes() {
     h.get_by_label("Cancel").click();
     wait_until(&mut h, "the cancel", |app| !app.is_running());
 
+    // Deleted, brought back with Undo, deleted again: gone once its Undo is over.
     h.get_by_label("Delete").click();
     h.run_steps(2);
-    h.get_by_label("Delete for good").click();
+    h.get_by_label("Undo").click();
+    h.run_steps(2);
+    assert!(h.query_by_label("Library piano (keeper)").is_some());
+    h.get_by_label("Delete").click();
+    h.run_steps(2);
+    assert!(h.query_by_label_contains("is deleted").is_some());
+    assert_eq!(Library::open(&setup.library_dir()).unwrap().list("").unwrap().len(), 1, "not yet");
+    h.input_mut().time = Some(h.ctx.input(|i| i.time) + songloom_ui::panels::library::UNDO_S + 1.0);
     h.step();
     wait_until(&mut h, "the delete", |app| app.library.songs.is_empty());
     assert!(Library::open(&setup.library_dir()).unwrap().list("").unwrap().is_empty());
@@ -368,6 +382,7 @@ fn the_draft_and_the_settings_survive_a_restart() {
         export_folder: "/music".into(),
         export_format: songloom_ui::contract::ExportFormat::Pcm16,
         keep_seed: false,
+        volume: 0.4,
     };
     assert_ne!(settings, first_settings);
     let mut storage = MemoryStorage::default();
@@ -420,6 +435,9 @@ fn a_song_runs_with_the_device_set_to_wgpu() {
     // Short and few steps: lavapipe runs the shaders on two CPU cores in CI.
     h.state_mut().draft.duration_s = 2.0;
     h.state_mut().draft.steps = 1;
+    // The device is an engine setting, under Advanced.
+    h.get_by_label_contains("Advanced:").click();
+    h.run_steps(2);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         h.get_by_role_and_label(egui::accesskit::Role::ComboBox, "Device").click();
@@ -556,4 +574,38 @@ fn a_partial_download_can_be_discarded_from_the_window() {
     assert_eq!(h.state().notice.as_ref().unwrap().message, "The partial download is removed");
     assert!(!partial.exists(), "{} is still there", partial.display());
     assert!(data.join("songloom/models").exists(), "the models folder itself stays");
+}
+
+#[test]
+fn closing_mid_song_and_discarding_leaves_no_partial_file() {
+    let setup = Setup::new();
+    let mut h = setup.harness();
+    h.state_mut().draft.description = "song closed mid-way".into();
+    h.state_mut().draft.lyrics = "[verse]\nla la".into();
+    h.get_by_label("Generate").click();
+    h.step();
+    wait_until(&mut h, "the first AR frames", |app| {
+        app.job.as_ref().is_some_and(|j| j.progress.frames.0 > 0 || j.progress.is_done())
+    });
+    assert!(h.state().is_running(), "still running when the window closes");
+    h.input_mut().viewports.entry(egui::ViewportId::ROOT).or_default().events.push(egui::ViewportEvent::Close);
+    h.step();
+    h.step();
+    h.get_by_label("Discard and quit").click();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        h.step();
+        let asked = h.output().viewport_output.get(&egui::ViewportId::ROOT).map(|o| o.commands.clone());
+        if asked.unwrap_or_default().contains(&egui::ViewportCommand::Close) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the window never closed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let left: Vec<PathBuf> = files_under(&setup.library_dir())
+        .into_iter()
+        .filter(|p| !p.ends_with("library.sqlite3") && !p.to_string_lossy().contains("sqlite3-"))
+        .collect();
+    assert!(left.is_empty(), "left behind when the window closed: {left:?}");
+    assert!(Library::open(&setup.library_dir()).unwrap().list("").unwrap().is_empty());
 }

@@ -6,6 +6,10 @@ use egui::Color32;
 use super::{Panel, PanelContext};
 use crate::lyrics::{TAGS, dropped_text, insert_tag};
 
+/// Points the left column takes besides the lyrics (banner, description, tags, Generate, progress,
+/// parameters, model), about.
+const LEFT_COLUMN_WITHOUT_LYRICS: f32 = 560.0;
+
 #[derive(Default)]
 pub struct ComposePanel {
     /// Where a tag goes: the Lyrics editor's cursor, as a byte offset.
@@ -28,10 +32,15 @@ impl Panel for ComposePanel {
             .labelled_by(label.id);
         landmarks.description = Some(description.rect);
         ui.label("Lyrics");
+        // The lyrics take the height the window has to spare: a whole song's words in view on a
+        // tall screen, a few lines on a small one.
+        let row_height = ui.text_style_height(&egui::TextStyle::Body);
+        let spare_height = ui.ctx().content_rect().height() - LEFT_COLUMN_WITHOUT_LYRICS;
+        let rows = ((spare_height / row_height) as usize).clamp(6, 40);
         let mut output = egui::TextEdit::multiline(&mut draft.lyrics)
             .id_salt("lyrics")
             .hint_text("[verse]\nfirst line\n[chorus]\n...")
-            .desired_rows(8)
+            .desired_rows(rows)
             .desired_width(f32::INFINITY)
             .show(ui);
         output.response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::TextInput, true, "Lyrics editor"));

@@ -1,9 +1,13 @@
-//! `LibraryPanel`: search, and for each song listen, take its recipe into the composer, make a
-//! variation (its recipe with a new seed), rename, export (float32 or 16-bit, to a folder the
-//! settings keep) and delete (after a confirmation).
+//! `LibraryPanel`: search, and for each song (its length, when it was made, its recipe's seed and
+//! steps) listen, take its recipe into the composer, make a variation (its recipe with a new
+//! seed), rename, export (float32, 16-bit or FLAC, to a folder the settings keep) and delete, with
+//! an Undo in the row's place for [`UNDO_S`] before the song is really deleted.
 
 use super::{Command, Panel, PanelContext, choice_ui};
 use crate::contract::{ExportFormat, Recipe, Request, SongEntry, SongId};
+
+/// Seconds a deleted song can be brought back before the engine deletes it.
+pub const UNDO_S: f64 = 10.0;
 
 #[derive(Default)]
 pub struct LibraryPanel {
@@ -12,10 +16,18 @@ pub struct LibraryPanel {
     pub search: String,
     /// The song being renamed and the title typed so far.
     renaming: Option<Renaming>,
-    /// The song whose Delete was pressed once.
-    confirming_delete: Option<SongId>,
+    /// The song deleted last, hidden from the list while it can be brought back.
+    pending_delete: Option<PendingDelete>,
     /// A song whose recipe would replace a draft that holds text: asked first.
     replacing_draft: Option<SongEntry>,
+}
+
+/// A deleted song that Undo still brings back.
+struct PendingDelete {
+    id: SongId,
+    title: String,
+    /// When Delete was pressed, on the window's clock.
+    at_s: f64,
 }
 
 /// A song being renamed.
@@ -23,9 +35,22 @@ struct Renaming {
     id: SongId,
     /// The title typed so far.
     title: String,
+    /// Whether the field is still to take the focus (the frame Rename was pressed).
+    focus: bool,
 }
 
 impl LibraryPanel {
+    /// The song deleted last, for the engine to delete now (its Undo is over: the time is up, or
+    /// the window closes).
+    pub fn take_pending_delete(&mut self) -> Option<SongId> {
+        self.pending_delete.take().map(|p| p.id)
+    }
+
+    /// Seconds until the song deleted last is deleted for good, while it can be brought back.
+    pub fn undo_left_s(&self, now_s: f64) -> Option<f64> {
+        self.pending_delete.as_ref().map(|p| UNDO_S - (now_s - p.at_s))
+    }
+
     /// Loads a library song's recipe into the composer; a draft with text of its own that would
     /// be lost is asked about first.
     pub fn use_recipe(&mut self, song: &SongEntry, draft: &mut Recipe, keep_seed: &mut bool) {
@@ -37,24 +62,28 @@ impl LibraryPanel {
         }
     }
 
-    /// The question before a song's recipe replaces the draft.
+    /// The question before a song's recipe replaces the draft, over the window (the list stays
+    /// where it is).
     fn replace_draft_ui(&mut self, ui: &mut egui::Ui, draft: &mut Recipe, keep_seed: &mut bool) {
         let Some(song) = &self.replacing_draft else { return };
         let mut answered = false;
-        ui.horizontal_wrapped(|ui| {
+        let modal = egui::Modal::new(egui::Id::unique("replace-draft")).show(ui.ctx(), |ui| {
+            ui.set_max_width(420.0);
             ui.label(format!(
-                "Replace your draft with the recipe of \"{}\"? The draft's text would be lost.",
+                "Replace your draft with the recipe of \u{201c}{}\u{201d}? The draft's text would be lost.",
                 song.title
             ));
-            if ui.button("Replace the draft").clicked() {
-                take_recipe(song, draft, keep_seed);
-                answered = true;
-            }
-            if ui.button("Keep my draft").clicked() {
-                answered = true;
-            }
+            ui.horizontal(|ui| {
+                if ui.button("Replace the draft").clicked() {
+                    take_recipe(song, draft, keep_seed);
+                    answered = true;
+                }
+                if ui.button("Keep my draft").clicked() {
+                    answered = true;
+                }
+            });
         });
-        if answered {
+        if answered || modal.should_close() {
             self.replacing_draft = None;
         }
     }
@@ -101,11 +130,35 @@ impl LibraryPanel {
         }
         let songs = std::mem::take(&mut self.songs);
         ctx.landmarks.export = None;
+        if let Some(pending) = self.pending_delete.as_ref().filter(|p| !songs.iter().any(|s| s.id == p.id)) {
+            // The list no longer holds it (a new search): its Undo goes with it.
+            let id = pending.id;
+            self.pending_delete = None;
+            ctx.send(Command::Send(Request::DeleteSong { id }));
+        }
         for (i, song) in songs.iter().enumerate() {
             ui.separator();
-            self.song_ui(ui, ctx, song, i == 0);
+            if self.pending_delete.as_ref().is_some_and(|p| p.id == song.id) {
+                self.deleted_row_ui(ui);
+            } else {
+                self.song_ui(ui, ctx, song, i == 0);
+            }
         }
         self.songs = songs;
+    }
+
+    /// A deleted song's row while it can be brought back: as tall as a song's, so nothing moves.
+    fn deleted_row_ui(&mut self, ui: &mut egui::Ui) {
+        let Some(pending) = &self.pending_delete else { return };
+        ui.label(format!("\u{201c}{}\u{201d} is deleted.", pending.title));
+        let mut undo = false;
+        ui.horizontal(|ui| {
+            undo = ui.button("Undo").clicked();
+        });
+        ui.label("");
+        if undo {
+            self.pending_delete = None;
+        }
     }
 
     /// One song; `newest` for the first, whose Export button is a landmark.
@@ -116,6 +169,9 @@ impl LibraryPanel {
                 ui.horizontal(|ui| {
                     let label = ui.label("New title");
                     let edit = ui.text_edit_singleline(&mut renaming.title).labelled_by(label.id);
+                    if std::mem::take(&mut renaming.focus) {
+                        edit.request_focus();
+                    }
                     let enter = edit.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
                     if ui.button("Save title").clicked() || enter {
                         let title = renaming.title.trim().into();
@@ -132,13 +188,16 @@ impl LibraryPanel {
                 ui.strong(&song.title);
             }
         }
-        ui.label(format!(
-            "{:.1} s · seed {} · {} steps · {}",
-            song.seconds,
-            song.recipe.seed,
-            song.recipe.steps,
-            song.recipe.description.chars().take(80).collect::<String>()
-        ));
+        let made = date_time(song.created_unix + ctx.utc_offset_s);
+        let mut details = format!("{} · {made} · seed {}", length(song.seconds), song.recipe.seed);
+        // The description when the title is not it already (a renamed song).
+        let description = song.recipe.description.trim();
+        if !description.is_empty() && !song.title.starts_with(description.chars().take(40).collect::<String>().as_str())
+        {
+            details.push_str(" · ");
+            details.extend(description.chars().take(80));
+        }
+        ui.add(egui::Label::new(egui::RichText::new(details).weak()).truncate());
         // While a song is being made, listening takes the player from it.
         let busy = ctx.running;
         ui.horizontal_wrapped(|ui| {
@@ -159,7 +218,7 @@ impl LibraryPanel {
                 ctx.send(Command::Variation(song.clone()));
             }
             if ui.button("Rename").clicked() {
-                self.renaming = Some(Renaming { id: song.id, title: song.title.clone() });
+                self.renaming = Some(Renaming { id: song.id, title: song.title.clone(), focus: true });
             }
             let export = ui.button("Export");
             if newest {
@@ -172,16 +231,12 @@ impl LibraryPanel {
                     format: ctx.settings.export_format,
                 }));
             }
-            if self.confirming_delete == Some(song.id) {
-                if ui.button("Delete for good").clicked() {
-                    ctx.send(Command::Send(Request::DeleteSong { id: song.id }));
-                    self.confirming_delete = None;
+            if ui.button("Delete").on_hover_text("Undo brings it back for a few seconds").clicked() {
+                // One song waits for its Undo at a time: the one before goes now.
+                if let Some(earlier) = self.pending_delete.take() {
+                    ctx.send(Command::Send(Request::DeleteSong { id: earlier.id }));
                 }
-                if ui.button("Keep it").clicked() {
-                    self.confirming_delete = None;
-                }
-            } else if ui.button("Delete").clicked() {
-                self.confirming_delete = Some(song.id);
+                self.pending_delete = Some(PendingDelete { id: song.id, title: song.title.clone(), at_s: ctx.now_s });
             }
         });
     }
@@ -191,6 +246,11 @@ impl Panel for LibraryPanel {
     /// The question before a recipe replaces the draft, then the list, which scrolls.
     fn ui(&mut self, ui: &mut egui::Ui, ctx: &mut PanelContext<'_>) {
         self.replace_draft_ui(ui, ctx.draft, &mut ctx.settings.keep_seed);
+        if self.undo_left_s(ctx.now_s).is_some_and(|left| left <= 0.0)
+            && let Some(id) = self.take_pending_delete()
+        {
+            ctx.send(Command::Send(Request::DeleteSong { id }));
+        }
         egui::ScrollArea::vertical().id_salt("library").show(ui, |ui| self.songs_ui(ui, ctx));
     }
 }
@@ -199,4 +259,41 @@ impl Panel for LibraryPanel {
 fn take_recipe(song: &SongEntry, draft: &mut Recipe, keep_seed: &mut bool) {
     *draft = song.recipe.clone();
     *keep_seed = true;
+}
+
+/// A song's length as `m:ss`.
+fn length(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    format!("{}:{:02}", s / 60, s % 60)
+}
+
+/// `4 Dec 2026, 14:03` for seconds since 1970 on the user's clock.
+fn date_time(local_s: i64) -> String {
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let (days, second) = (local_s.div_euclid(86_400), local_s.rem_euclid(86_400));
+    // Days to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{day} {} {year}, {:02}:{:02}", MONTHS[(month - 1) as usize], second / 3600, second % 3600 / 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_read_as_a_calendar_does() {
+        assert_eq!(date_time(0), "1 Jan 1970, 00:00");
+        assert_eq!(date_time(1_796_386_980), "4 Dec 2026, 12:23");
+        assert_eq!(date_time(951_782_400), "29 Feb 2000, 00:00");
+        assert_eq!(date_time(-60), "31 Dec 1969, 23:59");
+        assert_eq!((length(7.98), length(90.4)), ("0:08".to_string(), "1:30".to_string()));
+    }
 }

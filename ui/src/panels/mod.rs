@@ -53,6 +53,11 @@ pub struct PanelContext<'a> {
     pub remote: bool,
     /// The window's clock, in seconds.
     pub now_s: f64,
+    /// Seconds the user's clock is ahead of UTC (for the library's dates).
+    pub utc_offset_s: i64,
+    /// While the song being made is held until the rest can play through: the seconds until then,
+    /// once there is a rate to tell.
+    pub pending_start: Option<Option<f64>>,
     /// What the panels asked for this frame, in order ([`PanelContext::send`]).
     pub commands: Vec<Command>,
 }

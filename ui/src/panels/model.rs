@@ -83,21 +83,27 @@ impl ModelPanel {
             return;
         }
         egui::Frame::group(ui.style()).fill(ui.visuals().faint_bg_color).show(ui, |ui| {
-            ui.strong("You are using the built-in model, Songloom Mini.");
-            ui.label(
-                "It is a small model the project trained on synthesized public-domain scores: instrumental \
-                 pieces (organ, piano, strings, guitar, flute, clarinet, harp, bass, drums) from a description \
-                 of the style, instruments, key and tempo; it cannot sing. For songs with vocals, download \
-                 MiniMaxAI/MiniMax-Music3 (28.5 GB: `songloom model download` in a \
-                 terminal fetches, resumes and verifies it; it needs a GPU with 7 GB or more: on an H200 a minute \
-                 of music takes about 22 s, other GPUs are not measured yet, a CPU takes hours), then choose its \
-                 folder as the Model.",
+            ui.strong("You are using the built-in model, Songloom Mini: instrumental pieces, no singing.");
+            // The whole story folded, so the banner stays a few lines on a small screen.
+            egui::CollapsingHeader::new("What it can do, and the real model").id_salt("builtin-banner").show(
+                ui,
+                |ui| {
+                    ui.label(
+                        "It is a small model the project trained on synthesized public-domain scores: \
+                         instrumental pieces (organ, piano, strings, guitar, flute, clarinet, harp, bass, drums) \
+                         from a description of the style, instruments, key and tempo; it cannot sing. For songs \
+                         with vocals, download MiniMaxAI/MiniMax-Music3 (28.5 GB: `songloom model download` in \
+                         a terminal fetches, resumes and verifies it; it needs a GPU with 7 GB or more: on an \
+                         H200 a minute of music takes about 17 s, other GPUs are not measured yet, a CPU takes \
+                         hours), then choose its folder as the Model.",
+                    );
+                    ui.hyperlink_to("The model on Hugging Face", "https://huggingface.co/MiniMaxAI/MiniMax-Music3");
+                },
             );
             ui.horizontal_wrapped(|ui| {
                 if self.download.is_none() && ui.button("Download it").clicked() {
                     ctx.send(Command::Send(Request::DownloadModel));
                 }
-                ui.hyperlink_to("The model on Hugging Face", "https://huggingface.co/MiniMaxAI/MiniMax-Music3");
                 if ui.button("Choose its folder…").clicked() {
                     ctx.send(Command::Send(Request::ChooseModelFolder));
                 }

@@ -69,6 +69,42 @@ impl ParametersPanel {
     }
 }
 
+impl ParametersPanel {
+    /// The device (with its advice), precision, weights and memory budget: grid rows.
+    fn engine_settings_ui(&self, ui: &mut egui::Ui, draft: &mut Recipe) {
+        let label = ui.label("Device");
+        device_choice_ui(ui, label.id, &mut draft.device, &self.devices);
+        ui.end_row();
+        let chosen = self.devices.iter().find(|d| d.name == draft.device);
+        if let Some(advice) = chosen.and_then(|d| d.advice.as_ref()) {
+            ui.label("");
+            ui.add(egui::Label::new(egui::RichText::new(advice).small()).wrap());
+            ui.end_row();
+        }
+        let label = ui.label("Precision");
+        text_choice_ui(ui, label.id, "precision", &mut draft.precision, &PRECISIONS);
+        ui.end_row();
+        let label = ui.label("Weights");
+        text_choice_ui(ui, label.id, "weights", &mut draft.weights, &WEIGHTS).on_hover_text(
+            "The language model's weights: 8bit and 4bit take less GPU memory (auto: the most exact that fits)",
+        );
+        ui.end_row();
+        let label = ui.label("GPU memory (GB)");
+        ui.horizontal(|ui| {
+            let mut limited = draft.max_memory_gb.is_some();
+            ui.checkbox(&mut limited, "at most").labelled_by(label.id);
+            if limited {
+                let gb = draft.max_memory_gb.get_or_insert(12.0);
+                ui.add(egui::DragValue::new(gb).range(1.0..=1024.0).speed(0.5).max_decimals(1)).labelled_by(label.id);
+            } else {
+                draft.max_memory_gb = None;
+                ui.label("what the device has free");
+            }
+        });
+        ui.end_row();
+    }
+}
+
 impl Panel for ParametersPanel {
     /// On a remote engine the server decides the device and what goes with it.
     fn ui(&mut self, ui: &mut egui::Ui, ctx: &mut PanelContext<'_>) {
@@ -93,48 +129,24 @@ impl Panel for ParametersPanel {
                 }
             });
             ui.end_row();
-            let label = ui.label("Steps");
-            ui.add(egui::DragValue::new(&mut draft.steps).range(1..=100)).labelled_by(label.id);
-            ui.end_row();
-            let label = ui.label("Guidance");
-            ui.add(egui::DragValue::new(&mut draft.guidance).range(0.0..=20.0).speed(0.05).max_decimals(2))
-                .labelled_by(label.id)
-                .on_hover_text("How closely the music follows the description (the model's own: 1.7)");
-            ui.end_row();
-            if remote {
-                return;
-            }
-            let label = ui.label("Device");
-            device_choice_ui(ui, label.id, &mut draft.device, &self.devices);
-            ui.end_row();
-            let chosen = self.devices.iter().find(|d| d.name == draft.device);
-            if let Some(advice) = chosen.and_then(|d| d.advice.as_ref()) {
-                ui.label("");
-                ui.add(egui::Label::new(egui::RichText::new(advice).small()).wrap());
+        });
+        // The engine's settings, folded: a first song needs none of them.
+        let device = if remote { String::new() } else { format!(", {}", draft.device) };
+        let summary = format!("Advanced: {} steps, guidance {:.2}{device}", draft.steps, draft.guidance);
+        egui::CollapsingHeader::new(summary).id_salt("advanced").show(ui, |ui| {
+            egui::Grid::new("advanced parameters").num_columns(2).show(ui, |ui| {
+                let label = ui.label("Steps");
+                ui.add(egui::DragValue::new(&mut draft.steps).range(1..=100)).labelled_by(label.id);
                 ui.end_row();
-            }
-            let label = ui.label("Precision");
-            text_choice_ui(ui, label.id, "precision", &mut draft.precision, &PRECISIONS);
-            ui.end_row();
-            let label = ui.label("Weights");
-            text_choice_ui(ui, label.id, "weights", &mut draft.weights, &WEIGHTS).on_hover_text(
-                "The language model's weights: 8bit and 4bit take less GPU memory (auto: the most exact that fits)",
-            );
-            ui.end_row();
-            let label = ui.label("GPU memory (GB)");
-            ui.horizontal(|ui| {
-                let mut limited = draft.max_memory_gb.is_some();
-                ui.checkbox(&mut limited, "at most").labelled_by(label.id);
-                if limited {
-                    let gb = draft.max_memory_gb.get_or_insert(12.0);
-                    ui.add(egui::DragValue::new(gb).range(1.0..=1024.0).speed(0.5).max_decimals(1))
-                        .labelled_by(label.id);
-                } else {
-                    draft.max_memory_gb = None;
-                    ui.label("what the device has free");
+                let label = ui.label("Guidance");
+                ui.add(egui::DragValue::new(&mut draft.guidance).range(0.0..=20.0).speed(0.05).max_decimals(2))
+                    .labelled_by(label.id)
+                    .on_hover_text("How closely the music follows the description (the model's own: 1.7)");
+                ui.end_row();
+                if !remote {
+                    self.engine_settings_ui(ui, draft);
                 }
             });
-            ui.end_row();
         });
         if remote {
             ui.small("The device, precision, weights, memory and model are the server's:");

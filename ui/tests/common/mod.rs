@@ -17,6 +17,8 @@ pub struct ScriptedEngine {
     pub paused: std::cell::Cell<bool>,
     /// Songs made elsewhere, as a browser page's engine.
     pub remote: bool,
+    /// What the player reports.
+    pub playback: RefCell<PlaybackState>,
 }
 
 impl Engine for ScriptedEngine {
@@ -96,7 +98,7 @@ impl Engine for ScriptedEngine {
     }
 
     fn playback(&self) -> PlaybackState {
-        PlaybackState::default()
+        self.playback.borrow().clone()
     }
 
     fn is_remote(&self) -> bool {
