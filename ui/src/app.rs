@@ -187,6 +187,7 @@ impl<E: Engine> SongloomApp<E> {
                 EngineEvent::Devices { devices } => self.parameters.devices = devices,
                 event @ (EngineEvent::ModelInfo { .. }
                 | EngineEvent::ModelFolderChosen { .. }
+                | EngineEvent::Folder { .. }
                 | EngineEvent::Models { .. }
                 | EngineEvent::Download { .. }
                 | EngineEvent::DownloadEnded { .. }) => {

@@ -78,8 +78,13 @@ pub enum Request {
     /// removed.
     CancelDownload,
     /// Opens the system's folder picker for a model folder ([`EngineEvent::ModelFolderChosen`]
-    /// when one is chosen; nothing when the picker is closed).
+    /// when one is chosen; nothing when the picker is closed, or where the system has none).
     ChooseModelFolder,
+    /// Lists the folders in `path` (typed as a person types it, `~` their home; the models folder
+    /// when empty) for the window's own folder chooser ([`EngineEvent::Folder`]).
+    ListFolder {
+        path: String,
+    },
     /// Answered by [`EngineEvent::Library`].
     ListSongs {
         search: String,
@@ -98,6 +103,29 @@ pub enum Request {
         folder: String,
         format: ExportFormat,
     },
+}
+
+/// A folder's subfolders, as the folder chooser shows them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FolderListing {
+    /// The folder, as an absolute path.
+    pub path: String,
+    /// The folder above it, where there is one.
+    pub parent: Option<String>,
+    /// Its subfolders by name (hidden ones left out), sorted.
+    pub folders: Vec<FolderEntry>,
+    /// Whether the folder itself holds a model (language_model/ and transformer/ in it).
+    pub is_model: bool,
+    /// Why it could not be read, if it could not.
+    pub error: Option<String>,
+}
+
+/// A subfolder in a [`FolderListing`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct FolderEntry {
+    pub name: String,
+    /// Whether it holds a model.
+    pub is_model: bool,
 }
 
 /// A folder of the models folder.
@@ -238,6 +266,10 @@ pub enum EngineEvent {
     /// The folder the user chose in the folder picker.
     ModelFolderChosen {
         path: String,
+    },
+    /// What a folder holds, for the window's own folder chooser.
+    Folder {
+        listing: FolderListing,
     },
     /// Each device choice (`auto` first) and whether it can run here; sent once at the start.
     Devices {

@@ -191,6 +191,7 @@ impl Progress {
             | EngineEvent::Download { .. }
             | EngineEvent::DownloadEnded { .. }
             | EngineEvent::ModelFolderChosen { .. }
+            | EngineEvent::Folder { .. }
             | EngineEvent::Devices { .. }
             | EngineEvent::Notice { .. }
             | EngineEvent::Problem { .. } => {}

@@ -438,14 +438,45 @@ fn choose_folder_asks_for_the_picker_and_the_chosen_folder_becomes_the_model() {
     let mut h = harness(ScriptedEngine::default());
     h.set_size(egui::vec2(1280.0, 1400.0));
     h.run();
+    // The window's own chooser opens on the models folder, wherever the window runs.
     h.get_by_label("Choose folder…").click();
     h.run();
+    h.get_by_label("Choose the model's folder");
+    h.get_by_label_contains("MiniMax-Music3  · a model").click();
+    h.run();
+    assert!(
+        h.state()
+            .engine()
+            .sent
+            .borrow()
+            .iter()
+            .any(|r| matches!(r, Request::ListFolder { path } if path == "/models/MiniMax-Music3"))
+    );
+    h.get_by_label("This folder holds a model.");
+    h.get_by_label("Up").click();
+    h.run();
+    h.get_by_label_contains("notes");
+    h.get_by_label_contains("MiniMax-Music3  · a model").click();
+    h.run();
+    h.get_by_label("Choose this folder").click();
+    h.run();
+    assert_eq!(h.state().draft.model, "/models/MiniMax-Music3");
+    assert!(h.query_by_label("Choose the model's folder").is_none(), "closed once chosen");
+
+    // The system's dialog, from the chooser: what it picks becomes the Model and closes the chooser;
+    // one that never opens leaves the chooser there to use.
+    h.get_by_label("Choose folder…").click();
+    h.run();
+    h.get_by_label("System dialog…").click();
+    h.run();
     assert!(h.state().engine().sent.borrow().iter().any(|r| matches!(r, Request::ChooseModelFolder)));
+    h.get_by_label("Choose the model's folder");
     let chosen = EngineEvent::ModelFolderChosen { path: "/disks/big/MiniMax-Music3".into() };
     h.state().engine().queue.borrow_mut().push_back(chosen);
     h.run();
     h.run();
     assert_eq!(h.state().draft.model, "/disks/big/MiniMax-Music3");
+    assert!(h.query_by_label("Choose the model's folder").is_none());
     h.get_by_label("Model: /disks/big/MiniMax-Music3 is not a model");
 }
 

@@ -311,11 +311,13 @@ impl Engine for RemoteEngine {
             Request::ExportSong { id, format, .. } => self.export(id, format),
             // The server's model is fetched where it runs (`songloom model download` there).
             Request::ListModels => {}
-            Request::DownloadModel | Request::PauseDownload | Request::CancelDownload | Request::ChooseModelFolder => {
-                self.emit(EngineEvent::Problem {
-                    message: "the model is downloaded on the server: `songloom model download` there".into(),
-                })
-            }
+            Request::DownloadModel
+            | Request::PauseDownload
+            | Request::CancelDownload
+            | Request::ChooseModelFolder
+            | Request::ListFolder { .. } => self.emit(EngineEvent::Problem {
+                message: "the model is downloaded on the server: `songloom model download` there".into(),
+            }),
         }
     }
 

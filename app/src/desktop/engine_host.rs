@@ -306,6 +306,42 @@ fn choose_model_folder(outbox: &Outbox) {
     });
 }
 
+/// The folders in `typed` (the models folder when empty, created if need be), for the window's
+/// folder chooser; a folder that cannot be read says why, and where it was.
+fn list_folder(typed: &str) -> songloom_ui::contract::FolderListing {
+    use songloom_ui::contract::{FolderEntry, FolderListing};
+    let folder = if typed.trim().is_empty() {
+        let models = crate::model_download::models_dir();
+        let _ = std::fs::create_dir_all(&models);
+        models
+    } else {
+        typed_path(typed)
+    };
+    let folder = std::path::absolute(&folder).unwrap_or(folder);
+    let holds_model = |dir: &Path| dir.join("language_model").is_dir() && dir.join("transformer").is_dir();
+    let mut listing = FolderListing {
+        path: folder.display().to_string(),
+        parent: folder.parent().map(|p| p.display().to_string()),
+        is_model: holds_model(&folder),
+        ..FolderListing::default()
+    };
+    match std::fs::read_dir(&folder) {
+        Ok(entries) => {
+            let mut folders: Vec<FolderEntry> = entries
+                .flatten()
+                .filter(|e| e.path().is_dir())
+                .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+                .filter(|(name, _)| !name.starts_with('.'))
+                .map(|(name, path)| FolderEntry { name, is_model: holds_model(&path) })
+                .collect();
+            folders.sort_by_key(|f| f.name.to_lowercase());
+            listing.folders = folders;
+        }
+        Err(e) => listing.error = Some(format!("{} cannot be read: {e}", folder.display())),
+    }
+    listing
+}
+
 /// The models folder and what it holds, to the window.
 fn send_models(outbox: &Outbox) {
     let models = crate::model_download::installed()
@@ -557,6 +593,10 @@ impl Librarian {
     }
 
     fn handle(&mut self, request: Request) -> anyhow::Result<()> {
+        if let Request::ListFolder { path } = request {
+            self.outbox.send(EngineEvent::Folder { listing: list_folder(&path) });
+            return Ok(());
+        }
         if let Request::ModelInfo { model } = request {
             let summary = model_dir(&model)
                 .and_then(|d| crate::model_info::summary(&d))
@@ -610,6 +650,7 @@ impl Librarian {
             | Request::PauseDownload
             | Request::CancelDownload
             | Request::ChooseModelFolder
+            | Request::ListFolder { .. }
             | Request::ModelInfo { .. } => {
                 return Ok(());
             }
@@ -681,5 +722,26 @@ mod typed_path_tests {
         // Another user's home and a name starting with ~ are left as typed.
         assert_eq!(typed_path("~bob/x"), PathBuf::from("~bob/x"));
         assert_eq!(typed_path("models/~x"), PathBuf::from("models/~x"));
+    }
+
+    #[test]
+    fn the_folder_chooser_lists_folders_marks_models_and_says_what_it_cannot_read() {
+        let dir = tempfile::tempdir().unwrap();
+        for sub in ["Zeta", "alpha", ".hidden", "MiniMax-Music3/language_model", "MiniMax-Music3/transformer"] {
+            std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        }
+        std::fs::write(dir.path().join("notes.txt"), "not a folder").unwrap();
+        let listing = list_folder(&dir.path().display().to_string());
+        let names: Vec<(&str, bool)> = listing.folders.iter().map(|f| (f.name.as_str(), f.is_model)).collect();
+        assert_eq!(names, [("alpha", false), ("MiniMax-Music3", true), ("Zeta", false)]);
+        assert_eq!(listing.parent.as_deref(), dir.path().parent().map(|p| p.display().to_string()).as_deref());
+        assert!(!listing.is_model && listing.error.is_none());
+        let model = list_folder(&dir.path().join("MiniMax-Music3").display().to_string());
+        assert!(model.is_model);
+        let missing = list_folder(&dir.path().join("gone").display().to_string());
+        assert!(
+            missing.error.as_deref().is_some_and(|e| e.contains("gone") && e.contains("cannot be read")),
+            "{missing:?}"
+        );
     }
 }

@@ -3,6 +3,7 @@
 //! routes once the frame is drawn.
 
 pub mod compose;
+pub mod folder_chooser;
 pub mod library;
 pub mod model;
 pub mod notice;

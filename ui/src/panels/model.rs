@@ -16,6 +16,8 @@ pub struct ModelPanel {
     models: Option<ModelsFolder>,
     /// A download in progress.
     download: Option<DownloadProgress>,
+    /// The window's own folder chooser for the Model.
+    chooser: super::folder_chooser::FolderChooser,
     /// Set by the banner: the Model field takes the focus.
     focus_field: bool,
     /// Whether the Model field had the keyboard in the last frame.
@@ -57,10 +59,15 @@ impl ModelPanel {
                 self.info = None;
             }
             EngineEvent::Download { progress } => self.download = Some(progress.clone()),
-            EngineEvent::DownloadEnded { .. } | EngineEvent::ModelFolderChosen { .. } => {
+            EngineEvent::DownloadEnded { .. } => {
                 self.download = None;
                 self.info = None;
             }
+            EngineEvent::ModelFolderChosen { .. } => {
+                self.info = None;
+                self.chooser.close();
+            }
+            EngineEvent::Folder { listing } => self.chooser.show(listing.clone()),
             _ => {}
         }
     }
@@ -105,7 +112,7 @@ impl ModelPanel {
                     ctx.send(Command::Send(Request::DownloadModel));
                 }
                 if ui.button("Choose its folder…").clicked() {
-                    ctx.send(Command::Send(Request::ChooseModelFolder));
+                    self.chooser.open(ctx);
                 }
                 if ui.button("Enter its folder").clicked() {
                     self.focus_field = true;
@@ -181,10 +188,11 @@ impl Panel for ModelPanel {
                     .on_hover_text("a MiniMax-Music3 folder in the diffusers layout")
                     .clicked()
                 {
-                    ctx.send(Command::Send(Request::ChooseModelFolder));
+                    self.chooser.open(ctx);
                 }
             });
             self.installed_ui(ui, ctx);
+            self.chooser.ui(ui, ctx);
         }
         if self.info.as_ref().is_none_or(|info| info.model != ctx.draft.model) {
             self.info = Some(ModelInfo { model: ctx.draft.model.clone(), summary: None });

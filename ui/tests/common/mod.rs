@@ -75,6 +75,25 @@ impl Engine for ScriptedEngine {
                 let result = Err("cancelled; what it had fetched is removed".into());
                 queue.push_back(EngineEvent::DownloadEnded { result });
             }
+            Request::ListFolder { path } => {
+                let path = if path.is_empty() { "/models".to_string() } else { path.clone() };
+                let folders = if path == "/models" {
+                    vec![
+                        songloom_ui::contract::FolderEntry { name: "MiniMax-Music3".into(), is_model: true },
+                        songloom_ui::contract::FolderEntry { name: "notes".into(), is_model: false },
+                    ]
+                } else {
+                    Vec::new()
+                };
+                let listing = songloom_ui::contract::FolderListing {
+                    is_model: path.ends_with("MiniMax-Music3"),
+                    parent: path.rsplit_once('/').map(|(up, _)| if up.is_empty() { "/".into() } else { up.into() }),
+                    path,
+                    folders,
+                    error: None,
+                };
+                queue.push_back(EngineEvent::Folder { listing });
+            }
             Request::ModelInfo { model } => {
                 let summary = if model.is_empty() {
                     Ok("6.1 M parameters: all there".into())
