@@ -14,5 +14,5 @@ if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$version" ];
 fi
 cargo build --release --locked --target wasm32-unknown-unknown -p songloom-web
 wasm-bindgen --target web --no-typescript --out-dir web/dist \
-    target/wasm32-unknown-unknown/release/songloom_web.wasm
+    "${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/release/songloom_web.wasm"
 ls -l web/dist

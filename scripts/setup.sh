@@ -6,11 +6,12 @@ as_root() {
 }
 
 missing=()
-# mesa-vulkan-drivers (lavapipe) and libvulkan1: the wgpu backend runs its tests on the CPU;
-# chromium and chromium-driver, for the test command only (SONGLOOM_SETUP_BROWSER=1): the browser
-# test of the page `songloom serve` serves.
-packages=(build-essential pkg-config libasound2-dev mesa-vulkan-drivers libvulkan1)
-[ "${SONGLOOM_SETUP_BROWSER:-}" = 1 ] && packages+=(chromium chromium-driver)
+# libsqlite3-dev: the library's database; mesa-vulkan-drivers (lavapipe) and libvulkan1: the wgpu
+# backend runs on the CPU where there is no GPU (and its tests do). For the test command only
+# (SONGLOOM_SETUP_TESTS=1): chromium and chromium-driver, for the browser test of the page
+# `songloom serve` serves, and cargo-nextest.
+packages=(build-essential pkg-config libasound2-dev libsqlite3-dev mesa-vulkan-drivers libvulkan1)
+[ "${SONGLOOM_SETUP_TESTS:-}" = 1 ] && packages+=(chromium chromium-driver)
 for pkg in "${packages[@]}"; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
@@ -25,6 +26,6 @@ if ! command -v cargo >/dev/null 2>&1; then
     export PATH="$HOME/.cargo/bin:$PATH"
 fi
 
-if ! cargo nextest --version >/dev/null 2>&1; then
+if [ "${SONGLOOM_SETUP_TESTS:-}" = 1 ] && ! cargo nextest --version >/dev/null 2>&1; then
     cargo install cargo-nextest --locked
 fi

@@ -2,7 +2,7 @@
 # Runs the whole test suite on a fresh Debian/Ubuntu machine, installing what is missing first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SONGLOOM_SETUP_BROWSER=1 source scripts/setup.sh
+SONGLOOM_SETUP_TESTS=1 source scripts/setup.sh
 # One pass over a fresh tree gains nothing from incremental builds, whose caches took 2.6 GB.
 export CARGO_INCREMENTAL=0
 cargo fmt --all -- --check
