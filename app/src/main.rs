@@ -370,6 +370,7 @@ fn run(cli: Cli) -> Result<()> {
                                 "id": song.id, "title": song.title, "seconds": song.seconds,
                                 "description": song.recipe.description, "seed": song.recipe.seed,
                                 "wav": song.wav, "engine_version": song.engine_version,
+                                "total_s": song.timings.total_s,
                             })
                         );
                     }

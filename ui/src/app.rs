@@ -35,6 +35,9 @@ pub struct SongloomApp<E: Engine> {
     notice_line: NoticePanel,
     next_job: JobId,
     library_requested: bool,
+    /// How much less often than [`PLAYING_REDRAW`] and [`MAKING_REDRAW`] the window redraws by
+    /// itself: more than 1 where it is drawn in software, on the cores that make the song.
+    pub redraw_slowdown: u32,
     /// The song being made that starts playing by itself once the rest can play through (until
     /// then, or until the user plays or pauses).
     autoplay: Option<JobId>,
@@ -62,6 +65,7 @@ impl<E: Engine> SongloomApp<E> {
             next_job: 1,
             library_requested: false,
             autoplay: None,
+            redraw_slowdown: 1,
         }
     }
 
@@ -374,9 +378,9 @@ impl<E: Engine> SongloomApp<E> {
         // playhead and the level while playing, the elapsed time and the time left while a song
         // is made. Each redraw costs the engine CPU time on a machine that draws in software.
         if playback.playing || playback.level > 0.0 {
-            ui.ctx().request_repaint_after(PLAYING_REDRAW);
+            ui.ctx().request_repaint_after(PLAYING_REDRAW * self.redraw_slowdown);
         } else if self.is_running() || self.autoplay.is_some() {
-            ui.ctx().request_repaint_after(MAKING_REDRAW);
+            ui.ctx().request_repaint_after(MAKING_REDRAW * self.redraw_slowdown);
         }
         if let Some(left) = self.library.undo_left_s(now) {
             ui.ctx().request_repaint_after(std::time::Duration::from_secs_f64(left.max(0.0)));
@@ -457,7 +461,10 @@ pub const PLAYING_REDRAW: std::time::Duration = std::time::Duration::from_millis
 pub const MAKING_REDRAW: std::time::Duration = std::time::Duration::from_millis(500);
 /// The soonest the window redraws after an engine event: events (an AR frame each) come far more
 /// often than a person can read them.
-pub const EVENT_REDRAW: std::time::Duration = std::time::Duration::from_millis(100);
+pub const EVENT_REDRAW: std::time::Duration = std::time::Duration::from_millis(500);
+/// How much less often a window drawn in software (no GPU: every frame rasterized on the cores
+/// that make the song) redraws by itself: a 1280x800 frame took about 100 ms of lavapipe's time.
+pub const SOFTWARE_REDRAW_SLOWDOWN: u32 = 4;
 
 /// A new seed drawn at `now_s`, mixed with `salt` (the job it is for, or the seed it replaces), so
 /// each press and each session draws another.

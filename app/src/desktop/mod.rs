@@ -6,7 +6,7 @@ mod engine_host;
 mod tests;
 
 pub use engine_host::InProcessEngine;
-use songloom_ui::app::{EVENT_REDRAW, SongloomApp};
+use songloom_ui::app::{EVENT_REDRAW, SOFTWARE_REDRAW_SLOWDOWN, SongloomApp};
 use songloom_ui::contract::Recipe;
 use songloom_ui::state::Settings;
 
@@ -68,11 +68,19 @@ pub fn run() -> anyhow::Result<()> {
         Box::new(|cc| {
             let (draft, settings) = restore(cc.storage);
             let ctx = cc.egui_ctx.clone();
+            // Drawn in software (no GPU), every redraw takes the engine's cores.
+            let software = cc
+                .wgpu_render_state
+                .as_ref()
+                .is_some_and(|s| s.adapter.get_info().device_type == eframe::wgpu::DeviceType::Cpu);
+            let slowdown = if software { SOFTWARE_REDRAW_SLOWDOWN } else { 1 };
             // At most one redraw per EVENT_REDRAW however fast events come: egui keeps the
             // soonest of the redraws asked for.
-            let engine = InProcessEngine::spawn(None, move || ctx.request_repaint_after(EVENT_REDRAW));
+            let event_redraw = EVENT_REDRAW * slowdown;
+            let engine = InProcessEngine::spawn(None, move || ctx.request_repaint_after(event_redraw));
             let mut inner = SongloomApp::new(engine, draft);
             inner.settings = settings;
+            inner.redraw_slowdown = slowdown;
             Ok(Box::new(DesktopApp { inner }))
         }),
     )
