@@ -4,7 +4,7 @@
 # Needs: Xvfb, xdotool, imagemagick's `import`, mesa-vulkan-drivers; run after a release build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=target/release/songloom
+bin=${BIN:-target/release/songloom}
 home=$(mktemp -d)
 export HOME=$home XDG_DATA_HOME=$home/data XDG_CACHE_HOME=$home/cache
 # No sound card under Xvfb: ALSA's null device stands in, so the player runs (as fast as it is fed).

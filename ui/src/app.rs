@@ -150,21 +150,22 @@ impl<E: Engine> SongloomApp<E> {
 
     /// While the song being made is held: the seconds until the rest can play through (none
     /// while there is no rate to tell).
-    pub fn pending_start(&self) -> Option<Option<f64>> {
+    pub fn pending_start(&self, now_s: f64) -> Option<Option<f64>> {
         let id = self.autoplay?;
         let job = self.job.as_ref().filter(|j| j.id == id && j.progress.error.is_none())?;
-        Some(job.progress.playback_wait_s(job.duration_s))
+        Some(job.progress.playback_wait_s(job.duration_s, now_s))
     }
 
     /// Starts the song being made once the rest can play through at the rate it is made; a user
-    /// who played, paused or chose another song first has taken over.
-    fn start_when_it_can_play_through(&mut self, playback: &crate::contract::PlaybackState) {
+    /// who played, paused or chose another song first has taken over. (What plays when the song
+    /// starts, another song still, is the engine's to stop: it holds the new one.)
+    fn start_when_it_can_play_through(&mut self, playback: &crate::contract::PlaybackState, now_s: f64) {
         if self.autoplay.is_none() {
             return;
         }
-        match self.pending_start() {
+        match self.pending_start(now_s) {
             None => self.autoplay = None,
-            Some(_) if playback.playing || playback.unavailable.is_some() => self.autoplay = None,
+            Some(_) if playback.unavailable.is_some() => self.autoplay = None,
             Some(Some(wait_s)) if wait_s <= 0.0 => {
                 self.autoplay = None;
                 self.engine.send(Request::Play);
@@ -234,7 +235,9 @@ impl<E: Engine> SongloomApp<E> {
         let Some(track) = self.track.as_mut().filter(|t| t.job == Some(job.id)) else { return };
         match event {
             EngineEvent::Audio { first_sample, samples, sample_rate, .. } => {
-                if first_sample > 0 {
+                // A local engine sends a song's audio a part (an acoustic window) at a time; a
+                // remote one as the network delivers it, which marks nothing.
+                if first_sample > 0 && !self.engine.is_remote() {
                     track.sections.push(first_sample);
                 }
                 track.audio.extend_from_slice(&samples);
@@ -302,14 +305,15 @@ impl<E: Engine> SongloomApp<E> {
             self.generate(now);
         }
         if !ui.ctx().egui_wants_keyboard_input()
+            && self.closing != Some(Closing::Asking)
             && ui.input_mut(|i| i.consume_key(egui::Modifiers::NONE, egui::Key::Space))
         {
             self.route(Command::Send(Request::TogglePlayback), now);
         }
         self.close_ui(ui, now);
         let playback = self.engine.playback();
-        self.start_when_it_can_play_through(&playback);
-        let pending_start = self.pending_start();
+        self.start_when_it_can_play_through(&playback, now);
+        let pending_start = self.pending_start(now);
         let running = self.is_running();
         let generate_blocked = self.generate_blocked();
         let mut ctx = PanelContext {

@@ -34,6 +34,8 @@ pub struct Progress {
     pub acoustic_timer: AcousticTimer,
     /// Seconds of the song made.
     pub audio_clock: Clock,
+    /// Seconds of song the last audio part held.
+    pub last_part_s: f64,
 }
 
 /// The time the acoustic half spends working, apart from the time it waits for the AR half's
@@ -52,13 +54,21 @@ pub struct AcousticTimer {
 }
 
 impl AcousticTimer {
-    fn step(&mut self, window: usize, step: usize, now_s: f64) {
-        if let Some((w, s, t)) = self.last_step
-            && w == window
-            && step > s
-        {
-            self.step_total_s += now_s - t;
-            self.steps += step - s;
+    fn step(&mut self, window: usize, step: usize, steps: usize, now_s: f64) {
+        match self.last_step {
+            Some((w, s, t)) if w == window && step > s => {
+                self.step_total_s += now_s - t;
+                self.steps += step - s;
+            }
+            // With one step a window there is no step to time within one: the step is timed from
+            // the last window's vocoder pass (any wait for frames in between counted with it).
+            Some((w, _, _)) if steps == 1 && w + 1 == window && self.vocoder_passes > 0 => {
+                if let Some(t) = self.moved_s {
+                    self.step_total_s += now_s - t;
+                    self.steps += 1;
+                }
+            }
+            _ => {}
         }
         self.last_step = Some((window, step, now_s));
         self.moved_s = Some(now_s);
@@ -152,7 +162,7 @@ impl Progress {
                 if self.ar_shared_clock.first.is_none() {
                     self.ar_shared_clock.see(now_s, self.frames.0 as f64);
                 }
-                self.acoustic_timer.step(*window, *done, now_s);
+                self.acoustic_timer.step(*window, *done, *total, now_s);
             }
             EngineEvent::Stage { stage: Stage::Vocoder { window, windows }, .. } => {
                 self.windows_vocoded = window + 1;
@@ -173,6 +183,7 @@ impl Progress {
                 self.sample_rate = *sample_rate;
                 self.first_audio_s.get_or_insert(now_s - self.started_s);
                 self.audio_clock.see(now_s, self.audio_s());
+                self.last_part_s = (samples.len() / 2) as f64 / f64::from((*sample_rate).max(1));
             }
             EngineEvent::Finished { timings, .. } => {
                 // The engine's own clock is the exact one; the window only saw the events arrive.
@@ -249,9 +260,11 @@ impl Progress {
         Some(acoustic_left_s.max(ar_then_last_window_s).max(0.0))
     }
 
-    /// Seconds of song made per second, measured on the audio itself once two parts have come.
+    /// Seconds of song made per second, measured on the audio itself once parts have come over at
+    /// least [`RATE_SPAN_S`] (a remote engine's parts are the network's pieces, close together).
     pub fn audio_per_s(&self) -> Option<f64> {
-        self.audio_clock.per_s()
+        let (t0, _) = self.audio_clock.first?;
+        (self.audio_clock.last.0 - t0 >= RATE_SPAN_S).then(|| self.audio_clock.per_s()).flatten()
     }
 
     /// Seconds of song there will be: the length asked for, or what the AR half made when it has
@@ -265,11 +278,12 @@ impl Progress {
         }
     }
 
-    /// Seconds to wait before playing the song (of `duration_s` asked for) from its start plays it
-    /// through without stopping for the next part, at the rate it is being made; `Some(0.0)` when
-    /// it can start now, `None` while there is no audio or no rate to go by yet. Playback keeps
-    /// [`PLAY_LEAD_S`] ahead of the audio made.
-    pub fn playback_wait_s(&self, duration_s: f64) -> Option<f64> {
+    /// Seconds to wait, from `now_s`, before playing the song (of `duration_s` asked for) from its
+    /// start plays it through without stopping for the next part, at the rate it is being made;
+    /// `Some(0.0)` when it can start now, `None` while there is no audio or no rate to go by yet.
+    /// Audio comes a part at a time (the whole part once its end is made), so playback keeps the
+    /// longer of [`PLAY_LEAD_S`] and the last part ahead of what is made.
+    pub fn playback_wait_s(&self, duration_s: f64, now_s: f64) -> Option<f64> {
         if self.finished.is_some() {
             return Some(0.0);
         }
@@ -279,12 +293,13 @@ impl Progress {
         }
         let song_s = self.song_s(duration_s).max(made_s);
         let rate = self.audio_per_s()?;
-        let lead_s = PLAY_LEAD_S.min(song_s);
+        let lead_s = PLAY_LEAD_S.max(self.last_part_s).min(song_s);
         // Playing from 0 now, second x plays at x - lead at the latest and is made at (x - made)/rate:
         // both ends of the song must be in time, the first part made and the last.
         let for_start = (lead_s - made_s) / rate;
         let for_end = (song_s - made_s) / rate - (song_s - lead_s);
-        Some(for_start.max(for_end).max(0.0))
+        let since_s = (now_s - self.audio_clock.last.0).max(0.0);
+        Some((for_start.max(for_end) - since_s).max(0.0))
     }
 
     pub fn is_done(&self) -> bool {
@@ -336,8 +351,10 @@ impl Progress {
     }
 }
 
-/// Seconds of audio kept ahead of the playhead when playback starts while a song is made.
+/// Seconds of audio kept ahead of the playhead when playback starts while a song is made, at least.
 pub const PLAY_LEAD_S: f64 = 1.0;
+/// The shortest time the audio's rate is measured over.
+pub const RATE_SPAN_S: f64 = 0.5;
 
 /// Seconds as a person says them: "8 s", "2 min 10 s".
 pub fn in_words(seconds: f64) -> String {
@@ -564,10 +581,23 @@ mod tests {
     }
 
     #[test]
+    fn the_time_left_comes_with_one_step_a_window_too() {
+        let mut p = Progress::new(0.0);
+        p.apply(&stage(Stage::ArFrames, 100, 100), 1.0);
+        for window in 0..3 {
+            let t = 2.0 + window as f64;
+            p.apply(&stage(Stage::Dit { window, windows: 4 }, 1, 1), t + 0.5);
+            p.apply(&stage(Stage::Vocoder { window, windows: 4 }, 1, 1), t + 1.0);
+        }
+        // A window a second (half the step, half the vocoder), one left.
+        assert!((p.eta_s(5.0).unwrap() - 1.0).abs() < 1e-9, "{:?}", p.eta_s(5.0));
+    }
+
+    #[test]
     fn playback_waits_until_the_rest_can_play_through() {
         // 30 s asked for, made at half the speed of playback.
         let mut p = Progress::new(0.0);
-        assert_eq!(p.playback_wait_s(30.0), None, "nothing made yet");
+        assert_eq!(p.playback_wait_s(30.0, 0.0), None, "nothing made yet");
         let audio = |first: usize, seconds: usize| EngineEvent::Audio {
             job: 1,
             first_sample: first,
@@ -575,19 +605,21 @@ mod tests {
             sample_rate: 100,
         };
         p.apply(&audio(0, 4), 10.0);
-        assert_eq!(p.playback_wait_s(30.0), None, "no rate after one part");
+        assert_eq!(p.playback_wait_s(30.0, 10.0), None, "no rate after one part");
         p.apply(&audio(400, 2), 14.0);
         // 6 s made at 0.5 s of song a second: the other 24 s take 48 s to make, and playing from
-        // the start (1 s behind what is made) reaches the end in 29 s, so playback waits 19 s.
-        let wait = p.playback_wait_s(30.0).unwrap();
-        assert!((wait - 19.0).abs() < 1e-9, "{wait}");
+        // the start, a part (2 s) behind what is made, reaches the end in 28 s: 20 s to wait,
+        // counted down while no part comes.
+        let wait = p.playback_wait_s(30.0, 14.0).unwrap();
+        assert!((wait - 20.0).abs() < 1e-9, "{wait}");
+        assert!((p.playback_wait_s(30.0, 19.0).unwrap() - 15.0).abs() < 1e-9);
         // Faster than playback: one lead's worth made is enough.
         let mut fast = Progress::new(0.0);
         fast.apply(&audio(0, 2), 1.0);
         fast.apply(&audio(200, 4), 2.0);
-        assert_eq!(fast.playback_wait_s(30.0), Some(0.0));
+        assert_eq!(fast.playback_wait_s(30.0, 2.0), Some(0.0));
         // Finished: play now.
         p.apply(&EngineEvent::Finished { job: 1, timings: Timings::default() }, 20.0);
-        assert_eq!(p.playback_wait_s(30.0), Some(0.0));
+        assert_eq!(p.playback_wait_s(30.0, 20.0), Some(0.0));
     }
 }

@@ -56,10 +56,12 @@ fn a_song_made_slower_than_it_plays_starts_once_the_rest_can_play_through() {
         vec![EngineEvent::Stage { job: 1, stage: Stage::ArFrames, done: 100, total: 750 }, audio(0, 4)],
     );
     h.get_by_label_contains("Starts playing once enough is made to play through");
-    // 0.5 s of song a second: the other 24 s take 48 s to make, playing from the start reaches the
-    // end in 29 s, so 19 s to wait.
+    // 0.5 s of song a second: the other 24 s take 48 s to make, playing from the start a part
+    // (2 s) behind what is made reaches the end in 28 s, so 20 s to wait, counted down.
     arrive(&mut h, 9.0, vec![audio(4, 6)]);
-    h.get_by_label("Starts playing in about 19 s, when the rest can play through");
+    h.get_by_label("Starts playing in about 20 s, when the rest can play through");
+    arrive(&mut h, 14.0, vec![]);
+    h.get_by_label("Starts playing in about 15 s, when the rest can play through");
     assert_eq!(plays_asked(&h), 0, "held: it would stop for the next part");
     // 0.8 s of song a second from here: it can play through.
     arrive(&mut h, 20.0, vec![audio(6, 16)]);
@@ -163,4 +165,27 @@ fn the_volume_kept_from_the_last_session_is_set_at_start() {
         h.state().engine().sent.borrow().iter().any(|r| matches!(r, Request::SetVolume { volume } if *volume == 0.3))
     );
     h.get_by_label("Volume");
+}
+
+#[test]
+fn a_song_started_while_another_plays_is_still_held_and_started() {
+    let mut h = harness(ScriptedEngine::default());
+    // A library song plays when Generate is pressed.
+    h.state().engine().playback.replace(PlaybackState {
+        playing: true,
+        position: 10,
+        frames: 400,
+        sample_rate: RATE,
+        ..PlaybackState::default()
+    });
+    h.state().engine().paused.set(true);
+    h.state_mut().generate(0.0);
+    h.state().engine().queue.borrow_mut().clear();
+    h.state().engine().paused.set(false);
+    arrive(&mut h, 1.0, vec![]);
+    // The engine holds the new song (the old one stops).
+    h.state().engine().playback.replace(PlaybackState { sample_rate: RATE, ..PlaybackState::default() });
+    arrive(&mut h, 2.0, vec![audio(0, 2)]);
+    arrive(&mut h, 3.0, vec![audio(2, 8)]);
+    assert_eq!(plays_asked(&h), 1, "started once it could play through");
 }

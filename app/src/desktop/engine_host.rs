@@ -423,7 +423,12 @@ fn local_utc_offset_s(unix_s: i64) -> i64 {
     // `localtime_r` writes only into it.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
     // SAFETY: both pointers are to live locals of the right types.
-    if unsafe { libc::localtime_r(&time, &mut tm) }.is_null() { 0 } else { tm.tm_gmtoff }
+    if unsafe { libc::localtime_r(&time, &mut tm) }.is_null() {
+        return 0;
+    }
+    // `tm_gmtoff` is a C long: 32 bits on 32-bit Unix.
+    #[allow(clippy::useless_conversion)]
+    i64::from(tm.tm_gmtoff)
 }
 
 #[cfg(not(unix))]

@@ -597,6 +597,8 @@ fn closing_mid_song_and_discarding_leaves_no_partial_file() {
         h.step();
         let asked = h.output().viewport_output.get(&egui::ViewportId::ROOT).map(|o| o.commands.clone());
         if asked.unwrap_or_default().contains(&egui::ViewportCommand::Close) {
+            // Closed because the engine confirmed the cancel, not because the wait ran out.
+            assert!(!h.state().is_running(), "closed before the cancel was confirmed");
             break;
         }
         assert!(Instant::now() < deadline, "the window never closed");
