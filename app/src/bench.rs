@@ -415,10 +415,19 @@ fn stages(device: Device, memory: MemoryRequest, repeat: usize) -> Result<()> {
     let mut direct = depth.new_frame(device, 2)?.op_by_op();
     workspace(device, plan.budget_bytes, "depth frame", || frame_of(&mut direct))?;
     let (frame, direct_issued) = latency(device, repeat.max(20), || frame_of(&mut direct))?;
+    // A frame runs the depth layers 7 times (the start and 6 steps) and 7 heads, each reading its
+    // weights again (they are larger than the L2 cache).
+    let d = depth.config();
+    let depth_layer_params = 4 * d.hidden_size * d.hidden_size + 3 * d.hidden_size * d.intermediate_size;
+    let depth_bytes = (7 * d.num_layers * depth_layer_params + 7 * d.audio_vocab_size * d.hidden_size) as f64
+        * formats.depth.bits_per_weight()
+        / 8.0;
     say!(
-        "depth frame (7 codebooks, batch 2, {} weights): {:.3} ms; the host issued it in {:.3} ms",
+        "depth frame (7 codebooks, batch 2, {} weights): {:.3} ms, {:.0} GB/s of {:.2} GB read; the host issued it in {:.3} ms",
         formats.depth,
         frame * 1e3,
+        depth_bytes / frame / 1e9,
+        depth_bytes / 1e9,
         direct_issued * 1e3
     );
     profiled(device, "depth", || frame_of(&mut direct))?;

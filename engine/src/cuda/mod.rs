@@ -15,6 +15,7 @@ mod conv;
 pub mod decode_shapes;
 mod elementwise;
 mod graph;
+mod green;
 pub mod kernel_cache;
 pub mod kernels;
 mod launch;
@@ -73,7 +74,13 @@ impl CudaBackend {
         if ordinal as i32 >= count {
             return Err(Error::Gpu(format!("no CUDA device {ordinal} ({count} found)")));
         }
-        let ctx = CudaContext::new(ordinal).map_err(gpu)?;
+        let (ctx, sms) = match green::sms_asked()? {
+            None => (CudaContext::new(ordinal).map_err(gpu)?, String::new()),
+            Some(asked) => {
+                let (ctx, granted, total) = green::context_on_sms(ordinal, asked)?;
+                (ctx, format!(", on {granted} of its {total} SMs ({})", green::SMS_VAR))
+            }
+        };
         // cudarc's per-tensor events cost several driver calls per launch (a decode step launches
         // about 800 kernels). Songloom's threads share only weights, which are complete before any
         // other stream reads them (`Device::synchronize` after loading), and every other tensor
@@ -87,7 +94,7 @@ impl CudaBackend {
         let name = ctx.name().map_err(gpu)?;
         let (free, total) = ctx.mem_get_info().map_err(gpu)?;
         let gib = |bytes: usize| bytes as f64 / (1u64 << 30) as f64;
-        let description = format!("{name}, {arch}, {:.1} of {:.1} GiB free", gib(free), gib(total));
+        let description = format!("{name}, {arch}, {:.1} of {:.1} GiB free{sms}", gib(free), gib(total));
         Ok(CudaBackend {
             ctx,
             kernels,

@@ -1,0 +1,87 @@
+//! A context limited to part of the GPU's SMs (a CUDA green context), for `SONGLOOM_CUDA_SMS=N`:
+//! the engine on N SMs of a larger GPU, to time what the compute-bound stages would take on a
+//! GPU with that many (Jetson Thor has 20). Everything the context launches (kernels, cuBLAS,
+//! graphs) runs on those SMs; memory and its bandwidth stay the whole GPU's.
+
+use std::sync::Arc;
+
+use cudarc::driver::CudaContext;
+use cudarc::driver::sys;
+
+use super::context::gpu;
+use crate::error::{Error, Result};
+
+/// The environment variable that limits the SMs.
+pub const SMS_VAR: &str = "SONGLOOM_CUDA_SMS";
+
+/// The SMs asked for in [`SMS_VAR`], if any.
+pub fn sms_asked() -> Result<Option<u32>> {
+    match std::env::var(SMS_VAR) {
+        Err(_) => Ok(None),
+        Ok(text) if text.trim().is_empty() => Ok(None),
+        Ok(text) => match text.trim().parse::<u32>() {
+            Ok(n) if n > 0 => Ok(Some(n)),
+            _ => Err(Error::Invalid(format!("{SMS_VAR}={text}: give a number of SMs, such as 20"))),
+        },
+    }
+}
+
+/// The process's one green context, kept for its life: the context cudarc wraps is converted
+/// from it, and cudarc's drop would destroy it as an ordinary context.
+static MADE: std::sync::Mutex<Option<Made>> = std::sync::Mutex::new(None);
+
+/// The green context made: for which GPU and SM count asked, the context, the SMs it got, the
+/// GPU's total.
+type Made = (usize, u32, Arc<CudaContext>, u32, u32);
+
+/// A context on GPU `ordinal` that runs on `sms` of its SMs (rounded up to the partition size the
+/// GPU allows); returns it with the SMs it got and the GPU's total. Made once a process; asked
+/// again, the same one.
+pub fn context_on_sms(ordinal: usize, sms: u32) -> Result<(Arc<CudaContext>, u32, u32)> {
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((o, asked, ctx, granted, total)) = made.as_ref() {
+        if (*o, *asked) != (ordinal, sms) {
+            return Err(Error::Invalid(format!("{SMS_VAR}: one SM partition a process ({asked} SMs of GPU {o})")));
+        }
+        ctx.bind_to_thread().map_err(gpu)?;
+        return Ok((ctx.clone(), *granted, *total));
+    }
+    let (ctx, granted, total) = make(ordinal, sms)?;
+    *made = Some((ordinal, sms, ctx.clone(), granted, total));
+    Ok((ctx, granted, total))
+}
+
+fn make(ordinal: usize, sms: u32) -> Result<(Arc<CudaContext>, u32, u32)> {
+    cudarc::driver::result::init().map_err(gpu)?;
+    let device = cudarc::driver::result::device::get(ordinal as i32).map_err(gpu)?;
+    // SAFETY: each call gets pointers to live, zero-initialised plain-data structs of the types
+    // the driver fills; the resource descriptor, the green context and the context converted
+    // from it live as long as the process (`MADE` holds the wrapper, so cudarc never drops it).
+    unsafe {
+        let mut whole: sys::CUdevResource = std::mem::zeroed();
+        sys::cuDeviceGetDevResource(device, &mut whole, sys::CUdevResourceType::CU_DEV_RESOURCE_TYPE_SM)
+            .result()
+            .map_err(gpu)?;
+        let total = whole.__bindgen_anon_1.sm.smCount;
+        if sms >= total {
+            return Err(Error::Invalid(format!("{SMS_VAR}={sms}: this GPU has {total} SMs; ask for fewer")));
+        }
+        let mut part: sys::CUdevResource = std::mem::zeroed();
+        let mut rest: sys::CUdevResource = std::mem::zeroed();
+        let mut groups = 1u32;
+        sys::cuDevSmResourceSplitByCount(&mut part, &mut groups, &whole, &mut rest, 0, sms).result().map_err(gpu)?;
+        if groups == 0 {
+            return Err(Error::Gpu(format!("the GPU could not set {sms} of its {total} SMs apart")));
+        }
+        let granted = part.__bindgen_anon_1.sm.smCount;
+        let mut desc: sys::CUdevResourceDesc = std::ptr::null_mut();
+        sys::cuDevResourceGenerateDesc(&mut desc, &mut part, 1).result().map_err(gpu)?;
+        let mut green: sys::CUgreenCtx = std::ptr::null_mut();
+        let flags = sys::CUgreenCtxCreate_flags::CU_GREEN_CTX_DEFAULT_STREAM as u32;
+        sys::cuGreenCtxCreate(&mut green, desc, device, flags).result().map_err(gpu)?;
+        let mut raw: sys::CUcontext = std::ptr::null_mut();
+        sys::cuCtxFromGreenCtx(&mut raw, green).result().map_err(gpu)?;
+        let ctx = CudaContext::from_raw_context(ordinal, device, raw).map_err(gpu)?;
+        Ok((ctx, granted, total))
+    }
+}
