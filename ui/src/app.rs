@@ -157,8 +157,9 @@ impl<E: Engine> SongloomApp<E> {
     }
 
     /// Starts the song being made once the rest can play through at the rate it is made; a user
-    /// who played, paused or chose another song first has taken over. (What plays when the song
-    /// starts, another song still, is the engine's to stop: it holds the new one.)
+    /// who played, paused or chose another song first has taken over, as has a player already
+    /// playing this song's audio. (Another song still playing when this one starts is the
+    /// engine's to stop: it holds the new one.)
     fn start_when_it_can_play_through(&mut self, playback: &crate::contract::PlaybackState, now_s: f64) {
         if self.autoplay.is_none() {
             return;
@@ -166,12 +167,21 @@ impl<E: Engine> SongloomApp<E> {
         match self.pending_start(now_s) {
             None => self.autoplay = None,
             Some(_) if playback.unavailable.is_some() => self.autoplay = None,
+            // The player plays this song's audio already (started another way): nothing to hold.
+            Some(_) if playback.playing && playback.frames > 0 && playback.frames == self.track_frames() => {
+                self.autoplay = None
+            }
             Some(Some(wait_s)) if wait_s <= 0.0 => {
                 self.autoplay = None;
                 self.engine.send(Request::Play);
             }
             Some(_) => {}
         }
+    }
+
+    /// Stereo frames of the track in the player panel.
+    fn track_frames(&self) -> usize {
+        self.track.as_ref().map_or(0, |t| t.audio.len() / 2)
     }
 
     /// Takes the engine's events.
