@@ -356,6 +356,12 @@ pub const PLAY_LEAD_S: f64 = 1.0;
 /// The shortest time the audio's rate is measured over.
 pub const RATE_SPAN_S: f64 = 0.5;
 
+/// `m:ss`, to the nearest second (so a song of 7.98 s reads 0:08, played or not).
+pub fn clock(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    format!("{}:{:02}", s / 60, s % 60)
+}
+
 /// Seconds as a person says them: "8 s", "2 min 10 s".
 pub fn in_words(seconds: f64) -> String {
     let s = seconds.max(0.0).round() as u64;

@@ -24,10 +24,6 @@ impl FolderChooser {
         ctx.send(Command::Send(Request::ListFolder { path: String::new() }));
     }
 
-    pub fn is_open(&self) -> bool {
-        self.open
-    }
-
     /// The engine's listing of the folder asked for.
     pub fn show(&mut self, listing: FolderListing) {
         if listing.error.is_none() {

@@ -5,6 +5,7 @@
 
 use super::{Command, Panel, PanelContext, choice_ui};
 use crate::contract::{ExportFormat, Recipe, Request, SongEntry, SongId};
+use crate::progress::clock;
 
 /// Seconds a deleted song can be brought back before the engine deletes it.
 pub const UNDO_S: f64 = 10.0;
@@ -189,7 +190,7 @@ impl LibraryPanel {
             }
         }
         let made = date_time(song.created_unix + ctx.utc_offset_s);
-        let mut details = format!("{} · {made} · seed {}", length(song.seconds), song.recipe.seed);
+        let mut details = format!("{} · {made} · seed {}", clock(song.seconds), song.recipe.seed);
         // The description when the title is not it already (a renamed song).
         let description = song.recipe.description.trim();
         if !description.is_empty() && !song.title.starts_with(description.chars().take(40).collect::<String>().as_str())
@@ -261,12 +262,6 @@ fn take_recipe(song: &SongEntry, draft: &mut Recipe, keep_seed: &mut bool) {
     *keep_seed = true;
 }
 
-/// A song's length as `m:ss`.
-fn length(seconds: f64) -> String {
-    let s = seconds.max(0.0).round() as u64;
-    format!("{}:{:02}", s / 60, s % 60)
-}
-
 /// `4 Dec 2026, 14:03` for seconds since 1970 on the user's clock.
 fn date_time(local_s: i64) -> String {
     const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
@@ -294,6 +289,6 @@ mod tests {
         assert_eq!(date_time(1_796_386_980), "4 Dec 2026, 12:23");
         assert_eq!(date_time(951_782_400), "29 Feb 2000, 00:00");
         assert_eq!(date_time(-60), "31 Dec 1969, 23:59");
-        assert_eq!((length(7.98), length(90.4)), ("0:08".to_string(), "1:30".to_string()));
+        assert_eq!((clock(7.98), clock(90.4)), ("0:08".to_string(), "1:30".to_string()));
     }
 }

@@ -7,7 +7,7 @@ use egui::{Color32, Sense, Stroke, Vec2};
 
 use super::{Command, Panel, PanelContext};
 use crate::contract::Request;
-use crate::progress::in_words;
+use crate::progress::{clock, in_words};
 
 /// The player panel; it keeps nothing of its own (the track and the playback are the app's and
 /// the engine's).
@@ -94,12 +94,6 @@ fn time_axis_ui(ui: &mut egui::Ui, waveform: egui::Rect, length_s: f64) {
 /// Frames behind one pixel column of a waveform `width` wide.
 fn frames_per_column(frames: usize, width: f32) -> usize {
     frames.div_ceil(width.max(1.0) as usize).max(1)
-}
-
-/// `m:ss`, to the nearest second (so a song of 7.98 s reads 0:08, played or not).
-fn clock(seconds: f64) -> String {
-    let s = seconds.max(0.0).round() as u64;
-    format!("{}:{:02}", s / 60, s % 60)
 }
 
 fn level_meter(ui: &mut egui::Ui, level: f32) {
