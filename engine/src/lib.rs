@@ -20,6 +20,7 @@ pub mod quantized_copy;
 mod shapes;
 pub mod stage;
 pub mod tensor;
+pub mod tokenizer;
 pub mod weights;
 pub mod wgpu_backend;
 

@@ -12,6 +12,7 @@ use fancy_regex::{Captures, Regex};
 
 use crate::config::PipelineConstants;
 use crate::error::{Error, Result};
+use crate::tokenizer::Tokenizer;
 
 /// Python's `\s` for `str` patterns.
 const PY_SPACE: &str = r"[\s\x1c-\x1f]";
@@ -156,7 +157,7 @@ impl PromptIds {
 }
 
 pub struct PromptEncoder {
-    tokenizer: tokenizers::Tokenizer,
+    tokenizer: Tokenizer,
     constants: PipelineConstants,
 }
 
@@ -167,8 +168,7 @@ impl PromptEncoder {
         if !path.is_file() {
             return Err(Error::io(&path, std::io::Error::new(std::io::ErrorKind::NotFound, "tokenizer file missing")));
         }
-        let tokenizer = tokenizers::Tokenizer::from_file(&path)
-            .map_err(|e| Error::BadJson { path: path.clone(), reason: e.to_string() })?;
+        let tokenizer = Tokenizer::from_file(&path)?;
         Ok(PromptEncoder { tokenizer, constants: constants.clone() })
     }
 
@@ -181,11 +181,8 @@ impl PromptEncoder {
             return Err(Error::Invalid("the lyrics are empty".into()));
         }
         let text = assemble(description, lyrics);
-        let encoding = self
-            .tokenizer
-            .encode(text.as_str(), true)
-            .map_err(|e| Error::Invalid(format!("tokenizing the prompt failed: {e}")))?;
-        let cond = encoding.get_ids().to_vec();
+        let cond =
+            self.tokenizer.encode(&text).map_err(|e| Error::Invalid(format!("tokenizing the prompt failed: {e}")))?;
         let max = self.constants.max_prompt_tokens;
         if cond.len() > max {
             return Err(Error::Invalid(format!(
