@@ -41,15 +41,20 @@ pub fn export(source: &Path, target: &Path, title: &str, recipe: &str, if_taken:
     crate::wav::place(temp, target, if_taken).map_err(|e| anyhow!("cannot write {}: {e}", target.display()))
 }
 
-/// A Vorbis comment: the vendor, then TITLE, ENCODER and COMMENT (the recipe), each a length and
-/// UTF-8 bytes, lengths little-endian.
+/// A Vorbis comment: the vendor, then TITLE, ENCODER, COMMENT (the recipe) and DESCRIPTION (the
+/// AI-generated note), each a length and UTF-8 bytes, lengths little-endian.
 fn vorbis_comment(title: &str, recipe: &str) -> Vec<u8> {
     fn field(out: &mut Vec<u8>, text: &str) {
         out.extend((text.len() as u32).to_le_bytes());
         out.extend(text.as_bytes());
     }
     let software = concat!("Songloom ", env!("CARGO_PKG_VERSION"));
-    let comments = [format!("TITLE={title}"), format!("ENCODER={software}"), format!("COMMENT={recipe}")];
+    let comments = [
+        format!("TITLE={title}"),
+        format!("ENCODER={software}"),
+        format!("COMMENT={recipe}"),
+        format!("DESCRIPTION={}", songloom_wire::notice::ai_generated_note(recipe)),
+    ];
     let mut out = Vec::new();
     field(&mut out, software);
     out.extend((comments.len() as u32).to_le_bytes());

@@ -12,6 +12,7 @@ use songloom_engine::DeviceKind;
 use songloom_engine::pipeline::{Cancel, Event, Pipeline, Request, Stage, Stats};
 use songloom_engine::plan::{Plan, WeightsChoice};
 use songloom_ui::contract::Recipe;
+use songloom_wire::notice::INSTRUMENTAL_LYRICS;
 
 use crate::engine_args::{EngineArgs, ModelArg};
 use crate::output::say;
@@ -89,7 +90,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     let lyrics = match (&args.lyrics, &args.lyrics_file) {
         (Some(l), _) => l.replace("\\n", "\n"),
         (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
-        (None, None) if args.instrumental || args.model.model.is_none() => INSTRUMENTAL.to_string(),
+        (None, None) if args.instrumental || args.model.model.is_none() => INSTRUMENTAL_LYRICS.to_string(),
         (None, None) => bail!("give --lyrics, --lyrics-file, or --instrumental for a song without singing"),
     };
     warn_dropped_lyrics(&lyrics, args.json);
@@ -187,9 +188,6 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     }
     Ok(())
 }
-
-/// The lyrics of a song without singing.
-const INSTRUMENTAL: &str = "[instrumental]";
 
 /// Where the song goes and in what format: `--format`, or what `out`'s extension names; without
 /// `out`, the first of song.wav, song-2.wav, ... (or .flac) not taken here.

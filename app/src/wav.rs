@@ -264,8 +264,9 @@ pub fn export(source: &Path, target: &Path, format: WavFormat, title: &str, reci
     wav.finish(title, recipe)?.persist_new(target)
 }
 
-/// Appends a RIFF `LIST`/`INFO` chunk (the title `INAM`, the software `ISFT`, and the recipe as the
-/// comment `ICMT`) and updates the RIFF size. Players and `hound` skip chunks they do not know.
+/// Appends a RIFF `LIST`/`INFO` chunk (the title `INAM`, the software `ISFT`, the recipe as the
+/// comment `ICMT` and the AI-generated note as the subject `ISBJ`) and updates the RIFF size.
+/// Players and `hound` skip chunks they do not know.
 fn append_info(path: &Path, title: &str, comment: &str) -> std::io::Result<()> {
     use std::io::{Seek, SeekFrom, Write};
     fn sub_chunk(id: &[u8; 4], text: &str) -> Vec<u8> {
@@ -283,6 +284,7 @@ fn append_info(path: &Path, title: &str, comment: &str) -> std::io::Result<()> {
     info.extend(sub_chunk(b"INAM", title));
     info.extend(sub_chunk(b"ISFT", concat!("Songloom ", env!("CARGO_PKG_VERSION"))));
     info.extend(sub_chunk(b"ICMT", comment));
+    info.extend(sub_chunk(b"ISBJ", &songloom_wire::notice::ai_generated_note(comment)));
     let mut file = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
     file.seek(SeekFrom::End(0))?;
     file.write_all(b"LIST")?;

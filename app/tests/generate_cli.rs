@@ -336,6 +336,7 @@ fn saved_songs_can_be_listed_renamed_exported_and_deleted() {
     let text = String::from_utf8_lossy(&bytes);
     assert!(text.contains("velvet jazz trio"), "the recipe travels in the WAV");
     assert!(text.contains("INAM") && text.contains("Night set"), "with the song's title as it is now");
+    assert!(text.contains("ISBJ") && text.contains("AI-generated"), "with the AI-generated note");
 
     // As FLAC: 24-bit stereo at the song's rate, every frame, the title and recipe in its tags;
     // a second export to the same path is refused and leaves the first.
@@ -355,6 +356,7 @@ fn saved_songs_can_be_listed_renamed_exported_and_deleted() {
     assert_eq!((rate, channels, bits, frames as usize), (44_100, 2, 24, samples(&out).len() / 2));
     let text = String::from_utf8_lossy(&bytes);
     assert!(text.contains("TITLE=Night set") && text.contains("velvet jazz trio"), "the tags");
+    assert!(text.contains("DESCRIPTION=AI-generated"), "the AI-generated note");
     assert!(!export_flac().status.success(), "an existing file is not replaced");
     assert_eq!(std::fs::read(&flac).unwrap(), bytes);
 
@@ -562,4 +564,28 @@ fn lyrics_are_optional_for_the_embedded_model() {
     assert!(r.status.success(), "{}", stderr_of(&r));
     let both = run(&["--instrumental", "--lyrics", "[verse]\\nla", "--out", "both.wav"]);
     assert!(!both.status.success(), "--instrumental with --lyrics was taken");
+}
+
+/// Every file written says it is AI-generated and by which model, beside its recipe: the WAV in
+/// its INFO subject, the FLAC in a Vorbis DESCRIPTION.
+#[test]
+fn every_written_file_says_it_is_ai_generated_and_by_which_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["generate", "--prompt", "piano", "--duration", "1", "--steps", "1", "--no-play"];
+        args.extend(extra);
+        songloom_in(dir.path(), &args)
+    };
+    let r = run(&["--out", "built-in.wav"]);
+    assert!(r.status.success(), "{}", stderr_of(&r));
+    let info = songloom_wire::wav::read_info(&std::fs::read(dir.path().join("built-in.wav")).unwrap()).unwrap();
+    let note = info.subject.expect("no AI-generated note in the WAV");
+    assert!(note.starts_with("AI-generated") && note.contains("Songloom Mini"), "{note}");
+    assert!(info.comment.unwrap().contains("\"seed\""), "the recipe stays the comment");
+
+    let model = tiny_model();
+    let r = run(&["--model", model.to_str().unwrap(), "--instrumental", "--out", "real.flac"]);
+    assert!(r.status.success(), "{}", stderr_of(&r));
+    let flac = String::from_utf8_lossy(&std::fs::read(dir.path().join("real.flac")).unwrap()).into_owned();
+    assert!(flac.contains("DESCRIPTION=AI-generated") && flac.contains("by the MiniMax-Music3 model"), "no note");
 }

@@ -150,6 +150,13 @@ fn bad_requests_are_one_line_json_errors() {
             "reference precision",
         ),
         ("POST", "/api/songs", Some(json!({"description": too_long, "lyrics": "y"}).to_string()), 413, "too large"),
+        (
+            "POST",
+            "/api/songs",
+            Some(json!({"description": "x", "lyrics": "[verse]\nla", "instrumental": true}).to_string()),
+            400,
+            "not both",
+        ),
         ("GET", "/api/songs/99", None, 404, "no such song"),
         ("GET", "/api/songs/abc", None, 400, "not a song id"),
         ("DELETE", "/api/library/5", None, 404, "no such song"),
@@ -325,4 +332,19 @@ fn the_queue_is_listed_and_lyrics_warnings_come_back() {
         assert_eq!((song["state"].as_str(), song["fraction"].as_f64()), (Some("finished"), Some(1.0)), "{song}");
         assert!(song["eta_s"].is_null(), "{song}");
     }
+}
+
+/// `instrumental` (or the cloud's `is_instrumental`) makes a song without lyrics: the recipe kept
+/// in the library has the lyrics the model knows for no singing.
+#[test]
+fn an_instrumental_song_needs_no_lyrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let ask = json!({"description": "calm ambient pads", "is_instrumental": true, "duration": 1, "steps": 1});
+    let (status, created) = server.json("POST", "/api/songs", Some(ask));
+    assert_eq!(status, 201, "{created}");
+    let song = server.wait(created["id"].as_u64().unwrap());
+    assert_eq!(song["state"], "finished", "{song}");
+    let (_, list) = server.json("GET", "/api/library", None);
+    assert_eq!(list["songs"][0]["recipe"]["lyrics"], "[instrumental]", "{list}");
 }

@@ -347,7 +347,12 @@ impl<E: Engine> SongloomApp<E> {
         // What the song is: the banner, the composer, Generate and the progress, the parameters
         // and the model.
         let mut compose_column = |ui: &mut egui::Ui, ctx: &mut PanelContext<'_>| {
-            ui.heading("Songloom");
+            ui.horizontal_wrapped(|ui| {
+                ui.heading("Songloom");
+                if let Some(name) = self.model.name_in_use(&ctx.draft.model, ctx.remote) {
+                    ui.label(format!("Model: {name}"));
+                }
+            });
             self.model.banner_ui(ui, ctx);
             self.compose.ui(ui, ctx);
             self.progress.ui(ui, ctx);

@@ -249,6 +249,9 @@ pub enum EngineEvent {
     ModelInfo {
         model: String,
         summary: Result<String, String>,
+        /// The model's name as its licence asks it shown ("MiniMax-Music3", or "Songloom Mini"
+        /// for the built-in one), where it could be read.
+        name: Option<String>,
     },
     /// The models folder and what it holds.
     Models {

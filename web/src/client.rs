@@ -11,6 +11,7 @@ pub fn song_request(recipe: &Recipe) -> SongRequest {
     SongRequest {
         description: recipe.description.clone(),
         lyrics: recipe.lyrics.clone(),
+        instrumental: false,
         duration: Some(SongLength::Seconds(recipe.duration_s)),
         seed: Some(recipe.seed),
         steps: Some(recipe.steps),

@@ -255,8 +255,10 @@ impl RemoteEngine {
     }
 
     async fn model_info(&self, model: String) {
-        let summary = http::request::<ServedModel>("GET", "/api/model").await.map(|m| client::model_summary(&m));
-        self.emit(EngineEvent::ModelInfo { model, summary });
+        let served = http::request::<ServedModel>("GET", "/api/model").await;
+        let name = served.as_ref().ok().map(|m| songloom_wire::notice::model_name(m.embedded).to_string());
+        let summary = served.map(|m| client::model_summary(&m));
+        self.emit(EngineEvent::ModelInfo { model, summary, name });
     }
 
     /// A download of the song's WAV by the browser.

@@ -18,7 +18,14 @@ pub struct ErrorBody {
 #[serde(deny_unknown_fields)]
 pub struct SongRequest {
     pub description: String,
+    /// May be left out for an instrumental song, and on a server of the built-in model, which
+    /// cannot sing.
+    #[serde(default)]
     pub lyrics: String,
+    /// A song without singing: the lyrics become `[instrumental]` (give no other lyrics with it).
+    /// `is_instrumental` is taken too, the name MiniMax's cloud API uses.
+    #[serde(default, alias = "is_instrumental", skip_serializing_if = "std::ops::Not::not")]
+    pub instrumental: bool,
     /// 30 s without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<SongLength>,

@@ -8,6 +8,7 @@
 
 mod api;
 mod event;
+pub mod notice;
 mod recipe;
 mod stage;
 pub mod wav;

@@ -22,6 +22,8 @@ pub struct WavInfo {
     pub software: Option<String>,
     /// The recipe, as JSON, in a Songloom WAV.
     pub comment: Option<String>,
+    /// The subject: in a Songloom WAV, the note that it is AI-generated and by which model.
+    pub subject: Option<String>,
 }
 
 /// Why bytes are not a WAV this reader takes.
@@ -153,6 +155,7 @@ fn read_tags(body: &[u8], info: &mut WavInfo) {
             b"INAM" => info.title = Some(text),
             b"ISFT" => info.software = Some(text),
             b"ICMT" => info.comment = Some(text),
+            b"ISBJ" => info.subject = Some(text),
             _ => {}
         }
         at = start.saturating_add(len).saturating_add(len % 2);

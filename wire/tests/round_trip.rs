@@ -196,6 +196,7 @@ fn a_song_request_takes_seconds_or_text_and_nothing_unknown() {
     let full = SongRequest {
         description: "warm lo-fi piano".into(),
         lyrics: "[verse]\nla la la".into(),
+        instrumental: false,
         duration: Some(SongLength::Text("1:30".into())),
         seed: Some(7),
         steps: Some(30),
@@ -216,6 +217,11 @@ fn a_song_request_takes_seconds_or_text_and_nothing_unknown() {
         ..full
     };
     round_trip(&seconds, json!({"description": "warm lo-fi piano", "lyrics": "[verse]\nla la la", "duration": 90.0}));
+    // An instrumental song needs no lyrics; MiniMax's cloud name for the flag is taken too.
+    for flag in ["instrumental", "is_instrumental"] {
+        let song: SongRequest = serde_json::from_value(json!({"description": "x", flag: true})).unwrap();
+        assert!(song.instrumental && song.lyrics.is_empty(), "{flag}");
+    }
     let whole: SongRequest =
         serde_json::from_value(json!({"description": "x", "lyrics": "y", "duration": 90})).unwrap();
     assert_eq!(whole.duration, Some(SongLength::Seconds(90.0)));
@@ -290,6 +296,7 @@ fn a_guidance_scale_is_written_as_typed() {
     let request = SongRequest {
         description: "piano".into(),
         lyrics: "[verse]".into(),
+        instrumental: false,
         duration: None,
         seed: None,
         steps: None,

@@ -84,7 +84,12 @@ fn tags_come_with_the_samples_or_alone() {
         (b"data", data),
         (b"LIST", tags("Warm piano", r#"{"seed":3}"#)),
     ]);
-    let info = WavInfo { title: Some("Warm piano".into()), software: None, comment: Some(r#"{"seed":3}"#.into()) };
+    let info = WavInfo {
+        title: Some("Warm piano".into()),
+        software: None,
+        comment: Some(r#"{"seed":3}"#.into()),
+        subject: None,
+    };
     assert_eq!(wav::read(&file).unwrap().info, info);
     assert_eq!(wav::read_info(&file).unwrap(), info);
 }

@@ -20,6 +20,7 @@ use crate::library::{Library, Song, default_dir};
 use crate::player::Player;
 use crate::song_job::{self, SongJob, SongSink};
 use crate::wav::{self, FileFormat};
+use songloom_wire::notice::model_name;
 
 type Running = Arc<Mutex<Option<(JobId, Cancel)>>>;
 /// Songs cancelled while they waited their turn: the worker skips them.
@@ -607,7 +608,8 @@ impl Librarian {
                 .and_then(|d| crate::model_info::summary(&d))
                 .map(|s| if model.trim().is_empty() { format!("built-in model: {s}") } else { s })
                 .map_err(|e| format!("{e:#}"));
-            self.outbox.send(EngineEvent::ModelInfo { model, summary });
+            let name = summary.is_ok().then(|| model_name(model.trim().is_empty()).to_string());
+            self.outbox.send(EngineEvent::ModelInfo { model, summary, name });
             return Ok(());
         }
         let library = Library::open(&self.dir)?;

@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use songloom_engine::pipeline::{Pipeline, Request};
 use songloom_engine::{Device, Precision};
 use songloom_ui::contract::{DEFAULT_GUIDANCE, Recipe};
+use songloom_wire::notice::INSTRUMENTAL_LYRICS;
 use songloom_wire::{
     Deleted, DeviceProbe, Devices, ErrorBody, LibraryList, LibrarySong, Rename, Renamed, ServedModel, SongCreated,
     SongLength, SongList, SongRequest, SongState, SongStatus,
@@ -185,9 +186,10 @@ async fn create_song(
         Some(SongLength::Seconds(seconds)) => *seconds,
         Some(SongLength::Text(text)) => songloom_ui::duration::parse_duration(text).map_err(ApiError::bad)?,
     };
+    let lyrics = song_lyrics(&ask, server.model.embedded)?;
     let request = Request {
         description: ask.description.clone(),
-        lyrics: ask.lyrics.clone(),
+        lyrics,
         duration_s,
         seed: ask.seed.unwrap_or(0),
         steps: ask.steps.unwrap_or(30),
@@ -214,6 +216,23 @@ async fn create_song(
     let warnings = songloom_ui::lyrics::dropped_text(&request.lyrics).iter().map(|d| d.message()).collect();
     let (id, place) = server.jobs.add(request, recipe);
     Ok((StatusCode::CREATED, Json(SongCreated { id, state: SongState::Queued { place: Some(place) }, warnings })))
+}
+
+/// The lyrics a request asks for: `[instrumental]` when it says `instrumental`, or gives none to a
+/// server of the built-in model (which cannot sing), as `generate` does.
+fn song_lyrics(ask: &SongRequest, embedded: bool) -> ApiResult<String> {
+    let given = !ask.lyrics.trim().is_empty();
+    match (ask.instrumental, given) {
+        (true, true) if ask.lyrics.trim() != INSTRUMENTAL_LYRICS => {
+            Err(ApiError::bad("give `lyrics` or `instrumental: true`, not both"))
+        }
+        (true, _) => Ok(INSTRUMENTAL_LYRICS.to_string()),
+        (false, false) if embedded => Ok(INSTRUMENTAL_LYRICS.to_string()),
+        (false, false) => Err(ApiError::bad(
+            "the lyrics are empty: give `lyrics` with [verse]/[chorus] tags, or `instrumental: true` for a song without singing",
+        )),
+        (false, true) => Ok(ask.lyrics.clone()),
+    }
 }
 
 /// A job's state, its place while it waits, what went wrong or where it was kept.

@@ -5,10 +5,11 @@ use egui::Color32;
 
 use super::{Panel, PanelContext};
 use crate::lyrics::{TAGS, dropped_text, insert_tag};
+use songloom_wire::notice::INSTRUMENTAL_LYRICS;
 
-/// Points the left column takes besides the lyrics (banner, description, tags, Generate, progress,
-/// parameters, model), about.
-const LEFT_COLUMN_WITHOUT_LYRICS: f32 = 560.0;
+/// Points the left column takes besides the lyrics (banner, description, tags, Instrumental,
+/// Generate, progress, parameters, model), about.
+const LEFT_COLUMN_WITHOUT_LYRICS: f32 = 585.0;
 
 #[derive(Default)]
 pub struct ComposePanel {
@@ -16,6 +17,8 @@ pub struct ComposePanel {
     lyrics_cursor: usize,
     /// Set by a tag button: the Lyrics editor takes the focus back with its cursor here.
     refocus_lyrics: Option<usize>,
+    /// The lyrics as they were when Instrumental was ticked, back when it is unticked.
+    lyrics_before_instrumental: Option<String>,
 }
 
 impl Panel for ComposePanel {
@@ -69,6 +72,20 @@ impl Panel for ComposePanel {
                 }
             }
         });
+        // Ticked, the lyrics become the tag the model knows for music without singing; what was
+        // written comes back when it is unticked. Below the editor too, for Tab's sake.
+        let mut instrumental = draft.lyrics.trim() == INSTRUMENTAL_LYRICS;
+        let checkbox = ui
+            .checkbox(&mut instrumental, "Instrumental (no singing)")
+            .on_hover_text("The song is made without vocals: its lyrics are the tag [instrumental].");
+        if checkbox.changed() {
+            if instrumental {
+                let written = std::mem::replace(&mut draft.lyrics, INSTRUMENTAL_LYRICS.to_string());
+                self.lyrics_before_instrumental = Some(written).filter(|w| !w.trim().is_empty());
+            } else {
+                draft.lyrics = self.lyrics_before_instrumental.take().unwrap_or_default();
+            }
+        }
         for dropped in dropped_text(&draft.lyrics) {
             ui.colored_label(Color32::from_rgb(200, 120, 0), dropped.message());
         }

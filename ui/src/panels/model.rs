@@ -33,6 +33,8 @@ struct ModelInfo {
     model: String,
     /// Its summary, or why it cannot be used; `None` until the engine answers.
     summary: Option<Result<String, String>>,
+    /// Its name as the engine read it.
+    name: Option<String>,
 }
 
 /// The models folder and what it holds.
@@ -46,11 +48,12 @@ impl ModelPanel {
     /// the app's part).
     pub fn apply(&mut self, event: &EngineEvent) {
         match event {
-            EngineEvent::ModelInfo { model, summary } => {
+            EngineEvent::ModelInfo { model, summary, name } => {
                 if let Some(info) = &mut self.info
                     && info.model == *model
                 {
                     info.summary = Some(summary.clone());
+                    info.name = name.clone();
                 }
             }
             EngineEvent::Models { folder, models } => {
@@ -72,10 +75,19 @@ impl ModelPanel {
         }
     }
 
+    /// The name of the model the songs are made with, as its licence asks it shown: for a local
+    /// engine the draft's (the built-in model when it names none), for a server what it said.
+    pub fn name_in_use(&self, draft_model: &str, remote: bool) -> Option<String> {
+        if remote {
+            return self.info.as_ref().and_then(|i| i.name.clone());
+        }
+        Some(songloom_wire::notice::model_name(draft_model.trim().is_empty()).to_string())
+    }
+
     /// Why `model` (as the draft names it) cannot be used, once the engine has said it cannot.
     pub fn unusable(&self, model: &str) -> Option<&str> {
         match &self.info {
-            Some(ModelInfo { model: asked, summary: Some(Err(why)) }) if asked == model => Some(why),
+            Some(ModelInfo { model: asked, summary: Some(Err(why)), .. }) if asked == model => Some(why),
             _ => None,
         }
     }
@@ -195,7 +207,7 @@ impl Panel for ModelPanel {
             self.chooser.ui(ui, ctx);
         }
         if self.info.as_ref().is_none_or(|info| info.model != ctx.draft.model) {
-            self.info = Some(ModelInfo { model: ctx.draft.model.clone(), summary: None });
+            self.info = Some(ModelInfo { model: ctx.draft.model.clone(), summary: None, name: None });
             ctx.send(Command::Send(Request::ModelInfo { model: ctx.draft.model.clone() }));
         }
         match self.info.as_ref().and_then(|info| info.summary.as_ref()) {

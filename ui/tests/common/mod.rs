@@ -100,7 +100,8 @@ impl Engine for ScriptedEngine {
                 } else {
                     Err(format!("{model} is not a model"))
                 };
-                queue.push_back(EngineEvent::ModelInfo { model: model.clone(), summary });
+                let name = summary.is_ok().then(|| "Songloom Mini".to_string());
+                queue.push_back(EngineEvent::ModelInfo { model: model.clone(), summary, name });
             }
             _ => {}
         }
