@@ -9,6 +9,7 @@ mod engine_args;
 mod flac;
 mod generate;
 mod library;
+mod mcp;
 mod model_download;
 mod model_info;
 #[cfg(test)]
@@ -61,6 +62,10 @@ enum Command {
     /// Serves the HTTP API (and, later, the window in a browser): songs made one at a time on
     /// this machine's engine for clients on the network.
     Serve(serve::ServeArgs),
+    /// Speaks the Model Context Protocol on standard input and output, for agents: tools to make a
+    /// song (with progress), list, search, get, export and delete library songs, list devices and
+    /// models.
+    Mcp(mcp::McpArgs),
     /// Prints the assembled prompt and its token ids as JSON.
     Prompt {
         /// The music description.
@@ -294,6 +299,7 @@ fn run(cli: Cli) -> Result<()> {
     match command {
         Command::Generate(args) => generate::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Mcp(args) => mcp::run(args),
         Command::Prompt { description, lyrics, model } => {
             let dir = match model {
                 Some(d) => d,
