@@ -570,7 +570,7 @@ fn song(device: Device, memory: MemoryRequest, duration: f64, steps: usize) -> R
     let ar_alone = |frames: usize| -> Result<f64> {
         let start = Instant::now();
         let observer = Observer { events: &events, cancel: &Cancel::default() };
-        pipeline.generate_frames(&prompt, frames, &mut RngChooser(Rng::new(1)), observer)?;
+        pipeline.generate_frames(&prompt, frames, &mut RngChooser { seed: 1 }, observer)?;
         Ok(start.elapsed().as_secs_f64())
     };
     let alone_frames = 200.min(frames.saturating_sub(30)).max(1);

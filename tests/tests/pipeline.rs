@@ -49,7 +49,7 @@ struct Replay {
 }
 
 impl Chooser for Replay {
-    fn choose(&mut self, draw: Draw, probs: &[f32]) -> songloom_engine::Result<usize> {
+    fn choose(&mut self, _frame: usize, draw: Draw, probs: &[f32]) -> songloom_engine::Result<usize> {
         let recorded = self.draws.next().expect("more draws than the reference made");
         Ok(match draw {
             Draw::Semantic => {
@@ -306,7 +306,7 @@ struct EndAt {
 }
 
 impl Chooser for EndAt {
-    fn choose(&mut self, draw: Draw, _probs: &[f32]) -> songloom_engine::Result<usize> {
+    fn choose(&mut self, _frame: usize, draw: Draw, _probs: &[f32]) -> songloom_engine::Result<usize> {
         if draw != Draw::Semantic {
             return Ok(0);
         }

@@ -23,9 +23,75 @@ pub enum Draw {
     Depth(usize),
 }
 
-/// Picks an index from each distribution: our seeded RNG, or recorded draws in tests.
+impl Draw {
+    /// The draw's place within its frame: 0 for the semantic code, `k` for residual codebook `k`.
+    pub fn index(self) -> usize {
+        match self {
+            Draw::Semantic => 0,
+            Draw::Depth(k) => k,
+        }
+    }
+}
+
+/// Picks an index from each distribution: our seeded RNG, or recorded draws in tests. `frame`
+/// counts from the loop's first frame (0, the one that only primes it).
 pub trait Chooser {
-    fn choose(&mut self, draw: Draw, probs: &[f32]) -> Result<usize>;
+    fn choose(&mut self, frame: usize, draw: Draw, probs: &[f32]) -> Result<usize>;
+}
+
+/// The codes a run of the loop drew, the priming frame's first: with the same prompt, the prefix of
+/// a song to continue from (see [`Prefix`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Codes {
+    /// One entry a frame, `c0..c7` each (`c0` as a code, without the token offset).
+    pub frames: Vec<Vec<u32>>,
+}
+
+/// Replays the draws of `codes` for their frames, then lets `then` choose: the loop goes through
+/// the same states as the run that drew them (teacher forcing), so with a chooser keyed by frame
+/// (as [`RngChooser`](super::RngChooser) is) a continued song draws what one run would have.
+pub struct Prefix<'a> {
+    pub codes: &'a Codes,
+    /// The semantic draw's index of code 0: the token offset less the first sampleable row.
+    pub semantic_base: u32,
+    pub then: &'a mut dyn Chooser,
+}
+
+impl Chooser for Prefix<'_> {
+    fn choose(&mut self, frame: usize, draw: Draw, probs: &[f32]) -> Result<usize> {
+        let Some(codes) = self.codes.frames.get(frame) else { return self.then.choose(frame, draw, probs) };
+        let code = *codes.get(draw.index()).ok_or_else(|| {
+            crate::error::Error::Invalid(format!("frame {frame} of the song to continue has {} codes", codes.len()))
+        })?;
+        let index = match draw {
+            Draw::Semantic => (code + self.semantic_base) as usize,
+            Draw::Depth(_) => code as usize,
+        };
+        if index >= probs.len() {
+            return Err(crate::error::Error::Invalid(format!(
+                "code {code} of frame {frame} of the song to continue is not one this model draws"
+            )));
+        }
+        Ok(index)
+    }
+}
+
+/// Never lets the model end the song (for a continuation of a set length); the end token is the
+/// semantic draw's index `end_index`.
+pub struct WithoutEnd<'a> {
+    pub end_index: usize,
+    pub then: &'a mut dyn Chooser,
+}
+
+impl Chooser for WithoutEnd<'_> {
+    fn choose(&mut self, frame: usize, draw: Draw, probs: &[f32]) -> Result<usize> {
+        if draw != Draw::Semantic || self.end_index >= probs.len() {
+            return self.then.choose(frame, draw, probs);
+        }
+        let mut probs = probs.to_vec();
+        probs[self.end_index] = 0.0;
+        self.then.choose(frame, draw, &probs)
+    }
 }
 
 /// One emitted frame: its hidden states `[layers * hidden]` and codes `c0..c7`.
@@ -42,10 +108,12 @@ pub struct ArModels<'a> {
 }
 
 /// What a run of the loop made and where its time went.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct ArRun {
     /// Frames emitted (fewer than asked when the model samples the end token).
     pub frames: usize,
+    /// Every frame's codes, the priming frame's first.
+    pub codes: Codes,
     /// How long the loop's thread waited for the device (reading back the sampling candidates and
     /// the frames' hidden states); the rest of the loop the host spent issuing work and sampling.
     pub device_wait_s: f64,
@@ -70,12 +138,13 @@ pub fn run(
     let (semantic, residual) = (semantic_shortlist(&rows, c), depth_shortlist(c));
     let mut frame = m.depth.new_frame(device, 2)?;
     let mut emitted = 0;
+    let mut drawn = Codes::default();
     for frame_index in 0..=max_frames {
         observer.cancel.check()?;
         let logits = m.lm.logits(device, &last_hidden)?;
         let logits = timed(&mut device_wait, || device.candidates(&logits, &semantic))?;
         let probs = semantic_probs(&logits, rows.clone(), c);
-        let token = rows.start + chooser.choose(Draw::Semantic, &probs)? as u32;
+        let token = rows.start + chooser.choose(frame_index, Draw::Semantic, &probs)? as u32;
         if token == c.audio_end_id {
             // The song is complete early: its length is what was made, which progress shows.
             (observer.events)(Event::Stage { stage: Stage::ArFrames, done: emitted, total: emitted });
@@ -91,12 +160,13 @@ pub fn run(
             hiddens.push(device.slice_rows(&hidden, 0, 1)?);
             let logits = m.depth.head_logits(device, k, &hidden)?;
             let logits = timed(&mut device_wait, || device.candidates(&logits, &residual))?;
-            let code = chooser.choose(Draw::Depth(k), &depth_probs(&logits, c))? as u32;
+            let code = chooser.choose(frame_index, Draw::Depth(k), &depth_probs(&logits, c))? as u32;
             codes.push(code);
             if k + 1 < codebooks {
                 hidden = m.depth.step(device, &mut frame, k, code)?;
             }
         }
+        drawn.frames.push(codes.clone());
         if frame_index > 0 {
             let hidden = device.cat_rows(&hiddens.iter().collect::<Vec<_>>())?;
             let hidden = timed(&mut device_wait, || device.to_host(&hidden))?;
@@ -110,7 +180,7 @@ pub fn run(
         let feedback = feedback_embedding(device, m, &c0_embed, &codes)?;
         last_hidden = m.lm.decode(device, &device.cat_rows(&[&feedback, &feedback])?, &mut cache)?;
     }
-    Ok(ArRun { frames: emitted, device_wait_s: device_wait.as_secs_f64() })
+    Ok(ArRun { frames: emitted, codes: drawn, device_wait_s: device_wait.as_secs_f64() })
 }
 
 /// Runs `read` (a read from the device, which waits for it), adding how long it took to `waited`.

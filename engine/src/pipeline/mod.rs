@@ -42,12 +42,18 @@ pub struct Pipeline {
     halves: Halves,
 }
 
-/// Draws from our seeded RNG.
-pub struct RngChooser(pub Rng);
+/// Draws from our seeded RNG, a stream of its own for each draw of each frame: what frame `f`
+/// draws depends on the seed and `f` only, so a song continued from its codes draws what one run
+/// would have.
+pub struct RngChooser {
+    pub seed: u64,
+}
 
 impl Chooser for RngChooser {
-    fn choose(&mut self, _draw: Draw, probs: &[f32]) -> Result<usize> {
-        Ok(self.0.categorical(probs))
+    fn choose(&mut self, frame: usize, draw: Draw, probs: &[f32]) -> Result<usize> {
+        const DRAWS_PER_FRAME: u64 = 16;
+        let index = frame as u64 * DRAWS_PER_FRAME + draw.index() as u64;
+        Ok(Rng::derive(self.seed, "ar-draw", index).categorical(probs))
     }
 }
 
@@ -280,6 +286,20 @@ impl Pipeline {
         Tensor::from_f32(&[run.frames, width], hidden)
     }
 
+    /// The whole AR loop for its codes alone (the priming frame's first), the frames' hidden
+    /// states not kept: what a song is made of, to store or to continue from.
+    pub fn generate_codes(
+        &self,
+        prompt: &PromptIds,
+        max_frames: usize,
+        chooser: &mut dyn Chooser,
+        observer: Observer,
+    ) -> Result<ar::Codes> {
+        let half = self.ar_half(observer.events)?;
+        let run = ar::run(&self.ar_models(&half), prompt, max_frames, chooser, &mut |_| Ok(()), observer)?;
+        Ok(run.codes)
+    }
+
     /// Every window of `frames` in order, then the cropped song as planar stereo `[2, samples]`;
     /// `guidance` as in [`Request`].
     pub fn render_windows(
@@ -340,7 +360,7 @@ impl Pipeline {
         let prompt = self.tokenize(req, observer)?;
         let max_frames = self.validate(req, &prompt)?;
         let tokenize_s = started.elapsed().as_secs_f64();
-        let mut chooser = RngChooser(Rng::new(req.seed));
+        let mut chooser = RngChooser { seed: req.seed };
         let frames = self.generate_frames(&prompt, max_frames, &mut chooser, observer)?;
         let ar_s = started.elapsed().as_secs_f64() - tokenize_s;
         let song = self.render_windows(&frames, req.steps, req.guidance, &mut self.noise(req.seed), observer)?;

@@ -6,7 +6,6 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use super::ar::{self, ArRun, Frame};
-use super::rng::Rng;
 use super::windows::{Carry, crop, run_window, window_starts};
 use super::{AcousticHalf, Event, Observer, Pipeline, Request, RngChooser, Stats, interleave, stereo_span};
 use crate::device::ThreadPriority;
@@ -76,7 +75,7 @@ impl Pipeline {
         let (tx, rx) = mpsc::sync_channel::<Frame>(2 * self.constants.chunk_frames);
         std::thread::scope(|scope| {
             let ar_thread = std::thread::Builder::new().name("songloom-ar".into()).spawn_scoped(scope, || {
-                let mut chooser = RngChooser(Rng::new(req.seed));
+                let mut chooser = RngChooser { seed: req.seed };
                 // The AR loop is the song's critical path.
                 let result = self.device.set_thread_priority(ThreadPriority::Critical).and_then(|()| {
                     ar::run(
@@ -111,7 +110,7 @@ impl Pipeline {
         let Song { prompt, req, max_frames, schedule, started, observer } = *song;
         let mut frames = Vec::new();
         let ar_result = self.ar_half(observer.events).and_then(|half| {
-            let mut chooser = RngChooser(Rng::new(req.seed));
+            let mut chooser = RngChooser { seed: req.seed };
             let mut keep = |frame| {
                 frames.push(frame);
                 Ok(())

@@ -1,0 +1,81 @@
+//! A song continued from its codes draws what one run would have: the sampler's randomness is
+//! keyed by (seed, frame), and the continued loop replays the kept codes through the same states
+//! (teacher forcing). The ground issue #31's edits stand on: an 8 s song extended by 4 s is the
+//! 12 s song, code for code, on the CPU.
+
+use songloom_engine::Device;
+use songloom_engine::pipeline::ar::{Chooser, Codes, Prefix, WithoutEnd};
+use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, RngChooser};
+use songloom_engine::prompt::PromptIds;
+use songloom_tests::{cpu, tiny_model_dir};
+
+fn no_events(_: Event) {}
+
+struct Song<'a> {
+    pipeline: &'a Pipeline,
+    prompt: PromptIds,
+}
+
+impl Song<'_> {
+    /// The codes of `seconds` of the song with `seed`, never ended by the model, continuing
+    /// `prefix` when given.
+    fn codes(&self, seconds: f64, seed: u64, prefix: Option<&Codes>) -> Codes {
+        let c = &self.pipeline.constants;
+        let rows = c.sampleable_rows();
+        let mut rng = RngChooser { seed };
+        let mut replay;
+        let then: &mut dyn Chooser = match prefix {
+            Some(codes) => {
+                replay = Prefix { codes, semantic_base: c.code_offset - rows.start, then: &mut rng };
+                &mut replay
+            }
+            None => &mut rng,
+        };
+        let mut chooser = WithoutEnd { end_index: (c.audio_end_id - rows.start) as usize, then };
+        let frames = self.pipeline.max_frames(seconds).unwrap();
+        let cancel = Cancel::default();
+        let observer = Observer { events: &no_events, cancel: &cancel };
+        self.pipeline.generate_codes(&self.prompt, frames, &mut chooser, observer).unwrap()
+    }
+}
+
+fn pipeline(device: Device) -> Pipeline {
+    Pipeline::load(&tiny_model_dir(), device).unwrap()
+}
+
+#[test]
+fn an_extended_song_is_the_longer_song_code_for_code() {
+    let pipeline = pipeline(cpu());
+    let song =
+        Song { prompt: pipeline.encode_prompt("warm lo-fi piano", "[verse]\nla la la").unwrap(), pipeline: &pipeline };
+    let short = song.codes(8.0, 7, None);
+    let long = song.codes(12.0, 7, None);
+    let frames_8 = pipeline.max_frames(8.0).unwrap();
+    assert_eq!(short.frames.len(), frames_8 + 1, "the priming frame and every frame of 8 s");
+    assert_eq!(long.frames[..short.frames.len()], short.frames[..], "the longer song begins as the shorter");
+
+    let extended = song.codes(12.0, 7, Some(&short));
+    assert_eq!(extended, long, "8 s extended by 4 s differs from the 12 s song");
+
+    // Controls: the continuation must depend on the kept codes where they are and on the seed.
+    let mut shifted = short.clone();
+    shifted.frames.remove(0);
+    assert_ne!(song.codes(12.0, 7, Some(&shifted)).frames[frames_8 + 1..], long.frames[frames_8 + 1..]);
+    assert_ne!(song.codes(12.0, 8, Some(&short)).frames[frames_8 + 1..], long.frames[frames_8 + 1..]);
+}
+
+#[test]
+fn codes_this_model_cannot_draw_are_refused() {
+    let pipeline = pipeline(cpu());
+    let song = Song { prompt: pipeline.encode_prompt("piano", "[verse]\nla").unwrap(), pipeline: &pipeline };
+    let mut codes = song.codes(1.0, 1, None);
+    codes.frames[1][3] = u32::MAX - 1;
+    let c = &pipeline.constants;
+    let rows = c.sampleable_rows();
+    let mut rng = RngChooser { seed: 1 };
+    let mut chooser = Prefix { codes: &codes, semantic_base: c.code_offset - rows.start, then: &mut rng };
+    let cancel = Cancel::default();
+    let observer = Observer { events: &no_events, cancel: &cancel };
+    let err = pipeline.generate_codes(&song.prompt, 50, &mut chooser, observer).unwrap_err().to_string();
+    assert!(err.contains("frame 1") && err.contains("not one this model draws"), "{err}");
+}
