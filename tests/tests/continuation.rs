@@ -79,3 +79,31 @@ fn codes_this_model_cannot_draw_are_refused() {
     let err = pipeline.generate_codes(&song.prompt, 50, &mut chooser, observer).unwrap_err().to_string();
     assert!(err.contains("frame 1") && err.contains("not one this model draws"), "{err}");
 }
+
+/// The frames' hidden states, what the acoustic half renders, come back from the codes alone by
+/// the teacher-forced pass, as the generation made them: a stored song's codes are enough to
+/// render any of its windows again.
+#[test]
+fn hidden_states_are_recovered_from_the_codes() {
+    let pipeline = pipeline(cpu());
+    let prompt = pipeline.encode_prompt("calm strings", "[verse]\nla la").unwrap();
+    let frames = pipeline.max_frames(3.0).unwrap();
+    let cancel = Cancel::default();
+    let observer = || Observer { events: &no_events, cancel: &cancel };
+    let made = pipeline.generate_frames(&prompt, frames, &mut RngChooser { seed: 3 }, observer()).unwrap();
+    let codes = pipeline.generate_codes(&prompt, frames, &mut RngChooser { seed: 3 }, observer()).unwrap();
+    let c = &pipeline.constants;
+    let base = c.code_offset - c.sampleable_rows().start;
+    // The RNG after the codes is never reached: every draw is replayed.
+    let mut never = RngChooser { seed: 999 };
+    let mut replay = Prefix { codes: &codes, semantic_base: base, then: &mut never };
+    let recovered = pipeline.generate_frames(&prompt, codes.frames.len() - 1, &mut replay, observer()).unwrap();
+    assert_eq!(recovered.shape(), made.shape());
+    assert_eq!(recovered.to_f32_vec(), made.to_f32_vec(), "recovered hidden states differ");
+    // Control: a changed code changes the hidden states from its frame on.
+    let mut changed = codes.clone();
+    changed.frames[2][5] ^= 1;
+    let mut replay = Prefix { codes: &changed, semantic_base: base, then: &mut never };
+    let other = pipeline.generate_frames(&prompt, codes.frames.len() - 1, &mut replay, observer()).unwrap();
+    assert_ne!(other.to_f32_vec(), made.to_f32_vec());
+}
