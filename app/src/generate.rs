@@ -89,7 +89,9 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     let lyrics = match (&args.lyrics, &args.lyrics_file) {
         (Some(l), _) => l.replace("\\n", "\n"),
         (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
-        (None, None) if args.instrumental || args.model.model.is_none() => INSTRUMENTAL.to_string(),
+        (None, None) if args.instrumental || args.model.model.is_none() => {
+            songloom_ui::lyrics::INSTRUMENTAL.to_string()
+        }
         (None, None) => bail!("give --lyrics, --lyrics-file, or --instrumental for a song without singing"),
     };
     warn_dropped_lyrics(&lyrics, args.json);
@@ -187,9 +189,6 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     }
     Ok(())
 }
-
-/// The lyrics of a song without singing.
-const INSTRUMENTAL: &str = "[instrumental]";
 
 /// Where the song goes and in what format: `--format`, or what `out`'s extension names; without
 /// `out`, the first of song.wav, song-2.wav, ... (or .flac) not taken here.

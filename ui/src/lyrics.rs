@@ -2,8 +2,12 @@
 //! own line, and a warning for text after a leading tag, which the model's input contract drops
 //! (diffusers `_normalize_lyrics` keeps only the tags of such a line).
 
+/// The lyrics of a song without singing: the CLI's `--instrumental`, the window's first draft and
+/// the server's `is_instrumental` all send the model this.
+pub const INSTRUMENTAL: &str = "[instrumental]";
+
 /// The structure tags the compose panel offers.
-pub const TAGS: [&str; 7] = ["[intro]", "[verse]", "[pre-chorus]", "[chorus]", "[bridge]", "[outro]", "[instrumental]"];
+pub const TAGS: [&str; 7] = ["[intro]", "[verse]", "[pre-chorus]", "[chorus]", "[bridge]", "[outro]", INSTRUMENTAL];
 
 /// A line whose text after its leading tags will be dropped.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -47,7 +47,7 @@ fn restore(storage: Option<&dyn eframe::Storage>) -> (Recipe, Settings) {
 fn first_draft() -> Recipe {
     Recipe {
         description: "a folk song played on piano with bass with drums in D major at 100 BPM".into(),
-        lyrics: "[instrumental]".into(),
+        lyrics: songloom_ui::lyrics::INSTRUMENTAL.into(),
         duration_s: 30.0,
         ..Recipe::default()
     }
