@@ -311,6 +311,13 @@ fn bad_requests_and_keys_are_answered_in_the_clouds_shape() {
     }
     let (status, bytes) = call(&server, "POST", ROUTE, None);
     assert_eq!((status, answer(&bytes).base_resp.status_code), (200, BaseResp::INVALID_PARAMS));
+    // A body past the limit keeps its HTTP status, in the cloud's shape.
+    let mut too_large = body.clone();
+    too_large["lyrics"] = json!("la ".repeat(30_000));
+    let (status, bytes) = call(&server, "POST", ROUTE, Some(&too_large));
+    let refused = answer(&bytes).base_resp;
+    assert_eq!((status, refused.status_code), (413, BaseResp::INVALID_PARAMS), "{refused:?}");
+    assert!(refused.status_msg.contains("too large"), "{}", refused.status_msg);
     assert_eq!(get_json(&server, "/api/songs")["songs"], json!([]), "a refused request queued a song");
 
     for headers in [vec![], vec![bearer("wrong-key-0123456789")]] {
@@ -334,7 +341,7 @@ fn a_client_that_leaves_loses_no_song() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path());
     // A native song ahead of it, so the cloud's is still to be made when its client leaves.
-    let ahead = json!({"description": "ahead", "lyrics": "[verse]\nla", "duration": 4, "steps": 2});
+    let ahead = json!({"description": "ahead", "lyrics": "[verse]\nla", "duration": 20, "steps": 2});
     let (status, _) = call(&server, "POST", "/api/songs", Some(&ahead));
     assert_eq!(status, 201);
     let body = example_body(&readme_example()).to_string();
@@ -351,6 +358,7 @@ fn a_client_that_leaves_loses_no_song() {
     let id = loop {
         let songs = get_json(&server, "/api/songs");
         if let Some(song) = songs["songs"].as_array().unwrap().get(1) {
+            assert_eq!(song["state"], "queued", "the song was made before its client left: {song}");
             break song["id"].as_u64().unwrap();
         }
         assert!(start.elapsed() < Duration::from_secs(30), "the request never queued a song");

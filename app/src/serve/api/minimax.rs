@@ -114,6 +114,12 @@ pub fn unauthorized(message: &str) -> Response {
     Answer(StatusCode::UNAUTHORIZED, failure(BaseResp::AUTHENTICATION_FAILED, message)).into_response()
 }
 
+/// The answer to a body this route could not read (too large, too slow), in the cloud's shape
+/// with the HTTP status kept.
+pub fn unreadable_body(status: StatusCode, message: &str) -> Response {
+    Answer(status, invalid(message)).into_response()
+}
+
 /// `POST /v1/music_generation`.
 pub async fn music_generation(
     State(server): State<Arc<Server>>,
