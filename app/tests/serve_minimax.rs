@@ -71,14 +71,16 @@ fn get_json(server: &Server, path: &str) -> Value {
     serde_json::from_slice(&bytes).unwrap()
 }
 
-/// One answer: every field of the cloud's present (`analysis_info` as null), read as its type.
+/// One answer: every field of the cloud's present (`analysis_info` as null), read as its type,
+/// which writes it back field for field.
 fn answer(bytes: &[u8]) -> MusicGenerationAnswer {
     let text = String::from_utf8_lossy(bytes);
     let raw: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text:.300}"));
     for field in ["data", "trace_id", "extra_info", "analysis_info", "base_resp"] {
         assert!(raw.get(field).is_some(), "no `{field}` in {text:.300}");
     }
-    let answer: MusicGenerationAnswer = serde_json::from_value(raw).unwrap();
+    let answer: MusicGenerationAnswer = serde_json::from_value(raw.clone()).unwrap();
+    assert!(serde_json::to_value(&answer).unwrap() == raw, "the wire type drops or changes a field of {text:.300}");
     assert!(
         answer.trace_id.len() == 32 && answer.trace_id.bytes().all(|b| b.is_ascii_hexdigit()),
         "{}",

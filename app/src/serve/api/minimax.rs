@@ -150,7 +150,10 @@ pub async fn music_generation(
             .expect("a valid response");
     }
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).map(str::to_string);
-    Answer(StatusCode::OK, whole(server, id, &asked, host).await).into_response()
+    match whole(server, id, &asked, host).await {
+        Whole::Answer(answer) => Answer(StatusCode::OK, answer).into_response(),
+        Whole::Hex { answer, bytes } => hex_answer(answer, bytes),
+    }
 }
 
 /// The body as the cloud's request; one it cannot take is a message naming the field.
@@ -261,38 +264,77 @@ async fn finished(server: &Server, id: u64) -> Result<i64, MusicGenerationAnswer
     }
 }
 
+/// What answers a request once its song is over.
+enum Whole {
+    /// A failure, or the song's address.
+    Answer(MusicGenerationAnswer),
+    /// The song in hex: `answer` with `data.audio` empty, and the file's bytes to write there.
+    Hex { answer: MusicGenerationAnswer, bytes: Vec<u8> },
+}
+
 /// The answer once the song is done: its file in hex, or the address to fetch it from.
-async fn whole(server: Arc<Server>, id: u64, asked: &Asked, host: Option<String>) -> MusicGenerationAnswer {
+async fn whole(server: Arc<Server>, id: u64, asked: &Asked, host: Option<String>) -> Whole {
     let library_id = match finished(&server, id).await {
         Ok(library_id) => library_id,
-        Err(answer) => return answer,
+        Err(answer) => return Whole::Answer(answer),
     };
     let (library, file, sample_rate) = (server.library.clone(), asked.file, asked.sample_rate);
     let encoded = match blocking(move || encode(&library, library_id, file, sample_rate)).await {
         Ok(encoded) => encoded,
-        Err(ApiError(_, why)) => return failure(BaseResp::UNKNOWN_ERROR, why),
+        Err(ApiError(_, why)) => return Whole::Answer(failure(BaseResp::UNKNOWN_ERROR, why)),
     };
-    let audio = match asked.output {
-        OutputFormat::Hex => hex(&encoded.bytes),
+    let done = |audio: String| MusicGenerationAnswer {
+        data: Some(MusicAudio { audio, status: MusicAudio::DONE }),
+        trace_id: crate::serve::access::random_id(),
+        extra_info: Some(encoded.info.clone()),
+        analysis_info: None,
+        base_resp: BaseResp::success(),
+    };
+    match asked.output {
+        OutputFormat::Hex => Whole::Hex { answer: done(String::new()), bytes: encoded.bytes },
         OutputFormat::Url => {
             let Some(host) = host else {
-                return failure(BaseResp::UNKNOWN_ERROR, "the request named no Host to build the song's address on");
+                return Whole::Answer(failure(
+                    BaseResp::UNKNOWN_ERROR,
+                    "the request named no Host to build the song's address on",
+                ));
             };
             let mut address = format!("http://{host}{}", file.library_file(library_id));
             if sample_rate != server.pipeline.sample_rate() {
                 address.push(if address.contains('?') { '&' } else { '?' });
                 address.push_str(&format!("sample_rate={sample_rate}"));
             }
-            address
+            Whole::Answer(done(address))
         }
-    };
-    MusicGenerationAnswer {
-        data: Some(MusicAudio { audio, status: MusicAudio::DONE }),
-        trace_id: crate::serve::access::random_id(),
-        extra_info: Some(encoded.info),
-        analysis_info: None,
-        base_resp: BaseResp::success(),
     }
+}
+
+/// `answer` (whose `data.audio` is empty) with the hex of `bytes` in `data.audio`, written a piece
+/// at a time: the hex of a long song is twice its file (a 6-minute WAV's is 127 MB), and is never
+/// held whole.
+fn hex_answer(answer: MusicGenerationAnswer, bytes: Vec<u8>) -> Response {
+    /// Bytes of the file written as hex at a time.
+    const PIECE_BYTES: usize = 256 * 1024;
+    let json = serde_json::to_string(&answer).expect("an answer is JSON");
+    // The empty audio's closing quote: the hex goes before it.
+    const EMPTY_AUDIO: &str = r#""audio":"""#;
+    let Some(at) = json.find(EMPTY_AUDIO).map(|at| at + EMPTY_AUDIO.len() - 1) else {
+        let audio = hex(&bytes);
+        let data = answer.data.map(|data| MusicAudio { audio, ..data });
+        return Answer(StatusCode::OK, MusicGenerationAnswer { data, ..answer }).into_response();
+    };
+    let (head, tail) = (Bytes::from(json[..at].to_string()), Bytes::from(json[at..].to_string()));
+    let length = head.len() + 2 * bytes.len() + tail.len();
+    let bytes = Bytes::from(bytes);
+    let pieces = (0..bytes.len())
+        .step_by(PIECE_BYTES)
+        .map(move |start| Bytes::from(hex(&bytes[start..(start + PIECE_BYTES).min(bytes.len())])));
+    let body = stream::once(async { head }).chain(stream::iter(pieces)).chain(stream::once(async { tail }));
+    Response::builder()
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CONTENT_LENGTH, length)
+        .body(Body::from_stream(body.map(Ok::<_, Infallible>)))
+        .expect("a valid response")
 }
 
 /// A song's file and what it is.
