@@ -2,8 +2,8 @@
 //! that carry the server's token (generated at start and printed, or given with `--token`): as
 //! `Authorization: Bearer TOKEN`, as `?token=TOKEN` in the page's address (which then keeps it in
 //! a same-site, HTTP-only cookie for the page's own requests), or as that cookie. Anything else
-//! is a 401 with a one-line JSON error (in MiniMax's cloud shape on its route). No CORS headers are sent, so other sites' pages cannot
-//! read the API.
+//! is a 401 with a one-line JSON error (in MiniMax's cloud shape on that API's route). No CORS
+//! headers are sent, so other sites' pages cannot read the API.
 
 use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
