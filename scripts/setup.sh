@@ -9,9 +9,10 @@ missing=()
 # libsqlite3-dev: the library's database; mesa-vulkan-drivers (lavapipe) and libvulkan1: the wgpu
 # backend runs on the CPU where there is no GPU (and its tests do). For the test command only
 # (SONGLOOM_SETUP_TESTS=1): chromium and chromium-driver, for the browser test of the page
-# `songloom serve` serves, and cargo-nextest.
+# `songloom serve` serves, curl, which runs the README's example of MiniMax's cloud API shape, and
+# cargo-nextest.
 packages=(build-essential pkg-config libasound2-dev libsqlite3-dev mesa-vulkan-drivers libvulkan1)
-[ "${SONGLOOM_SETUP_TESTS:-}" = 1 ] && packages+=(chromium chromium-driver)
+[ "${SONGLOOM_SETUP_TESTS:-}" = 1 ] && packages+=(chromium chromium-driver curl)
 for pkg in "${packages[@]}"; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done

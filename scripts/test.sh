@@ -10,7 +10,7 @@ cargo fmt --all -- --check
 bash scripts/build-web.sh
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo clippy --locked --target wasm32-unknown-unknown -p songloom-web -- -D warnings
-SONGLOOM_REQUIRE_BROWSER=1 cargo nextest run --workspace --locked --no-fail-fast
+SONGLOOM_REQUIRE_BROWSER=1 SONGLOOM_REQUIRE_CURL=1 cargo nextest run --workspace --locked --no-fail-fast
 # The main job as the README gives it: a song from the embedded model, written (not played).
 song_dir=$(mktemp -d)
 trap 'rm -rf "$song_dir"' EXIT

@@ -20,6 +20,19 @@ const FULL_SCALE: f32 = 8_388_607.0;
 /// `if_taken` says; returns where it went.
 pub fn export(source: &Path, target: &Path, title: &str, recipe: &str, if_taken: IfTaken) -> Result<PathBuf> {
     let (samples, sample_rate) = crate::wav::read_song(source)?;
+    write(&samples, sample_rate, target, title, recipe, if_taken)
+}
+
+/// Writes interleaved stereo `samples` at `sample_rate` to `target` as FLAC, where its name is
+/// taken as `if_taken` says; returns where it went.
+pub fn write(
+    samples: &[f32],
+    sample_rate: u32,
+    target: &Path,
+    title: &str,
+    recipe: &str,
+    if_taken: IfTaken,
+) -> Result<PathBuf> {
     let ints: Vec<i32> = samples.iter().map(|&s| (s.clamp(-1.0, 1.0) * FULL_SCALE).round() as i32).collect();
     let config =
         flacenc::config::Encoder::default().into_verified().map_err(|(_, e)| anyhow!("FLAC settings: {e:?}"))?;

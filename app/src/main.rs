@@ -16,6 +16,7 @@ mod model_info;
 mod names_and_rules;
 mod output;
 mod player;
+mod resample;
 mod serve;
 mod song_job;
 mod stale;

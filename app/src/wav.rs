@@ -126,11 +126,72 @@ pub fn file_stem(title: &str) -> String {
 
 /// Writes the song in `source` to `target` in `format`, with `title` and `recipe` in its tags.
 pub fn export_as(source: &Path, target: &Path, format: FileFormat, title: &str, recipe: &str) -> Result<PathBuf> {
-    match format {
-        FileFormat::F32 => export(source, target, WavFormat::F32, title, recipe),
-        FileFormat::Pcm16 => export(source, target, WavFormat::Pcm16, title, recipe),
-        FileFormat::Flac => crate::flac::export(source, target, title, recipe, IfTaken::Refuse),
+    export_at(source, target, format, None, title, recipe)
+}
+
+/// [`export_as`] at `sample_rate` (Hz), resampled when it is not the song's own.
+pub fn export_at(
+    source: &Path,
+    target: &Path,
+    format: FileFormat,
+    sample_rate: Option<u32>,
+    title: &str,
+    recipe: &str,
+) -> Result<PathBuf> {
+    let (samples, song_rate) = read_song(source)?;
+    match sample_rate.filter(|&rate| rate != song_rate) {
+        Some(rate) => {
+            let resampled = crate::resample::resample(&samples, song_rate, rate).map_err(anyhow::Error::msg)?;
+            write_as(&resampled, rate, target, format, title, recipe)
+        }
+        None => write_as(&samples, song_rate, target, format, title, recipe),
     }
+}
+
+/// Writes interleaved stereo `samples` at `sample_rate` to `target` in `format`, with `title` and
+/// `recipe` in its tags; the target appears only when complete, and must not exist yet.
+pub fn write_as(
+    samples: &[f32],
+    sample_rate: u32,
+    target: &Path,
+    format: FileFormat,
+    title: &str,
+    recipe: &str,
+) -> Result<PathBuf> {
+    if format == FileFormat::Flac {
+        return crate::flac::write(samples, sample_rate, target, title, recipe, IfTaken::Refuse);
+    }
+    let mut wav = WavFile::create(target, sample_rate, format.wav_format())?;
+    wav.write(samples)?;
+    wav.finish(title, recipe)?.persist_new(target)
+}
+
+/// A sample as 16-bit PCM: clamped to -1..=1 and rounded to the nearest of 32767 steps.
+pub fn pcm16(sample: f32) -> i16 {
+    (sample.clamp(-1.0, 1.0) * 32767.0).round() as i16
+}
+
+/// The head of a stereo 16-bit WAV streamed before its length is known: the RIFF and data sizes
+/// are 0xFFFFFFFF, the value readers take for "to the end of the stream" (ffmpeg, sox, browsers
+/// and [`songloom_wire::wav::read`] do).
+pub fn streaming_pcm16_head(sample_rate: u32) -> Vec<u8> {
+    const UNKNOWN: u32 = u32::MAX;
+    let (channels, bits) = (2u16, 16u16);
+    let block_align = channels * bits / 8;
+    let mut head = Vec::with_capacity(44);
+    head.extend_from_slice(b"RIFF");
+    head.extend_from_slice(&UNKNOWN.to_le_bytes());
+    head.extend_from_slice(b"WAVEfmt ");
+    head.extend_from_slice(&16u32.to_le_bytes());
+    head.extend_from_slice(&1u16.to_le_bytes()); // integer PCM
+    head.extend_from_slice(&channels.to_le_bytes());
+    head.extend_from_slice(&sample_rate.to_le_bytes());
+    head.extend_from_slice(&(sample_rate * u32::from(block_align)).to_le_bytes());
+    head.extend_from_slice(&block_align.to_le_bytes());
+    head.extend_from_slice(&bits.to_le_bytes());
+    head.extend_from_slice(b"data");
+    head.extend_from_slice(&UNKNOWN.to_le_bytes());
+    head
 }
 
 /// A WAV being written: a temporary file that [`finish`](WavFile::finish) completes. Dropped
@@ -187,7 +248,7 @@ impl WavFile {
         let writer = self.writer.as_mut().expect("open until finished");
         let written = samples.iter().try_for_each(|&s| match self.format {
             WavFormat::F32 => writer.write_sample(s),
-            WavFormat::Pcm16 => writer.write_sample((s.clamp(-1.0, 1.0) * 32767.0).round() as i16),
+            WavFormat::Pcm16 => writer.write_sample(pcm16(s)),
         });
         written.map_err(|e| anyhow::anyhow!("writing {}: {}", self.target.display(), hound_cause(&e)))
     }
@@ -253,15 +314,6 @@ pub fn read_song(path: &Path) -> Result<(Vec<f32>, u32)> {
         anyhow::bail!("{} has {} channels; Songloom songs are stereo", path.display(), wav.channels);
     }
     Ok((wav.samples, wav.sample_rate))
-}
-
-/// Writes the song in `source` to `target` in `format`, with `title` and `recipe` in its tags; the
-/// target appears only when complete.
-pub fn export(source: &Path, target: &Path, format: WavFormat, title: &str, recipe: &str) -> Result<PathBuf> {
-    let (samples, sample_rate) = read_song(source)?;
-    let mut wav = WavFile::create(target, sample_rate, format)?;
-    wav.write(&samples)?;
-    wav.finish(title, recipe)?.persist_new(target)
 }
 
 /// Appends a RIFF `LIST`/`INFO` chunk (the title `INAM`, the software `ISFT`, the recipe as the
@@ -358,13 +410,15 @@ mod tests {
         wav.write(&[0.5, -0.5, 0.25, -1.5]).unwrap();
         wav.finish("x", "{}").unwrap().persist_new(&source).unwrap();
         let target = dir.path().join("out.wav");
-        export(&source, &target, WavFormat::Pcm16, "Kept", r#"{"seed":5}"#).unwrap();
+        export_as(&source, &target, FileFormat::Pcm16, "Kept", r#"{"seed":5}"#).unwrap();
         let info = read_info(&target).unwrap();
         assert_eq!((info.title.as_deref(), info.comment.as_deref()), (Some("Kept"), Some(r#"{"seed":5}"#)));
         let (samples, rate) = read_song(&target).unwrap();
         assert_eq!(rate, 44100);
         assert_eq!(samples, vec![16384.0 / 32768.0, -16384.0 / 32768.0, 8192.0 / 32768.0, -32767.0 / 32768.0]);
-        assert!(export(&dir.path().join("missing.wav"), &dir.path().join("x.wav"), WavFormat::F32, "", "").is_err());
+        assert!(
+            export_as(&dir.path().join("missing.wav"), &dir.path().join("x.wav"), FileFormat::F32, "", "").is_err()
+        );
         assert!(!dir.path().join("x.wav").exists());
     }
 
@@ -412,6 +466,18 @@ mod tests {
             proptest::prop_assert_eq!(info.title.as_deref(), Some(title.as_str()));
             proptest::prop_assert_eq!(info.comment.as_deref(), Some(recipe.as_str()));
         }
+    }
+
+    /// A WAV streamed with the unknown-length head reads as its samples, at its rate.
+    #[test]
+    fn a_streamed_wav_reads_to_its_end() {
+        let mut bytes = streaming_pcm16_head(16_000);
+        for s in [0.5f32, -0.5, 1.5, -1.0] {
+            bytes.extend_from_slice(&pcm16(s).to_le_bytes());
+        }
+        let wav = songloom_wire::wav::read(&bytes).unwrap();
+        assert_eq!((wav.channels, wav.sample_rate), (2, 16_000));
+        assert_eq!(wav.samples, vec![16384.0 / 32768.0, -16384.0 / 32768.0, 32767.0 / 32768.0, -32767.0 / 32768.0]);
     }
 
     #[test]

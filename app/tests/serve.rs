@@ -163,6 +163,7 @@ fn bad_requests_are_one_line_json_errors() {
         ("PATCH", "/api/library/5", Some("{}".into()), 400, "title"),
         ("GET", "/api/library/5/audio.wav", None, 404, "no such song"),
         ("GET", "/api/library/5/audio.wav?format=mp3", None, 400, "float32 or pcm16"),
+        ("GET", "/api/library/5/audio.flac?sample_rate=22050", None, 400, "16000, 24000, 32000, 44100"),
         ("GET", "/api/library/5/audio.mp3", None, 404, "audio.wav or audio.flac"),
         ("GET", "/api/nowhere", None, 404, "no such endpoint"),
     ];

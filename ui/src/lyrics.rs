@@ -2,8 +2,11 @@
 //! own line, and a warning for text after a leading tag, which the model's input contract drops
 //! (diffusers `_normalize_lyrics` keeps only the tags of such a line).
 
+use songloom_wire::notice::INSTRUMENTAL_LYRICS;
+
 /// The structure tags the compose panel offers.
-pub const TAGS: [&str; 7] = ["[intro]", "[verse]", "[pre-chorus]", "[chorus]", "[bridge]", "[outro]", "[instrumental]"];
+pub const TAGS: [&str; 7] =
+    ["[intro]", "[verse]", "[pre-chorus]", "[chorus]", "[bridge]", "[outro]", INSTRUMENTAL_LYRICS];
 
 /// A line whose text after its leading tags will be dropped.
 #[derive(Debug, Clone, PartialEq, Eq)]

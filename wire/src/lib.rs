@@ -2,12 +2,13 @@
 //! or reads, every line `songloom generate --json` prints, and the song's recipe they carry. The
 //! server, the CLI and the browser all speak these types, so a renamed field is a compile error
 //! on every end rather than a silent default on one. The README's "HTTP API" section describes
-//! the same bodies.
+//! the same bodies; [`minimax`] holds those of MiniMax's cloud API, which the server answers too.
 //!
 //! Serde only, so it builds for the browser (wasm32) and the engine can name its [`Stage`]s here.
 
 mod api;
 mod event;
+pub mod minimax;
 pub mod notice;
 mod recipe;
 mod stage;

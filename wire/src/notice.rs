@@ -10,7 +10,8 @@ pub const MODEL_NAME: &str = "MiniMax-Music3";
 pub const EMBEDDED_MODEL_NAME: &str = "Songloom Mini";
 
 /// The lyrics an instrumental song is made with: the structure tag the model knows for music
-/// without singing.
+/// without singing. The CLI's `--instrumental`, the window's checkbox and first draft, the API's
+/// `instrumental` and the cloud route's `is_instrumental` all send the model this.
 pub const INSTRUMENTAL_LYRICS: &str = "[instrumental]";
 
 /// The name of the model a song is made with: the built-in one, or MiniMax-Music3.

@@ -2,8 +2,8 @@
 //! that carry the server's token (generated at start and printed, or given with `--token`): as
 //! `Authorization: Bearer TOKEN`, as `?token=TOKEN` in the page's address (which then keeps it in
 //! a same-site, HTTP-only cookie for the page's own requests), or as that cookie. Anything else
-//! is a 401 with a one-line JSON error. No CORS headers are sent, so other sites' pages cannot
-//! read the API.
+//! is a 401 with a one-line JSON error (in MiniMax's cloud shape on that API's route). No CORS
+//! headers are sent, so other sites' pages cannot read the API.
 
 use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
@@ -14,6 +14,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Json, Response};
 use songloom_wire::ErrorBody;
+
+use super::api::MUSIC_GENERATION;
 
 const COOKIE: &str = "songloom_token";
 
@@ -26,12 +28,13 @@ pub fn token_for(listen: SocketAddr, given: Option<String>) -> anyhow::Result<Op
         }
         Some(token) => Ok(Some(token)),
         None if listen.ip().is_loopback() => Ok(None),
-        None => Ok(Some(fresh_token())),
+        None => Ok(Some(random_id())),
     }
 }
 
-/// 128 bits from the standard library's per-process random hash keys, as hex.
-fn fresh_token() -> String {
+/// 128 bits from the standard library's per-process random hash keys, as 32 hex digits: a token,
+/// or a MiniMax-shaped answer's `trace_id`.
+pub(super) fn random_id() -> String {
     (0..2)
         .map(|i| {
             let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -76,6 +79,12 @@ pub async fn check(State(token): State<Arc<Option<String>>>, request: Request, n
             }
             response
         }
+        // MiniMax's cloud clients send their key as the bearer token and read the cloud's
+        // `base_resp`, so they are told in that shape.
+        _ if request.uri().path() == MUSIC_GENERATION => super::api::minimax::unauthorized(
+            "authentication failed: this server needs its token (printed when it started) as the API key, \
+             `Authorization: Bearer TOKEN`",
+        ),
         _ => (
             StatusCode::UNAUTHORIZED,
             Json(ErrorBody {

@@ -12,7 +12,7 @@ use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, State
 use axum::http::{Method, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Json, Response};
-use axum::routing::{MethodRouter, get, patch};
+use axum::routing::{MethodRouter, get, patch, post};
 use futures_util::stream::{self, Stream};
 use serde::de::DeserializeOwned;
 use songloom_engine::pipeline::{Pipeline, Request};
@@ -26,8 +26,10 @@ use songloom_wire::{
 
 use super::jobs::{Jobs, State as JobState};
 use crate::library::Library;
+pub use routes::MUSIC_GENERATION;
 use routes::ROUTES;
 
+pub mod minimax;
 mod routes;
 
 /// The largest request body taken (a description and lyrics are a few kilobytes).
@@ -42,6 +44,9 @@ pub struct Server {
     pub base: Recipe,
     pub precision: Precision,
     pub model: ServedModel,
+    /// The length MiniMax-shaped requests (which name none) ask for: the longest the song may be,
+    /// which the model may end earlier.
+    pub cloud_duration_s: f64,
 }
 
 type Shared = State<Arc<Server>>;
@@ -108,6 +113,7 @@ fn handlers(path: &str) -> MethodRouter<Arc<Server>> {
         "/api/library/{id}/{file}" => get(library_file),
         "/api/devices" => get(devices),
         "/api/model" => get(model),
+        MUSIC_GENERATION => post(minimax::music_generation),
         "/" => get(super::page::index),
         "/pkg/songloom_web.js" => get(super::page::script),
         "/pkg/songloom_web_bg.wasm" => get(super::page::wasm),
@@ -401,8 +407,9 @@ fn file_response<K: Send + 'static>(kind: &'static str, file: std::fs::File, len
     (headers, Body::from_stream(chunks)).into_response()
 }
 
-/// `GET /api/library/ID/audio.wav[?format=pcm16][&download=1]` or `.../audio.flac`: a library
-/// song's file, with its title and recipe in its tags.
+/// `GET /api/library/ID/audio.wav[?format=pcm16][&sample_rate=HZ][&download=1]` or
+/// `.../audio.flac`: a library song's file, with its title and recipe in its tags, resampled to
+/// one of the rates offered if asked.
 async fn library_file(
     State(server): Shared,
     PathParts((id, file)): PathParts<(String, String)>,
@@ -415,6 +422,7 @@ async fn library_file(
         _ => return Err(ApiError::not_found("such file of a song (audio.wav or audio.flac)")),
     };
     let mut download = false;
+    let mut sample_rate = None;
     for pair in query.as_deref().unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=').unwrap_or((pair, "")) {
             ("format", _) if format == crate::wav::FileFormat::Flac => {
@@ -423,9 +431,21 @@ async fn library_file(
             ("format", "float32") => format = crate::wav::FileFormat::F32,
             ("format", "pcm16") => format = crate::wav::FileFormat::Pcm16,
             ("format", other) => return Err(ApiError::bad(format!("format must be float32 or pcm16, not `{other}`"))),
+            ("sample_rate", rate) => match rate.parse() {
+                Ok(rate) if crate::resample::OFFERED_RATES_HZ.contains(&rate) => sample_rate = Some(rate),
+                _ => {
+                    let offered: Vec<String> = crate::resample::OFFERED_RATES_HZ.iter().map(u32::to_string).collect();
+                    return Err(ApiError::bad(format!(
+                        "sample_rate must be {} (Hz), not `{rate}`",
+                        offered.join(", ")
+                    )));
+                }
+            },
             ("download", _) => download = true,
             ("token", _) => {}
-            (other, _) => return Err(ApiError::bad(format!("unknown parameter `{other}` (format, download)"))),
+            (other, _) => {
+                return Err(ApiError::bad(format!("unknown parameter `{other}` (format, sample_rate, download)")));
+            }
         }
     }
     let library = server.library.clone();
@@ -436,7 +456,7 @@ async fn library_file(
         let recipe = serde_json::to_string(&song.recipe).map_err(anyhow::Error::from)?;
         let dir = tempfile::tempdir().map_err(anyhow::Error::from)?;
         let target = dir.path().join(format!("song.{}", format.extension()));
-        let exported = crate::wav::export_as(&song.wav, &target, format, &song.title, &recipe)?;
+        let exported = crate::wav::export_at(&song.wav, &target, format, sample_rate, &song.title, &recipe)?;
         let (file, length) = open_sized(&exported)?;
         Ok((song.title, file, length, dir))
     })

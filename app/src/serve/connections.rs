@@ -367,7 +367,15 @@ pub async fn body_in_time(
     next: Next,
 ) -> Response {
     let (parts, body) = request.into_parts();
-    let error = |status: StatusCode, error: String| (status, Json(ErrorBody { error })).into_response();
+    // MiniMax's cloud clients read the cloud's `base_resp`, so its route answers in that shape.
+    let cloud = parts.uri.path() == super::api::MUSIC_GENERATION;
+    let error = |status: StatusCode, error: String| {
+        if cloud {
+            super::api::minimax::unreadable_body(status, &error)
+        } else {
+            (status, Json(ErrorBody { error })).into_response()
+        }
+    };
     let bytes = match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit_bytes)).await {
         Ok(Ok(bytes)) => bytes,
         Ok(Err(e)) if std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) => {

@@ -43,6 +43,11 @@ pub struct ServeArgs {
     /// halfway is disconnected (408 for a body).
     #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
     request_timeout_s: f64,
+    /// The length of the songs asked through MiniMax's cloud API shape (`POST
+    /// /v1/music_generation`, which names none), as `generate --duration` takes it: the longest a
+    /// song may be, which the model may end earlier. Without it, the longest the model makes.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
+    cloud_duration: Option<String>,
     #[command(flatten)]
     pub engine: EngineArgs,
     #[command(flatten)]
@@ -66,6 +71,12 @@ pub fn run(args: ServeArgs) -> Result<()> {
         write_stall: Duration::from_secs_f64(args.request_timeout_s * 6.0),
         shutdown_grace: Duration::from_secs(2),
     };
+    let cloud_duration_s = match &args.cloud_duration {
+        Some(text) => {
+            songloom_ui::duration::parse_duration(text).map_err(|e| anyhow::anyhow!("--cloud-duration: {e}"))?
+        }
+        None => songloom_engine::pipeline::MAX_DURATION_S,
+    };
     let device = args.engine.open_device()?;
     let model_dir = args.model.dir()?;
     let plan = Pipeline::plan(&model_dir, &device, args.engine.memory_request(), None)?;
@@ -73,6 +84,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
     let pipeline = Pipeline::load_planned(&model_dir, device, &plan, &|_| {})
         .with_context(|| format!("loading the model from {}", model_dir.display()))?;
     let library = args.library.clone().unwrap_or_else(crate::library::default_dir);
+    pipeline.max_frames(cloud_duration_s).map_err(|e| anyhow::anyhow!("--cloud-duration: {e}"))?;
     crate::library::Library::open(&library)?;
     let base = Recipe {
         description: String::new(),
@@ -101,6 +113,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         base,
         precision: args.engine.precision,
         model,
+        cloud_duration_s,
     });
     let (worker_done, drained) = tokio::sync::oneshot::channel::<()>();
     let worker = {

@@ -2,6 +2,9 @@
 //! (a path missing here is not served), and app/tests/serve_errors.rs includes this file to walk
 //! every route with bad ids and wrong methods; so it holds plain data only.
 
+/// MiniMax's cloud music API, answered in its shape (`api::minimax`).
+pub const MUSIC_GENERATION: &str = "/v1/music_generation";
+
 /// A route's path (axum's syntax: `{id}` is a part of the address) and the methods it takes (a
 /// route that takes GET takes HEAD too).
 pub const ROUTES: &[(&str, &[&str])] = &[
@@ -15,6 +18,7 @@ pub const ROUTES: &[(&str, &[&str])] = &[
     ("/api/library/{id}/{file}", &["GET"]),
     ("/api/devices", &["GET"]),
     ("/api/model", &["GET"]),
+    (MUSIC_GENERATION, &["POST"]),
     ("/", &["GET"]),
     ("/pkg/songloom_web.js", &["GET"]),
     ("/pkg/songloom_web_bg.wasm", &["GET"]),
