@@ -13,6 +13,7 @@ use safetensors::tensor::{Dtype, Metadata};
 
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::lora::ComponentLora;
 use crate::quant;
 use crate::tensor::{CpuStorage, DType, Storage, Tensor};
 
@@ -146,6 +147,11 @@ impl Checkpoint {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The entry `key` of the first file's header metadata (`__metadata__`), if it has one.
+    pub fn header_metadata(&self, key: &str) -> Option<String> {
+        self.files.first()?.metadata.metadata().as_ref()?.get(key).cloned()
     }
 
     /// Refuses the first float tensor (a quantized copy's scales and offsets too) that holds NaN
@@ -418,6 +424,8 @@ pub struct VarBuilder<'a> {
     /// Embedding tables stay in host memory (a gather reads a few rows a frame).
     host_tables: bool,
     prefix: String,
+    /// LoRA adapters merged into the weights as they are read.
+    lora: Option<&'a ComponentLora<'a>>,
 }
 
 impl<'a> VarBuilder<'a> {
@@ -429,6 +437,7 @@ impl<'a> VarBuilder<'a> {
             format: dtype,
             host_tables: false,
             prefix: String::new(),
+            lora: None,
         }
     }
 
@@ -442,6 +451,7 @@ impl<'a> VarBuilder<'a> {
             format: dtype,
             host_tables: false,
             prefix: String::new(),
+            lora: None,
         }
     }
 
@@ -470,6 +480,12 @@ impl<'a> VarBuilder<'a> {
 
     pub fn format(&self) -> DType {
         self.format
+    }
+
+    /// Weights with `lora`'s adapters merged in as they are read (in their stored dtype, before
+    /// any cast or quantizing).
+    pub fn with_lora(&self, lora: Option<&'a ComponentLora<'a>>) -> Self {
+        VarBuilder { lora, ..self.clone() }
     }
 
     /// A product's matrix `[rows, cols]` in this builder's format. A quantized format is made on
@@ -506,6 +522,12 @@ impl<'a> VarBuilder<'a> {
         if let Source::Checkpoint(checkpoint) = self.source
             && let Some(stored) = checkpoint.stored_format(&full).filter(|f| f.is_quantized())
         {
+            if self.lora.is_some_and(|lora| lora.changes(&full)) {
+                return Err(Error::Invalid(format!(
+                    "`{full}` is stored as {stored} in {}: a LoRA adapter merges into float weights only",
+                    checkpoint.location_of(&full)
+                )));
+            }
             if stored != format {
                 return Err(Error::Invalid(format!(
                     "`{full}` is stored as {stored} in {}, not {format}: load this copy with its own weights",
@@ -591,7 +613,10 @@ impl<'a> VarBuilder<'a> {
                 found,
             });
         }
-        let tensor = checkpoint.read_rows(&full, Some((start, end)))?;
+        let mut tensor = checkpoint.read_rows(&full, Some((start, end)))?;
+        if let Some(lora) = self.lora {
+            tensor = lora.merge(&full, tensor, Some((start, end)))?;
+        }
         self.place(tensor)
     }
 
@@ -618,7 +643,10 @@ impl<'a> VarBuilder<'a> {
                 found: tensor.shape().to_vec(),
             });
         }
-        Ok(tensor)
+        match self.lora {
+            Some(lora) => lora.merge(full, tensor, None),
+            None => Ok(tensor),
+        }
     }
 
     fn place(&self, tensor: Tensor) -> Result<Tensor> {

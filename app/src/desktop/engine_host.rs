@@ -123,7 +123,8 @@ impl Players {
 /// What the librarian thread is asked: the window's requests, and the engine's own call to send
 /// the list again after a song was kept.
 enum ToLibrarian {
-    Request(Request),
+    /// Boxed: a request carries a recipe, far larger than the other messages.
+    Request(Box<Request>),
     RefreshList,
     /// Answered once everything asked before is done.
     Drain(mpsc::Sender<()>),
@@ -217,7 +218,7 @@ impl InProcessEngine {
             PROBE_DONE.notify_all();
             for message in librarian_rx {
                 let result = match message {
-                    ToLibrarian::Request(request) => librarian_state.handle(request),
+                    ToLibrarian::Request(request) => librarian_state.handle(*request),
                     ToLibrarian::RefreshList => librarian_state.send_list(),
                     ToLibrarian::Drain(done) => {
                         let _ = done.send(());
@@ -386,7 +387,7 @@ impl Engine for InProcessEngine {
                 }
             }
             other => {
-                let _ = self.librarian.send(ToLibrarian::Request(other));
+                let _ = self.librarian.send(ToLibrarian::Request(Box::new(other)));
             }
         }
     }
