@@ -288,6 +288,7 @@ fn devices_the_model_and_errors() {
             plan: "all resident".into(),
             sample_rate: 44_100,
             device: "cpu (16 threads)".into(),
+            adapters: Vec::new(),
         },
         json!({"path": "/models/tiny", "embedded": true, "plan": "all resident", "sample_rate": 44_100,
                "device": "cpu (16 threads)"}),

@@ -90,7 +90,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         model: args.model.recipe_model(),
         weights: WeightsChoice::of(plan.formats).name().to_string(),
         max_memory_gb: args.engine.max_memory_gb(),
-        adapters: adapter_recipes,
+        adapters: adapter_recipes.clone(),
     };
     let model = songloom_wire::ServedModel {
         path: model_dir.to_string_lossy().into_owned(),
@@ -98,6 +98,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         plan: plan.describe(),
         sample_rate: pipeline.sample_rate(),
         device: format!("{} ({})", pipeline.device.kind().name(), pipeline.device.description()),
+        adapters: adapter_recipes,
     };
     let server = Arc::new(api::Server {
         jobs: Arc::default(),
