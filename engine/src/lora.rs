@@ -21,13 +21,11 @@
 //! load the float model with `--weights 8bit` or `4bit`, which quantizes after the merge.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Mutex;
 
 use rayon::prelude::*;
-use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::tensor::{CpuStorage, Storage, Tensor};
@@ -170,7 +168,9 @@ impl Adapter {
         if !path.exists() {
             return Err(adapter_error(path, "no such file or folder"));
         }
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        // Named by its folder when a PEFT folder is given by its weights file.
+        let named = folder.as_deref().unwrap_or(path);
+        let name = named.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let adapter = match folder {
             Some(dir) => Self::open_peft(spec, &dir, name)?,
             None => Self::open_pipeline(spec, name)?,
@@ -206,7 +206,7 @@ impl Adapter {
         Ok(Adapter {
             spec: spec.clone(),
             name,
-            sha256: sha256_of(&[&config_path, &weights_path])?,
+            sha256: crate::hash::sha256_files(&[&config_path, &weights_path])?,
             format: AdapterFormat::Peft,
             modules: pairs.into_values().map(|p| p.module).collect(),
         })
@@ -264,7 +264,7 @@ impl Adapter {
         Ok(Adapter {
             spec: spec.clone(),
             name,
-            sha256: sha256_of(&[path])?,
+            sha256: crate::hash::sha256_files(&[path])?,
             format: AdapterFormat::Pipeline,
             modules: pairs.into_values().map(|p| p.module).collect(),
         })
@@ -465,6 +465,14 @@ impl LoraSettings {
             ("layer_replication", "is set: layer replication is not supported"),
             ("target_parameters", "is set: LoRA on bare parameters is not supported"),
             ("trainable_token_indices", "is set: trained token rows are not supported"),
+            // Variants whose forward is not `W + factor * B @ A` on every input.
+            ("alora_invocation_tokens", "is set: activated LoRA (aLoRA) is not supported"),
+            ("use_qalora", "is set: QA-LoRA is not supported"),
+            ("use_bdlora", "is set: BD-LoRA is not supported"),
+            ("arrow_config", "is set: Arrow routing is not supported"),
+            ("kasa_config", "is set: KaSA is not supported"),
+            ("monteclora_config", "is set: MonteCLoRA is not supported"),
+            ("velora_config", "is set: VeLoRA is not supported"),
         ] {
             if is_set(&get(field)) {
                 return Err(bad(field, why));
@@ -533,23 +541,6 @@ fn first_match<T: Copy>(patterns: &[(String, T)], module: &str, path: &Path) -> 
         }
     }
     Ok(None)
-}
-
-/// SHA-256 of the files' bytes one after another, in hex.
-fn sha256_of(paths: &[&Path]) -> Result<String> {
-    let mut hash = Sha256::new();
-    let mut buffer = vec![0u8; 1 << 20];
-    for path in paths {
-        let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        loop {
-            let n = file.read(&mut buffer).map_err(|e| Error::io(path, e))?;
-            if n == 0 {
-                break;
-            }
-            hash.update(&buffer[..n]);
-        }
-    }
-    Ok(hash.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
 impl Adapters {
@@ -799,6 +790,30 @@ mod tests {
         assert!(classify("vocoder.conv_in.lora_A.weight", Pipeline).unwrap_err().contains("vocoder"));
         assert!(classify("x.lora_magnitude_vector", Peft).unwrap_err().contains("DoRA"));
         assert!(classify("x.alpha", Peft).unwrap_err().contains("not a LoRA weight"));
+    }
+
+    #[test]
+    fn settings_that_a_merge_cannot_reproduce_are_refused() {
+        let p = Path::new("adapter_config.json");
+        let base = serde_json::json!({"peft_type": "LORA", "r": 4, "lora_alpha": 8, "bias": "none",
+                                      "use_dora": false, "modules_to_save": null, "use_qalora": false});
+        let settings = LoraSettings::from_peft(&base, p).unwrap();
+        assert_eq!(settings.factor("x.q_proj", 4, "k", p).unwrap(), 2.0);
+        let rslora = LoraSettings::from_peft(&serde_json::json!({"r": 4, "lora_alpha": 6, "use_rslora": true}), p);
+        assert_eq!(rslora.unwrap().factor("x", 4, "k", p).unwrap(), 3.0);
+        for (field, value) in [
+            ("use_dora", serde_json::json!(true)),
+            ("bias", serde_json::json!("all")),
+            ("modules_to_save", serde_json::json!(["lm_head"])),
+            ("alora_invocation_tokens", serde_json::json!([1, 2])),
+            ("peft_type", serde_json::json!("LOHA")),
+            ("r", serde_json::json!(0)),
+        ] {
+            let mut config = base.clone();
+            config[field] = value;
+            let err = LoraSettings::from_peft(&config, p).unwrap_err().to_string();
+            assert!(err.contains(field) && err.contains("adapter_config.json"), "{field}: {err}");
+        }
     }
 
     #[test]
