@@ -344,3 +344,40 @@ fn adapters_are_recorded_with_their_checksums() {
     let again = Adapters::open(&[spec(pipeline_file(), 1.0)]).unwrap();
     assert_eq!(again.iter().next().unwrap().sha256, recipes[0].sha256);
 }
+
+/// An adapter on `lm_head`, which loads only the sampleable rows: those rows of the merged head
+/// are the same rows of the whole merged head, bit for bit, and differ from the plain head's.
+#[test]
+fn an_lm_head_adapter_merges_into_the_rows_that_are_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("head-peft");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("adapter_config.json"), r#"{"peft_type": "LORA", "r": 2, "lora_alpha": 4}"#).unwrap();
+    let (vocab, hidden, rank) = (448usize, 64usize, 2usize); // tests/fixtures/tiny-music3/language_model
+    let wave = |n: usize, k: f32| (0..n).map(|i| ((i as f32 * k).sin()) * 0.2).collect::<Vec<f32>>();
+    let tensors = vec![
+        ("base_model.model.lm_head.lora_A.weight".to_string(), vec![rank, hidden], wave(rank * hidden, 0.37)),
+        ("base_model.model.lm_head.lora_B.weight".to_string(), vec![vocab, rank], wave(vocab * rank, 0.11)),
+    ];
+    save_f32(&folder.join("adapter_model.safetensors"), &tensors).unwrap();
+
+    let g = Golden::open("lm");
+    let ids = g.ids("input_ids");
+    let logits = |model: &ModelDir, rows: Option<std::ops::Range<u32>>| {
+        let device = cpu();
+        let lm = model.language_model(&device, rows, DType::BF16).unwrap();
+        let mut cache = lm.new_cache(&device, 2, ids.len() / 2).unwrap();
+        let hidden = lm.forward(&device, &lm.embed(&device, &ids).unwrap(), &mut cache).unwrap();
+        (lm.head_rows(), lm.logits(&device, &hidden).unwrap().to_f32_vec())
+    };
+    let adapted_model = adapted(&tiny_model_dir(), &[spec(folder, 1.0)]);
+    let (_, full) = logits(&adapted_model, Some(0..vocab as u32));
+    let (rows, sliced) = logits(&adapted_model, None);
+    let (_, plain) = logits(&ModelDir::open(&tiny_model_dir()).unwrap(), None);
+    let n = rows.len();
+    for b in 0..2 {
+        assert_eq!(&sliced[b * n..(b + 1) * n], &full[b * vocab + rows.start as usize..][..n], "row {b}");
+    }
+    let d = distance(&sliced, &plain);
+    assert!(d.rel > 1e-2, "the head adapter changed nothing: {d:?}");
+}
