@@ -17,8 +17,9 @@
 //! weight is `{module}.weight`: `lora_A` is `[rank, in]`, `lora_B` `[out, rank]`. Everything else
 //! (kohya's `lora_down`/`lora_up`, DoRA, LoRA on embeddings or biases, `modules_to_save`, a key that
 //! names no weight, a shape that does not fit) is refused with the key named. A quantized copy
-//! (`songloom model quantize`) stores no float weight to merge into: adapters are refused there;
-//! load the float model with `--weights 8bit` or `4bit`, which quantizes after the merge.
+//! (`songloom model quantize`) stores packed words, which take no merge: there the adapters run
+//! beside each matrix as a low-rank side product (`models::linear`), `y = x @ W^T + (x @ A^T) @
+//! (scale · factor · B)^T`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -27,7 +28,9 @@ use std::sync::Mutex;
 
 use rayon::prelude::*;
 
+use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::models::linear::LowRank;
 use crate::tensor::{CpuStorage, Storage, Tensor};
 use crate::weights::Checkpoint;
 
@@ -558,8 +561,8 @@ impl Adapters {
     }
 
     /// Checks every module against the model's checkpoints before anything is loaded: the
-    /// component that holds its weight (found by name for a PEFT folder), the weight's shape
-    /// `[out, in]`, and that the weight is stored as floats (not a quantized copy's words).
+    /// component that holds its weight (found by name for a PEFT folder) and the weight's shape
+    /// `[out, in]` (a quantized copy's in weights, not in packed words).
     pub fn bind(&mut self, model_root: &Path) -> Result<()> {
         if self.list.is_empty() {
             return Ok(());
@@ -609,19 +612,13 @@ impl Adapters {
                         ),
                     ));
                 }
-                if let Some(stored) = checkpoint.stored_format(&weight).filter(|f| f.is_quantized()) {
-                    return Err(adapter_error(
-                        &path,
-                        format!(
-                            "`{}` targets `{weight}`, which the {} stores as {stored} in this quantized copy, with no \
-                             float weight to merge into: load the adapter with the float model and --weights 8bit or \
-                             4bit, which quantizes after the merge",
-                            module.key,
-                            component_name(component)
-                        ),
-                    ));
+                // A quantized copy's matrix is stored as packed words: its shape in weights.
+                let mut shape = checkpoint.shape_of(&weight)?;
+                if let Some(stored) = checkpoint.stored_format(&weight).filter(|f| f.is_quantized())
+                    && let Some(words) = shape.last_mut()
+                {
+                    *words *= crate::quant::per_word(stored);
                 }
-                let shape = checkpoint.shape_of(&weight)?;
                 if shape != [module.out_features, module.in_features] {
                     return Err(adapter_error(
                         &path,
@@ -689,11 +686,6 @@ pub struct ComponentLora<'a> {
 }
 
 impl ComponentLora<'_> {
-    /// Whether an adapter changes the weight `name`.
-    pub(crate) fn changes(&self, name: &str) -> bool {
-        self.deltas.contains_key(name)
-    }
-
     /// `tensor` (the weight `name` as stored, or its rows `rows` of the first dimension) with every
     /// adapter's `scale · factor · (B @ A)` added in f32 and the sum rounded to the stored dtype.
     /// A pair whose `scale · factor` is 0 adds nothing, so the weight keeps its bits.
@@ -730,7 +722,36 @@ impl ComponentLora<'_> {
         Tensor::new(&shape, Storage::Cpu(CpuStorage::F32(w).to_dtype(dtype)?))
     }
 
-    /// Refuses a component load that left a pair unmerged (a weight the model reads in another
+    /// The side product of every live pair of the weight `name` (stored quantized): the `lora_A`s
+    /// stacked by rank, the `lora_B`s side by side times each pair's `scale · factor`, in f32 on
+    /// `device`; `None` when every pair's `scale · factor` is 0 (the weight as it is).
+    pub(crate) fn low_rank(&self, name: &str, device: &Device) -> Result<Option<LowRank>> {
+        let Some(deltas) = self.deltas.get(name) else {
+            return Ok(None);
+        };
+        self.applied.lock().map_err(|_| Error::Invalid("a LoRA merge panicked".into()))?.insert(name.to_string());
+        let live: Vec<&Delta> = deltas.iter().filter(|d| d.weight != 0.0).collect();
+        let Some(first) = live.first() else {
+            return Ok(None);
+        };
+        let (rows, cols) = (first.module.out_features, first.module.in_features);
+        let rank: usize = live.iter().map(|d| d.module.rank).sum();
+        let a: Vec<f32> = live.iter().flat_map(|d| d.module.a.iter().copied()).collect();
+        let mut b = vec![0.0f32; rows * rank];
+        let mut offset = 0;
+        for d in &live {
+            let m = d.module;
+            for (row, out) in m.b.chunks(m.rank).zip(b.chunks_mut(rank)) {
+                out[offset..offset + m.rank].iter_mut().zip(row).for_each(|(o, &x)| *o = d.weight * x);
+            }
+            offset += m.rank;
+        }
+        let a = device.upload(Tensor::from_f32(&[rank, cols], a)?)?;
+        let b = device.upload(Tensor::from_f32(&[rows, rank], b)?)?;
+        Ok(Some(LowRank { a, b }))
+    }
+
+    /// Refuses a component load that left a pair unapplied (a weight the model reads in another
     /// way than as a product's matrix), naming its key.
     pub(crate) fn finish(&self) -> Result<()> {
         let applied = self.applied.lock().map_err(|_| Error::Invalid("a LoRA merge panicked".into()))?;

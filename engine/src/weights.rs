@@ -14,6 +14,7 @@ use safetensors::tensor::{Dtype, Metadata};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::lora::ComponentLora;
+use crate::models::linear::LowRank;
 use crate::quant;
 use crate::tensor::{CpuStorage, DType, Storage, Tensor};
 
@@ -522,12 +523,6 @@ impl<'a> VarBuilder<'a> {
         if let Source::Checkpoint(checkpoint) = self.source
             && let Some(stored) = checkpoint.stored_format(&full).filter(|f| f.is_quantized())
         {
-            if self.lora.is_some_and(|lora| lora.changes(&full)) {
-                return Err(Error::Invalid(format!(
-                    "`{full}` is stored as {stored} in {}: a LoRA adapter merges into float weights only",
-                    checkpoint.location_of(&full)
-                )));
-            }
             if stored != format {
                 return Err(Error::Invalid(format!(
                     "`{full}` is stored as {stored} in {}, not {format}: load this copy with its own weights",
@@ -539,6 +534,20 @@ impl<'a> VarBuilder<'a> {
         }
         let plain = on.get(shape, name)?;
         device.cast(&plain, format)
+    }
+
+    /// The low-rank side product of the adapters that change the matrix `name` where it is stored
+    /// quantized (a quantized copy's packed words take no merge); `None` where there is none, or
+    /// where they were merged into the float matrix as it was read.
+    pub fn low_rank(&self, name: &str) -> Result<Option<LowRank>> {
+        let (Some(lora), Source::Checkpoint(checkpoint)) = (self.lora, self.source) else {
+            return Ok(None);
+        };
+        let full = self.full_name(name);
+        if !checkpoint.stored_format(&full).is_some_and(|f| f.is_quantized()) {
+            return Ok(None);
+        }
+        lora.low_rank(&full, self.device)
     }
 
     fn full_name(&self, name: &str) -> String {

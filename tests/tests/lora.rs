@@ -319,13 +319,50 @@ fn adapters_that_do_not_fit_are_refused_naming_the_key() {
     let err = refusal(&root, &[spec(lora_fixture("nowhere"), 1.0)]);
     assert!(err.contains("nowhere") && err.contains("no such file"), "{err}");
 
-    // A quantized copy has no float weights to merge into.
+    // A quantized copy's matrices are checked in weights, not in packed words.
     let copy = dir.path().join("tiny-8bit");
     songloom_engine::quantized_copy::write(&root, &copy, ArFormats::Q8, &|_| {}).unwrap();
-    let err = refusal(&copy, &[spec(lora_fixture("lm-peft"), 1.0)]);
-    assert!(err.contains("quantized copy") && err.contains("--weights 8bit"), "{err}");
-    // Its DiT is float: a DiT adapter still merges there.
-    adapted(&copy, &[spec(lora_fixture("dit-peft"), 1.0)]);
+    let err = refusal(&copy, &[spec(narrow, 1.0)]);
+    assert!(err.contains(key) && err.contains("another size"), "{err}");
+}
+
+/// A quantized copy's packed matrices take no merge: the adapters run beside them as a low-rank
+/// side product. Its distance to the adapter's reference is the copy's own quantization error
+/// (the copy without adapter against the plain golden) plus the bf16 bound; scale 0 is the copy
+/// as it is, bit for bit.
+#[test]
+fn adapters_apply_to_a_quantized_copy_as_a_side_product() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("tiny-8bit");
+    songloom_engine::quantized_copy::write(&tiny_model_dir(), &copy, ArFormats::Q8, &|_| {}).unwrap();
+    type Run = fn(&ModelDir, &Device, &Golden) -> Vec<f32>;
+    let lm: Run = |m, d, g| stage_runs::lm_run(m, d, ArFormats::Q8.lm, KV_DTYPE, g);
+    let depth: Run = |m, d, g| stage_runs::depth_run(m, d, ArFormats::Q8.depth, KV_DTYPE, &g.ids("codes"), g).0;
+    for (stage, run, plain_golden, golden, folder) in
+        [("lm", lm, "lm", "lora_lm", "lm-peft"), ("depth", depth, "depth", "lora_depth", "depth-peft")]
+    {
+        let (g, plain_g) = (Golden::open(golden), Golden::open(plain_golden));
+        let plain_copy = run(&ModelDir::open(&copy).unwrap(), &cpu(), &plain_g);
+        let quantization = distance(&plain_copy, &plain_g.values("reference"));
+        let bound = Bound { rel: quantization.rel + bf16_case_bound(&g, "peft").rel };
+        let model = adapted(&copy, &[spec(lora_fixture(folder), 1.0)]);
+        for device in devices() {
+            let ours = run(&model, &device, &g);
+            bound.check(
+                &format!("{}: q8 copy {stage} with a side product", device.kind()),
+                &ours,
+                &g.values("peft_reference"),
+            );
+        }
+        let without = run(&ModelDir::open(&copy).unwrap(), &cpu(), &g);
+        bound.rejects(&format!("q8 copy {stage} without the adapter"), &without, &g.values("peft_reference"));
+        let swapped = edited_peft(folder, dir.path(), swap_a_and_b);
+        let broken = run(&adapted(&copy, &[spec(swapped, 1.0)]), &cpu(), &g);
+        bound.rejects(&format!("q8 copy {stage} with lora_A and lora_B swapped"), &broken, &g.values("peft_reference"));
+        let zero = run(&adapted(&copy, &[spec(lora_fixture(folder), 0.0)]), &cpu(), &g);
+        assert!(zero == without, "{stage}: a side product at scale 0 changed the copy");
+        println!("{stage}: the copy's own quantization error rel {:.3e}", quantization.rel);
+    }
 }
 
 /// The recipe's record of an adapter: its path, name, scale and the file's SHA-256.
