@@ -35,9 +35,10 @@ pub struct EngineArgs {
 /// `--lora`, for the commands that load a model's weights to make songs.
 #[derive(Args)]
 pub struct AdapterArgs {
-    /// A LoRA adapter merged into the language model's, depth decoder's or DiT's weights at load: a
-    /// PEFT folder (adapter_config.json and adapter_model.safetensors) or a diffusers
-    /// pytorch_lora_weights.safetensors, with an optional :SCALE (1 without it). Repeatable.
+    /// A LoRA adapter for the language model, depth decoder or DiT, merged into their weights at
+    /// load (run beside a quantized copy's matrices): a PEFT folder (adapter_config.json and
+    /// adapter_model.safetensors) or a diffusers pytorch_lora_weights.safetensors, with an optional
+    /// :SCALE (1 without it). Repeatable.
     #[arg(long = "lora", value_name = "FILE[:SCALE]")]
     pub lora: Vec<AdapterSpec>,
 }

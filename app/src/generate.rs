@@ -150,6 +150,11 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     let prepared = song_job::prepare(&pipeline, &job)?;
     // Shown once the request is known to be good, so a bad one is one line.
     show_plan(&plan, device_kind, args.json);
+    if !args.json {
+        for adapter in pipeline.adapters().into_iter().flat_map(|a| a.iter()) {
+            eprintln!("LoRA {}", adapter.describe());
+        }
+    }
     let player = if args.no_play {
         None
     } else {

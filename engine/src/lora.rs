@@ -284,6 +284,23 @@ impl Adapter {
         COMPONENTS.into_iter().filter(|c| set.contains(c)).collect()
     }
 
+    /// The adapter in words: `vinyl (PEFT folder, scale 0.7): 14 modules of the language model`.
+    pub fn describe(&self) -> String {
+        let components: Vec<&str> = self.components().into_iter().map(component_name).collect();
+        let changed = match components.len() {
+            0 => String::new(),
+            1 => format!(" of the {}", components[0]),
+            n => format!(" of the {} and {}", components[..n - 1].join(", "), components[n - 1]),
+        };
+        format!(
+            "{} ({}, scale {}): {} modules{changed}",
+            self.name,
+            self.format.name(),
+            self.spec.scale,
+            self.modules.len()
+        )
+    }
+
     /// The adapter as a recipe records it.
     pub fn recipe(&self) -> songloom_wire::AdapterRecipe {
         songloom_wire::AdapterRecipe {

@@ -377,6 +377,17 @@ fn adapters_are_recorded_with_their_checksums() {
         assert_eq!(r.sha256.len(), 64, "{r:?}");
     }
     assert_ne!(recipes[0].sha256, recipes[1].sha256);
+    let mut bound = Adapters::open(&[spec(pipeline_file(), 0.25), spec(lora_fixture("lm-peft"), 1.0)]).unwrap();
+    bound.bind(&tiny_model_dir()).unwrap();
+    let said: Vec<String> = bound.iter().map(|a| a.describe()).collect();
+    assert_eq!(
+        said,
+        [
+            "pytorch_lora_weights.safetensors (diffusers pipeline file, scale 0.25): 40 modules of the language model, \
+         depth decoder and DiT",
+            "lm-peft (PEFT folder, scale 1): 14 modules of the language model",
+        ]
+    );
     // The pipeline file's checksum is its bytes' (as `sha256sum` prints it).
     let again = Adapters::open(&[spec(pipeline_file(), 1.0)]).unwrap();
     assert_eq!(again.iter().next().unwrap().sha256, recipes[0].sha256);

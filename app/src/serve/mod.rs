@@ -76,6 +76,9 @@ pub fn run(args: ServeArgs) -> Result<()> {
     let adapter_recipes = adapter_recipes(&adapters);
     let pipeline = Pipeline::load_adapted(&model_dir, adapters, device, &plan, &|_| {})
         .with_context(|| format!("loading the model from {}", model_dir.display()))?;
+    for adapter in pipeline.adapters().into_iter().flat_map(|a| a.iter()) {
+        eprintln!("LoRA {}", adapter.describe());
+    }
     let library = args.library.clone().unwrap_or_else(crate::library::default_dir);
     crate::library::Library::open(&library)?;
     let base = Recipe {
