@@ -414,6 +414,11 @@ fn classify(key: &str, format: AdapterFormat) -> std::result::Result<(Option<&'s
         (rest, Part::Alpha)
     } else if key.ends_with(".lora_B.bias") {
         return Err(unsupported("a LoRA bias (lora_bias)"));
+    } else if (key.contains(".lora_A.") || key.contains(".lora_B.")) && key.ends_with(".weight") {
+        return Err(format!(
+            "`{key}` names an adapter inside the key (a model's state, not a saved adapter): save it with PEFT's \
+             save_pretrained or diffusers' save_lora_weights"
+        ));
     } else {
         return Err(format!(
             "`{key}` is not a LoRA weight (keys end in .lora_A.weight or .lora_B.weight{})",
@@ -421,9 +426,6 @@ fn classify(key: &str, format: AdapterFormat) -> std::result::Result<(Option<&'s
         ));
     };
     let rest = rest.strip_prefix("base_model.model.").unwrap_or(rest);
-    if rest.contains(".lora_A.") || rest.contains(".lora_B.") {
-        return Err(format!("`{key}` names an adapter inside the key; save it with PEFT's save_pretrained"));
-    }
     for component in COMPONENTS {
         if let Some(module) = rest.strip_prefix(component).and_then(|r| r.strip_prefix('.')) {
             return Ok((Some(component), module.to_string(), part));
@@ -828,6 +830,8 @@ mod tests {
         assert!(classify("vocoder.conv_in.lora_A.weight", Pipeline).unwrap_err().contains("vocoder"));
         assert!(classify("x.lora_magnitude_vector", Peft).unwrap_err().contains("DoRA"));
         assert!(classify("x.alpha", Peft).unwrap_err().contains("not a LoRA weight"));
+        let named = classify("base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight", Peft);
+        assert!(named.unwrap_err().contains("save_pretrained"));
     }
 
     #[test]
