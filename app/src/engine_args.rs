@@ -6,10 +6,12 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
+use songloom_engine::lora::{AdapterSpec, Adapters};
 use songloom_engine::pipeline::MemoryRequest;
 use songloom_engine::plan::{ModeChoice, WeightsChoice};
 use songloom_engine::precision::names;
 use songloom_engine::{Device, DeviceChoice, DeviceOptions, Precision};
+use songloom_wire::AdapterRecipe;
 
 /// Bytes in a GB, the unit of `--max-memory` and of the window's budget.
 const BYTES_PER_GB: f64 = 1e9;
@@ -28,6 +30,29 @@ pub struct EngineArgs {
     pub max_memory_bytes: Option<u64>,
     #[arg(long, default_value_t = ModeChoice::Auto, help = mode_help())]
     pub mode: ModeChoice,
+}
+
+/// `--lora`, for the commands that load a model's weights to make songs.
+#[derive(Args)]
+pub struct AdapterArgs {
+    /// A LoRA adapter for the language model, depth decoder or DiT, merged into their weights at
+    /// load (run beside a quantized copy's matrices): a PEFT folder (adapter_config.json and
+    /// adapter_model.safetensors) or a diffusers pytorch_lora_weights.safetensors, with an optional
+    /// :SCALE (1 without it). Repeatable.
+    #[arg(long = "lora", value_name = "FILE[:SCALE]")]
+    pub lora: Vec<AdapterSpec>,
+}
+
+impl AdapterArgs {
+    /// Reads every adapter named (checked against the model when it loads).
+    pub fn open(&self) -> Result<Adapters> {
+        Ok(Adapters::open(&self.lora)?)
+    }
+}
+
+/// The adapters as a recipe records them.
+pub fn adapter_recipes(adapters: &Adapters) -> Vec<AdapterRecipe> {
+    adapters.iter().map(|a| a.recipe()).collect()
 }
 
 /// `--model`, for the commands that run a real model.

@@ -14,7 +14,7 @@ use songloom_engine::plan::{Plan, WeightsChoice};
 use songloom_ui::contract::Recipe;
 use songloom_wire::notice::INSTRUMENTAL_LYRICS;
 
-use crate::engine_args::{EngineArgs, ModelArg};
+use crate::engine_args::{AdapterArgs, EngineArgs, ModelArg, adapter_recipes};
 use crate::output::say;
 use crate::player::Player;
 use crate::song_job::{self, OutFile, SongJob, SongSink};
@@ -53,6 +53,8 @@ pub struct GenerateArgs {
     pub engine: EngineArgs,
     #[command(flatten)]
     model: ModelArg,
+    #[command(flatten)]
+    adapters: AdapterArgs,
     /// The file to write: .wav, or .flac for 24-bit FLAC (written under a temporary name and moved
     /// there when complete). Without it: song.wav here, or song-2.wav, song-3.wav... when taken.
     #[arg(long)]
@@ -103,6 +105,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         steps: args.steps,
         guidance: args.guidance,
     };
+    let adapters = args.adapters.open()?;
     let device = args.engine.open_device()?;
     let model = args.model.dir()?;
     // The plan comes before any weight is read: a budget too small is refused with nothing loaded.
@@ -117,7 +120,8 @@ pub fn run(args: GenerateArgs) -> Result<()> {
             eprintln!("loading {} ({total} parts)", half.name());
         }
     };
-    let pipeline = Pipeline::load_planned(&model, device, &plan, &loading)
+    let adapter_recipes = adapter_recipes(&adapters);
+    let pipeline = Pipeline::load_adapted(&model, adapters, device, &plan, &loading)
         .with_context(|| format!("loading the model from {}", model.display()))?;
     // Check the request before touching the output file or the sound device.
     let max_frames = pipeline.max_frames(request.duration_s)?;
@@ -135,6 +139,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         // What was used, so the recipe makes the same song again.
         weights: WeightsChoice::of(plan.formats).name().to_string(),
         max_memory_gb: args.engine.max_memory_gb(),
+        adapters: adapter_recipes,
     };
     let out_path = out.path.clone();
     let job = SongJob {
@@ -146,6 +151,11 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     let prepared = song_job::prepare(&pipeline, &job)?;
     // Shown once the request is known to be good, so a bad one is one line.
     show_plan(&plan, device_kind, args.json);
+    if !args.json {
+        for adapter in pipeline.adapters().into_iter().flat_map(|a| a.iter()) {
+            eprintln!("LoRA {}", adapter.describe());
+        }
+    }
     let player = if args.no_play {
         None
     } else {

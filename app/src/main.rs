@@ -116,6 +116,8 @@ enum Command {
         device: DeviceChoice,
         #[arg(long, default_value_t = WeightsChoice::Auto, help = engine_args::weights_help())]
         weights: WeightsChoice,
+        #[command(flatten)]
+        adapters: engine_args::AdapterArgs,
     },
     /// Lists each compute backend and whether it can run here.
     Devices,
@@ -401,10 +403,10 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Stage { stage, model, inputs, out, device, weights } => {
+        Command::Stage { stage, model, inputs, out, device, weights, adapters } => {
             let stage = Stage::parse(&stage)?;
             let device = Device::from_choice(device)?;
-            let model = ModelDir::open(&model)?;
+            let model = ModelDir::open(&model)?.with_adapters(adapters.open()?)?;
             let inputs = StageInputs::open(&inputs)?;
             let formats = stage_formats(&model, weights)?;
             let outputs = run_stage(stage, &model, &device, formats, &inputs)?;

@@ -589,3 +589,65 @@ fn every_written_file_says_it_is_ai_generated_and_by_which_model() {
     let flac = String::from_utf8_lossy(&std::fs::read(dir.path().join("real.flac")).unwrap()).into_owned();
     assert!(flac.contains("DESCRIPTION=AI-generated") && flac.contains("by the MiniMax-Music3 model"), "no note");
 }
+
+fn lora_fixture(name: &str) -> String {
+    tiny_model().join("../lora").join(name).to_str().unwrap().to_string()
+}
+
+/// `--lora` merges adapters at load: the song changes, scale 0 leaves it bit-identical, and the
+/// recipe in the WAV names each adapter with its checksum and scale.
+#[test]
+fn lora_adapters_change_the_song_and_travel_in_its_recipe() {
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline_file = lora_fixture("pytorch_lora_weights.safetensors");
+    let song = |name: &str, loras: &[String]| -> (Vec<f32>, String) {
+        let out = dir.path().join(name);
+        let mut args = gen_args("warm lo-fi piano", "[verse]\\nla", "1");
+        args.extend(["--seed", "5", "--out", out.to_str().unwrap()]);
+        for lora in loras {
+            args.extend(["--lora", lora.as_str()]);
+        }
+        let r = songloom(dir.path(), &args);
+        assert!(r.status.success(), "{loras:?}: {}", String::from_utf8_lossy(&r.stderr));
+        let samples = hound::WavReader::open(&out).unwrap().samples::<f32>().map(Result::unwrap).collect();
+        (samples, String::from_utf8_lossy(&std::fs::read(&out).unwrap()).into_owned())
+    };
+    let (plain, plain_text) = song("plain.wav", &[]);
+    assert!(!plain_text.contains("adapters"), "a song without adapters records none");
+    let (zero, _) = song("zero.wav", &[format!("{pipeline_file}:0"), format!("{}:0", lora_fixture("lm-peft"))]);
+    assert!(zero == plain, "adapters at scale 0 changed the song");
+    let (adapted, text) = song("adapted.wav", &[format!("{pipeline_file}:0.5"), lora_fixture("lm-peft")]);
+    assert!(adapted != plain, "the adapters did not change the song");
+    assert!(adapted.iter().all(|s| s.is_finite() && s.abs() <= 1.0));
+    for expected in
+        ["\"name\":\"pytorch_lora_weights.safetensors\"", "\"name\":\"lm-peft\"", "\"scale\":0.5", "\"sha256\":\""]
+    {
+        assert!(text.contains(expected), "the recipe lacks {expected}");
+    }
+}
+
+#[test]
+fn a_lora_adapter_that_does_not_fit_is_a_clear_error() {
+    let mut args = gen_args("piano", "la", "1");
+    args.extend(["--lora", "/nonexistent/adapter.safetensors"]);
+    fails(&args, "LoRA adapter /nonexistent/adapter.safetensors: no such file or folder");
+    // The embedded model is wider than the tiny model its adapter was made for: refused, naming
+    // the adapter and its key, before anything loads.
+    let lm = lora_fixture("lm-peft");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.wav");
+    let mut args = vec!["generate", "--prompt", "piano", "--instrumental", "--duration", "1", "--steps", "1"];
+    args.extend(["--no-play", "--lora", lm.as_str(), "--out", out.to_str().unwrap()]);
+    let r = Command::new(env!("CARGO_BIN_EXE_songloom"))
+        .args(&args)
+        .env("XDG_CACHE_HOME", dir.path())
+        .env_remove("SONGLOOM_MODEL")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success() && !out.exists(), "{stderr}");
+    for expected in ["lm-peft", "lora_A.weight", "another size"] {
+        assert!(stderr.contains(expected), "{expected}: {stderr}");
+    }
+    assert!(!stderr.contains("panicked") && stderr.trim().lines().count() == 1, "{stderr}");
+}

@@ -349,3 +349,26 @@ fn an_instrumental_song_needs_no_lyrics() {
     let (_, list) = server.json("GET", "/api/library", None);
     assert_eq!(list["songs"][0]["recipe"]["lyrics"], "[instrumental]", "{list}");
 }
+
+/// `serve --lora`: the server says which adapters it merged, and each song's recipe records them
+/// with their checksums.
+#[test]
+fn a_server_with_lora_adapters_names_them_and_records_them_in_each_song() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = common::tiny_model().join("../lora/pytorch_lora_weights.safetensors");
+    let lora = format!("{}:0.5", file.display());
+    let (server, _) = Server::start_with(dir.path(), &["--listen", "127.0.0.1:0", "--lora", &lora]);
+    let (_, model) = server.json("GET", "/api/model", None);
+    let adapters = model["adapters"].as_array().unwrap_or_else(|| panic!("{model}"));
+    assert_eq!(adapters.len(), 1, "{model}");
+    assert_eq!(
+        (adapters[0]["name"].as_str(), adapters[0]["scale"].as_f64()),
+        (Some("pytorch_lora_weights.safetensors"), Some(0.5))
+    );
+    assert_eq!(adapters[0]["sha256"].as_str().map(str::len), Some(64), "{model}");
+    let (_, created) = server.json("POST", "/api/songs", Some(song("lora piano", json!(1))));
+    let song = server.wait(created["id"].as_u64().unwrap());
+    assert_eq!(song["state"], "finished", "{song}");
+    let (_, library) = server.json("GET", "/api/library", None);
+    assert_eq!(library["songs"][0]["recipe"]["adapters"], Value::Array(adapters.clone()), "{library}");
+}

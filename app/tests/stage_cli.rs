@@ -238,3 +238,33 @@ fn a_quantized_copy_refuses_other_weights() {
         assert!(!err.contains("panicked") && !out.exists(), "{err}");
     }
 }
+
+/// `stage --lora` merges the adapter as `generate` does: the DiT with the PEFT folder's adapter
+/// against PEFT running it on the reference DiT (golden `lora_dit`), and far from the plain DiT.
+#[test]
+fn a_stage_runs_with_a_lora_adapter() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = golden("lora_dit");
+    let (l_shape, latents) = values(&g, "latents");
+    let (c_shape, condition) = values(&g, "condition");
+    let (v_shape, velocities) = values(&g, "peft_reference");
+    let (_, timesteps) = values(&g, "timesteps");
+    let inputs = dir.path().join("dit-in.safetensors");
+    save_f32(
+        &inputs,
+        &[
+            ("latents".into(), l_shape, latents),
+            ("condition".into(), c_shape, condition),
+            ("timestep".into(), vec![1], vec![timesteps[1]]),
+        ],
+    )
+    .unwrap();
+    let adapter = fixtures().join("lora/dit-peft");
+    let out =
+        stage_of(&tiny(), &["--lora", adapter.to_str().unwrap()], "dit", &inputs, &dir.path().join("a.safetensors"));
+    let per_t = v_shape[1] * v_shape[2];
+    let want = (vec![v_shape[1], v_shape[2]], velocities[per_t..2 * per_t].to_vec());
+    assert_close("dit with the adapter", values(&out, "velocity"), want.clone(), 1e-5);
+    let plain = stage("dit", &inputs, dir.path());
+    assert!(max_relative(&values(&plain, "velocity").1, &want.1) > 1e-2, "the adapter changed nothing");
+}

@@ -35,6 +35,10 @@ pub enum Error {
     BackendLimit { op: Op, backend: DeviceKind, detail: String },
     #[error("{op}: a tensor on the {found} backend was given to the {backend} backend")]
     WrongDevice { op: Op, backend: DeviceKind, found: DeviceKind },
+    /// A LoRA adapter that cannot be read or does not fit the model: its file or folder, and the
+    /// key or setting at fault.
+    #[error("LoRA adapter {path}: {detail}")]
+    Adapter { path: PathBuf, detail: String },
     #[error("{0}")]
     Invalid(String),
     #[error("{0}")]

@@ -8,6 +8,7 @@ pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod hash;
+pub mod lora;
 pub mod model_dir;
 pub mod models;
 pub mod partial;

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::config::{self, PipelineConstants};
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::lora::Adapters;
 use crate::models::{
     condition::ConditionEncoder, depth::DepthDecoder, dit::Dit, lm::LanguageModel, scheduler::FlowMatchEuler,
     vocoder::Vocoder,
@@ -24,6 +25,8 @@ pub const ACOUSTIC_DTYPE: DType = DType::F32;
 pub struct ModelDir {
     root: PathBuf,
     pub constants: PipelineConstants,
+    /// LoRA adapters merged into the language model's, depth decoder's and DiT's weights at load.
+    adapters: Adapters,
 }
 
 impl ModelDir {
@@ -42,7 +45,31 @@ impl ModelDir {
             ));
         }
         let constants = config::read_optional(&root.join("songloom.json"))?;
-        Ok(ModelDir { root: root.to_path_buf(), constants })
+        Ok(ModelDir { root: root.to_path_buf(), constants, adapters: Adapters::default() })
+    }
+
+    /// The model with `adapters` merged into its weights whenever a stage loads, each checked
+    /// against the checkpoints now (keys, shapes, float weights), before anything is loaded.
+    pub fn with_adapters(mut self, mut adapters: Adapters) -> Result<Self> {
+        adapters.bind(&self.root)?;
+        self.adapters = adapters;
+        Ok(self)
+    }
+
+    /// The adapters merged at load (none by default).
+    pub fn adapters(&self) -> &Adapters {
+        &self.adapters
+    }
+
+    /// Builds a stage with `component`'s adapters merged into the weights `build` reads, then
+    /// refuses an adapter weight the stage did not read.
+    fn with_lora<T>(&self, component: &str, vb: VarBuilder, build: impl FnOnce(&VarBuilder) -> Result<T>) -> Result<T> {
+        let lora = self.adapters.for_component(component);
+        let stage = build(&vb.with_lora(lora.as_ref()))?;
+        if let Some(lora) = &lora {
+            lora.finish()?;
+        }
+        Ok(stage)
     }
 
     pub fn root(&self) -> &Path {
@@ -75,13 +102,14 @@ impl ModelDir {
         let (cfg, ckpt) = self.open_component::<config::LmConfig>("language_model")?;
         let rows = head_rows.unwrap_or_else(|| self.sampleable_rows());
         let vb = VarBuilder::new(&ckpt, device, AR_DTYPE).with_format(format).with_host_tables(true);
-        LanguageModel::new(&cfg, &vb, rows)
+        self.with_lora("language_model", vb, |vb| LanguageModel::new(&cfg, vb, rows))
     }
 
     /// The depth decoder with its matrices in `format`.
     pub fn depth_decoder(&self, device: &Device, format: DType) -> Result<DepthDecoder> {
         let (cfg, ckpt) = self.open_component::<config::DepthConfig>("rvq_depth_decoder")?;
-        DepthDecoder::new(&cfg, &VarBuilder::new(&ckpt, device, AR_DTYPE).with_format(format))
+        let vb = VarBuilder::new(&ckpt, device, AR_DTYPE).with_format(format);
+        self.with_lora("rvq_depth_decoder", vb, |vb| DepthDecoder::new(&cfg, vb))
     }
 
     /// The model's geometry, from its configs (nothing else is read).
@@ -120,7 +148,8 @@ impl ModelDir {
     /// otherwise (pass [`ACOUSTIC_DTYPE`]) as the precision policy has them.
     pub fn transformer(&self, device: &Device, format: DType) -> Result<Dit> {
         let (cfg, ckpt) = self.open_component::<config::DitConfig>("transformer")?;
-        Dit::new(&cfg, &VarBuilder::new(&ckpt, device, ACOUSTIC_DTYPE).with_format(format))
+        let vb = VarBuilder::new(&ckpt, device, ACOUSTIC_DTYPE).with_format(format);
+        self.with_lora("transformer", vb, |vb| Dit::new(&cfg, vb))
     }
 
     pub fn vocoder(&self, device: &Device) -> Result<Vocoder> {

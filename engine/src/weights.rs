@@ -13,6 +13,8 @@ use safetensors::tensor::{Dtype, Metadata};
 
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::lora::ComponentLora;
+use crate::models::linear::LowRank;
 use crate::quant;
 use crate::tensor::{CpuStorage, DType, Storage, Tensor};
 
@@ -146,6 +148,11 @@ impl Checkpoint {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The entry `key` of the first file's header metadata (`__metadata__`), if it has one.
+    pub fn header_metadata(&self, key: &str) -> Option<String> {
+        self.files.first()?.metadata.metadata().as_ref()?.get(key).cloned()
     }
 
     /// Refuses the first float tensor (a quantized copy's scales and offsets too) that holds NaN
@@ -418,6 +425,8 @@ pub struct VarBuilder<'a> {
     /// Embedding tables stay in host memory (a gather reads a few rows a frame).
     host_tables: bool,
     prefix: String,
+    /// LoRA adapters merged into the weights as they are read.
+    lora: Option<&'a ComponentLora<'a>>,
 }
 
 impl<'a> VarBuilder<'a> {
@@ -429,6 +438,7 @@ impl<'a> VarBuilder<'a> {
             format: dtype,
             host_tables: false,
             prefix: String::new(),
+            lora: None,
         }
     }
 
@@ -442,6 +452,7 @@ impl<'a> VarBuilder<'a> {
             format: dtype,
             host_tables: false,
             prefix: String::new(),
+            lora: None,
         }
     }
 
@@ -470,6 +481,12 @@ impl<'a> VarBuilder<'a> {
 
     pub fn format(&self) -> DType {
         self.format
+    }
+
+    /// Weights with `lora`'s adapters merged in as they are read (in their stored dtype, before
+    /// any cast or quantizing).
+    pub fn with_lora(&self, lora: Option<&'a ComponentLora<'a>>) -> Self {
+        VarBuilder { lora, ..self.clone() }
     }
 
     /// A product's matrix `[rows, cols]` in this builder's format. A quantized format is made on
@@ -517,6 +534,20 @@ impl<'a> VarBuilder<'a> {
         }
         let plain = on.get(shape, name)?;
         device.cast(&plain, format)
+    }
+
+    /// The low-rank side product of the adapters that change the matrix `name` where it is stored
+    /// quantized (a quantized copy's packed words take no merge); `None` where there is none, or
+    /// where they were merged into the float matrix as it was read.
+    pub fn low_rank(&self, name: &str) -> Result<Option<LowRank>> {
+        let (Some(lora), Source::Checkpoint(checkpoint)) = (self.lora, self.source) else {
+            return Ok(None);
+        };
+        let full = self.full_name(name);
+        if !checkpoint.stored_format(&full).is_some_and(|f| f.is_quantized()) {
+            return Ok(None);
+        }
+        lora.low_rank(&full, self.device)
     }
 
     fn full_name(&self, name: &str) -> String {
@@ -591,7 +622,10 @@ impl<'a> VarBuilder<'a> {
                 found,
             });
         }
-        let tensor = checkpoint.read_rows(&full, Some((start, end)))?;
+        let mut tensor = checkpoint.read_rows(&full, Some((start, end)))?;
+        if let Some(lora) = self.lora {
+            tensor = lora.merge(&full, tensor, Some((start, end)))?;
+        }
         self.place(tensor)
     }
 
@@ -618,7 +652,10 @@ impl<'a> VarBuilder<'a> {
                 found: tensor.shape().to_vec(),
             });
         }
-        Ok(tensor)
+        match self.lora {
+            Some(lora) => lora.merge(full, tensor, None),
+            None => Ok(tensor),
+        }
     }
 
     fn place(&self, tensor: Tensor) -> Result<Tensor> {

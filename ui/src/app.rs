@@ -7,8 +7,8 @@
 use crate::closing::{self, CloseAnswer, Closing};
 use crate::contract::{DeviceStatus, Engine, EngineEvent, JobId, Recipe, Request, SongEntry};
 use crate::panels::{
-    Command, ComposePanel, LibraryPanel, ModelPanel, NoticePanel, Panel, PanelContext, ParametersPanel, PlayerPanel,
-    ProgressPanel,
+    AdaptersPanel, Command, ComposePanel, LibraryPanel, ModelPanel, NoticePanel, Panel, PanelContext, ParametersPanel,
+    PlayerPanel, ProgressPanel,
 };
 use crate::progress::Progress;
 use crate::state::{Job, Landmarks, Notice, Queued, Settings, Track};
@@ -31,6 +31,7 @@ pub struct SongloomApp<E: Engine> {
     progress: ProgressPanel,
     parameters: ParametersPanel,
     model: ModelPanel,
+    adapters: AdaptersPanel,
     player: PlayerPanel,
     notice_line: NoticePanel,
     next_job: JobId,
@@ -60,6 +61,7 @@ impl<E: Engine> SongloomApp<E> {
             progress: ProgressPanel,
             parameters: ParametersPanel::default(),
             model: ModelPanel::default(),
+            adapters: AdaptersPanel::default(),
             player: PlayerPanel,
             notice_line: NoticePanel,
             next_job: 1,
@@ -344,8 +346,8 @@ impl<E: Engine> SongloomApp<E> {
             pending_start,
             commands: Vec::new(),
         };
-        // What the song is: the banner, the composer, Generate and the progress, the parameters
-        // and the model.
+        // What the song is: the banner, the composer, Generate and the progress, the parameters,
+        // the model and its adapters.
         let mut compose_column = |ui: &mut egui::Ui, ctx: &mut PanelContext<'_>| {
             ui.horizontal_wrapped(|ui| {
                 ui.heading("Songloom");
@@ -359,6 +361,7 @@ impl<E: Engine> SongloomApp<E> {
             ui.separator();
             self.parameters.ui(ui, ctx);
             self.model.ui(ui, ctx);
+            self.adapters.ui(ui, ctx);
         };
         // What there is to hear: the player, a notice line, the library.
         let mut listen_column = |ui: &mut egui::Ui, ctx: &mut PanelContext<'_>| {

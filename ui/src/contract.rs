@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 /// The recipe and the progress stages are the wire's: the same types cross HTTP and the CLI.
-pub use songloom_wire::{DEFAULT_GUIDANCE, Half, Recipe, Stage};
+pub use songloom_wire::{AdapterRecipe, DEFAULT_GUIDANCE, Half, Recipe, Stage};
 
 /// The precision policies of the acoustic half, by the engine's names (the app ties the two).
 pub const PRECISIONS: [&str; 3] = ["reference", "tf32", "bf16"];

@@ -578,3 +578,52 @@ fn a_model_is_asked_about_again_when_the_models_folder_changes() {
     h.run_steps(3);
     assert!(asked(&h) > before, "the model was not asked about again");
 }
+
+/// The LoRA adapters: one added by its path (scale 1), one removed, and the list travels with the
+/// song's recipe; a remote engine's adapters are the server's, so there is no list there.
+#[test]
+fn lora_adapters_are_listed_with_a_scale_each_and_go_with_the_song() {
+    let mut h = sized_harness(egui::vec2(1280.0, 1600.0));
+    h.state_mut().draft.description = "warm lo-fi piano".into();
+    h.state_mut().draft.lyrics = "[verse]\nla".into();
+    h.run();
+    h.get_by_label("LoRA adapters").click();
+    h.run();
+    for path in ["/loras/vinyl", "/loras/tape/pytorch_lora_weights.safetensors"] {
+        h.get_by_label("Adapter").focus();
+        h.run();
+        h.get_by_label("Adapter").type_text(path);
+        h.run();
+        h.get_by_label("Add").click();
+        h.run();
+    }
+    let adapters = &h.state().draft.adapters;
+    assert_eq!(
+        adapters.iter().map(|a| (a.name.as_str(), a.scale)).collect::<Vec<_>>(),
+        [("vinyl", 1.0), ("pytorch_lora_weights.safetensors", 1.0)]
+    );
+    assert!(h.query_by_label("LoRA adapters (2)").is_some());
+    assert_eq!(h.query_all_by_label("Scale").count(), 2);
+    h.get_all_by_label("Remove").next().unwrap().click();
+    h.run();
+    assert_eq!(h.state().draft.adapters.len(), 1);
+    h.state_mut().draft.adapters[0].scale = 0.5;
+    h.run();
+
+    h.get_by_label("Generate").click();
+    h.run();
+    let sent = h.state().engine().sent.borrow().clone();
+    let Some(Request::Generate { recipe, .. }) = sent.into_iter().find(|r| matches!(r, Request::Generate { .. }))
+    else {
+        panic!("no generate request was sent");
+    };
+    assert_eq!(recipe.adapters.len(), 1);
+    assert_eq!(
+        (recipe.adapters[0].path.as_str(), recipe.adapters[0].scale),
+        ("/loras/tape/pytorch_lora_weights.safetensors", 0.5)
+    );
+
+    let mut remote = harness(ScriptedEngine { remote: true, ..ScriptedEngine::default() });
+    remote.run();
+    assert!(remote.query_by_label_contains("LoRA adapters").is_none());
+}

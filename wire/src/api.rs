@@ -230,4 +230,8 @@ pub struct ServedModel {
     pub sample_rate: u32,
     /// The device, in words.
     pub device: String,
+    /// The LoRA adapters merged into its weights (`serve --lora`), as the songs' recipes record
+    /// them; left out when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adapters: Vec<crate::AdapterRecipe>,
 }

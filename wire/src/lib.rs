@@ -19,7 +19,7 @@ pub use api::{
     SongLength, SongList, SongRequest, SongState, SongStatus,
 };
 pub use event::{Event, Stats};
-pub use recipe::{DEFAULT_GUIDANCE, Recipe};
+pub use recipe::{AdapterRecipe, DEFAULT_GUIDANCE, Recipe};
 pub use stage::{Half, Stage};
 
 /// An `f32` written as the shortest decimal that reads back as it (`1.7`), so a reader that goes

@@ -26,6 +26,25 @@ pub struct Recipe {
     pub weights: String,
     /// The memory budget in GB; `None` for what the device has free.
     pub max_memory_gb: Option<f64>,
+    /// The LoRA adapters merged into the weights, in the order given; none by default (and in a
+    /// recipe written before adapters existed).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub adapters: Vec<AdapterRecipe>,
+}
+
+/// One LoRA adapter of a recipe: where it was, what it was (its checksum) and how strongly it
+/// was applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdapterRecipe {
+    /// The file or folder as given.
+    pub path: String,
+    /// Its file or folder name.
+    pub name: String,
+    /// SHA-256 of the adapter's file (a PEFT folder: `adapter_config.json` then
+    /// `adapter_model.safetensors`), in hex.
+    pub sha256: String,
+    #[serde(serialize_with = "crate::short_f32")]
+    pub scale: f32,
 }
 
 /// MiniMax-Music3's own DiT guidance scale.
@@ -45,6 +64,7 @@ impl Default for Recipe {
             model: String::new(),
             weights: "auto".into(),
             max_memory_gb: None,
+            adapters: Vec::new(),
         }
     }
 }

@@ -259,6 +259,21 @@ fn a_recipe_survives_json_and_missing_fields_take_defaults() {
     assert_eq!(serde_json::from_str::<Recipe>(&text).unwrap(), recipe);
     let partial: Recipe = serde_json::from_str(r#"{"description": "x"}"#).unwrap();
     assert_eq!((partial.steps, partial.device.as_str(), partial.guidance), (30, "auto", DEFAULT_GUIDANCE));
+    // A recipe without adapters writes no `adapters` (as one written before they existed reads).
+    assert!(partial.adapters.is_empty() && !text.contains("adapters"), "{text}");
+}
+
+#[test]
+fn a_recipe_records_each_adapter_with_its_checksum_and_scale() {
+    let adapter =
+        AdapterRecipe { path: "/loras/vinyl".into(), name: "vinyl".into(), sha256: "ab".repeat(32), scale: 0.7 };
+    let recipe = Recipe { adapters: vec![adapter.clone()], ..Recipe::default() };
+    let value = serde_json::to_value(&recipe).unwrap();
+    assert_eq!(
+        value["adapters"],
+        json!([{"path": "/loras/vinyl", "name": "vinyl", "sha256": "ab".repeat(32), "scale": 0.7}])
+    );
+    assert_eq!(serde_json::from_value::<Recipe>(value).unwrap().adapters, vec![adapter]);
 }
 
 #[test]
@@ -279,6 +294,7 @@ fn devices_the_model_and_errors() {
             plan: "all resident".into(),
             sample_rate: 44_100,
             device: "cpu (16 threads)".into(),
+            adapters: Vec::new(),
         },
         json!({"path": "/models/tiny", "embedded": true, "plan": "all resident", "sample_rate": 44_100,
                "device": "cpu (16 threads)"}),

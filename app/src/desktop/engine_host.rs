@@ -8,6 +8,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
+use songloom_engine::lora::{AdapterSpec, Adapters};
 use songloom_engine::pipeline::{Cancel, Event, MemoryRequest, Pipeline, Request as SongRequest};
 use songloom_engine::plan::WeightsChoice;
 use songloom_engine::{Device, DeviceChoice, DeviceOptions, Precision};
@@ -124,7 +125,8 @@ impl Players {
 /// What the librarian thread is asked: the window's requests, and the engine's own call to send
 /// the list again after a song was kept.
 enum ToLibrarian {
-    Request(Request),
+    /// Boxed: a request carries a recipe, far larger than the other messages.
+    Request(Box<Request>),
     RefreshList,
     /// Answered once everything asked before is done.
     Drain(mpsc::Sender<()>),
@@ -218,7 +220,7 @@ impl InProcessEngine {
             PROBE_DONE.notify_all();
             for message in librarian_rx {
                 let result = match message {
-                    ToLibrarian::Request(request) => librarian_state.handle(request),
+                    ToLibrarian::Request(request) => librarian_state.handle(*request),
                     ToLibrarian::RefreshList => librarian_state.send_list(),
                     ToLibrarian::Drain(done) => {
                         let _ = done.send(());
@@ -387,7 +389,7 @@ impl Engine for InProcessEngine {
                 }
             }
             other => {
-                let _ = self.librarian.send(ToLibrarian::Request(other));
+                let _ = self.librarian.send(ToLibrarian::Request(Box::new(other)));
             }
         }
     }
@@ -445,6 +447,8 @@ struct PipelineKey {
     device: DeviceChoice,
     precision: Precision,
     memory: MemoryRequest,
+    /// The LoRA adapters merged at load, in order.
+    adapters: Vec<AdapterSpec>,
 }
 
 impl PipelineKey {
@@ -457,7 +461,9 @@ impl PipelineKey {
         };
         let precision = Precision::parse(&recipe.precision)?;
         let device = DeviceChoice::parse(&recipe.device)?;
-        Ok(PipelineKey { model: recipe.model.clone(), device, precision, memory })
+        let adapters =
+            recipe.adapters.iter().map(|a| AdapterSpec { path: a.path.clone().into(), scale: a.scale }).collect();
+        Ok(PipelineKey { model: recipe.model.clone(), device, precision, memory, adapters })
     }
 }
 
@@ -514,7 +520,8 @@ impl Worker {
                     outbox.send(EngineEvent::Stage { job, stage, done, total });
                 }
             };
-            self.pipeline = Some((key, Pipeline::load_planned(&dir, device, &plan, &loading)?));
+            let adapters = Adapters::open(&key.adapters)?;
+            self.pipeline = Some((key, Pipeline::load_adapted(&dir, adapters, device, &plan, &loading)?));
         } else if let Some((_, p)) = &self.pipeline {
             self.outbox.send(EngineEvent::Plan { job, plan: p.loaded_plan().describe() });
         }
@@ -542,7 +549,13 @@ impl Worker {
         let song = SongJob {
             request,
             // The weights used, so the recipe makes the same song again.
-            recipe: Recipe { weights: WeightsChoice::of(pipeline.formats()).name().into(), ..recipe.clone() },
+            // The weights used and the adapters as read (with their checksums), so the recipe makes
+            // the same song again.
+            recipe: Recipe {
+                weights: WeightsChoice::of(pipeline.formats()).name().into(),
+                adapters: pipeline.adapters().map(crate::engine_args::adapter_recipes).unwrap_or_default(),
+                ..recipe.clone()
+            },
             out: None,
             library: Some(library_dir),
         };

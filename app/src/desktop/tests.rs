@@ -611,3 +611,46 @@ fn closing_mid_song_and_discarding_leaves_no_partial_file() {
     assert!(left.is_empty(), "left behind when the window closed: {left:?}");
     assert!(Library::open(&setup.library_dir()).unwrap().list("").unwrap().is_empty());
 }
+
+/// A song made with the window's LoRA adapters: the engine merges them, the library keeps each
+/// one's checksum in the recipe; an adapter that is not there fails the song with its path named.
+#[test]
+fn the_windows_lora_adapters_are_merged_and_recorded() {
+    let setup = Setup::new();
+    let mut h = setup.harness();
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/lora/pytorch_lora_weights.safetensors");
+    let adapter = songloom_ui::contract::AdapterRecipe {
+        path: file.into(),
+        name: "pytorch_lora_weights.safetensors".into(),
+        sha256: String::new(),
+        scale: 0.5,
+    };
+    {
+        let draft = &mut h.state_mut().draft;
+        (draft.description, draft.lyrics, draft.duration_s, draft.steps) =
+            ("lora piano".into(), "[verse]\nla".into(), 1.0, 1);
+        draft.adapters = vec![adapter.clone()];
+    }
+    h.get_by_label("Generate").click();
+    h.step();
+    wait_until(&mut h, "the song to finish", |app| app.job.as_ref().is_some_and(|j| j.progress.is_done()));
+    let job = h.state().job.as_ref().unwrap();
+    assert!(job.progress.finished.is_some(), "{:?}", job.progress.error);
+    wait_until(&mut h, "the library to list the song", |app| app.library.songs.len() == 1);
+    let songs = Library::open(&setup.library_dir()).unwrap().list("").unwrap();
+    let expected =
+        songloom_engine::lora::Adapters::open(&[songloom_engine::lora::AdapterSpec { path: file.into(), scale: 0.5 }])
+            .unwrap();
+    let recorded = &songs[0].recipe.adapters;
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(recorded[0].sha256, expected.iter().next().unwrap().sha256);
+    assert_eq!((recorded[0].path.as_str(), recorded[0].scale), (file, 0.5));
+
+    h.state_mut().draft.adapters =
+        vec![songloom_ui::contract::AdapterRecipe { path: "/nowhere/x.safetensors".into(), ..adapter }];
+    h.get_by_label("Generate").click();
+    h.step();
+    wait_until(&mut h, "the song to fail", |app| app.job.as_ref().is_some_and(|j| j.progress.error.is_some()));
+    let error = h.state().job.as_ref().unwrap().progress.error.clone().unwrap();
+    assert!(error.contains("LoRA adapter /nowhere/x.safetensors"), "{error}");
+}

@@ -21,7 +21,7 @@ use clap::Args;
 use serde_json::{Value, json};
 use songloom_engine::pipeline::Cancel;
 
-use crate::engine_args::{EngineArgs, ModelArg};
+use crate::engine_args::{AdapterArgs, EngineArgs, ModelArg};
 use protocol::{Incoming, RpcError};
 use tools::{SongAsk, Tools};
 
@@ -31,6 +31,8 @@ pub struct McpArgs {
     pub engine: EngineArgs,
     #[command(flatten)]
     pub model: ModelArg,
+    #[command(flatten)]
+    pub adapters: AdapterArgs,
     /// The library the songs are kept in; the user's data directory without it.
     #[arg(long)]
     pub library: Option<PathBuf>,
@@ -70,6 +72,8 @@ pub struct SongCall {
 pub fn run(args: McpArgs) -> Result<()> {
     let library = args.library.clone().unwrap_or_else(crate::library::default_dir);
     crate::library::Library::open(&library)?;
+    // Adapters that cannot be read are refused before the handshake, not at the first song.
+    args.adapters.open()?;
     let outbox = Outbox(Arc::new(Mutex::new(std::io::stdout())));
     let tools = Arc::new(Tools::new(args, library));
     let cancels: Arc<Mutex<HashMap<String, Cancel>>> = Arc::default();

@@ -290,10 +290,12 @@ impl Tools {
 
     fn load(&self) -> Result<Loaded> {
         let args = &self.args;
+        let adapters = args.adapters.open()?;
+        let adapter_recipes = crate::engine_args::adapter_recipes(&adapters);
         let device = args.engine.open_device()?;
         let model = args.model.dir()?;
         let plan = Pipeline::plan(&model, &device, args.engine.memory_request(), None)?;
-        let pipeline = Pipeline::load_planned(&model, device, &plan, &|_| {})
+        let pipeline = Pipeline::load_adapted(&model, adapters, device, &plan, &|_| {})
             .with_context(|| format!("loading the model from {}", model.display()))?;
         let base = Recipe {
             device: args.engine.device.name().to_string(),
@@ -301,6 +303,7 @@ impl Tools {
             model: args.model.recipe_model(),
             weights: WeightsChoice::of(plan.formats).name().to_string(),
             max_memory_gb: args.engine.max_memory_gb(),
+            adapters: adapter_recipes,
             ..Recipe::default()
         };
         Ok(Loaded { pipeline, base })

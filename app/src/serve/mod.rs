@@ -20,7 +20,7 @@ use songloom_engine::pipeline::Pipeline;
 use songloom_engine::plan::WeightsChoice;
 use songloom_ui::contract::{DEFAULT_GUIDANCE, Recipe};
 
-use crate::engine_args::{EngineArgs, ModelArg};
+use crate::engine_args::{AdapterArgs, EngineArgs, ModelArg, adapter_recipes};
 use crate::output::say;
 
 #[derive(Args)]
@@ -52,6 +52,8 @@ pub struct ServeArgs {
     pub engine: EngineArgs,
     #[command(flatten)]
     model: ModelArg,
+    #[command(flatten)]
+    adapters: AdapterArgs,
     /// The library the songs are kept in; the user's data directory without it.
     #[arg(long)]
     library: Option<PathBuf>,
@@ -77,12 +79,17 @@ pub fn run(args: ServeArgs) -> Result<()> {
         }
         None => songloom_engine::pipeline::MAX_DURATION_S,
     };
+    let adapters = args.adapters.open()?;
     let device = args.engine.open_device()?;
     let model_dir = args.model.dir()?;
     let plan = Pipeline::plan(&model_dir, &device, args.engine.memory_request(), None)?;
     crate::generate::show_plan(&plan, device.kind(), false);
-    let pipeline = Pipeline::load_planned(&model_dir, device, &plan, &|_| {})
+    let adapter_recipes = adapter_recipes(&adapters);
+    let pipeline = Pipeline::load_adapted(&model_dir, adapters, device, &plan, &|_| {})
         .with_context(|| format!("loading the model from {}", model_dir.display()))?;
+    for adapter in pipeline.adapters().into_iter().flat_map(|a| a.iter()) {
+        eprintln!("LoRA {}", adapter.describe());
+    }
     let library = args.library.clone().unwrap_or_else(crate::library::default_dir);
     pipeline.max_frames(cloud_duration_s).map_err(|e| anyhow::anyhow!("--cloud-duration: {e}"))?;
     crate::library::Library::open(&library)?;
@@ -98,6 +105,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         model: args.model.recipe_model(),
         weights: WeightsChoice::of(plan.formats).name().to_string(),
         max_memory_gb: args.engine.max_memory_gb(),
+        adapters: adapter_recipes.clone(),
     };
     let model = songloom_wire::ServedModel {
         path: model_dir.to_string_lossy().into_owned(),
@@ -105,6 +113,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         plan: plan.describe(),
         sample_rate: pipeline.sample_rate(),
         device: format!("{} ({})", pipeline.device.kind().name(), pipeline.device.description()),
+        adapters: adapter_recipes,
     };
     let server = Arc::new(api::Server {
         jobs: Arc::default(),

@@ -7,6 +7,7 @@
 //! new position per codebook computes the same thing.
 
 use super::kv_cache::{KV_DTYPE, KvCache};
+use super::linear::{Linear, linear3};
 use super::swiglu::SwiGlu;
 use crate::config::DepthConfig;
 use crate::device::{AttentionShape, Device, RecordedStep, RmsNorm};
@@ -18,21 +19,21 @@ const RMS_EPS: f32 = 1e-6;
 
 struct Layer {
     input_norm: Tensor,
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    out: Tensor,
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    out: Linear,
     mlp: SwiGlu,
 }
 
 pub struct DepthDecoder {
     cfg: DepthConfig,
     audio_embeddings: Tensor,
-    projection: Tensor,
+    projection: Linear,
     pos_embedding: Tensor,
     layers: Vec<Layer>,
     norm: Tensor,
-    heads: Vec<Tensor>,
+    heads: Vec<Linear>,
     kv_dtype: DType,
 }
 
@@ -73,21 +74,21 @@ impl DepthDecoder {
                 let p = vb.pp(format!("layers.{l}"));
                 Ok(Layer {
                     input_norm: p.get(&[h], "input_layernorm.weight")?,
-                    q: p.matrix(&[h, h], "attn.to_q.weight")?,
-                    k: p.matrix(&[h, h], "attn.to_k.weight")?,
-                    v: p.matrix(&[h, h], "attn.to_v.weight")?,
-                    out: p.matrix(&[h, h], "attn.to_out.weight")?,
+                    q: Linear::new(&p, &[h, h], "attn.to_q.weight")?,
+                    k: Linear::new(&p, &[h, h], "attn.to_k.weight")?,
+                    v: Linear::new(&p, &[h, h], "attn.to_v.weight")?,
+                    out: Linear::new(&p, &[h, h], "attn.to_out.weight")?,
                     mlp: SwiGlu::new(&p, "post_attention_layernorm.weight", "", h, i)?,
                 })
             })
             .collect::<Result<_>>()?;
         let heads = (0..cfg.num_codebooks - 1)
-            .map(|k| vb.matrix(&[v, h], &format!("audio_heads.{k}.weight")))
+            .map(|k| Linear::new(vb, &[v, h], &format!("audio_heads.{k}.weight")))
             .collect::<Result<_>>()?;
         Ok(DepthDecoder {
             cfg: cfg.clone(),
             audio_embeddings: vb.table(&[v * (cfg.num_codebooks - 1), h], "audio_embeddings.weight")?,
-            projection: vb.matrix(&[h, h], "projection.weight")?,
+            projection: Linear::new(vb, &[h, h], "projection.weight")?,
             pos_embedding: vb.get(&[cfg.max_position_embeddings, h], "pos_embedding.weight")?,
             layers,
             norm: vb.get(&[h], "norm.weight")?,
@@ -180,7 +181,7 @@ impl DepthDecoder {
 
     /// Logits of codebook `codebook` (1-based) from its hidden state: `[batch, audio_vocab]`.
     pub fn head_logits(&self, device: &Device, codebook: usize, hidden: &Tensor) -> Result<Tensor> {
-        device.linear(hidden, &self.heads[codebook - 1], None)
+        self.heads[codebook - 1].forward(device, hidden)
     }
 
     /// Rows of `audio_embeddings` for `(codebook, code)` pairs (codebooks 1-based).
@@ -211,7 +212,7 @@ impl DepthDecoder {
         let start = cache.len();
         let h = self.cfg.hidden_size;
         let heads = self.cfg.num_attention_heads;
-        let mut x = device.add(&device.linear(inputs, &self.projection, None)?, positions)?;
+        let mut x = device.add(&self.projection.forward(device, inputs)?, positions)?;
         let shape = AttentionShape {
             batch,
             q_len: new,
@@ -224,11 +225,11 @@ impl DepthDecoder {
         };
         for (l, layer) in self.layers.iter().enumerate() {
             let norm = RmsNorm { weight: &layer.input_norm, eps: RMS_EPS };
-            let [q, k, v] = device.linear3(&x, Some(norm), [&layer.q, &layer.k, &layer.v])?;
+            let [q, k, v] = linear3(device, &x, norm, [&layer.q, &layer.k, &layer.v])?;
             cache.write(device, l, &k, &v, new)?;
             let (keys, values) = cache.layer(l);
             let attn = device.attention(&q, keys, values, shape)?;
-            x = device.linear_add(&attn, &layer.out, &x)?;
+            x = layer.out.forward_add(device, &attn, &x)?;
             x = layer.mlp.forward_residual(device, &x, RMS_EPS)?;
         }
         let last: Vec<Tensor> =

@@ -9,6 +9,7 @@
 use std::ops::Range;
 
 use super::kv_cache::{KV_DTYPE, KvCache};
+use super::linear::{Linear, linear3};
 use super::swiglu::SwiGlu;
 use crate::config::LmConfig;
 use crate::device::{AttentionInputs, AttentionShape, Device, RmsNorm, Rotary};
@@ -18,10 +19,10 @@ use crate::weights::VarBuilder;
 
 struct Layer {
     input_norm: Tensor,
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    o: Tensor,
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
     q_norm: Tensor,
     k_norm: Tensor,
     mlp: SwiGlu,
@@ -48,10 +49,10 @@ impl LanguageModel {
                 let p = m.pp(format!("layers.{l}"));
                 Ok(Layer {
                     input_norm: p.get(&[h], "input_layernorm.weight")?,
-                    q: p.matrix(&[q_dim, h], "self_attn.q_proj.weight")?,
-                    k: p.matrix(&[kv_dim, h], "self_attn.k_proj.weight")?,
-                    v: p.matrix(&[kv_dim, h], "self_attn.v_proj.weight")?,
-                    o: p.matrix(&[h, q_dim], "self_attn.o_proj.weight")?,
+                    q: Linear::new(&p, &[q_dim, h], "self_attn.q_proj.weight")?,
+                    k: Linear::new(&p, &[kv_dim, h], "self_attn.k_proj.weight")?,
+                    v: Linear::new(&p, &[kv_dim, h], "self_attn.v_proj.weight")?,
+                    o: Linear::new(&p, &[h, q_dim], "self_attn.o_proj.weight")?,
                     q_norm: p.get(&[cfg.head_dim], "self_attn.q_norm.weight")?,
                     k_norm: p.get(&[cfg.head_dim], "self_attn.k_norm.weight")?,
                     mlp: SwiGlu::new(&p, "post_attention_layernorm.weight", "mlp", h, i)?,
@@ -152,12 +153,12 @@ impl LanguageModel {
         let mut x = device.slice_rows(embeds, 0, rows)?;
         for (l, layer) in self.layers.iter().enumerate() {
             let norm = RmsNorm { weight: &layer.input_norm, eps };
-            let [q, k, v] = device.linear3(&x, Some(norm), [&layer.q, &layer.k, &layer.v])?;
+            let [q, k, v] = linear3(device, &x, norm, [&layer.q, &layer.k, &layer.v])?;
             let inputs = AttentionInputs { q, k, v: &v, q_norm: &layer.q_norm, k_norm: &layer.k_norm, eps, rotary };
             let q = device.attention_inputs(inputs, cache.slot(l, seq)?)?;
             let (keys, values) = cache.layer(l);
             let attn = device.attention(&q, keys, values, attn_shape)?;
-            x = device.linear_add(&attn, &layer.o, &x)?;
+            x = layer.o.forward_add(device, &attn, &x)?;
             x = layer.mlp.forward_residual(device, &x, eps)?;
         }
         let last: Vec<Tensor> =

@@ -4,6 +4,7 @@ pub mod condition;
 pub mod depth;
 pub mod dit;
 pub mod kv_cache;
+pub mod linear;
 pub mod lm;
 pub mod scheduler;
 pub mod swiglu;

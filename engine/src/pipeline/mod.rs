@@ -24,6 +24,7 @@ use crate::config::PipelineConstants;
 use crate::config::{self, SchedulerConfig};
 use crate::device::{Device, DeviceKind};
 use crate::error::{Error, Result};
+use crate::lora::Adapters;
 use crate::model_dir::ModelDir;
 use crate::models::scheduler::FlowMatchEuler;
 use crate::plan::{ArFormats, Geometry, Mode, Plan, WeightsChoice, Workload};
@@ -150,7 +151,20 @@ impl Pipeline {
 
     /// Loads what `plan` keeps resident and caps the device's memory at its budget.
     pub fn load_planned(model_dir: &Path, device: Device, plan: &Plan, events: LoadEvents) -> Result<Self> {
-        let model = ModelDir::open(model_dir)?;
+        Self::load_adapted(model_dir, Adapters::default(), device, plan, events)
+    }
+
+    /// [`load_planned`](Self::load_planned) with LoRA adapters merged into the weights at load;
+    /// the adapters are checked against the model (keys, shapes, float weights) before any stage
+    /// loads.
+    pub fn load_adapted(
+        model_dir: &Path,
+        adapters: Adapters,
+        device: Device,
+        plan: &Plan,
+        events: LoadEvents,
+    ) -> Result<Self> {
+        let model = ModelDir::open(model_dir)?.with_adapters(adapters)?;
         let prompt = PromptEncoder::new(&model.component("tokenizer"), &model.constants)?;
         let scheduler = config::read_config(&model.component("scheduler"), "scheduler_config.json")?;
         let geometry = model.geometry()?;
@@ -204,6 +218,14 @@ impl Pipeline {
     pub fn check_song(&self, req: &Request) -> Result<()> {
         let prompt = self.encode_prompt(&req.description, &req.lyrics)?;
         self.validate(req, &prompt).map(|_| ())
+    }
+
+    /// The LoRA adapters merged into the weights (none for synthetic weights).
+    pub fn adapters(&self) -> Option<&Adapters> {
+        match &self.halves.weights {
+            Weights::Dir(model) => Some(model.adapters()),
+            Weights::Synthetic { .. } => None,
+        }
     }
 
     /// The plan this pipeline was loaded under.

@@ -2,6 +2,7 @@
 //! window through a [`PanelContext`] and pushes what it asks for as [`Command`]s, which the app
 //! routes once the frame is drawn.
 
+pub mod adapters;
 pub mod compose;
 pub mod folder_chooser;
 pub mod library;
@@ -11,6 +12,7 @@ pub mod parameters;
 pub mod player;
 pub mod progress;
 
+pub use adapters::AdaptersPanel;
 pub use compose::ComposePanel;
 pub use library::LibraryPanel;
 pub use model::ModelPanel;
