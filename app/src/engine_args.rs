@@ -50,6 +50,26 @@ impl AdapterArgs {
     }
 }
 
+/// The recipe fields the engine decides, as `generate`, `serve` and `mcp` record them: the device,
+/// precision, model, the weights the plan took (so the recipe makes the same song again), the
+/// budget and the adapters; the song's own fields at their defaults.
+pub fn engine_recipe(
+    engine: &EngineArgs,
+    model: &ModelArg,
+    plan: &songloom_engine::plan::Plan,
+    adapters: Vec<AdapterRecipe>,
+) -> songloom_wire::Recipe {
+    songloom_wire::Recipe {
+        device: engine.device.name().to_string(),
+        precision: engine.precision.name().to_string(),
+        model: model.recipe_model(),
+        weights: WeightsChoice::of(plan.formats).name().to_string(),
+        max_memory_gb: engine.max_memory_gb(),
+        adapters,
+        ..songloom_wire::Recipe::default()
+    }
+}
+
 /// The adapters as a recipe records them.
 pub fn adapter_recipes(adapters: &Adapters) -> Vec<AdapterRecipe> {
     adapters.iter().map(|a| a.recipe()).collect()

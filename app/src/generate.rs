@@ -10,7 +10,7 @@ use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use songloom_engine::DeviceKind;
 use songloom_engine::pipeline::{Cancel, Event, Pipeline, Request, Stage, Stats};
-use songloom_engine::plan::{Plan, WeightsChoice};
+use songloom_engine::plan::Plan;
 use songloom_ui::contract::Recipe;
 use songloom_wire::notice::INSTRUMENTAL_LYRICS;
 
@@ -133,13 +133,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         seed: args.seed,
         steps: args.steps,
         guidance: args.guidance.unwrap_or(songloom_ui::contract::DEFAULT_GUIDANCE),
-        device: args.engine.device.name().to_string(),
-        precision: args.engine.precision.name().to_string(),
-        model: args.model.recipe_model(),
-        // What was used, so the recipe makes the same song again.
-        weights: WeightsChoice::of(plan.formats).name().to_string(),
-        max_memory_gb: args.engine.max_memory_gb(),
-        adapters: adapter_recipes,
+        ..crate::engine_args::engine_recipe(&args.engine, &args.model, &plan, adapter_recipes)
     };
     let out_path = out.path.clone();
     let job = SongJob {

@@ -541,16 +541,19 @@ fn written_files_follow_the_umask() {
     }
 }
 
+/// `generate` of a 1 s piano piece in `dir`, one step, not played, with `extra` arguments.
+fn one_second_piano(dir: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["generate", "--prompt", "piano", "--duration", "1", "--steps", "1", "--no-play"];
+    args.extend(extra);
+    songloom_in(dir, &args)
+}
+
 /// The embedded model cannot sing: without lyrics it makes an instrumental song. Another model
 /// needs lyrics or `--instrumental`, and the error says so.
 #[test]
 fn lyrics_are_optional_for_the_embedded_model() {
     let dir = tempfile::tempdir().unwrap();
-    let run = |extra: &[&str]| {
-        let mut args = vec!["generate", "--prompt", "piano", "--duration", "1", "--steps", "1", "--no-play"];
-        args.extend(extra);
-        songloom_in(dir.path(), &args)
-    };
+    let run = |extra: &[&str]| one_second_piano(dir.path(), extra);
     let r = run(&["--out", "built-in.wav"]);
     assert!(r.status.success(), "{}", stderr_of(&r));
     let recipe = songloom_wire::wav::read_info(&std::fs::read(dir.path().join("built-in.wav")).unwrap()).unwrap();
@@ -571,11 +574,7 @@ fn lyrics_are_optional_for_the_embedded_model() {
 #[test]
 fn every_written_file_says_it_is_ai_generated_and_by_which_model() {
     let dir = tempfile::tempdir().unwrap();
-    let run = |extra: &[&str]| {
-        let mut args = vec!["generate", "--prompt", "piano", "--duration", "1", "--steps", "1", "--no-play"];
-        args.extend(extra);
-        songloom_in(dir.path(), &args)
-    };
+    let run = |extra: &[&str]| one_second_piano(dir.path(), extra);
     let r = run(&["--out", "built-in.wav"]);
     assert!(r.status.success(), "{}", stderr_of(&r));
     let info = songloom_wire::wav::read_info(&std::fs::read(dir.path().join("built-in.wav")).unwrap()).unwrap();

@@ -11,7 +11,6 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use songloom_engine::Device;
 use songloom_engine::pipeline::{Event, Pipeline, Request};
-use songloom_engine::plan::WeightsChoice;
 use songloom_ui::contract::{DEFAULT_GUIDANCE, EngineEvent, Recipe};
 use songloom_ui::progress::Progress;
 use songloom_wire::notice::{INSTRUMENTAL_LYRICS, model_name};
@@ -297,15 +296,7 @@ impl Tools {
         let plan = Pipeline::plan(&model, &device, args.engine.memory_request(), None)?;
         let pipeline = Pipeline::load_adapted(&model, adapters, device, &plan, &|_| {})
             .with_context(|| format!("loading the model from {}", model.display()))?;
-        let base = Recipe {
-            device: args.engine.device.name().to_string(),
-            precision: args.engine.precision.name().to_string(),
-            model: args.model.recipe_model(),
-            weights: WeightsChoice::of(plan.formats).name().to_string(),
-            max_memory_gb: args.engine.max_memory_gb(),
-            adapters: adapter_recipes,
-            ..Recipe::default()
-        };
+        let base = crate::engine_args::engine_recipe(&args.engine, &args.model, &plan, adapter_recipes);
         Ok(Loaded { pipeline, base })
     }
 }

@@ -17,8 +17,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args;
 use songloom_engine::pipeline::Pipeline;
-use songloom_engine::plan::WeightsChoice;
-use songloom_ui::contract::{DEFAULT_GUIDANCE, Recipe};
+use songloom_ui::contract::Recipe;
 
 use crate::engine_args::{AdapterArgs, EngineArgs, ModelArg, adapter_recipes};
 use crate::output::say;
@@ -94,18 +93,8 @@ pub fn run(args: ServeArgs) -> Result<()> {
     pipeline.max_frames(cloud_duration_s).map_err(|e| anyhow::anyhow!("--cloud-duration: {e}"))?;
     crate::library::Library::open(&library)?;
     let base = Recipe {
-        description: String::new(),
-        lyrics: String::new(),
         duration_s: 0.0,
-        seed: 0,
-        steps: 30,
-        guidance: DEFAULT_GUIDANCE,
-        device: args.engine.device.name().to_string(),
-        precision: args.engine.precision.name().to_string(),
-        model: args.model.recipe_model(),
-        weights: WeightsChoice::of(plan.formats).name().to_string(),
-        max_memory_gb: args.engine.max_memory_gb(),
-        adapters: adapter_recipes.clone(),
+        ..crate::engine_args::engine_recipe(&args.engine, &args.model, &plan, adapter_recipes.clone())
     };
     let model = songloom_wire::ServedModel {
         path: model_dir.to_string_lossy().into_owned(),
