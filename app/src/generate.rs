@@ -113,7 +113,9 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     let device_kind = device.kind();
     let loading = |event: Event| {
         if args.json {
-            say!("{}", wire_event(&event).to_line());
+            if let Some(line) = wire_event(&event) {
+                say!("{}", line.to_line());
+            }
         } else if let Event::Stage { stage: Stage::Load { half }, done: 0, total } = event
             && std::io::stderr().is_terminal()
         {
@@ -318,7 +320,9 @@ impl Progress {
 
     fn show(&self, event: &Event) {
         if self.json {
-            say!("{}", wire_event(event).to_line());
+            if let Some(line) = wire_event(event) {
+                say!("{}", line.to_line());
+            }
             return;
         }
         let Some((_, frames, windows)) = &self.bars else { return };
@@ -340,9 +344,9 @@ impl Progress {
 }
 
 /// An engine event as the wire writes it (the CLI's `--json` lines, the server's events): the
-/// audio's samples stay off it, their count on it.
-pub fn wire_event(event: &Event) -> songloom_wire::Event {
-    match event {
+/// audio's samples stay off it, their count on it; the score is kept with the song, not sent.
+pub fn wire_event(event: &Event) -> Option<songloom_wire::Event> {
+    Some(match event {
         Event::Stage { stage, done, total } => {
             songloom_wire::Event::Stage { stage: *stage, done: *done, total: *total }
         }
@@ -352,7 +356,8 @@ pub fn wire_event(event: &Event) -> songloom_wire::Event {
             sample_rate: *sample_rate,
         },
         Event::Finished { stats } => songloom_wire::Event::Finished(stats.clone()),
-    }
+        Event::Score(_) => return None,
+    })
 }
 
 #[cfg(test)]

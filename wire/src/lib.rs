@@ -7,6 +7,7 @@
 //! Serde only, so it builds for the browser (wasm32) and the engine can name its [`Stage`]s here.
 
 mod api;
+mod edit;
 mod event;
 pub mod minimax;
 pub mod notice;
@@ -18,6 +19,7 @@ pub use api::{
     Deleted, DeviceProbe, Devices, ErrorBody, LibraryList, LibrarySong, Rename, Renamed, ServedModel, SongCreated,
     SongLength, SongList, SongRequest, SongState, SongStatus,
 };
+pub use edit::{Edit, EditOf, EditRequest};
 pub use event::{Event, Stats};
 pub use recipe::{AdapterRecipe, DEFAULT_GUIDANCE, Recipe};
 pub use stage::{Half, Stage};

@@ -30,6 +30,9 @@ pub struct Recipe {
     /// recipe written before adapters existed).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub adapters: Vec<AdapterRecipe>,
+    /// The edit that made this song from another; none for a song made from scratch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edit: Option<crate::EditOf>,
 }
 
 /// One LoRA adapter of a recipe: where it was, what it was (its checksum) and how strongly it
@@ -65,6 +68,7 @@ impl Default for Recipe {
             weights: "auto".into(),
             max_memory_gb: None,
             adapters: Vec::new(),
+            edit: None,
         }
     }
 }

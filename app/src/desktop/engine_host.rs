@@ -495,7 +495,7 @@ impl SongSink for WindowSink<'_> {
                 let (first_sample, samples, sample_rate) = (*first_sample, samples.clone(), *sample_rate);
                 self.outbox.send(EngineEvent::Audio { job, first_sample, samples, sample_rate });
             }
-            Event::Finished { .. } => {}
+            Event::Score(_) | Event::Finished { .. } => {}
         }
     }
 }

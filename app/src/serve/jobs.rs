@@ -270,12 +270,12 @@ impl SongSink for JobSink<'_> {
                 Event::Finished { stats } => {
                     Some(EngineEvent::Finished { job: self.id, timings: Timings::from(stats) })
                 }
-                Event::Audio { .. } => None,
+                Event::Audio { .. } | Event::Score(_) => None,
             };
             if let Some(followed) = followed {
                 progress.apply(&followed, started.elapsed().as_secs_f64());
             }
-            job.events.push(crate::generate::wire_event(event));
+            job.events.extend(crate::generate::wire_event(event));
         });
     }
 }

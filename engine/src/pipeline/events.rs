@@ -38,6 +38,8 @@ pub enum Event {
         samples: Vec<f32>,
         sample_rate: u32,
     },
+    /// What the song is made of (for its edits), once it is whole: just before `Finished`.
+    Score(Arc<super::score::Score>),
     Finished {
         stats: Stats,
     },

@@ -7,6 +7,7 @@ mod events;
 mod halves;
 pub mod rng;
 pub mod sampling;
+pub mod score;
 mod stream;
 pub mod windows;
 
@@ -229,6 +230,15 @@ impl Pipeline {
     }
 
     /// The plan this pipeline was loaded under.
+    /// What names the loaded model in a song's [`Score`](score::Score) (synthetic weights by their
+    /// seed).
+    pub fn model_identity(&self) -> Result<String> {
+        match &self.halves.weights {
+            Weights::Dir(model) => model.identity(),
+            Weights::Synthetic { seed } => Ok(format!("synthetic-{seed}")),
+        }
+    }
+
     pub fn loaded_plan(&self) -> &Plan {
         &self.plan
     }
