@@ -31,7 +31,8 @@ impl Song<'_> {
             }
             None => &mut rng,
         };
-        let mut chooser = WithoutEnd { end_index: (c.audio_end_id - rows.start) as usize, then };
+        let mut chooser =
+            WithoutEnd { end_index: (c.audio_end_id - rows.start) as usize, before_frame: usize::MAX, then };
         let frames = self.pipeline.max_frames(seconds).unwrap();
         let cancel = Cancel::default();
         let observer = Observer { events: &no_events, cancel: &cancel };

@@ -76,16 +76,17 @@ impl Chooser for Prefix<'_> {
     }
 }
 
-/// Never lets the model end the song (for a continuation of a set length); the end token is the
-/// semantic draw's index `end_index`.
+/// Does not let the model end the song before frame `before_frame` (a continuation of a set
+/// length: `usize::MAX`); the end token is the semantic draw's index `end_index`.
 pub struct WithoutEnd<'a> {
     pub end_index: usize,
+    pub before_frame: usize,
     pub then: &'a mut dyn Chooser,
 }
 
 impl Chooser for WithoutEnd<'_> {
     fn choose(&mut self, frame: usize, draw: Draw, probs: &[f32]) -> Result<usize> {
-        if draw != Draw::Semantic || self.end_index >= probs.len() {
+        if draw != Draw::Semantic || frame >= self.before_frame || self.end_index >= probs.len() {
             return self.then.choose(frame, draw, probs);
         }
         let mut probs = probs.to_vec();

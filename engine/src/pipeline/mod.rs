@@ -3,6 +3,7 @@
 //! order, stage after stage ([`Pipeline::generate_sequential`]), with the same audio.
 
 pub mod ar;
+pub mod edit;
 mod events;
 mod halves;
 pub mod rng;
@@ -20,6 +21,7 @@ pub use self::events::{Cancel, Event, Half, MAX_DURATION_S, Observer, Request, S
 pub use self::halves::{AcousticHalf, ArHalf, LoadEvents};
 use self::halves::{Halves, Weights};
 use self::rng::Rng;
+pub use self::stream::Resume;
 use self::windows::{AcousticModels, Carry, NoiseSource, crop, run_window, window_starts};
 use crate::config::PipelineConstants;
 use crate::config::{self, SchedulerConfig};

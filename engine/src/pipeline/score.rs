@@ -13,8 +13,8 @@ pub struct Score {
     pub model: String,
     /// Every frame's codes, the priming frame's first.
     pub codes: Codes,
-    /// The latents each window but the last hands the next, `[channels, overlap]` row-major, one
-    /// entry a window; empty when not kept (a score read from an exported file), and then an edit
+    /// The latents each window hands the next (the last one's too: a longer song has a window after
+    /// it), `[channels, overlap]` row-major, one entry a window; empty when not kept (a score read from an exported file), and then an edit
     /// renders the windows before its splice again to find them.
     pub seams: Vec<Vec<f32>>,
 }

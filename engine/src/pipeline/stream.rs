@@ -5,9 +5,12 @@
 use std::sync::mpsc;
 use std::time::Instant;
 
-use super::ar::{self, ArRun, Frame};
+use std::sync::Arc;
+
+use super::ar::{self, ArRun, Chooser, Codes, Frame, Prefix, WithoutEnd};
+use super::score::Score;
 use super::windows::{Carry, crop, run_window, window_starts};
-use super::{AcousticHalf, Event, Observer, Pipeline, Request, RngChooser, Stats, interleave, stereo_span};
+use super::{AcousticHalf, ArHalf, Event, Observer, Pipeline, Request, RngChooser, Stats, interleave, stereo_span};
 use crate::device::ThreadPriority;
 use crate::error::{Error, Result};
 use crate::models::scheduler::FlowMatchEuler;
@@ -25,10 +28,42 @@ impl Pipeline {
         started: Instant,
         observer: Observer,
     ) -> Result<Stats> {
-        let max_frames = self.validate(req, prompt)?;
+        let (stats, score) = self.run_song(prompt, req, None, started, observer)?;
+        (observer.events)(Event::Score(Arc::new(score)));
+        (observer.events)(Event::Finished { stats: stats.clone() });
+        Ok(stats)
+    }
+
+    /// A song picked up again where `resume` says (an edit): the kept codes replayed, then the
+    /// request's seed drawing the rest, the windows rendered from `resume.first_window` on. Its
+    /// audio events start at `resume.first_sample`; no `Score` or `Finished` event is sent (the
+    /// edit that called it sends its own). The score's seams are those of the windows rendered.
+    pub fn resume_song(
+        &self,
+        prompt: &PromptIds,
+        req: &Request,
+        resume: &Resume,
+        observer: Observer,
+    ) -> Result<(Stats, Score)> {
+        self.run_song(prompt, req, Some(resume), Instant::now(), observer)
+    }
+
+    fn run_song(
+        &self,
+        prompt: &PromptIds,
+        req: &Request,
+        resume: Option<&Resume>,
+        started: Instant,
+        observer: Observer,
+    ) -> Result<(Stats, Score)> {
+        let mut max_frames = self.validate(req, prompt)?;
+        if let Some(resume) = resume {
+            max_frames = resume.frames;
+            self.plan.for_song(&self.geometry, prompt.cond.len(), max_frames)?;
+        }
         let tokenize_s = started.elapsed().as_secs_f64();
         let schedule = self.schedule(req.steps)?;
-        let song = Song { prompt, req, max_frames, schedule: &schedule, started, observer };
+        let song = Song { prompt, req, max_frames, schedule: &schedule, resume, started, observer };
         let (ar_result, acoustic_result) = match self.plan.mode {
             Mode::Streamed => self.run_streamed(&song),
             Mode::Phased => self.run_phased(&song),
@@ -59,13 +94,32 @@ impl Pipeline {
             ar_device_wait_s: ar.device_wait_s,
             overlap_s,
         };
-        (observer.events)(Event::Finished { stats: stats.clone() });
-        Ok(stats)
+        // The last window's seam is kept too: extended, the song may render the window after it.
+        let score = Score { model: self.model_identity()?, codes: ar.codes, seams: acoustic.seams };
+        Ok((stats, score))
+    }
+
+    /// The AR loop of `song`: its own draws, or the kept codes replayed first when it resumes one.
+    fn run_ar(&self, half: &ArHalf, song: &Song, on_frame: &mut dyn FnMut(Frame) -> Result<()>) -> Result<ArRun> {
+        let mut rng = RngChooser { seed: song.req.seed };
+        let models = self.ar_models(half);
+        let mut run = |chooser: &mut dyn Chooser| {
+            ar::run(&models, song.prompt, song.max_frames, chooser, on_frame, song.observer)
+        };
+        let Some(resume) = song.resume else { return run(&mut rng) };
+        let c = &self.constants;
+        let rows = c.sampleable_rows();
+        let mut free = WithoutEnd {
+            end_index: (c.audio_end_id - rows.start) as usize,
+            before_frame: resume.no_end_before_frame,
+            then: &mut rng,
+        };
+        run(&mut Prefix { codes: resume.codes, semantic_base: c.code_offset - rows.start, then: &mut free })
     }
 
     /// Both halves at once: the AR loop on a thread of its own feeds the acoustic thread (this one).
     fn run_streamed(&self, song: &Song) -> HalvesResult {
-        let Song { prompt, req, max_frames, schedule, started, observer } = *song;
+        let Song { max_frames, started, observer, .. } = *song;
         let (ar_half, acoustic_half) = match (self.ar_half(observer.events), self.acoustic_half(observer.events)) {
             (Ok(ar), Ok(acoustic)) => (ar, acoustic),
             // The AR result carries the error; no audio was made.
@@ -75,24 +129,16 @@ impl Pipeline {
         let (tx, rx) = mpsc::sync_channel::<Frame>(2 * self.constants.chunk_frames);
         std::thread::scope(|scope| {
             let ar_thread = std::thread::Builder::new().name("songloom-ar".into()).spawn_scoped(scope, || {
-                let mut chooser = RngChooser { seed: req.seed };
                 // The AR loop is the song's critical path.
                 let result = self.device.set_thread_priority(ThreadPriority::Critical).and_then(|()| {
-                    ar::run(
-                        &self.ar_models(&ar_half),
-                        prompt,
-                        max_frames,
-                        &mut chooser,
-                        &mut |frame| tx.send(frame).map_err(|_| Error::Cancelled),
-                        observer,
-                    )
+                    self.run_ar(&ar_half, song, &mut |frame| tx.send(frame).map_err(|_| Error::Cancelled))
                 });
                 drop(tx);
                 (result, started.elapsed().as_secs_f64())
             });
             // When this returns (an error included) the receiver is dropped, and the AR thread stops at
             // its next frame.
-            let acoustic = self.stream_windows(&acoustic_half, schedule, rx, expected_windows, req, started, observer);
+            let acoustic = self.stream_windows(&acoustic_half, song, rx, expected_windows);
             let ar = match ar_thread {
                 Ok(handle) => {
                     handle.join().unwrap_or_else(|_| (Err(Error::Invalid("the AR thread failed".into())), 0.0))
@@ -107,15 +153,14 @@ impl Pipeline {
     /// freed, then the acoustic half over the kept frames, through the same window code as the
     /// streamed run (so the audio is the same).
     fn run_phased(&self, song: &Song) -> HalvesResult {
-        let Song { prompt, req, max_frames, schedule, started, observer } = *song;
+        let Song { started, observer, .. } = *song;
         let mut frames = Vec::new();
         let ar_result = self.ar_half(observer.events).and_then(|half| {
-            let mut chooser = RngChooser { seed: req.seed };
             let mut keep = |frame| {
                 frames.push(frame);
                 Ok(())
             };
-            ar::run(&self.ar_models(&half), prompt, max_frames, &mut chooser, &mut keep, observer)
+            self.run_ar(&half, song, &mut keep)
         });
         let ar_end = started.elapsed().as_secs_f64();
         if ar_result.is_err() {
@@ -128,37 +173,39 @@ impl Pipeline {
             let _ = tx.send(frame);
         }
         drop(tx);
-        let acoustic = self
-            .acoustic_half(observer.events)
-            .and_then(|half| self.stream_windows(&half, schedule, rx, expected_windows, req, started, observer));
+        let acoustic =
+            self.acoustic_half(observer.events).and_then(|half| self.stream_windows(&half, song, rx, expected_windows));
         ((ar_result, ar_end), acoustic)
     }
 
     /// The acoustic thread: collects frames, runs each window as soon as it can, emits audio.
-    #[allow(clippy::too_many_arguments)]
     fn stream_windows(
         &self,
         half: &AcousticHalf,
-        schedule: &FlowMatchEuler,
+        song: &Song,
         frames_rx: mpsc::Receiver<Frame>,
         expected_windows: usize,
-        req: &Request,
-        started: Instant,
-        observer: Observer,
     ) -> Result<StreamedAudio> {
+        let Song { req, schedule, started, observer, resume, .. } = *song;
         let c = &self.constants;
         let acoustic = self.acoustic(half, schedule, req.guidance);
         let hop = self.geometry.vocoder.hop_length();
         let sample_rate = self.sample_rate();
-        let mut noise = self.noise(req.seed);
+        let mut noise = self.noise(resume.map_or(req.seed, |r| r.noise_seed));
         let mut carry = Carry::default();
+        let first_window = resume.map_or(0, |r| r.first_window);
+        // Resumed, the window before the first one rendered is needed for what it hands on.
+        let mut resumed_seam = resume.and_then(|r| r.seam).filter(|_| first_window > 0);
+        if first_window > 0 && resumed_seam.is_none() {
+            return Err(Error::Invalid(format!("window {first_window} cannot be rendered without its seam")));
+        }
         // Frames from `base` on; earlier ones are no longer needed by any window.
         let mut hidden: Vec<f32> = Vec::new();
-        let mut base = 0;
+        let mut base = first_window.saturating_sub(1) * c.chunk_hop;
         let mut width = 0;
         let mut count = 0;
         let mut ended = false;
-        let mut out = StreamedAudio::default();
+        let mut out = StreamedAudio { samples: resume.map_or(0, |r| r.first_sample), ..StreamedAudio::default() };
         // The tail of the last window run, held until we know whether that window was the last.
         let mut held_tail: Option<[Vec<f32>; 2]> = None;
         let emit = |song: &[Vec<f32>; 2], out: &mut StreamedAudio| {
@@ -172,7 +219,7 @@ impl Pipeline {
             (observer.events)(Event::Audio { first_sample: out.samples, samples, sample_rate });
             out.samples += song[0].len();
         };
-        let mut k = 0;
+        let mut k = first_window;
         loop {
             let start = k * c.chunk_hop;
             let full = start + c.chunk_frames;
@@ -181,7 +228,9 @@ impl Pipeline {
                 match frames_rx.recv() {
                     Ok(frame) => {
                         width = frame.hidden.len();
-                        hidden.extend(frame.hidden);
+                        if count >= base {
+                            hidden.extend(frame.hidden);
+                        }
                         count += 1;
                     }
                     Err(_) => ended = true,
@@ -207,8 +256,14 @@ impl Pipeline {
                 continue;
             }
             let end = full.min(count);
-            let frames =
-                Tensor::from_f32(&[end - start, width], hidden[(start - base) * width..(end - base) * width].to_vec())?;
+            let rows = |from: usize, to: usize| {
+                Tensor::from_f32(&[to - from, width], hidden[(from - base) * width..(to - base) * width].to_vec())
+            };
+            if let Some(seam) = resumed_seam.take() {
+                let previous = start - c.chunk_hop;
+                carry = Carry::resumed(&acoustic, &rows(previous, previous + c.chunk_frames)?, seam)?;
+            }
+            let frames = rows(start, end)?;
             let busy_from = started.elapsed().as_secs_f64();
             let window = run_window(
                 &acoustic,
@@ -221,6 +276,7 @@ impl Pipeline {
                 observer,
             )?;
             let wave = self.device.to_host(&window.waveform)?;
+            out.seams.push(carry.seam(&self.device)?.unwrap_or_default());
             out.busy_spans.push((busy_from, started.elapsed().as_secs_f64()));
             let n = wave.len() / 2;
             // Known last: the loop ended and no later window exists.
@@ -241,6 +297,27 @@ impl Pipeline {
     }
 }
 
+/// Where a run picks a song up again (an edit): the codes it replays, the window it renders first
+/// and what that window is handed.
+#[derive(Debug, Clone)]
+pub struct Resume<'a> {
+    /// Replayed before the sampler draws (teacher forcing): the kept frames' codes, the priming
+    /// frame's first.
+    pub codes: &'a Codes,
+    /// The frames the run makes at most (kept ones included).
+    pub frames: usize,
+    /// Frames before this one may not end the song.
+    pub no_end_before_frame: usize,
+    /// The first window rendered; the audio before it is the song's own.
+    pub first_window: usize,
+    /// What window `first_window - 1` handed on (the score's seam); none for window 0.
+    pub seam: Option<&'a [f32]>,
+    /// The stereo frame of the song at which the first window's audio starts.
+    pub first_sample: usize,
+    /// The seed of the windows' noise (the request's seed draws the codes).
+    pub noise_seed: u64,
+}
+
 /// One song's run, as both modes take it.
 #[derive(Clone, Copy)]
 struct Song<'a> {
@@ -248,6 +325,7 @@ struct Song<'a> {
     req: &'a Request,
     max_frames: usize,
     schedule: &'a FlowMatchEuler,
+    resume: Option<&'a Resume<'a>>,
     started: Instant,
     observer: Observer<'a>,
 }
@@ -262,4 +340,6 @@ struct StreamedAudio {
     first_audio_s: Option<f64>,
     /// When each window ran, in seconds since the song started.
     busy_spans: Vec<(f64, f64)>,
+    /// What each window rendered handed on.
+    seams: Vec<Vec<f32>>,
 }

@@ -41,6 +41,39 @@ pub struct Carry {
     condition: Option<Tensor>,
 }
 
+impl Carry {
+    /// What window `index - 1` handed on, found again from its frames `[n, layers * hidden]` and
+    /// its seam (the latents it carried, kept in the song's score): the condition is computed
+    /// again, as the window computed it from the same frames.
+    pub fn resumed(m: &AcousticModels, previous_frames: &Tensor, seam: &[f32]) -> Result<Carry> {
+        let device = m.device;
+        let condition = m.condition.forward(device, &device.upload(previous_frames.clone())?)?;
+        let length = condition.shape()[0];
+        let (start, end) = carried_span(length, m.constants);
+        let channels = m.dit.config().in_channels;
+        if seam.len() != channels * (end - start) {
+            return Err(Error::Invalid(format!(
+                "the song's seam holds {} values, this model carries {channels} x {} latents from a window",
+                seam.len(),
+                end - start
+            )));
+        }
+        let latent = device.upload(Tensor::from_f32(&[channels, end - start], seam.to_vec())?)?;
+        Ok(Carry { latent: Some(latent), condition: Some(device.slice_rows(&condition, start, end)?) })
+    }
+
+    /// The latents carried to the next window, `[channels, overlap]` row-major (a score's seam).
+    pub fn seam(&self, device: &Device) -> Result<Option<Vec<f32>>> {
+        self.latent.as_ref().map(|l| device.to_host(l)).transpose()
+    }
+}
+
+/// The latent rows `[start, end)` a window of `length` latents hands the next.
+fn carried_span(length: usize, c: &PipelineConstants) -> (usize, usize) {
+    let start = length.saturating_sub(2 * c.overlap_latents);
+    (start, start.max(length.saturating_sub(c.overlap_latents)))
+}
+
 /// A denoised and vocoded window.
 pub struct WindowOut {
     pub latents: Tensor,
@@ -93,8 +126,7 @@ pub fn run_window(
         latents = replace_prefix(device, &latents, prev)?;
     }
     finite(device, &latents, "DiT", index)?;
-    let start = length.saturating_sub(2 * c.overlap_latents);
-    let end = start.max(length.saturating_sub(c.overlap_latents));
+    let (start, end) = carried_span(length, c);
     let latents_t = device.transpose(&latents)?;
     carry.latent = Some(device.transpose(&device.slice_rows(&latents_t, start, end)?)?);
     carry.condition = Some(device.slice_rows(&condition, start, end)?);
