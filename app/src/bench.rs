@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use songloom_engine::config::{DitConfig, PipelineConstants, VocoderConfig};
 use songloom_engine::models::depth::DepthFrame;
@@ -61,6 +61,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         "dit-ops" => dit_ops(&device, args.repeat),
         "stages" => stages(device, memory, args.repeat),
         "song" => song(device, memory, args.duration, args.steps),
+        "edits" => edits(device, memory, args.duration, args.steps),
         "quant" => {
             if device.kind() != DeviceKind::Cuda {
                 bail!("`--what quant` measures the quantized formats at full size: give --device cuda");
@@ -76,7 +77,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         }
         other => {
             bail!(
-                "unknown benchmark `{other}` (expected gemm, dit-block, dit-ops, stages, song, precision, quant or all)"
+                "unknown benchmark `{other}` (expected gemm, dit-block, dit-ops, stages, song, edits, precision, quant or all)"
             )
         }
     }
@@ -551,11 +552,7 @@ fn song(device: Device, memory: MemoryRequest, duration: f64, steps: usize) -> R
     let pipeline = Pipeline::synthetic_planned(device, 7, bench_constants(), &plan, &|_| {})?;
     pipeline.device.synchronize()?;
     report_memory(&pipeline.device, "after loading");
-    let ids: Vec<u32> = (0..300u32).map(|i| (i * 7919) % 150_000).collect();
-    let mut uncond = ids.clone();
-    let n = uncond.len();
-    uncond[1..n - 2].fill(pipeline.constants.audio_cfg_id);
-    let prompt = PromptIds { text: String::new(), cond: ids, uncond };
+    let prompt = synthetic_prompt(&pipeline.constants, 0);
     let req = Request {
         description: String::new(),
         lyrics: String::new(),
@@ -608,6 +605,97 @@ fn song(device: Device, memory: MemoryRequest, duration: f64, steps: usize) -> R
     );
     report_memory(&pipeline.device, "after the song");
     report_kernels();
+    Ok(())
+}
+
+/// A 300-token prompt of synthetic ids (synthetic weights have no tokenizer), its unconditional
+/// twin as the real one is made; `variant` changes its second half (new lyrics).
+fn synthetic_prompt(constants: &PipelineConstants, variant: u32) -> PromptIds {
+    let ids: Vec<u32> = (0..300u32).map(|i| (i * 7919 + if i >= 150 { variant } else { 0 }) % 150_000).collect();
+    let mut uncond = ids.clone();
+    let n = uncond.len();
+    uncond[1..n - 2].fill(constants.audio_cfg_id);
+    PromptIds { text: String::new(), cond: ids, uncond }
+}
+
+/// A song of `duration`, then each edit of it timed beside it: what an edit costs against making
+/// the song again.
+fn edits(device: Device, memory: MemoryRequest, duration: f64, steps: usize) -> Result<()> {
+    use songloom_engine::pipeline::edit::{Edit, Original};
+    use songloom_engine::pipeline::score::Score;
+    use std::sync::{Arc, Mutex};
+
+    let frames = (duration * songloom_engine::config::ConditionConfig::default().frame_rate()) as usize;
+    let plan = Pipeline::synthetic_plan(&device, memory, 300, frames + 250)?;
+    say!("plan: {}", plan.describe());
+    let pipeline = Pipeline::synthetic_planned(device, 7, bench_constants(), &plan, &|_| {})?;
+    pipeline.device.synchronize()?;
+    let prompt = synthetic_prompt(&pipeline.constants, 0);
+    let req = Request {
+        description: String::new(),
+        lyrics: "[verse]\none\ntwo\nthree\nfour".into(),
+        duration_s: duration,
+        seed: 1,
+        steps,
+        guidance: None,
+    };
+    let audio: Mutex<Vec<f32>> = Mutex::new(Vec::new());
+    let score: Mutex<Option<Arc<Score>>> = Mutex::new(None);
+    let collect = |e: Event| match e {
+        Event::Audio { samples, .. } => audio.lock().expect("not poisoned").extend(samples),
+        Event::Score(s) => *score.lock().expect("not poisoned") = Some(s),
+        _ => {}
+    };
+    let cancel = Cancel::default();
+    let stats = pipeline.generate_ids(&prompt, &req, Instant::now(), Observer { events: &collect, cancel: &cancel })?;
+    let seconds = stats.samples as f64 / stats.sample_rate as f64;
+    say!(
+        "song: {seconds:.2} s ({} frames, {} windows) in {:.2} s (AR {:.2} s, acoustic busy {:.2} s)",
+        stats.frames,
+        stats.windows,
+        stats.total_s,
+        stats.ar_s,
+        stats.acoustic_s
+    );
+    let interleaved = audio.into_inner().expect("not poisoned");
+    let planar =
+        [interleaved.iter().step_by(2).copied().collect(), interleaved.iter().skip(1).step_by(2).copied().collect()];
+    let score = score.into_inner().expect("not poisoned").context("the song sent no score")?;
+    let original = Original { request: &req, score: &score, audio: &planar };
+    let resung = synthetic_prompt(&pipeline.constants, 17);
+    let middle = seconds / 2.0;
+    let edits = [
+        ("extend +10 s", Edit::Extend { seconds: Some(10.0) }, 1, &prompt),
+        ("another path from the middle", Edit::From { at_s: middle, description: None }, 2, &prompt),
+        (
+            "re-sing from the middle",
+            Edit::Resing { line: 3, lyrics: "three again".into(), at_s: Some(middle) },
+            2,
+            &resung,
+        ),
+        ("re-render 8 s in the middle", Edit::Rerender { from_s: middle - 4.0, to_s: middle + 4.0 }, 2, &prompt),
+    ];
+    for (name, edit, seed, new_prompt) in edits {
+        let started = Instant::now();
+        let edited = pipeline.edit_ids(
+            &original,
+            &edit,
+            seed,
+            new_prompt,
+            &prompt,
+            Observer { events: &|_| {}, cancel: &cancel },
+        )?;
+        let total_s = started.elapsed().as_secs_f64();
+        let rate = stats.sample_rate as f64;
+        say!(
+            "edit {name}: {total_s:.2} s ({:.0} % of the song's time); new audio from {:.2} s{}, {} windows rendered, {} frames (the kept ones replayed)",
+            100.0 * total_s / stats.total_s,
+            edited.changed_from_sample as f64 / rate,
+            edited.changed_to_sample.map_or(String::new(), |to| format!(" to {:.2} s", to as f64 / rate)),
+            edited.stats.windows,
+            edited.stats.frames,
+        );
+    }
     Ok(())
 }
 

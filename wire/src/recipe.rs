@@ -32,7 +32,7 @@ pub struct Recipe {
     pub adapters: Vec<AdapterRecipe>,
     /// The edit that made this song from another; none for a song made from scratch.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub edit: Option<crate::EditOf>,
+    pub edit: Option<Box<crate::EditOf>>,
 }
 
 /// One LoRA adapter of a recipe: where it was, what it was (its checksum) and how strongly it

@@ -14,6 +14,7 @@ use super::stream::Resume;
 use super::windows::{crop, window_starts};
 use super::{Event, Observer, Pipeline, Request, Stats};
 use crate::error::{Error, Result};
+use crate::prompt::PromptIds;
 
 /// The crossfade at each edge of an edit, in seconds.
 pub const CROSSFADE_S: f64 = 0.05;
@@ -98,8 +99,42 @@ impl Pipeline {
     pub fn edit(&self, original: &Original, edit: &Edit, seed: u64, observer: Observer) -> Result<Edited> {
         let plan = self.plan_edit(original, edit, seed)?;
         let prompt = self.encode_prompt(&plan.request.description, &plan.request.lyrics)?;
+        let original_prompt = self.encode_prompt(&original.request.description, &original.request.lyrics)?;
         (observer.events)(Event::Stage { stage: super::Stage::Tokenize, done: 1, total: 1 });
-        let seams = self.seams_for(original, plan.first_window, observer)?;
+        self.edit_planned(original, &plan, &prompt, &original_prompt, observer)
+    }
+
+    /// [`edit`](Self::edit) with the token ids made by the caller (synthetic weights have no
+    /// tokenizer): `prompt` for the new version, `original_prompt` for the song edited.
+    pub fn edit_ids(
+        &self,
+        original: &Original,
+        edit: &Edit,
+        seed: u64,
+        prompt: &PromptIds,
+        original_prompt: &PromptIds,
+        observer: Observer,
+    ) -> Result<Edited> {
+        let plan = self.plan_edit(original, edit, seed)?;
+        self.edit_planned(original, &plan, prompt, original_prompt, observer)
+    }
+
+    /// Where `edit` would change `original`'s audio, in stereo frames: from, and (a re-render) to;
+    /// nothing is run.
+    pub fn edit_span(&self, original: &Original, edit: &Edit, seed: u64) -> Result<(usize, Option<usize>)> {
+        let plan = self.plan_edit(original, edit, seed)?;
+        Ok((plan.splice, plan.back_at))
+    }
+
+    fn edit_planned(
+        &self,
+        original: &Original,
+        plan: &EditPlan,
+        prompt: &PromptIds,
+        original_prompt: &PromptIds,
+        observer: Observer,
+    ) -> Result<Edited> {
+        let seams = self.seams_for(original, original_prompt, plan.first_window, observer)?;
         let kept = super::ar::Codes { frames: original.score.codes.frames[..=plan.kept_frames].to_vec() };
         let resume = Resume {
             codes: &kept,
@@ -111,7 +146,7 @@ impl Pipeline {
             noise_seed: plan.noise_seed,
         };
         let fade = (CROSSFADE_S * self.sample_rate() as f64) as usize;
-        let splicer = Mutex::new(Splicer::new(original.audio, &plan, fade));
+        let splicer = Mutex::new(Splicer::new(original.audio, plan, fade));
         let sample_rate = self.sample_rate();
         let emit = |first_sample: usize, samples: Vec<f32>| {
             if !samples.is_empty() {
@@ -135,7 +170,7 @@ impl Pipeline {
             other => (observer.events)(other),
         };
         let run =
-            self.resume_song(&prompt, &plan.request, &resume, Observer { events: &events, cancel: observer.cancel });
+            self.resume_song(prompt, &plan.request, &resume, Observer { events: &events, cancel: observer.cancel });
         if let Some(e) = failed.lock().map_err(|_| poisoned())?.take() {
             return Err(e);
         }
@@ -149,11 +184,11 @@ impl Pipeline {
         } else {
             run_score.codes
         };
-        let score = Score { model: run_score.model, codes, seams: merged_seams(&seams, run_score.seams, &plan) };
+        let score = Score { model: run_score.model, codes, seams: merged_seams(&seams, run_score.seams, plan) };
         (observer.events)(Event::Score(std::sync::Arc::new(score.clone())));
         (observer.events)(Event::Finished { stats: stats.clone() });
         Ok(Edited {
-            request: plan.request,
+            request: plan.request.clone(),
             stats,
             score,
             changed_from_sample: plan.splice,
@@ -163,7 +198,13 @@ impl Pipeline {
 
     /// The song's seams, or (for a score read from an exported file, which carries codes alone)
     /// those of the windows before `first_window`, found again by rendering them.
-    fn seams_for(&self, original: &Original, first_window: usize, observer: Observer) -> Result<Vec<Vec<f32>>> {
+    fn seams_for(
+        &self,
+        original: &Original,
+        prompt: &PromptIds,
+        first_window: usize,
+        observer: Observer,
+    ) -> Result<Vec<Vec<f32>>> {
         let score = original.score;
         if first_window == 0 || score.seams.len() >= first_window {
             return Ok(score.seams.clone());
@@ -179,14 +220,13 @@ impl Pipeline {
             first_sample: 0,
             noise_seed: original.request.seed,
         };
-        let prompt = self.encode_prompt(&original.request.description, &original.request.lyrics)?;
         let quiet = |event: Event| {
             if let Event::Stage { .. } = event {
                 (observer.events)(event)
             }
         };
         let (_, found) =
-            self.resume_song(&prompt, original.request, &resume, Observer { events: &quiet, cancel: observer.cancel })?;
+            self.resume_song(prompt, original.request, &resume, Observer { events: &quiet, cancel: observer.cancel })?;
         Ok(found.seams)
     }
 
