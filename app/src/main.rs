@@ -190,9 +190,21 @@ enum LibraryCommand {
         /// The song's id (`library list` shows it).
         id: i64,
     },
-    /// Rebuilds the library's database from the song files and the recipes they carry (after the
-    /// database was damaged or lost); the old database is kept aside.
+    /// Rebuilds the library's database from the song files and the recipes and scores they carry
+    /// (after the database was damaged or lost); the old database is kept aside.
     Repair,
+    /// Adds a WAV or FLAC written by Songloom (an export, a `generate --out` file): its recipe comes
+    /// from the file's comment and its score, which edits need, from beside it.
+    Import {
+        /// The WAV or FLAC file.
+        file: PathBuf,
+        /// The song's title; the file's own without it.
+        #[arg(long)]
+        title: Option<String>,
+        /// The new song as one JSON object (as `list --json` writes it) instead of a sentence.
+        #[arg(long)]
+        json: bool,
+    },
     /// Writes a saved song to a WAV file, with its recipe in the file's comment.
     Export {
         /// The song's id (`library list` shows it).
@@ -236,6 +248,22 @@ fn main() {
         }
         std::process::exit(1);
     }
+}
+
+/// A library song as one line of `library list --json`.
+fn song_json(song: &library::Song) -> serde_json::Value {
+    let mut line = serde_json::json!({
+        "id": song.id, "title": song.title, "seconds": song.seconds,
+        "description": song.recipe.description, "seed": song.recipe.seed,
+        "wav": song.wav, "engine_version": song.engine_version,
+        "total_s": song.timings.total_s,
+    });
+    // Only a version made by an edit has these, as in the API's library list.
+    if let (Some(parent), Some(edit)) = (song.parent, song.edit_kind()) {
+        line["parent"] = parent.into();
+        line["edit_kind"] = edit.into();
+    }
+    line
 }
 
 /// `text` cut to `width` characters, an ellipsis marking the cut.
@@ -347,10 +375,13 @@ fn run(cli: Cli) -> Result<()> {
                 for (wav, why) in &report.skipped {
                     say!("skipped {}: {why}", wav.display());
                 }
+                for (_, why) in &report.damaged_scores {
+                    say!("listed, but cannot be edited: {why}");
+                }
                 say!("rebuilt the library in {}: {} songs listed", dir.display(), report.restored);
                 return Ok(());
             }
-            let lib = library::Library::open(&dir)?;
+            let mut lib = library::Library::open(&dir)?;
             match command {
                 LibraryCommand::List { search, json: false } => {
                     let songs = lib.list(&search)?;
@@ -361,8 +392,12 @@ fn run(cli: Cli) -> Result<()> {
                     }
                     for song in songs {
                         let length = format!("{}:{:04.1}", (song.seconds / 60.0) as u64, song.seconds % 60.0);
+                        let made_from = match (song.edit_kind(), song.parent) {
+                            (Some(edit), Some(parent)) => format!(" ({edit} of {parent})"),
+                            _ => String::new(),
+                        };
                         say!(
-                            "{:>4}  {:<28}  {:>7}  {:>6}  {}",
+                            "{:>4}  {:<28}  {:>7}  {:>6}  {}{made_from}",
                             song.id,
                             clip(&song.title, 28),
                             length,
@@ -373,15 +408,21 @@ fn run(cli: Cli) -> Result<()> {
                 }
                 LibraryCommand::List { search, json: true } => {
                     for song in lib.list(&search)? {
-                        say!(
-                            "{}",
-                            serde_json::json!({
-                                "id": song.id, "title": song.title, "seconds": song.seconds,
-                                "description": song.recipe.description, "seed": song.recipe.seed,
-                                "wav": song.wav, "engine_version": song.engine_version,
-                                "total_s": song.timings.total_s,
-                            })
-                        );
+                        say!("{}", song_json(&song));
+                    }
+                }
+                LibraryCommand::Import { file, title, json } => {
+                    let imported = lib.import(&file, title.as_deref())?;
+                    let id = imported.song.id;
+                    if json {
+                        let mut line = song_json(&imported.song);
+                        line["editable"] = imported.editable.into();
+                        say!("{line}");
+                    } else {
+                        say!("imported {} as song {id} (\"{}\")", file.display(), imported.song.title);
+                        if !imported.editable {
+                            say!("the file carries no score, so song {id} plays and exports but cannot be edited");
+                        }
                     }
                 }
                 LibraryCommand::Rename { id, title } => {

@@ -1,14 +1,15 @@
 //! One song, from request to file, the same for the CLI and the window: the request runs against
 //! a pipeline, its events go to a [`SongSink`] as they come (progress bars, the window, the
 //! player), and its audio to a writer thread, so the acoustic compute thread never waits on the
-//! disk. The writer completes the WAV with its recipe and moves it to the output file, the
-//! library, or both; a failed or cancelled song leaves neither.
+//! disk. The writer completes the WAV with its recipe and score and moves it to the output file,
+//! the library, or both; a failed or cancelled song leaves neither.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, bail};
+use songloom_engine::pipeline::score::Score;
 use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, Request, Stats};
 use songloom_ui::contract::{Recipe, Timings};
 
@@ -60,9 +61,11 @@ pub struct FinishedSong {
     pub saved: Option<Song>,
 }
 
-/// What the writer thread gets: audio as it comes, then the go-ahead to complete the song.
+/// What the writer thread gets: audio as it comes, the song's score, then the go-ahead to complete
+/// the song.
 enum ToWriter {
     Audio(Vec<f32>),
+    Score(Arc<Score>),
     Finish(Stats),
 }
 
@@ -119,8 +122,14 @@ fn generate(
             .spawn_scoped(scope, || write_song(job, wav, writer_rx, cancel, &write_error))
             .context("starting the writer thread")?;
         let events = |event: Event| {
-            if let Event::Audio { samples, .. } = &event {
-                let _ = to_writer.send(ToWriter::Audio(samples.clone()));
+            match &event {
+                Event::Audio { samples, .. } => {
+                    let _ = to_writer.send(ToWriter::Audio(samples.clone()));
+                }
+                Event::Score(score) => {
+                    let _ = to_writer.send(ToWriter::Score(score.clone()));
+                }
+                _ => {}
             }
             sink.event(&event);
         };
@@ -141,8 +150,8 @@ fn generate(
     })
 }
 
-/// The writer thread: appends audio as it comes; on Finish completes the WAV and moves it where the
-/// job says. A write error is kept in `error` and cancels the song.
+/// The writer thread: appends audio as it comes and keeps the score; on Finish completes the WAV
+/// and moves it where the job says. A write error is kept in `error` and cancels the song.
 fn write_song(
     job: &SongJob,
     mut wav: WavFile,
@@ -150,6 +159,7 @@ fn write_song(
     cancel: &Cancel,
     error: &Mutex<Option<anyhow::Error>>,
 ) -> Result<Option<(Option<PathBuf>, Option<Song>)>> {
+    let mut score = None;
     for message in audio {
         match message {
             ToWriter::Audio(samples) => {
@@ -159,14 +169,22 @@ fn write_song(
                     return Ok(None);
                 }
             }
-            ToWriter::Finish(stats) => return complete(job, wav, &stats).map(Some),
+            ToWriter::Score(made) => score = Some(made),
+            ToWriter::Finish(stats) => return complete(job, wav, &stats, score.as_deref()).map(Some),
         }
     }
     Ok(None)
 }
 
-/// The WAV completed with its recipe, at the output file and in the library as the job asks.
-fn complete(job: &SongJob, wav: WavFile, stats: &Stats) -> Result<(Option<PathBuf>, Option<Song>)> {
+/// The WAV completed with its recipe and score, at the output file and in the library as the job
+/// asks. The output file carries the score's codes alone (small, and enough to edit it); the
+/// library keeps the whole score, so its edits need not render the song again to find the seams.
+fn complete(
+    job: &SongJob,
+    wav: WavFile,
+    stats: &Stats,
+    score: Option<&Score>,
+) -> Result<(Option<PathBuf>, Option<Song>)> {
     let title = title_of(&job.recipe);
     let complete = wav.finish(&title, &serde_json::to_string(&job.recipe)?)?;
     let seconds = stats.samples as f64 / stats.sample_rate.max(1) as f64;
@@ -178,22 +196,86 @@ fn complete(job: &SongJob, wav: WavFile, stats: &Stats) -> Result<(Option<PathBu
             // Free when the song started (or to be replaced); a file that appeared there while it was
             // made keeps its name and the song takes the next free one, so neither is lost.
             let if_taken = if out.replace { IfTaken::Replace } else { IfTaken::NextFreeName };
+            let codes = score.map(Score::codes_only);
             let (path, float_wav) = match out.format {
                 FileFormat::Flac => {
                     let recipe = serde_json::to_string(&job.recipe)?;
-                    (crate::flac::export(complete.path(), &out.path, &title, &recipe, if_taken)?, Some(complete))
+                    let path =
+                        crate::flac::export(complete.path(), &out.path, &title, &recipe, codes.as_ref(), if_taken)?;
+                    (path, Some(complete))
                 }
-                _ => (complete.place(&out.path, if_taken)?, None),
+                _ => {
+                    if let Some(codes) = &codes {
+                        complete.set_score(codes)?;
+                    }
+                    (complete.place(&out.path, if_taken)?, None)
+                }
             };
             let Some(dir) = library else { return Ok((Some(path), None)) };
             // The library keeps a WAV: the one just written, or the float one the FLAC was made from.
             let wav = float_wav.as_ref().map_or(path.as_path(), CompleteWav::path);
-            let song = open_library(dir)?.add_copy(&title, &job.recipe, seconds, &timings, wav)?;
+            let song = open_library(dir)?.add_copy(&title, &job.recipe, seconds, &timings, wav, score)?;
             Ok((Some(path), Some(song)))
         }
         (None, Some(dir)) => {
-            Ok((None, Some(open_library(dir)?.add(&title, &job.recipe, seconds, &timings, complete)?)))
+            Ok((None, Some(open_library(dir)?.add(&title, &job.recipe, seconds, &timings, complete, score)?)))
         }
         (None, None) => unreachable!("checked when the job started"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wav::tests::{assert_same_score, made_up_score};
+
+    fn job(out: Option<OutFile>, library: &Path) -> SongJob {
+        let request = Request {
+            description: "scored".into(),
+            lyrics: String::new(),
+            duration_s: 1.0,
+            seed: 1,
+            steps: 1,
+            guidance: None,
+        };
+        let recipe = Recipe { description: "scored".into(), ..Recipe::default() };
+        SongJob { request, recipe, out, library: Some(library.to_path_buf()) }
+    }
+
+    /// What the writer thread writes for `job` into `wav` when the song brings `score`.
+    fn write(job: &SongJob, wav: WavFile, score: &Arc<Score>) -> (Option<PathBuf>, Option<Song>) {
+        let (to_writer, messages) = mpsc::channel();
+        to_writer.send(ToWriter::Audio(vec![0.1, -0.1, 0.2, -0.2])).unwrap();
+        to_writer.send(ToWriter::Score(score.clone())).unwrap();
+        let stats = Stats { samples: 2, sample_rate: 44100, ..Stats::default() };
+        to_writer.send(ToWriter::Finish(stats)).unwrap();
+        drop(to_writer);
+        write_song(job, wav, messages, &Cancel::default(), &Mutex::new(None)).unwrap().expect("written")
+    }
+
+    /// The output file carries the score's codes alone, in each format; the library's WAV the
+    /// whole score, whether it is the output file's copy or the song's own.
+    #[test]
+    fn the_writer_keeps_the_score() {
+        let score = Arc::new(made_up_score());
+        let codes = score.codes_only();
+        for format in [FileFormat::F32, FileFormat::Pcm16, FileFormat::Flac] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join(format!("song.{}", format.extension()));
+            let job = job(Some(OutFile { path: path.clone(), format, replace: false }), &dir.path().join("library"));
+            let wav = WavFile::create(&path, 44100, format.wav_format()).unwrap();
+            let (out, saved) = write(&job, wav, &score);
+            let out = out.unwrap();
+            let in_out =
+                if format == FileFormat::Flac { crate::flac::read_score(&out) } else { crate::wav::read_score(&out) };
+            assert_same_score(in_out.unwrap(), &codes);
+            assert_same_score(crate::wav::read_score(&saved.unwrap().wav).unwrap(), &score);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let job = job(None, dir.path());
+        let wav =
+            WavFile::create_in(Library::open(dir.path()).unwrap().songs_dir(), "new-song.wav", 44100, WavFormat::F32);
+        let (_, saved) = write(&job, wav.unwrap(), &score);
+        assert_same_score(crate::wav::read_score(&saved.unwrap().wav).unwrap(), &score);
     }
 }

@@ -6,7 +6,12 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use songloom_engine::pipeline::score::Score;
 use tempfile::NamedTempFile;
+
+/// The RIFF chunk that carries a song's score ([`Score::to_bytes`]), the file's last chunk (after
+/// `data` and `LIST`): players skip chunks they do not know, so the file still plays.
+const SCORE_CHUNK: &[u8; 4] = b"slsc";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum WavFormat {
@@ -129,7 +134,8 @@ pub fn export_as(source: &Path, target: &Path, format: FileFormat, title: &str, 
     export_at(source, target, format, None, title, recipe)
 }
 
-/// [`export_as`] at `sample_rate` (Hz), resampled when it is not the song's own.
+/// [`export_as`] at `sample_rate` (Hz), resampled when it is not the song's own. The file carries
+/// the source's score without its seams ([`Score::codes_only`]): small, and enough to edit it.
 pub fn export_at(
     source: &Path,
     target: &Path,
@@ -139,17 +145,19 @@ pub fn export_at(
     recipe: &str,
 ) -> Result<PathBuf> {
     let (samples, song_rate) = read_song(source)?;
+    let codes = read_score(source)?.map(|score| score.codes_only());
     match sample_rate.filter(|&rate| rate != song_rate) {
         Some(rate) => {
             let resampled = crate::resample::resample(&samples, song_rate, rate).map_err(anyhow::Error::msg)?;
-            write_as(&resampled, rate, target, format, title, recipe)
+            write_as(&resampled, rate, target, format, title, recipe, codes.as_ref())
         }
-        None => write_as(&samples, song_rate, target, format, title, recipe),
+        None => write_as(&samples, song_rate, target, format, title, recipe, codes.as_ref()),
     }
 }
 
 /// Writes interleaved stereo `samples` at `sample_rate` to `target` in `format`, with `title` and
-/// `recipe` in its tags; the target appears only when complete, and must not exist yet.
+/// `recipe` in its tags and `score`, if any, beside them; the target appears only when complete,
+/// and must not exist yet.
 pub fn write_as(
     samples: &[f32],
     sample_rate: u32,
@@ -157,13 +165,18 @@ pub fn write_as(
     format: FileFormat,
     title: &str,
     recipe: &str,
+    score: Option<&Score>,
 ) -> Result<PathBuf> {
     if format == FileFormat::Flac {
-        return crate::flac::write(samples, sample_rate, target, title, recipe, IfTaken::Refuse);
+        return crate::flac::write(samples, sample_rate, target, title, recipe, score, IfTaken::Refuse);
     }
     let mut wav = WavFile::create(target, sample_rate, format.wav_format())?;
     wav.write(samples)?;
-    wav.finish(title, recipe)?.persist_new(target)
+    let complete = wav.finish(title, recipe)?;
+    if let Some(score) = score {
+        complete.set_score(score)?;
+    }
+    complete.persist_new(target)
 }
 
 /// A sample as 16-bit PCM: clamped to -1..=1 and rounded to the nearest of 32767 steps.
@@ -274,6 +287,13 @@ impl CompleteWav {
         Ok(CompleteWav(temp))
     }
 
+    /// Writes `score` into the file as its last chunk, in place of the score it carries (a copy of
+    /// an exported file carries the codes alone, and the library keeps the whole score).
+    pub fn set_score(&self, score: &Score) -> Result<()> {
+        let bytes = score.to_bytes()?;
+        write_score_chunk(self.path(), &bytes).map_err(|e| anyhow::anyhow!("writing the song's score: {}", plain(&e)))
+    }
+
     /// Where the finished WAV is until it is moved.
     pub fn path(&self) -> &Path {
         self.0.path()
@@ -317,10 +337,8 @@ pub fn read_song(path: &Path) -> Result<(Vec<f32>, u32)> {
 }
 
 /// Appends a RIFF `LIST`/`INFO` chunk (the title `INAM`, the software `ISFT`, the recipe as the
-/// comment `ICMT` and the AI-generated note as the subject `ISBJ`) and updates the RIFF size.
-/// Players and `hound` skip chunks they do not know.
+/// comment `ICMT` and the AI-generated note as the subject `ISBJ`).
 fn append_info(path: &Path, title: &str, comment: &str) -> std::io::Result<()> {
-    use std::io::{Seek, SeekFrom, Write};
     fn sub_chunk(id: &[u8; 4], text: &str) -> Vec<u8> {
         let mut data = text.as_bytes().to_vec();
         data.push(0);
@@ -338,14 +356,100 @@ fn append_info(path: &Path, title: &str, comment: &str) -> std::io::Result<()> {
     info.extend(sub_chunk(b"ICMT", comment));
     info.extend(sub_chunk(b"ISBJ", &songloom_wire::notice::ai_generated_note(comment)));
     let mut file = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
-    file.seek(SeekFrom::End(0))?;
-    file.write_all(b"LIST")?;
-    file.write_all(&(info.len() as u32).to_le_bytes())?;
-    file.write_all(&info)?;
-    let total = file.seek(SeekFrom::End(0))?;
+    append_chunk(&mut file, b"LIST", &info)
+}
+
+/// Writes the score chunk at the end of the WAV at `path`, cutting off the one that ends it now.
+fn write_score_chunk(path: &Path, score: &[u8]) -> std::io::Result<()> {
+    let mut file = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
+    if let Some(last) = chunk_list(&mut file)?.pop().filter(|c| &c.id == SCORE_CHUNK) {
+        file.set_len(last.head)?;
+    }
+    append_chunk(&mut file, SCORE_CHUNK, score)
+}
+
+/// Appends a RIFF chunk, padded to an even length as RIFF asks, and updates the RIFF size.
+/// Players and `hound` skip chunks they do not know.
+fn append_chunk(file: &mut File, id: &[u8; 4], body: &[u8]) -> std::io::Result<()> {
+    use std::io::{Seek, SeekFrom, Write};
+    let too_big = || std::io::Error::other("the file would pass the 4 GiB a WAV can hold");
+    let size = u32::try_from(body.len()).map_err(|_| too_big())?;
+    let end = file.seek(SeekFrom::End(0))?;
+    let total = end + 8 + u64::from(size) + u64::from(size % 2);
+    let riff_size = u32::try_from(total - 8).map_err(|_| too_big())?;
+    let mut chunk = Vec::with_capacity(body.len() + 9);
+    chunk.extend_from_slice(id);
+    chunk.extend_from_slice(&size.to_le_bytes());
+    chunk.extend_from_slice(body);
+    if size % 2 == 1 {
+        chunk.push(0);
+    }
+    file.write_all(&chunk)?;
     file.seek(SeekFrom::Start(4))?;
-    file.write_all(&((total - 8) as u32).to_le_bytes())?;
+    file.write_all(&riff_size.to_le_bytes())?;
     file.sync_all()
+}
+
+/// Where a RIFF chunk is: its id, the offset of its 8-byte head, and its body's size.
+struct ChunkAt {
+    id: [u8; 4],
+    head: u64,
+    size: u32,
+}
+
+/// The chunks of the WAV in `file`, read from their heads alone (the audio is not read); a chunk
+/// whose body runs past the file's end is listed as its head says.
+fn chunk_list(file: &mut File) -> std::io::Result<Vec<ChunkAt>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let len = file.metadata()?.len();
+    let mut head = [0u8; 12];
+    file.seek(SeekFrom::Start(0))?;
+    file.read_exact(&mut head).map_err(|_| not_wav())?;
+    if &head[..4] != b"RIFF" || &head[8..] != b"WAVE" {
+        return Err(not_wav());
+    }
+    let (mut chunks, mut at) = (Vec::new(), 12u64);
+    while at + 8 <= len {
+        let mut head = [0u8; 8];
+        file.seek(SeekFrom::Start(at))?;
+        file.read_exact(&mut head)?;
+        let size = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
+        chunks.push(ChunkAt { id: head[..4].try_into().expect("4 bytes"), head: at, size });
+        at += 8 + u64::from(size) + u64::from(size % 2);
+    }
+    Ok(chunks)
+}
+
+fn not_wav() -> std::io::Error {
+    std::io::Error::other("not a WAV file (no RIFF/WAVE header)")
+}
+
+/// The score the WAV at `path` carries; `None` for a file without one (a song made before scores
+/// were kept, or not by Songloom). A score that does not read is an error: the song still plays,
+/// but it cannot be edited.
+pub fn read_score(path: &Path) -> Result<Option<Score>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let read = || -> std::io::Result<Option<Vec<u8>>> {
+        let mut file = File::open(path)?;
+        let Some(chunk) = chunk_list(&mut file)?.into_iter().find(|c| &c.id == SCORE_CHUNK) else {
+            return Ok(None);
+        };
+        // A chunk cut short by the file's end reads as what is there, and the score says it is cut.
+        let mut body = Vec::new();
+        file.seek(SeekFrom::Start(chunk.head + 8))?;
+        file.take(u64::from(chunk.size)).read_to_end(&mut body)?;
+        Ok(Some(body))
+    };
+    let bytes = read().map_err(|e| anyhow::anyhow!("reading {}: {}", path.display(), plain(&e)))?;
+    bytes.map(|bytes| score_of(&bytes, path)).transpose()
+}
+
+/// The score in `bytes`, read from the file at `path`; an error names the file and says the song
+/// cannot be edited.
+pub fn score_of(bytes: &[u8], path: &Path) -> Result<Score> {
+    Score::from_bytes(bytes).map_err(|e| {
+        anyhow::anyhow!("{}: {e}; the song still plays, but with its codes damaged it cannot be edited", path.display())
+    })
 }
 
 pub use songloom_wire::wav::WavInfo;
@@ -357,8 +461,118 @@ pub fn read_info(path: &Path) -> Result<WavInfo> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use songloom_engine::pipeline::ar::Codes;
+
+    /// A made-up score whose byte form has an odd length (RIFF pads it), with seams of values a
+    /// careless float path would change (-0.0, a subnormal, the largest code).
+    pub(crate) fn made_up_score() -> Score {
+        let score = Score {
+            model: "made-up-7".into(),
+            codes: Codes { frames: (0..40).map(|f| (0..8).map(|c| (f * 8 + c) * 199 % 65_536).collect()).collect() },
+            seams: vec![vec![0.5, -0.0, f32::MIN_POSITIVE / 2.0, 1e30, -7.25, 3.0]; 3],
+        };
+        assert_eq!(score.to_bytes().unwrap().len() % 2, 1, "the test wants an odd length, to be padded");
+        score
+    }
+
+    /// The same score, bit for bit: its byte forms are equal (a NaN seam would not compare equal).
+    pub(crate) fn assert_same_score(read: Option<Score>, written: &Score) {
+        let read = read.expect("the file carries a score");
+        assert_eq!(read.to_bytes().unwrap(), written.to_bytes().unwrap());
+    }
+
+    /// A float WAV of `samples` at 44.1 kHz at `target`, with `score` if given.
+    fn song_wav(target: &Path, samples: &[f32], score: Option<&Score>) {
+        let mut wav = WavFile::create(target, 44100, WavFormat::F32).unwrap();
+        wav.write(samples).unwrap();
+        let complete = wav.finish("Scored", r#"{"seed":3}"#).unwrap();
+        if let Some(score) = score {
+            complete.set_score(score).unwrap();
+        }
+        complete.persist_new(target).unwrap();
+    }
+
+    #[test]
+    fn the_score_travels_in_the_file_and_players_still_read_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("song.wav");
+        let samples = [0.5, -0.5, 0.25, -1.5, 1e-8, 0.0];
+        let score = made_up_score();
+        song_wav(&target, &samples, Some(&score));
+        assert_same_score(read_score(&target).unwrap(), &score);
+
+        let bytes = std::fs::read(&target).unwrap();
+        assert_eq!(u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize, bytes.len() - 8);
+        assert_eq!(bytes.len() % 2, 0, "the odd chunk is padded");
+        let mut reader = hound::WavReader::open(&target).unwrap();
+        let heard: Vec<f32> = reader.samples::<f32>().map(Result::unwrap).collect();
+        assert_eq!(heard, samples);
+        assert_eq!(read_song(&target).unwrap(), (samples.to_vec(), 44100));
+        let info = read_info(&target).unwrap();
+        assert_eq!((info.title.as_deref(), info.comment.as_deref()), (Some("Scored"), Some(r#"{"seed":3}"#)));
+
+        // A second score takes the first one's place: the file ends with one score chunk.
+        let codes = score.codes_only();
+        let complete = CompleteWav::copy_of(&target, dir.path()).unwrap();
+        complete.set_score(&codes).unwrap();
+        assert_same_score(read_score(complete.path()).unwrap(), &codes);
+        let shorter = std::fs::read(complete.path()).unwrap();
+        let padded = |score: &Score| score.to_bytes().unwrap().len().next_multiple_of(2);
+        assert_eq!(shorter.len(), bytes.len() - padded(&score) + padded(&codes));
+        assert_eq!(read_song(complete.path()).unwrap(), (samples.to_vec(), 44100));
+    }
+
+    #[test]
+    fn a_file_without_a_score_reads_as_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("song.wav");
+        song_wav(&target, &[0.1, 0.2], None);
+        assert!(read_score(&target).unwrap().is_none());
+        let not_wav = dir.path().join("notes.wav");
+        std::fs::write(&not_wav, b"not a song").unwrap();
+        assert!(read_score(&not_wav).unwrap_err().to_string().contains("not a WAV file"));
+    }
+
+    /// A score cut short or overwritten is an error that names the file and says the song cannot be
+    /// edited; its audio still reads.
+    #[test]
+    fn a_damaged_score_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("song.wav");
+        song_wav(&target, &[0.1, 0.2], Some(&made_up_score()));
+        let bytes = std::fs::read(&target).unwrap();
+        let at = bytes.windows(8).position(|w| w == b"SLSCORE1").unwrap();
+        for damaged in [bytes[..bytes.len() - 9].to_vec(), [&bytes[..at], b"SLSCORE2", &bytes[at + 8..]].concat()] {
+            std::fs::write(&target, &damaged).unwrap();
+            let err = format!("{:#}", read_score(&target).unwrap_err());
+            assert!(err.contains(&target.display().to_string()), "{err}");
+            assert!(err.contains("damaged") && err.contains("cannot be edited"), "{err}");
+            assert_eq!(read_song(&target).unwrap().0, vec![0.1, 0.2]);
+        }
+    }
+
+    /// An exported file carries the codes without the seams, as WAV (either depth) and as FLAC.
+    #[test]
+    fn an_export_carries_the_codes_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("stored.wav");
+        let score = made_up_score();
+        song_wav(&source, &[0.5, -0.5, 0.25, -0.25], Some(&score));
+        let codes = score.codes_only();
+        for (name, format) in [("out.wav", FileFormat::F32), ("pcm.wav", FileFormat::Pcm16)] {
+            let written = export_as(&source, &dir.path().join(name), format, "Kept", "{}").unwrap();
+            assert_same_score(read_score(&written).unwrap(), &codes);
+        }
+        let flac = export_at(&source, &dir.path().join("out.flac"), FileFormat::Flac, Some(22050), "Kept", "{}");
+        assert_same_score(crate::flac::read_score(&flac.unwrap()).unwrap(), &codes);
+        // A song without a score exports without one.
+        let bare = dir.path().join("bare.wav");
+        song_wav(&bare, &[0.5, -0.5], None);
+        let written = export_as(&bare, &dir.path().join("bare-out.wav"), FileFormat::F32, "", "{}").unwrap();
+        assert!(read_score(&written).unwrap().is_none());
+    }
 
     /// A file that takes the song's name while it is made keeps it; the song takes the next free
     /// numbered name, and a refused move loses neither.

@@ -364,6 +364,30 @@ fn saved_songs_can_be_listed_renamed_exported_and_deleted() {
     assert!(list("").is_empty());
     let r = songloom(dir.path(), &["library", "delete", &id, "--library", lib_arg]);
     assert!(!r.status.success() && String::from_utf8_lossy(&r.stderr).contains("no song"));
+
+    // The exports come back: the recipe from their tags, the title theirs or the one given; the
+    // song can be edited when the file carries its score.
+    let import = |file: &std::path::Path, title: Option<&str>| -> serde_json::Value {
+        let mut args = vec!["library", "import", file.to_str().unwrap(), "--json", "--library", lib_arg];
+        args.extend(title.map(|t| ["--title", t]).iter().flatten());
+        let r = songloom(dir.path(), &args);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        serde_json::from_slice(&r.stdout).unwrap()
+    };
+    for (file, title) in [(&exported, None), (&flac, Some("From FLAC"))] {
+        let song = import(file, title);
+        assert_eq!(
+            (&song["title"], &song["description"]),
+            (&title.unwrap_or("Night set").into(), &"velvet jazz trio".into())
+        );
+        let scored = std::fs::read(file).unwrap().windows(8).any(|w| w == b"SLSCORE1");
+        assert_eq!(song["editable"], scored, "{song}");
+        assert!(song.get("parent").is_none(), "a song made from scratch has no parent: {song}");
+    }
+    assert_eq!(list("velvet").len(), 2);
+    let r =
+        songloom(dir.path(), &["library", "import", out.with_extension("txt").to_str().unwrap(), "--library", lib_arg]);
+    assert!(!r.status.success() && String::from_utf8_lossy(&r.stderr).contains("cannot import"));
 }
 
 #[test]

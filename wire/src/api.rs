@@ -157,6 +157,12 @@ pub struct LibrarySong {
     pub seconds: f64,
     pub created_unix: i64,
     pub recipe: Recipe,
+    /// The song this version was made from (its recipe's `edit.parent`), for a list to group by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<i64>,
+    /// The edit that made it from its parent ([`Edit::name`](crate::Edit::name): `extend`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edit_kind: Option<String>,
 }
 
 /// `PATCH /api/library/ID`: a library song's new title.

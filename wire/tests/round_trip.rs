@@ -236,14 +236,28 @@ fn a_song_request_takes_seconds_or_text_and_nothing_unknown() {
 #[test]
 fn the_library_and_its_changes() {
     let recipe = Recipe { description: "lo-fi".into(), seed: 3, ..Recipe::default() };
-    let song = LibrarySong { id: 3, title: "Morning".into(), seconds: 2.5, created_unix: 1_700_000_000, recipe };
+    let song = LibrarySong {
+        id: 3,
+        title: "Morning".into(),
+        seconds: 2.5,
+        created_unix: 1_700_000_000,
+        recipe,
+        parent: None,
+        edit_kind: None,
+    };
     let recipe_json = serde_json::to_value(&song.recipe).unwrap();
     assert_eq!(recipe_json["description"], "lo-fi");
     assert_eq!(recipe_json["max_memory_gb"], Value::Null);
+    // A version made by an edit names its parent and the edit; a song made from scratch has neither
+    // key, as before versions existed.
+    let version = LibrarySong { id: 4, parent: Some(3), edit_kind: Some("extend".into()), ..song.clone() };
     round_trip(
-        &LibraryList { songs: vec![song] },
-        json!({"songs": [{"id": 3, "title": "Morning", "seconds": 2.5, "created_unix": 1_700_000_000,
-                          "recipe": recipe_json}]}),
+        &LibraryList { songs: vec![song, version] },
+        json!({"songs": [
+            {"id": 3, "title": "Morning", "seconds": 2.5, "created_unix": 1_700_000_000, "recipe": recipe_json},
+            {"id": 4, "title": "Morning", "seconds": 2.5, "created_unix": 1_700_000_000, "recipe": recipe_json,
+             "parent": 3, "edit_kind": "extend"},
+        ]}),
     );
     round_trip(&Rename { title: "Evening".into() }, json!({"title": "Evening"}));
     assert!(serde_json::from_value::<Rename>(json!({})).unwrap_err().to_string().contains("title"));

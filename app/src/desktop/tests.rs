@@ -89,7 +89,7 @@ fn add_library_song(setup: &Setup) {
     wav.write(&vec![0.25; 2 * 4410]).unwrap();
     let recipe = Recipe { description: "library piano".into(), lyrics: "[verse]\nla".into(), ..Recipe::default() };
     let complete = wav.finish("Library piano", &serde_json::to_string(&recipe).unwrap()).unwrap();
-    library.add("Library piano", &recipe, 0.1, &Default::default(), complete).unwrap();
+    library.add("Library piano", &recipe, 0.1, &Default::default(), complete, None).unwrap();
 }
 
 fn files_under(dir: &Path) -> Vec<PathBuf> {

@@ -359,6 +359,8 @@ fn library_song(song: &Song) -> LibrarySong {
         seconds: song.seconds,
         created_unix: song.created_unix,
         recipe: song.recipe.clone(),
+        parent: song.parent,
+        edit_kind: song.edit_kind().map(String::from),
     }
 }
 

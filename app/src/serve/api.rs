@@ -478,10 +478,12 @@ async fn library(State(server): Shared) -> ApiResult<Json<LibraryList>> {
     let songs = songs
         .into_iter()
         .map(|s| LibrarySong {
+            edit_kind: s.edit_kind().map(String::from),
             id: s.id,
             title: s.title,
             seconds: s.seconds,
             created_unix: s.created_unix,
+            parent: s.parent,
             recipe: s.recipe,
         })
         .collect();

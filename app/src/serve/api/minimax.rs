@@ -359,7 +359,9 @@ fn encode(library: &Path, library_id: i64, file: SongFile, sample_rate: u32) -> 
     let dir = tempfile::tempdir().map_err(anyhow::Error::from)?;
     let format = file.file_format();
     let target = dir.path().join(format!("song.{}", format.extension()));
-    let written = crate::wav::write_as(&samples, sample_rate, &target, format, &song.title, &recipe)?;
+    // As every export: the score's codes travel with the song, not its seams.
+    let codes = crate::wav::read_score(&song.wav)?.map(|score| score.codes_only());
+    let written = crate::wav::write_as(&samples, sample_rate, &target, format, &song.title, &recipe, codes.as_ref())?;
     let bytes = std::fs::read(&written).map_err(|e| anyhow::anyhow!("reading {}: {e}", written.display()))?;
     let info = music_info(file, (samples.len() / 2) as u64, sample_rate, bytes.len() as u64);
     Ok(Encoded { bytes, info })
