@@ -63,7 +63,7 @@ impl<E: Engine> SongloomApp<E> {
             parameters: ParametersPanel::default(),
             model: ModelPanel::default(),
             adapters: AdaptersPanel::default(),
-            player: PlayerPanel,
+            player: PlayerPanel::default(),
             notice_line: NoticePanel,
             next_job: 1,
             library_requested: false,
