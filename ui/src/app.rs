@@ -5,7 +5,8 @@
 //! [`Engine`].
 
 use crate::closing::{self, CloseAnswer, Closing};
-use crate::contract::{DeviceStatus, Engine, EngineEvent, JobId, Recipe, Request, SongEntry};
+use crate::contract::{DeviceStatus, EditRequest, Engine, EngineEvent, JobId, Recipe, Request, SongEntry};
+use crate::edits::{Changed, edit_name, version_length_s};
 use crate::panels::{
     AdaptersPanel, Command, ComposePanel, LibraryPanel, ModelPanel, NoticePanel, Panel, PanelContext, ParametersPanel,
     PlayerPanel, ProgressPanel,
@@ -62,7 +63,7 @@ impl<E: Engine> SongloomApp<E> {
             parameters: ParametersPanel::default(),
             model: ModelPanel::default(),
             adapters: AdaptersPanel::default(),
-            player: PlayerPanel,
+            player: PlayerPanel::default(),
             notice_line: NoticePanel,
             next_job: 1,
             library_requested: false,
@@ -107,25 +108,46 @@ impl<E: Engine> SongloomApp<E> {
             self.draft.seed = fresh_seed(now_s, self.next_job);
         }
         let title = self.draft.description.clone();
-        self.start_or_queue(self.draft.clone(), title, now_s);
+        let id = self.new_job_id();
+        let job = Queued { id, title, duration_s: self.draft.duration_s, changed: None };
+        self.start_or_queue(job, Request::Generate { job: id, recipe: self.draft.clone() }, now_s);
     }
 
-    fn start_or_queue(&mut self, recipe: Recipe, title: String, now_s: f64) {
-        let id = self.next_job;
+    /// Makes a new version of library song `song` by `edit` (queued while another song is made);
+    /// it plays from where it changes once that can play through.
+    pub fn edit(&mut self, song: &SongEntry, edit: EditRequest, now_s: f64) {
+        let id = self.new_job_id();
+        let job = Queued {
+            id,
+            title: format!("{} ({})", song.title, edit_name(&edit.edit)),
+            duration_s: version_length_s(&edit.edit, song),
+            changed: Some(Changed::expected(&edit.edit, song)),
+        };
+        self.start_or_queue(job, Request::Edit { job: id, song: song.id, edit }, now_s);
+    }
+
+    fn new_job_id(&mut self) -> JobId {
         self.next_job += 1;
-        if self.is_running() || !self.queue.is_empty() {
-            self.queue.push(Queued { id, title, duration_s: recipe.duration_s });
-        } else {
-            self.begin(id, title, recipe.duration_s, now_s);
-        }
-        self.engine.send(Request::Generate { job: id, recipe });
+        self.next_job - 1
     }
 
-    /// Job `id` is the one being made now: its progress and its track.
-    fn begin(&mut self, id: JobId, title: String, duration_s: f64, now_s: f64) {
-        self.job = Some(Job { id, progress: Progress::new(now_s), duration_s });
+    /// Sends `request`, which starts `job`: the one being made now, or one waiting its turn.
+    fn start_or_queue(&mut self, job: Queued, request: Request, now_s: f64) {
+        if self.is_running() || !self.queue.is_empty() {
+            self.queue.push(job);
+        } else {
+            self.begin(job, now_s);
+        }
+        self.engine.send(request);
+    }
+
+    /// `job` is the one being made now: its progress and its track.
+    fn begin(&mut self, job: Queued, now_s: f64) {
+        let Queued { id, title, duration_s, changed } = job;
+        let progress = changed.map_or(Progress::new(now_s), |changed| Progress::of_version(now_s, changed));
+        self.job = Some(Job { id, progress, duration_s });
         self.autoplay = Some(id);
-        self.track = Some(Track { title, job: Some(id), expected_s: Some(duration_s), ..Track::default() });
+        self.track = Some(Track { title, job: Some(id), expected_s: Some(duration_s), changed, ..Track::default() });
     }
 
     /// Takes a waiting song out of the queue; the engine never starts it.
@@ -193,11 +215,12 @@ impl<E: Engine> SongloomApp<E> {
                 EngineEvent::Library { songs } => self.library.songs = songs,
                 EngineEvent::Loaded { song, samples, sample_rate } => {
                     self.track = Some(Track {
-                        title: song.title,
+                        title: song.title.clone(),
                         audio: samples,
                         sample_rate,
                         job: None,
-                        song: Some(song.id),
+                        changed: song.recipe.edit.as_ref().map(Changed::of),
+                        song: Some(song),
                         ..Track::default()
                     });
                 }
@@ -240,11 +263,16 @@ impl<E: Engine> SongloomApp<E> {
         // A queued song's first event: it is the one being made now.
         if let Some(at) = self.queue.iter().position(|q| Some(q.id) == event.job()) {
             let next = self.queue.remove(at);
-            self.begin(next.id, next.title, next.duration_s, now_s);
+            self.begin(next, now_s);
         }
         let Some(job) = self.job.as_mut().filter(|j| Some(j.id) == event.job()) else { return };
         job.progress.apply(&event, now_s);
         let Some(track) = self.track.as_mut().filter(|t| t.job == Some(job.id)) else { return };
+        // A version held until it can play through waits where it changes, so the player starts
+        // there, the kept part before it there to seek back to; a user who played or paused has
+        // taken over.
+        let held = self.autoplay == Some(job.id);
+        let change_frame = |track: &Track| track.changed.map(|c| c.frames(track.sample_rate).start);
         match event {
             EngineEvent::Audio { first_sample, samples, sample_rate, .. } => {
                 // A local engine sends a song's audio a part (an acoustic window) at a time; a
@@ -254,10 +282,22 @@ impl<E: Engine> SongloomApp<E> {
                 }
                 track.audio.extend_from_slice(&samples);
                 track.sample_rate = sample_rate;
+                let arrived = first_sample..first_sample + samples.len() / 2;
+                if let Some(frame) = change_frame(track).filter(|f| held && arrived.contains(f)) {
+                    self.engine.send(Request::Seek { frame });
+                }
             }
             EngineEvent::Saved { song, .. } => {
-                track.song = Some(song.id);
-                track.title = song.title;
+                // The engine's record of the change replaces the window's expectation.
+                let expected = change_frame(track);
+                if let Some(edit) = &song.recipe.edit {
+                    track.changed = Some(Changed::of(edit));
+                }
+                track.title = song.title.clone();
+                track.song = Some(song);
+                if let Some(frame) = change_frame(track).filter(|f| held && Some(*f) != expected) {
+                    self.engine.send(Request::Seek { frame });
+                }
             }
             EngineEvent::Finished { .. } | EngineEvent::Failed { .. } | EngineEvent::Cancelled { .. } => {
                 track.job = None;
@@ -278,7 +318,9 @@ impl<E: Engine> SongloomApp<E> {
     pub fn variation(&mut self, song: &SongEntry, now_s: f64) {
         let recipe = Recipe { seed: variation_seed(song.recipe.seed, self.next_job), ..song.recipe.clone() };
         let title = format!("{} (variation, seed {})", song.title, recipe.seed);
-        self.start_or_queue(recipe, title, now_s);
+        let id = self.new_job_id();
+        let job = Queued { id, title, duration_s: recipe.duration_s, changed: None };
+        self.start_or_queue(job, Request::Generate { job: id, recipe }, now_s);
     }
 
     /// Carries out what a panel asked for.
@@ -294,6 +336,7 @@ impl<E: Engine> SongloomApp<E> {
             Command::Cancel => self.cancel(),
             Command::Unqueue(id) => self.unqueue(id),
             Command::Variation(song) => self.variation(&song, now_s),
+            Command::Edit { song, edit } => self.edit(&song, edit, now_s),
             Command::DismissNotice => self.notice = None,
         }
     }

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 /// The recipe and the progress stages are the wire's: the same types cross HTTP and the CLI.
-pub use songloom_wire::{AdapterRecipe, DEFAULT_GUIDANCE, Half, Recipe, Stage};
+pub use songloom_wire::{AdapterRecipe, DEFAULT_GUIDANCE, Edit, EditOf, EditRequest, Half, Recipe, Stage};
 
 /// The precision policies of the acoustic half, by the engine's names (the app ties the two).
 pub const PRECISIONS: [&str; 3] = ["reference", "tf32", "bf16"];
@@ -36,11 +36,23 @@ pub enum ExportFormat {
     Flac,
 }
 
+// A Generate carries its recipe whole: requests come a few a second at most, so the size of the
+// largest variant costs nothing worth a box on every end that builds or matches one.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
     Generate {
         job: JobId,
         recipe: Recipe,
+    },
+    /// Makes a new song of library song `song` by `edit`; the song itself stays as it is. Run as
+    /// a Generate is, with the same job events: the audio kept from `song` before the change
+    /// first, then the new audio; the new song is saved in the library, its recipe recording the
+    /// edit ([`Recipe::edit`]).
+    Edit {
+        job: JobId,
+        song: SongId,
+        edit: EditRequest,
     },
     Cancel {
         job: JobId,
@@ -157,6 +169,16 @@ pub struct SongEntry {
     pub seconds: f64,
     pub created_unix: i64,
     pub timings: Timings,
+    /// Whether the song can be edited, or why not: an edit starts from the song's score (its
+    /// codes), which songs made before scores were kept, and songs imported without one, lack.
+    pub editable: Result<(), String>,
+}
+
+impl SongEntry {
+    /// The song this one is a version of, when an edit made it.
+    pub fn parent(&self) -> Option<SongId> {
+        self.recipe.edit.as_ref().map(|edit| edit.parent)
+    }
 }
 
 /// What the player is doing, read whenever the window draws.

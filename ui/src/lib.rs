@@ -6,6 +6,7 @@ pub mod app;
 pub mod closing;
 pub mod contract;
 pub mod duration;
+pub mod edits;
 pub mod lyrics;
 pub mod panels;
 pub mod progress;

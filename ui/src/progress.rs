@@ -3,6 +3,7 @@
 //! the same on the desktop and in a browser.
 
 use crate::contract::{EngineEvent, Half, Stage, Timings};
+use crate::edits::Changed;
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Progress {
@@ -34,8 +35,12 @@ pub struct Progress {
     pub acoustic_timer: AcousticTimer,
     /// Seconds of the song made.
     pub audio_clock: Clock,
-    /// Seconds of song the last audio part held.
+    /// Seconds of new song the last audio part held.
     pub last_part_s: f64,
+    /// For a version of a song: the part that is new. The audio around it is the parent's, sent
+    /// all at once: it tells nothing of the rate the song is made at, and playback starts after
+    /// the part before it.
+    pub changed: Option<Changed>,
 }
 
 /// The time the acoustic half spends working, apart from the time it waits for the AR half's
@@ -144,6 +149,11 @@ impl Progress {
         Progress { started_s: now_s, ..Default::default() }
     }
 
+    /// The progress of a version of a song whose new part is `changed`.
+    pub fn of_version(now_s: f64, changed: Changed) -> Self {
+        Progress { changed: Some(changed), ..Progress::new(now_s) }
+    }
+
     /// Takes one event of this job, seen at time `now_s`.
     pub fn apply(&mut self, event: &EngineEvent, now_s: f64) {
         match event {
@@ -181,9 +191,13 @@ impl Progress {
             EngineEvent::Audio { first_sample, samples, sample_rate, .. } => {
                 self.samples = first_sample + samples.len() / 2;
                 self.sample_rate = *sample_rate;
-                self.first_audio_s.get_or_insert(now_s - self.started_s);
-                self.audio_clock.see(now_s, self.audio_s());
-                self.last_part_s = (samples.len() / 2) as f64 / f64::from((*sample_rate).max(1));
+                let new = self.changed.map_or(0..usize::MAX, |c| c.frames(*sample_rate));
+                let new_frames = self.samples.min(new.end).saturating_sub((*first_sample).max(new.start));
+                if new_frames > 0 {
+                    self.first_audio_s.get_or_insert(now_s - self.started_s);
+                    self.audio_clock.see(now_s, self.audio_s());
+                    self.last_part_s = new_frames as f64 / f64::from((*sample_rate).max(1));
+                }
             }
             EngineEvent::Finished { timings, .. } => {
                 // The engine's own clock is the exact one; the window only saw the events arrive.
@@ -278,26 +292,30 @@ impl Progress {
         }
     }
 
-    /// Seconds to wait, from `now_s`, before playing the song (of `duration_s` asked for) from its
-    /// start plays it through without stopping for the next part, at the rate it is being made;
-    /// `Some(0.0)` when it can start now, `None` while there is no audio or no rate to go by yet.
-    /// Audio comes a part at a time (the whole part once its end is made), so playback keeps the
-    /// longer of [`PLAY_LEAD_S`] and the last part ahead of what is made.
+    /// Seconds to wait, from `now_s`, before playing the song (of `duration_s` asked for) from
+    /// where it starts playing (its start; a version's new part) plays it through without
+    /// stopping for the next part, at the rate it is being made; `Some(0.0)` when it can start
+    /// now, `None` while there is no new audio or no rate to go by yet. Audio comes a part at a
+    /// time (the whole part once its end is made), so playback keeps the longer of
+    /// [`PLAY_LEAD_S`] and the last part ahead of what is made.
     pub fn playback_wait_s(&self, duration_s: f64, now_s: f64) -> Option<f64> {
         if self.finished.is_some() {
             return Some(0.0);
         }
+        let start_s = self.changed.map_or(0.0, |c| c.from_s);
         let made_s = self.audio_s();
-        if made_s <= 0.0 {
+        if made_s <= start_s {
             return None;
         }
         let song_s = self.song_s(duration_s).max(made_s);
+        // Past a re-rendered part, the rest is the parent's, sent at once.
+        let end_s = self.changed.and_then(|c| c.to_s).map_or(song_s, |to_s| to_s.min(song_s));
         let rate = self.audio_per_s()?;
-        let lead_s = PLAY_LEAD_S.max(self.last_part_s).min(song_s);
-        // Playing from 0 now, second x plays at x - lead at the latest and is made at (x - made)/rate:
-        // both ends of the song must be in time, the first part made and the last.
-        let for_start = (lead_s - made_s) / rate;
-        let for_end = (song_s - made_s) / rate - (song_s - lead_s);
+        let lead_s = PLAY_LEAD_S.max(self.last_part_s).min(end_s - start_s);
+        // Playing from `start_s` now, second x plays at x - start - lead at the latest and is
+        // made at (x - made)/rate: both ends must be in time, the first part made and the last.
+        let for_start = (start_s + lead_s - made_s) / rate;
+        let for_end = (end_s - made_s) / rate - (end_s - start_s - lead_s);
         let since_s = (now_s - self.audio_clock.last.0).max(0.0);
         Some((for_start.max(for_end) - since_s).max(0.0))
     }
@@ -597,6 +615,41 @@ mod tests {
         }
         // A window a second (half the step, half the vocoder), one left.
         assert!((p.eta_s(5.0).unwrap() - 1.0).abs() < 1e-9, "{:?}", p.eta_s(5.0));
+    }
+
+    /// A version keeping 20 s of its song, 30 s more asked for: the kept audio comes at once and
+    /// sets no rate; playback from the change waits as a new song's from its start would.
+    #[test]
+    fn a_version_waits_to_play_from_its_change() {
+        let audio = |from: usize, to: usize| EngineEvent::Audio {
+            job: 1,
+            first_sample: from * 100,
+            samples: vec![0.0; 2 * (to - from) * 100],
+            sample_rate: 100,
+        };
+        let mut p = Progress::of_version(0.0, Changed { from_s: 20.0, to_s: None });
+        p.apply(&audio(0, 20), 1.0);
+        assert_eq!(p.playback_wait_s(50.0, 1.0), None, "nothing new yet");
+        assert_eq!((p.first_audio_s, p.last_part_s), (None, 0.0));
+        p.apply(&audio(20, 24), 10.0);
+        assert_eq!(p.playback_wait_s(50.0, 10.0), None, "no rate after one new part");
+        p.apply(&audio(24, 26), 14.0);
+        // 6 s of the 30 made at 0.5 s a second: as a new song of 30 s, 20 s to wait.
+        let wait = p.playback_wait_s(50.0, 14.0).unwrap();
+        assert!((wait - 20.0).abs() < 1e-9, "{wait}");
+        // Counted as a new song played from its start, it would start far sooner (the kept 20 s
+        // to play first): too soon to play through from the change.
+        let mut plain = Progress::new(0.0);
+        for (event, at) in [(audio(0, 20), 1.0), (audio(20, 24), 10.0), (audio(24, 26), 14.0)] {
+            plain.apply(&event, at);
+        }
+        assert!(plain.playback_wait_s(50.0, 14.0).unwrap() < wait - 10.0);
+        // A re-rendered part: the parent's audio after it comes at once and need not be waited for.
+        let mut p = Progress::of_version(0.0, Changed { from_s: 10.0, to_s: Some(14.0) });
+        p.apply(&audio(0, 10), 1.0);
+        p.apply(&audio(10, 12), 2.0);
+        p.apply(&audio(12, 14), 3.0);
+        assert_eq!(p.playback_wait_s(40.0, 3.0), Some(0.0));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::contract::{ExportFormat, JobId, SongId};
+use crate::contract::{ExportFormat, JobId, SongEntry};
+use crate::edits::Changed;
 use crate::progress::Progress;
 
 /// The job in the window and its progress.
@@ -22,6 +23,8 @@ pub struct Queued {
     pub id: JobId,
     pub title: String,
     pub duration_s: f64,
+    /// For a version of a song (an edit's): the part expected to be new.
+    pub changed: Option<Changed>,
 }
 
 /// What the player holds: the song being made, or one from the library.
@@ -34,12 +37,15 @@ pub struct Track {
     /// The job making it, while it is made.
     pub job: Option<JobId>,
     /// Its library entry, once it has one.
-    pub song: Option<SongId>,
+    pub song: Option<SongEntry>,
     /// The length asked for while it is being made, in seconds (the timeline's length then).
     pub expected_s: Option<f64>,
     /// Where each section after the first starts, in stereo frames: the parts the song came in
     /// while it was made (one per acoustic window).
     pub sections: Vec<usize>,
+    /// For a version of a song: the part that is new (expected while it is made, as the engine
+    /// recorded it once saved). Playback of a version being made starts where it begins.
+    pub changed: Option<Changed>,
 }
 
 /// Settings that outlive a session (the shell persists them with the draft).

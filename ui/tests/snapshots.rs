@@ -1,6 +1,7 @@
 //! The window as pictures, at 1280x800, 800x600 and 1600x1000: the first run (the built-in model's
-//! banner), a song being made, a song whose playback waits for its next part, a song finished, and
-//! a failed start. Rendered by egui-wgpu on
+//! banner), a song being made, a song whose playback waits for its next part, a song finished, a
+//! failed start, and a song's version in the player with a part of it selected (the version under
+//! its song in the library). Rendered by egui-wgpu on
 //! lavapipe and compared with `tests/snapshots/*.png`; write them anew with `UPDATE_SNAPSHOTS=1`.
 //! Without a software adapter the test says so and skips.
 
@@ -9,8 +10,9 @@ mod common;
 
 use common::{ScriptedEngine, library_song};
 use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
 use songloom_ui::app::SongloomApp;
-use songloom_ui::contract::{EngineEvent, Recipe, Request, SongEntry, Stage, Timings};
+use songloom_ui::contract::{Edit, EditOf, EngineEvent, Recipe, Request, SongEntry, Stage, Timings};
 
 const SIZES: [(f32, f32); 3] = [(1280.0, 800.0), (800.0, 600.0), (1600.0, 1000.0)];
 
@@ -121,6 +123,34 @@ fn failed(h: &mut Harness<'static, SongloomApp<ScriptedEngine>>) {
     h.state().engine().paused.set(false);
 }
 
+/// The version of a 30 s song extended by 30 s, listened to, 0:12 to 0:24 of it selected.
+fn editing(h: &mut Harness<'static, SongloomApp<ScriptedEngine>>) {
+    let original = library_song();
+    let mut version = SongEntry { id: 9, title: "Harbour lights, longer".into(), seconds: 60.0, ..original.clone() };
+    version.recipe.edit = Some(EditOf {
+        parent: original.id,
+        edit: Edit::Extend { seconds: Some(30.0) },
+        changed_from_s: 30.0,
+        changed_to_s: None,
+    });
+    let rate = 44_100;
+    let samples = (0..2 * rate * 60).map(|i| ((i as f32) * 0.01).sin() * 0.4 * ((i / 40_000) % 3) as f32).collect();
+    h.state().engine().queue.borrow_mut().extend([
+        EngineEvent::Library { songs: vec![version.clone(), original] },
+        EngineEvent::Loaded { song: version, samples, sample_rate: rate as u32 },
+    ]);
+    h.run();
+    let waveform = h.get_by_label("Waveform").rect();
+    let at = |share: f32| egui::pos2(waveform.left() + share * waveform.width(), waveform.center().y);
+    h.drag_at(at(0.2));
+    h.run();
+    for share in [0.25, 0.3, 0.35, 0.4] {
+        h.hover_at(at(share));
+        h.run();
+    }
+    h.drop_at(at(0.4));
+}
+
 /// One picture: the window with `draft` in it, then what `play` does to it.
 struct Scene {
     state: &'static str,
@@ -142,6 +172,7 @@ fn the_window_looks_as_committed_at_each_size() {
         Scene { state: "waiting", draft: written_draft, play: waiting },
         Scene { state: "finished", draft: written_draft, play: finished },
         Scene { state: "error", draft: written_draft, play: failed },
+        Scene { state: "editing", draft: written_draft, play: editing },
     ];
     let mut results = egui_kittest::SnapshotResults::new();
     for size in SIZES {

@@ -11,7 +11,7 @@ use std::rc::Rc;
 
 use serde::de::IgnoredAny;
 use songloom_ui::contract::{
-    Engine, EngineEvent, ExportFormat, JobId, PlaybackState, Recipe, Request, SongEntry, SongId, Timings,
+    EditRequest, Engine, EngineEvent, ExportFormat, JobId, PlaybackState, Recipe, Request, SongEntry, SongId, Timings,
 };
 use songloom_wire::{Devices, Event, LibraryList, Rename, ServedModel, SongCreated};
 use wasm_bindgen_futures::spawn_local;
@@ -78,7 +78,18 @@ impl RemoteEngine {
     }
 
     async fn generate(&self, job: JobId, recipe: Recipe) {
-        let id = match http::call::<SongCreated>("POST", "/api/songs", Some(&client::song_request(&recipe))).await {
+        self.make(job, "/api/songs", &client::song_request(&recipe)).await
+    }
+
+    /// A new version of library song `song`: made on the server as a new song is.
+    async fn edit(&self, job: JobId, song: SongId, edit: EditRequest) {
+        self.make(job, &format!("/api/songs/{song}/edits"), &edit).await
+    }
+
+    /// Asks the server for a song with `body` at `url` (a new one, or a version of one), then
+    /// follows it as it is made, to the library.
+    async fn make(&self, job: JobId, url: &str, body: &impl serde::Serialize) {
+        let id = match http::call::<SongCreated>("POST", url, Some(body)).await {
             Ok(created) => created.id,
             Err(why) => return self.failed(job, why),
         };
@@ -289,6 +300,7 @@ impl Engine for RemoteEngine {
     fn send(&self, request: Request) {
         match request {
             Request::Generate { job, recipe } => self.spawn(async move |e| e.generate(job, recipe).await),
+            Request::Edit { job, song, edit } => self.spawn(async move |e| e.edit(job, song, edit).await),
             Request::Cancel { job } => {
                 let id = self.shared.borrow().songs.get(&job).copied();
                 match id {

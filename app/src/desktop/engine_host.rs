@@ -659,6 +659,11 @@ impl Librarian {
                 self.outbox.send(EngineEvent::Loaded { song: entry(&song), samples, sample_rate });
                 return Ok(());
             }
+            Request::Edit { job, .. } => {
+                let message = "editing songs is not in the desktop window yet".to_string();
+                self.outbox.send(EngineEvent::Failed { job, message });
+                return Ok(());
+            }
             Request::Generate { .. }
             | Request::Cancel { .. }
             | Request::TogglePlayback
@@ -726,6 +731,7 @@ fn entry(song: &Song) -> SongEntry {
         seconds: song.seconds,
         created_unix: song.created_unix,
         timings: song.timings.clone(),
+        editable: Ok(()),
     }
 }
 

@@ -1,10 +1,12 @@
 //! `LibraryPanel`: search, and for each song (its length, when it was made, its recipe's seed and
 //! steps) listen, take its recipe into the composer, make a variation (its recipe with a new
 //! seed), rename, export (float32, 16-bit or FLAC, to a folder the settings keep) and delete, with
-//! an Undo in the row's place for [`UNDO_S`] before the song is really deleted.
+//! an Undo in the row's place for [`UNDO_S`] before the song is really deleted. The versions of a
+//! song (made by its edits) stand indented under it, each with its edit's name.
 
 use super::{Command, Panel, PanelContext, choice_ui};
 use crate::contract::{ExportFormat, Recipe, Request, SongEntry, SongId};
+use crate::edits::{edit_name, library_rows};
 use crate::progress::clock;
 
 /// Seconds a deleted song can be brought back before the engine deletes it.
@@ -137,13 +139,16 @@ impl LibraryPanel {
             self.pending_delete = None;
             ctx.send(Command::Send(Request::DeleteSong { id }));
         }
-        for (i, song) in songs.iter().enumerate() {
+        for row in library_rows(&songs) {
+            let song = &songs[row.index];
             ui.separator();
-            if self.pending_delete.as_ref().is_some_and(|p| p.id == song.id) {
-                self.deleted_row_ui(ui);
-            } else {
-                self.song_ui(ui, ctx, song, i == 0);
-            }
+            indented_ui(ui, row.depth, song.id, |ui| {
+                if self.pending_delete.as_ref().is_some_and(|p| p.id == song.id) {
+                    self.deleted_row_ui(ui);
+                } else {
+                    self.song_ui(ui, ctx, song, row.index == 0);
+                }
+            });
         }
         self.songs = songs;
     }
@@ -185,9 +190,18 @@ impl LibraryPanel {
                     self.renaming = None;
                 }
             }
-            _ => {
-                ui.strong(&song.title);
-            }
+            _ => match &song.recipe.edit {
+                // A version: its edit's name after its title.
+                Some(edit) => {
+                    ui.horizontal_wrapped(|ui| {
+                        ui.strong(&song.title);
+                        ui.weak(edit_name(&edit.edit));
+                    });
+                }
+                None => {
+                    ui.strong(&song.title);
+                }
+            },
         }
         let made = date_time(song.created_unix + ctx.utc_offset_s);
         let mut details = format!("{} · {made} · seed {}", clock(song.seconds), song.recipe.seed);
@@ -253,6 +267,16 @@ impl Panel for LibraryPanel {
             ctx.send(Command::Send(Request::DeleteSong { id }));
         }
         egui::ScrollArea::vertical().id_salt("library").show(ui, |ui| self.songs_ui(ui, ctx));
+    }
+}
+
+/// Versions shown nested below their song; a version of a version of a version... stops moving
+/// right at the fourth level, so the row keeps its room.
+fn indented_ui(ui: &mut egui::Ui, depth: usize, song: SongId, add_contents: impl FnOnce(&mut egui::Ui)) {
+    if depth == 0 {
+        add_contents(ui);
+    } else {
+        ui.indent(("version", song, depth), |ui| indented_ui(ui, depth.min(4) - 1, song, add_contents));
     }
 }
 

@@ -21,7 +21,7 @@ pub use parameters::ParametersPanel;
 pub use player::PlayerPanel;
 pub use progress::ProgressPanel;
 
-use crate::contract::{JobId, PlaybackState, Recipe, Request, SongEntry};
+use crate::contract::{EditRequest, JobId, PlaybackState, Recipe, Request, SongEntry};
 use crate::state::{Job, Landmarks, Notice, Queued, Settings, Track};
 
 /// A part of the window.
@@ -85,6 +85,8 @@ pub enum Command {
     Unqueue(JobId),
     /// Make a library song's recipe again with a new seed, the draft untouched.
     Variation(SongEntry),
+    /// Make a new version of a library song by an edit.
+    Edit { song: SongEntry, edit: EditRequest },
     /// The problem under the player has been read.
     DismissNotice,
 }

@@ -144,6 +144,7 @@ pub fn library_song() -> songloom_ui::contract::SongEntry {
         seconds: 30.0,
         created_unix: 0,
         timings: Timings::default(),
+        editable: Ok(()),
     }
 }
 
