@@ -510,7 +510,7 @@ mod tests {
     /// `recipe(description)` made from song `parent` by `edit`.
     fn version_of(parent: i64, edit: Edit, description: &str) -> Recipe {
         let edit = EditOf { parent, edit, changed_from_s: 1.0, changed_to_s: None };
-        Recipe { edit: Some(edit), ..recipe(description) }
+        Recipe { edit: Some(Box::new(edit)), ..recipe(description) }
     }
 
     /// The library's WAV keeps the whole score, even when it is a copy of a file that carries the

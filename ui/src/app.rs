@@ -219,7 +219,7 @@ impl<E: Engine> SongloomApp<E> {
                         audio: samples,
                         sample_rate,
                         job: None,
-                        changed: song.recipe.edit.as_ref().map(Changed::of),
+                        changed: song.recipe.edit.as_deref().map(Changed::of),
                         song: Some(song),
                         ..Track::default()
                     });

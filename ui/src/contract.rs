@@ -36,9 +36,6 @@ pub enum ExportFormat {
     Flac,
 }
 
-// A Generate carries its recipe whole: requests come a few a second at most, so the size of the
-// largest variant costs nothing worth a box on every end that builds or matches one.
-#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
     Generate {

@@ -138,7 +138,7 @@ mod tests {
         SongEntry {
             id,
             title: format!("song {id}"),
-            recipe: Recipe { edit, ..Recipe::default() },
+            recipe: Recipe { edit: edit.map(Box::new), ..Recipe::default() },
             seconds: 30.0,
             created_unix: 0,
             timings: Timings::default(),

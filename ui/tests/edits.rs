@@ -269,7 +269,7 @@ fn a_song_without_a_score_says_why_it_cannot_be_edited() {
 /// `song`'s version `id` made by `edit`, changed from `from_s`.
 fn version(id: SongId, of: &SongEntry, edit: Edit, from_s: f64, title: &str) -> SongEntry {
     let mut version = SongEntry { id, title: title.into(), ..of.clone() };
-    version.recipe.edit = Some(EditOf { parent: of.id, edit, changed_from_s: from_s, changed_to_s: None });
+    version.recipe.edit = Some(Box::new(EditOf { parent: of.id, edit, changed_from_s: from_s, changed_to_s: None }));
     version
 }
 

@@ -127,12 +127,12 @@ fn failed(h: &mut Harness<'static, SongloomApp<ScriptedEngine>>) {
 fn editing(h: &mut Harness<'static, SongloomApp<ScriptedEngine>>) {
     let original = library_song();
     let mut version = SongEntry { id: 9, title: "Harbour lights, longer".into(), seconds: 60.0, ..original.clone() };
-    version.recipe.edit = Some(EditOf {
+    version.recipe.edit = Some(Box::new(EditOf {
         parent: original.id,
         edit: Edit::Extend { seconds: Some(30.0) },
         changed_from_s: 30.0,
         changed_to_s: None,
-    });
+    }));
     let rate = 44_100;
     let samples = (0..2 * rate * 60).map(|i| ((i as f32) * 0.01).sin() * 0.4 * ((i / 40_000) % 3) as f32).collect();
     h.state().engine().queue.borrow_mut().extend([
