@@ -143,6 +143,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         recipe,
         out: Some(out),
         library: args.save.then(|| args.library.clone().unwrap_or_else(crate::library::default_dir)),
+        edit: None,
     };
     let prepared = song_job::prepare(&pipeline, &job)?;
     // Shown once the request is known to be good, so a bad one is one line.

@@ -5,6 +5,7 @@ mod bench;
 mod bench_quant;
 mod default_model;
 mod desktop;
+mod edit_job;
 mod engine_args;
 mod flac;
 mod generate;

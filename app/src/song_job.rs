@@ -25,6 +25,8 @@ pub struct SongJob {
     pub out: Option<OutFile>,
     /// The library to keep the song in, if any (as a float WAV, or the output file's WAV).
     pub library: Option<PathBuf>,
+    /// The song this one edits, if it is an edit ([`crate::edit_job::edit_job`] makes such jobs).
+    pub edit: Option<crate::edit_job::EditSource>,
 }
 
 /// A file a song is written to.
@@ -133,7 +135,11 @@ fn generate(
             }
             sink.event(&event);
         };
-        let result = pipeline.generate(&job.request, Observer { events: &events, cancel });
+        let observer = Observer { events: &events, cancel };
+        let result = match &job.edit {
+            None => pipeline.generate(&job.request, observer),
+            Some(source) => pipeline.edit(&source.original(), &source.edit, source.seed, observer).map(|e| e.stats),
+        };
         if let Ok(stats) = &result {
             let _ = to_writer.send(ToWriter::Finish(stats.clone()));
         }
@@ -239,7 +245,7 @@ mod tests {
             guidance: None,
         };
         let recipe = Recipe { description: "scored".into(), ..Recipe::default() };
-        SongJob { request, recipe, out, library: Some(library.to_path_buf()) }
+        SongJob { request, recipe, out, library: Some(library.to_path_buf()), edit: None }
     }
 
     /// What the writer thread writes for `job` into `wav` when the song brings `score`.

@@ -558,6 +558,7 @@ impl Worker {
             },
             out: None,
             library: Some(library_dir),
+            edit: None,
         };
         let finished = song_job::run(pipeline, &song, &WindowSink { job, outbox: &outbox, players: &players }, cancel)?;
         players.for_job(Player::complete);

@@ -280,7 +280,7 @@ impl Tools {
             guidance: request.guidance.unwrap_or(DEFAULT_GUIDANCE),
             ..base.clone()
         };
-        let job = SongJob { request, recipe, out: None, library: Some(self.library.clone()) };
+        let job = SongJob { request, recipe, out: None, library: Some(self.library.clone()), edit: None };
         let sink = ProgressSink::new(call.progress_token.clone(), outbox.clone());
         let finished = song_job::run(pipeline, &job, &sink, &call.cancel)?;
         let song = finished.saved.context("the song was not kept")?;

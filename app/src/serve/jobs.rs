@@ -212,7 +212,7 @@ impl Jobs {
     /// The worker: makes each queued song in turn into the library at `library`.
     pub fn work(self: &Arc<Self>, pipeline: &Pipeline, library: PathBuf) {
         while let Some((id, request, recipe, cancel)) = self.next() {
-            let job = SongJob { request, recipe, out: None, library: Some(library.clone()) };
+            let job = SongJob { request, recipe, out: None, library: Some(library.clone()), edit: None };
             let sink = JobSink { jobs: self, id };
             let result = song_job::run(pipeline, &job, &sink, &cancel);
             self.update(id, |job| match result {

@@ -40,6 +40,16 @@ pub struct Edited {
     pub changed_to_sample: Option<usize>,
 }
 
+/// What an edit would make, before it runs.
+#[derive(Debug, Clone)]
+pub struct EditPreview {
+    /// The new version's request (its seed, length, description and lyrics).
+    pub request: Request,
+    /// As in [`Edited`].
+    pub changed_from_sample: usize,
+    pub changed_to_sample: Option<usize>,
+}
+
 /// What an edit keeps and where its new audio goes, worked out before anything runs.
 #[derive(Debug, Clone)]
 struct EditPlan {
@@ -119,11 +129,11 @@ impl Pipeline {
         self.edit_planned(original, &plan, prompt, original_prompt, observer)
     }
 
-    /// Where `edit` would change `original`'s audio, in stereo frames: from, and (a re-render) to;
-    /// nothing is run.
-    pub fn edit_span(&self, original: &Original, edit: &Edit, seed: u64) -> Result<(usize, Option<usize>)> {
+    /// What `edit` of `original` would make, checked and worked out without running anything: the
+    /// new version's request and where its audio changes.
+    pub fn preview_edit(&self, original: &Original, edit: &Edit, seed: u64) -> Result<EditPreview> {
         let plan = self.plan_edit(original, edit, seed)?;
-        Ok((plan.splice, plan.back_at))
+        Ok(EditPreview { request: plan.request, changed_from_sample: plan.splice, changed_to_sample: plan.back_at })
     }
 
     fn edit_planned(
