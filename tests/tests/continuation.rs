@@ -120,3 +120,47 @@ fn hidden_states_are_recovered_from_the_codes() {
     let other = pipeline.generate_frames(&prompt, codes.frames.len() - 1, &mut replay, observer()).unwrap();
     assert_ne!(other.to_f32_vec(), made.to_f32_vec());
 }
+
+/// The forced pass (the kept frames through the language model at once, as an edit brings it
+/// back to its splice) leaves the model where the frame-by-frame loop left it: the hidden states
+/// of the frames after it equal the generated ones within float rounding.
+#[test]
+fn the_forced_pass_recovers_the_hidden_states() {
+    use songloom_engine::pipeline::ar::{self, ArModels, Forced};
+    let pipeline = pipeline(cpu());
+    let prompt = pipeline.encode_prompt("calm strings", "[verse]\nla la").unwrap();
+    let frames = pipeline.max_frames(12.0).unwrap();
+    let cancel = Cancel::default();
+    let observer = || Observer { events: &no_events, cancel: &cancel };
+    let made = pipeline.generate_frames(&prompt, frames, &mut RngChooser { seed: 4 }, observer()).unwrap();
+    let codes = pipeline.generate_codes(&prompt, frames, &mut RngChooser { seed: 4 }, observer()).unwrap();
+    let c = &pipeline.constants;
+    let base = c.code_offset - c.sampleable_rows().start;
+    let (half, _) = pipeline.stages().unwrap();
+    let models = ArModels { device: &pipeline.device, lm: &half.lm, depth: &half.depth, constants: c };
+    let width = made.shape()[1];
+    let recovered = |codes: &Codes, forced: usize| -> Vec<f32> {
+        let mut never = RngChooser { seed: 999 };
+        let mut replay = Prefix { codes, semantic_base: base, then: &mut never };
+        let mut hidden = Vec::new();
+        let mut keep = |f: ar::Frame| {
+            hidden.extend(f.hidden);
+            Ok(())
+        };
+        let forced = Some(Forced { codes, frames: forced });
+        ar::run_forced(&models, &prompt, forced, frames, &mut replay, &mut keep, observer()).unwrap();
+        hidden
+    };
+    // Frames 1..=200 forced (the priming frame and 200 emitted); the 100 after them replayed.
+    let after = recovered(&codes, 201);
+    let made = made.to_f32_vec();
+    assert_eq!(after.len(), (frames - 200) * width, "forced frames are handed on without hidden states");
+    let d = songloom_tests::distance(&after, &made[200 * width..]);
+    // The same bound as the depth decoder's parity against the reference (1.72e-2 there), tighter.
+    assert!(d.rel < 2e-3, "hidden states after the forced pass: {d:?}");
+    // Control: the last forced frames' codes shifted by one frame show in every later state.
+    let mut shifted = codes.clone();
+    shifted.frames.remove(190);
+    let d = songloom_tests::distance(&recovered(&shifted, 201), &made[200 * width..]);
+    assert!(d.rel > 1e-2, "forced codes off by one frame must show: {d:?}");
+}

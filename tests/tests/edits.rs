@@ -10,7 +10,7 @@ use songloom_engine::pipeline::edit::{CROSSFADE_S, Edit, Edited, Original};
 use songloom_engine::pipeline::score::Score;
 use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, Request, Resume};
 use songloom_engine::{Device, DeviceKind};
-use songloom_tests::{cpu, devices, tiny_model_dir};
+use songloom_tests::{cpu, devices, distance, tiny_model_dir};
 
 const LYRICS: &str = "[verse]\nla la la\nsun on the water\n[chorus]\noh oh\nwe go home";
 
@@ -169,8 +169,14 @@ fn extended_is_longer(pipeline: &Pipeline, kind: DeviceKind) {
     let after = splice + fade(pipeline);
     let end = longer.audio[0].len();
     assert_eq!(extended.audio[0].len(), end);
-    assert!(same(&extended.audio, &longer.audio, after, end), "after the crossfade it is the longer song's audio");
-    assert!(extended.score.seams == longer.score.seams, "the extended song's seams are the longer song's");
+    // The kept frames before the windows rendered go through the language model in one pass
+    // (teacher forcing), in another order of sums than frame by frame: the rendered audio is the
+    // longer song's within float rounding, against a different song's distance as the control.
+    let d = distance(&extended.audio[0][after..end], &longer.audio[0][after..end]);
+    assert!(d.rel < 1e-3, "after the crossfade it is the longer song's audio: {d:?}");
+    let seams = |m: &Made| m.score.seams.concat();
+    let d = distance(&seams(&extended), &seams(&longer));
+    assert!(d.rel < 1e-3, "the extended song's seams are the longer song's: {d:?}");
     // Control, the splice a window late: the kept audio is no longer the original's.
     let span = pipeline.window_spans(original.score.frames())[0].1;
     assert!(!same(&extended.audio, &original.audio, 0, splice + span.min(original.audio[0].len() - splice)));
@@ -179,7 +185,8 @@ fn extended_is_longer(pipeline: &Pipeline, kind: DeviceKind) {
     wrong.seams.swap(0, 1);
     let wrong = Made { score: wrong, audio: original.audio.clone(), request: original.request.clone(), chunks: vec![] };
     let (_, off) = edit(pipeline, &wrong, &Edit::Extend { seconds: Some(8.0) }, seed);
-    assert!(!same(&off.audio, &longer.audio, after, end), "a wrong seam must show");
+    let d = distance(&off.audio[0][after..end], &longer.audio[0][after..end]);
+    assert!(d.rel > 1e-2, "a wrong seam must show: {d:?}");
 }
 
 #[test]

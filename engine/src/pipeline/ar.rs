@@ -120,10 +120,36 @@ pub struct ArRun {
     pub device_wait_s: f64,
 }
 
+/// Frames whose codes are known and whose hidden states nobody needs: the language model takes
+/// them all in a few passes (teacher forcing, as a prefill), without the depth decoder, and the
+/// loop starts after them. Their frames are handed on with no hidden states.
+#[derive(Debug, Clone, Copy)]
+pub struct Forced<'a> {
+    pub codes: &'a Codes,
+    /// The loop's frames `0..frames` (the priming frame first) are forced.
+    pub frames: usize,
+}
+
+/// Frames a forced pass takes at once: within the prompt's planned prefill.
+const FORCED_CHUNK: usize = 256;
+
 /// Runs the loop for at most `max_frames` emitted frames, handing each to `on_frame`.
 pub fn run(
     m: &ArModels,
     prompt: &PromptIds,
+    max_frames: usize,
+    chooser: &mut dyn Chooser,
+    on_frame: &mut dyn FnMut(Frame) -> Result<()>,
+    observer: Observer,
+) -> Result<ArRun> {
+    run_forced(m, prompt, None, max_frames, chooser, on_frame, observer)
+}
+
+/// [`run`] after the `forced` frames (the chooser is asked from the first frame after them on).
+pub fn run_forced(
+    m: &ArModels,
+    prompt: &PromptIds,
+    forced: Option<Forced>,
     max_frames: usize,
     chooser: &mut dyn Chooser,
     on_frame: &mut dyn FnMut(Frame) -> Result<()>,
@@ -140,7 +166,32 @@ pub fn run(
     let mut frame = m.depth.new_frame(device, 2)?;
     let mut emitted = 0;
     let mut drawn = Codes::default();
-    for frame_index in 0..=max_frames {
+    let forced_frames = forced.map_or(0, |f| f.frames.min(f.codes.frames.len()).min(max_frames + 1));
+    if let Some(forced) = forced.filter(|_| forced_frames > 0) {
+        for chunk in forced.codes.frames[..forced_frames].chunks(FORCED_CHUNK) {
+            observer.cancel.check()?;
+            let mut feedback = Vec::with_capacity(chunk.len());
+            for codes in chunk {
+                check_codes(m, codes)?;
+                let token = codes[0] + c.code_offset;
+                feedback.push(feedback_embedding(device, m, &m.lm.embed(device, &[token])?, codes)?);
+            }
+            let rows: Vec<&Tensor> = feedback.iter().chain(&feedback).collect();
+            last_hidden = m.lm.forward(device, &device.cat_rows(&rows)?, &mut cache)?;
+        }
+        for (index, codes) in forced.codes.frames[..forced_frames].iter().enumerate() {
+            drawn.frames.push(codes.clone());
+            if index > 0 {
+                on_frame(Frame { hidden: Vec::new(), codes: codes.clone() })?;
+                emitted += 1;
+            }
+        }
+        (observer.events)(Event::Stage { stage: Stage::ArFrames, done: emitted, total: max_frames });
+        if emitted >= max_frames {
+            return Ok(ArRun { frames: emitted, codes: drawn, device_wait_s: 0.0 });
+        }
+    }
+    for frame_index in forced_frames..=max_frames {
         observer.cancel.check()?;
         let logits = m.lm.logits(device, &last_hidden)?;
         let logits = timed(&mut device_wait, || device.candidates(&logits, &semantic))?;
@@ -182,6 +233,26 @@ pub fn run(
         last_hidden = m.lm.decode(device, &device.cat_rows(&[&feedback, &feedback])?, &mut cache)?;
     }
     Ok(ArRun { frames: emitted, codes: drawn, device_wait_s: device_wait.as_secs_f64() })
+}
+
+/// An error unless `codes` are a frame this model draws: a semantic code within its sampleable
+/// rows and one residual code a codebook, each within the codebook.
+fn check_codes(m: &ArModels, codes: &[u32]) -> Result<()> {
+    let depth = m.depth.config();
+    let semantic_ok = codes.first().is_some_and(|&c0| {
+        let token = c0 as u64 + m.constants.code_offset as u64;
+        token < m.lm.head_rows().end as u64 && token != m.constants.audio_end_id as u64
+    });
+    if codes.len() != depth.num_codebooks
+        || !semantic_ok
+        || codes[1..].iter().any(|&code| code as usize >= depth.audio_vocab_size)
+    {
+        return Err(crate::error::Error::Invalid(format!(
+            "the song's codes {codes:?} are not a frame this model draws (it was made by another model, or its score \
+             is damaged)"
+        )));
+    }
+    Ok(())
 }
 
 /// Runs `read` (a read from the device, which waits for it), adding how long it took to `waited`.

@@ -99,12 +99,21 @@ impl Pipeline {
         Ok((stats, score))
     }
 
+    /// The first emitted frame whose hidden states a resumed run's windows need: the first of the
+    /// window before the first rendered (for what it hands on), or of the first rendered.
+    fn first_hidden_frame(&self, resume: &Resume) -> usize {
+        resume.first_window.saturating_sub(1) * self.constants.chunk_hop
+    }
+
     /// The AR loop of `song`: its own draws, or the kept codes replayed first when it resumes one.
     fn run_ar(&self, half: &ArHalf, song: &Song, on_frame: &mut dyn FnMut(Frame) -> Result<()>) -> Result<ArRun> {
         let mut rng = RngChooser { seed: song.req.seed };
         let models = self.ar_models(half);
+        // Resumed, the kept frames before the first whose hidden states the windows need are
+        // forced through the language model at once.
+        let forced = song.resume.map(|r| ar::Forced { codes: r.codes, frames: self.first_hidden_frame(r) + 1 });
         let mut run = |chooser: &mut dyn Chooser| {
-            ar::run(&models, song.prompt, song.max_frames, chooser, on_frame, song.observer)
+            ar::run_forced(&models, song.prompt, forced, song.max_frames, chooser, on_frame, song.observer)
         };
         let Some(resume) = song.resume else { return run(&mut rng) };
         let c = &self.constants;
@@ -201,7 +210,7 @@ impl Pipeline {
         }
         // Frames from `base` on; earlier ones are no longer needed by any window.
         let mut hidden: Vec<f32> = Vec::new();
-        let mut base = first_window.saturating_sub(1) * c.chunk_hop;
+        let mut base = resume.map_or(0, |r| self.first_hidden_frame(r));
         let mut width = 0;
         let mut count = 0;
         let mut ended = false;
@@ -227,7 +236,9 @@ impl Pipeline {
             while !ended && count < full + 1 {
                 match frames_rx.recv() {
                     Ok(frame) => {
-                        width = frame.hidden.len();
+                        if !frame.hidden.is_empty() {
+                            width = frame.hidden.len();
+                        }
                         if count >= base {
                             hidden.extend(frame.hidden);
                         }
