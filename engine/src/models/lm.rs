@@ -125,8 +125,28 @@ impl LanguageModel {
         Ok(out)
     }
 
+    /// [`forward`](Self::forward) for every position: the final-norm hidden states of all rows,
+    /// batch-major `[batch * seq, hidden]` (a teacher-forced pass, which needs each frame's state).
+    pub fn forward_all(&self, device: &Device, embeds: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
+        let x = self.layers_at(device, embeds, cache)?;
+        cache.advance(embeds.shape()[0] / cache.batch());
+        device.rms_norm(&x, &self.norm, self.cfg.rms_norm_eps as f32)
+    }
+
     /// [`forward`](Self::forward) without marking the new positions valid.
     fn forward_at(&self, device: &Device, embeds: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
+        let batch = cache.batch();
+        let seq = embeds.shape()[0] / batch;
+        let x = self.layers_at(device, embeds, cache)?;
+        let last: Vec<Tensor> =
+            (0..batch).map(|b| device.slice_rows(&x, b * seq + seq - 1, b * seq + seq)).collect::<Result<_>>()?;
+        let last = device.cat_rows(&last.iter().collect::<Vec<_>>())?;
+        device.rms_norm(&last, &self.norm, self.cfg.rms_norm_eps as f32)
+    }
+
+    /// The decoder layers over `embeds`, their keys and values written to the cache: the residual
+    /// stream of every row, before the final norm.
+    fn layers_at(&self, device: &Device, embeds: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
         let cfg = &self.cfg;
         let batch = cache.batch();
         let seq = embeds.shape()[0] / batch;
@@ -161,11 +181,8 @@ impl LanguageModel {
             x = layer.o.forward_add(device, &attn, &x)?;
             x = layer.mlp.forward_residual(device, &x, eps)?;
         }
-        let last: Vec<Tensor> =
-            (0..batch).map(|b| device.slice_rows(&x, b * seq + seq - 1, b * seq + seq)).collect::<Result<_>>()?;
         debug_assert_eq!(rows, x.shape()[0]);
-        let last = device.cat_rows(&last.iter().collect::<Vec<_>>())?;
-        device.rms_norm(&last, &self.norm, eps)
+        Ok(x)
     }
 
     /// `lm_head` over the loaded rows: `[batch, head_rows.len()]`.

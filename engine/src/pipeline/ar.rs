@@ -120,14 +120,16 @@ pub struct ArRun {
     pub device_wait_s: f64,
 }
 
-/// Frames whose codes are known and whose hidden states nobody needs: the language model takes
-/// them all in a few passes (teacher forcing, as a prefill), without the depth decoder, and the
-/// loop starts after them. Their frames are handed on with no hidden states.
+/// Frames whose codes are known (an edit's kept frames): the language model takes them in a few
+/// passes (teacher forcing, as a prefill), the depth decoder all of a pass's frames at once, and
+/// the loop starts after them. Frames before `hidden_from` are handed on without hidden states
+/// (an edit renders no window of them).
 #[derive(Debug, Clone, Copy)]
 pub struct Forced<'a> {
     pub codes: &'a Codes,
     /// The loop's frames `0..frames` (the priming frame first) are forced.
     pub frames: usize,
+    pub hidden_from: usize,
 }
 
 /// Frames a forced pass takes at once: within the prompt's planned prefill.
@@ -168,25 +170,24 @@ pub fn run_forced(
     let mut drawn = Codes::default();
     let forced_frames = forced.map_or(0, |f| f.frames.min(f.codes.frames.len()).min(max_frames + 1));
     if let Some(forced) = forced.filter(|_| forced_frames > 0) {
+        let mut first = 0;
         for chunk in forced.codes.frames[..forced_frames].chunks(FORCED_CHUNK) {
             observer.cancel.check()?;
-            let mut feedback = Vec::with_capacity(chunk.len());
-            for codes in chunk {
-                check_codes(m, codes)?;
-                let token = codes[0] + c.code_offset;
-                feedback.push(feedback_embedding(device, m, &m.lm.embed(device, &[token])?, codes)?);
+            let (hiddens, next) = forced_chunk(m, chunk, first, forced.hidden_from, &last_hidden, &mut cache)?;
+            last_hidden = next;
+            for (i, codes) in chunk.iter().enumerate() {
+                drawn.frames.push(codes.clone());
+                if first + i > 0 {
+                    on_frame(Frame {
+                        hidden: hiddens.get(&(first + i)).cloned().unwrap_or_default(),
+                        codes: codes.clone(),
+                    })?;
+                    emitted += 1;
+                }
             }
-            let rows: Vec<&Tensor> = feedback.iter().chain(&feedback).collect();
-            last_hidden = m.lm.forward(device, &device.cat_rows(&rows)?, &mut cache)?;
+            first += chunk.len();
+            (observer.events)(Event::Stage { stage: Stage::ArFrames, done: emitted, total: max_frames });
         }
-        for (index, codes) in forced.codes.frames[..forced_frames].iter().enumerate() {
-            drawn.frames.push(codes.clone());
-            if index > 0 {
-                on_frame(Frame { hidden: Vec::new(), codes: codes.clone() })?;
-                emitted += 1;
-            }
-        }
-        (observer.events)(Event::Stage { stage: Stage::ArFrames, done: emitted, total: max_frames });
         if emitted >= max_frames {
             return Ok(ArRun { frames: emitted, codes: drawn, device_wait_s: 0.0 });
         }
@@ -233,6 +234,55 @@ pub fn run_forced(
         last_hidden = m.lm.decode(device, &device.cat_rows(&[&feedback, &feedback])?, &mut cache)?;
     }
     Ok(ArRun { frames: emitted, codes: drawn, device_wait_s: device_wait.as_secs_f64() })
+}
+
+/// One pass of forced frames, the first of them the loop's frame `first`, the state before it
+/// `before` (`[2, hidden]`, the conditional row first): the hidden states of the frames from
+/// `hidden_from` on (by frame), and the state after the last one.
+fn forced_chunk(
+    m: &ArModels,
+    chunk: &[Vec<u32>],
+    first: usize,
+    hidden_from: usize,
+    before: &Tensor,
+    cache: &mut crate::models::kv_cache::KvCache,
+) -> Result<(std::collections::HashMap<usize, Vec<f32>>, Tensor)> {
+    let device = m.device;
+    let mut feedback = Vec::with_capacity(chunk.len());
+    let mut c0_embeds = Vec::with_capacity(chunk.len());
+    for codes in chunk {
+        check_codes(m, codes)?;
+        let c0_embed = m.lm.embed(device, &[codes[0] + m.constants.code_offset])?;
+        feedback.push(feedback_embedding(device, m, &c0_embed, codes)?);
+        c0_embeds.push(c0_embed);
+    }
+    let len = chunk.len();
+    // Both rows take the same frames: `[cond frames..., uncond frames...]`.
+    let out =
+        m.lm.forward_all(device, &device.cat_rows(&feedback.iter().chain(&feedback).collect::<Vec<_>>())?, cache)?;
+    let after =
+        device.cat_rows(&[&device.slice_rows(&out, len - 1, len)?, &device.slice_rows(&out, 2 * len - 1, 2 * len)?])?;
+    let mut hiddens = std::collections::HashMap::new();
+    // Frames of this pass that need their hidden states: `[from, len)` (the priming frame never).
+    let from = hidden_from.max(1).saturating_sub(first).min(len);
+    if from < len {
+        // The state before frame i of the pass: `before`'s conditional row for the first, then the
+        // pass's own outputs.
+        let states = device.cat_rows(&[&device.slice_rows(before, 0, 1)?, &device.slice_rows(&out, 0, len - 1)?])?;
+        let lm_hidden = device.slice_rows(&states, from, len)?;
+        let c0 = device.cat_rows(&c0_embeds[from..].iter().collect::<Vec<_>>())?;
+        let residual: Vec<&[u32]> = chunk[from..].iter().map(|codes| &codes[1..]).collect();
+        let depth = device.to_host(&m.depth.forced_frames(device, &lm_hidden, &c0, &residual)?)?;
+        let lm_hidden = device.to_host(&lm_hidden)?;
+        let width = lm_hidden.len() / (len - from);
+        let steps = m.depth.config().num_codebooks - 1;
+        for i in 0..len - from {
+            let mut hidden = lm_hidden[i * width..(i + 1) * width].to_vec();
+            hidden.extend_from_slice(&depth[i * steps * width..(i + 1) * steps * width]);
+            hiddens.insert(first + from + i, hidden);
+        }
+    }
+    Ok((hiddens, after))
 }
 
 /// An error unless `codes` are a frame this model draws: a semantic code within its sampleable

@@ -109,9 +109,13 @@ impl Pipeline {
     fn run_ar(&self, half: &ArHalf, song: &Song, on_frame: &mut dyn FnMut(Frame) -> Result<()>) -> Result<ArRun> {
         let mut rng = RngChooser { seed: song.req.seed };
         let models = self.ar_models(half);
-        // Resumed, the kept frames before the first whose hidden states the windows need are
-        // forced through the language model at once.
-        let forced = song.resume.map(|r| ar::Forced { codes: r.codes, frames: self.first_hidden_frame(r) + 1 });
+        // Resumed, the kept frames go through the models at once (teacher forcing); only the
+        // frames the rendered windows read get their hidden states.
+        let forced = song.resume.map(|r| ar::Forced {
+            codes: r.codes,
+            frames: r.codes.frames.len(),
+            hidden_from: self.first_hidden_frame(r) + 1,
+        });
         let mut run = |chooser: &mut dyn Chooser| {
             ar::run_forced(&models, song.prompt, forced, song.max_frames, chooser, on_frame, song.observer)
         };
