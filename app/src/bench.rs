@@ -688,7 +688,7 @@ fn edits(device: Device, memory: MemoryRequest, duration: f64, steps: usize) -> 
         let total_s = started.elapsed().as_secs_f64();
         let rate = stats.sample_rate as f64;
         say!(
-            "edit {name}: {total_s:.2} s ({:.0} % of the song's time); new audio from {:.2} s{}, {} windows rendered, {} frames (the kept ones replayed)",
+            "edit {name}: {total_s:.2} s ({:.0} % of the song's time); new audio from {:.2} s{}, {} windows rendered, {} frames (the kept ones forced through the AR models in passes)",
             100.0 * total_s / stats.total_s,
             edited.changed_from_sample as f64 / rate,
             edited.changed_to_sample.map_or(String::new(), |to| format!(" to {:.2} s", to as f64 / rate)),
