@@ -123,6 +123,7 @@ fn an_agent_calls_every_tool() {
         list["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     let all = [
         "generate_song",
+        "edit_song",
         "list_songs",
         "search_songs",
         "get_song",
@@ -187,6 +188,18 @@ fn an_agent_calls_every_tool() {
     let again = client.tool_error("export_song", json!({"id": first_id, "path": flac}));
     assert!(again.contains("exists"), "{again}");
     assert_eq!(std::fs::read(&flac).unwrap(), bytes, "an export never replaces a file");
+
+    // A new version: the song extended by a second, the original's audio kept before the splice.
+    let extended = client.tool("edit_song", json!({"id": first_id, "kind": "extend", "seconds": 1}));
+    assert_eq!(extended["song"]["parent"], first_id, "{extended}");
+    assert_eq!(extended["seed"], 5, "an extension keeps the song's seed");
+    assert!(extended["song"]["seconds"].as_f64().unwrap() > song["song"]["seconds"].as_f64().unwrap(), "{extended}");
+    assert!(extended["changed_from_s"].as_f64().is_some(), "{extended}");
+    let outside = client.tool_error("edit_song", json!({"id": first_id, "kind": "rerender", "from_s": 1, "to_s": 99}));
+    assert!(outside.contains("within the song"), "{outside}");
+    let bad =
+        client.request("tools/call", json!({"name": "edit_song", "arguments": {"id": first_id, "kind": "remix"}}));
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
 
     assert_eq!(client.tool("delete_song", json!({"id": second_id}))["deleted"], true);
     let gone = client.tool_error("get_song", json!({"id": second_id}));

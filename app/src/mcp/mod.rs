@@ -170,7 +170,8 @@ fn initialize(params: &Value) -> Value {
         "serverInfo": {"name": "songloom", "title": "Songloom", "version": env!("CARGO_PKG_VERSION")},
         "instructions": "Songloom makes songs on this machine with MiniMax-Music3 (or the built-in Songloom Mini): \
             generate_song takes a description and lyrics with [verse]/[chorus] tags (or instrumental: true) and \
-            keeps the song in the library, which the other tools list, search, export and delete. Every song is \
-            AI-generated.",
+            keeps the song in the library, which the other tools list, search, export and delete; edit_song makes \
+            a new version of one (extend it, another path from a time, re-sing from a line, re-render a range). \
+            Every song is AI-generated.",
     })
 }

@@ -17,15 +17,32 @@ use songloom_wire::notice::{INSTRUMENTAL_LYRICS, model_name};
 use songloom_wire::{DeviceProbe, LibrarySong};
 
 use super::protocol::RpcError;
+use songloom_wire::EditRequest;
+
 use super::{McpArgs, Outbox, SongCall};
 use crate::library::{Library, Song};
 use crate::song_job::{self, SongJob, SongSink};
 use crate::wav::FileFormat;
 
+/// What the worker makes: a new song, or an edit of a library song.
+#[derive(Debug)]
+pub enum SongAsk {
+    New(NewSong),
+    Edit { id: i64, edit: EditRequest },
+}
+
+/// What `edit_song` takes: the song's id and the edit, as `POST /api/songs/ID/edits` takes it.
+#[derive(Debug, Deserialize)]
+struct EditAsk {
+    id: i64,
+    #[serde(flatten)]
+    edit: EditRequest,
+}
+
 /// What `generate_song` takes.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SongAsk {
+pub struct NewSong {
     description: String,
     #[serde(default)]
     lyrics: String,
@@ -83,6 +100,32 @@ pub fn list() -> Value {
                     "guidance": {"type": "number", "description": "The DiT's guidance scale (default 1.7)."}
                 },
                 "required": ["description"]
+            }
+        },
+        {
+            "name": "edit_song",
+            "title": "Edit a song",
+            "description": "Makes a new version of a library song (the original stays): `kind` is extend (`seconds` \
+                more, or until the model ends it without them), from (another path from `at_s`, optionally with a new \
+                `description`), resing (lyrics from `line`, counting from 0, replaced by `lyrics`, sung again from \
+                `at_s` or an estimate) or rerender (the audio between `from_s` and `to_s` drawn again). The audio \
+                outside the change is the original's, sample for sample. `seed` is optional (extend keeps the \
+                song's, the others draw a new one). Answers the new song and where its audio changed.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "id": id,
+                    "kind": {"type": "string", "enum": ["extend", "from", "resing", "rerender"]},
+                    "seconds": {"type": "number", "description": "extend: how much longer."},
+                    "at_s": {"type": "number", "description": "from, resing: the time to change the song from."},
+                    "description": {"type": "string", "description": "from: a new description from there on."},
+                    "line": {"type": "integer", "minimum": 0, "description": "resing: the first lyrics line replaced (0 = the first line)."},
+                    "lyrics": {"type": "string", "description": "resing: the new lyrics from that line on."},
+                    "from_s": {"type": "number", "description": "rerender: the range's start."},
+                    "to_s": {"type": "number", "description": "rerender: the range's end."},
+                    "seed": {"type": "integer", "minimum": 0}
+                },
+                "required": ["id", "kind"]
             }
         },
         {
@@ -155,11 +198,15 @@ impl Tools {
         let bad_arguments = |e: serde_json::Error| RpcError::invalid_params(format!("{name}: {e}"));
         let result = match name {
             "generate_song" => {
-                let ask: SongAsk = serde_json::from_value(arguments.clone()).map_err(bad_arguments)?;
+                let ask: NewSong = serde_json::from_value(arguments.clone()).map_err(bad_arguments)?;
                 return match check(&ask) {
-                    Ok(()) => Ok(Called::Song(ask)),
+                    Ok(()) => Ok(Called::Song(SongAsk::New(ask))),
                     Err(e) => Ok(Called::Done(failed(&e))),
                 };
+            }
+            "edit_song" => {
+                let ask: EditAsk = serde_json::from_value(arguments.clone()).map_err(bad_arguments)?;
+                return Ok(Called::Song(SongAsk::Edit { id: ask.id, edit: ask.edit }));
             }
             "list_songs" => self.songs(""),
             "search_songs" => {
@@ -257,7 +304,23 @@ impl Tools {
             *loaded = Some(self.load()?);
         }
         let Loaded { pipeline, base } = loaded.as_ref().expect("just loaded");
-        let ask = &call.ask;
+        let sink = ProgressSink::new(call.progress_token.clone(), outbox.clone());
+        let ask = match &call.ask {
+            SongAsk::New(ask) => ask,
+            SongAsk::Edit { id, edit } => {
+                let job = crate::edit_job::edit_job(pipeline, &self.library, *id, edit, base, None)?;
+                let finished = song_job::run(pipeline, &job, &sink, &call.cancel)?;
+                let song = finished.saved.context("the song was not kept")?;
+                let changed = job.recipe.edit.as_deref();
+                return Ok(json!({
+                    "song": library_song(&song),
+                    "wav": song.wav,
+                    "seed": job.recipe.seed,
+                    "changed_from_s": changed.map(|e| e.changed_from_s),
+                    "changed_to_s": changed.and_then(|e| e.changed_to_s),
+                }));
+            }
+        };
         let lyrics = lyrics_of(ask, self.args.model.model.is_none())?;
         let duration_s = ask.duration_s.unwrap_or(30.0);
         let seed = ask.seed.unwrap_or_else(new_seed);
@@ -281,7 +344,6 @@ impl Tools {
             ..base.clone()
         };
         let job = SongJob { request, recipe, out: None, library: Some(self.library.clone()), edit: None };
-        let sink = ProgressSink::new(call.progress_token.clone(), outbox.clone());
         let finished = song_job::run(pipeline, &job, &sink, &call.cancel)?;
         let song = finished.saved.context("the song was not kept")?;
         Ok(json!({"song": library_song(&song), "wav": song.wav, "seed": seed}))
@@ -302,7 +364,7 @@ impl Tools {
 }
 
 /// The checks made before a song is queued.
-fn check(ask: &SongAsk) -> Result<()> {
+fn check(ask: &NewSong) -> Result<()> {
     if ask.description.trim().is_empty() {
         bail!("the description is empty: say what the music is (genre, mood, instruments, tempo)");
     }
@@ -324,7 +386,7 @@ fn check(ask: &SongAsk) -> Result<()> {
 
 /// The lyrics a song is made with: `[instrumental]` when asked, or when none are given to the
 /// built-in model, which cannot sing.
-fn lyrics_of(ask: &SongAsk, embedded: bool) -> Result<String> {
+fn lyrics_of(ask: &NewSong, embedded: bool) -> Result<String> {
     let given = !ask.lyrics.trim().is_empty();
     match (ask.instrumental, given) {
         (true, true) if ask.lyrics.trim() != INSTRUMENTAL_LYRICS => {
