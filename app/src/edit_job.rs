@@ -3,8 +3,6 @@
 //! loaded model before anything runs, and the new version's recipe records its parent and where
 //! its audio changed.
 
-#![allow(dead_code)] // until `songloom edit` and the server call it
-
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
@@ -48,7 +46,7 @@ pub fn request_of(recipe: &Recipe) -> Request {
 /// A seed other than `not`, from the clock.
 fn fresh_seed(not: u64) -> u64 {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
-    let seed = songloom_engine::hash::mix64(nanos) >> 1;
+    let seed = songloom_engine::hash::mix64(nanos) % 1_000_000_000;
     if seed == not { seed ^ 1 } else { seed }
 }
 

@@ -260,9 +260,9 @@ pub fn show_plan(plan: &Plan, device: DeviceKind, json: bool) {
 }
 
 /// The terminal's side of a song: progress bars (or JSON lines) and the player.
-struct Terminal {
-    progress: Progress,
-    player: Option<Player>,
+pub struct Terminal {
+    pub progress: Progress,
+    pub player: Option<Player>,
 }
 
 impl SongSink for Terminal {
@@ -274,7 +274,7 @@ impl SongSink for Terminal {
     }
 }
 
-fn summary(stats: &Stats, path: &std::path::Path, json: bool) {
+pub fn summary(stats: &Stats, path: &std::path::Path, json: bool) {
     let seconds = stats.samples as f64 / stats.sample_rate.max(1) as f64;
     if json {
         let event = songloom_wire::Event::Written {
@@ -299,13 +299,13 @@ fn summary(stats: &Stats, path: &std::path::Path, json: bool) {
 }
 
 /// Progress bars on a terminal, JSON lines with `--json`, nothing otherwise.
-struct Progress {
+pub struct Progress {
     json: bool,
     bars: Option<(MultiProgress, ProgressBar, ProgressBar)>,
 }
 
 impl Progress {
-    fn new(json: bool, max_frames: usize, chunk: usize, hop: usize) -> Self {
+    pub fn new(json: bool, max_frames: usize, chunk: usize, hop: usize) -> Self {
         let bars = (!json && std::io::stderr().is_terminal()).then(|| {
             let multi = MultiProgress::new();
             let style = ProgressStyle::with_template("{prefix:>8} [{wide_bar}] {pos}/{len} {msg} eta {eta}")
@@ -337,7 +337,7 @@ impl Progress {
         }
     }
 
-    fn clear(&self) {
+    pub fn clear(&self) {
         if let Some((multi, _, _)) = &self.bars {
             let _ = multi.clear();
         }

@@ -5,6 +5,7 @@ mod bench;
 mod bench_quant;
 mod default_model;
 mod desktop;
+mod edit_cli;
 mod edit_job;
 mod engine_args;
 mod flac;
@@ -61,6 +62,9 @@ enum Command {
     // A later option wins over an earlier one, so `scripts/run.sh --duration 60` overrides its own.
     #[command(args_override_self = true)]
     Generate(generate::GenerateArgs),
+    /// Makes a new version of a library song: extended, another path from a time, sung again from
+    /// a lyrics line, or a range rendered again; the audio outside the change is kept as it was.
+    Edit(edit_cli::EditArgs),
     /// Serves the HTTP API (and, later, the window in a browser): songs made one at a time on
     /// this machine's engine for clients on the network.
     Serve(serve::ServeArgs),
@@ -263,6 +267,7 @@ fn song_json(song: &library::Song) -> serde_json::Value {
     if let (Some(parent), Some(edit)) = (song.parent, song.edit_kind()) {
         line["parent"] = parent.into();
         line["edit_kind"] = edit.into();
+        line["edit"] = serde_json::to_value(&song.recipe.edit).unwrap_or_default();
     }
     line
 }
@@ -330,6 +335,7 @@ fn run(cli: Cli) -> Result<()> {
     };
     match command {
         Command::Generate(args) => generate::run(args),
+        Command::Edit(args) => edit_cli::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Mcp(args) => mcp::run(args),
         Command::Prompt { description, lyrics, model } => {
