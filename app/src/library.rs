@@ -283,6 +283,17 @@ impl Library {
         crate::wav::read_score(&song.wav)
     }
 
+    /// Whether `song` can be edited: `Err` says why not (no score in its file).
+    pub fn editable(song: &Song) -> std::result::Result<(), String> {
+        match crate::wav::has_score(&song.wav) {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                Err("its file holds no codes (it was made before Songloom kept them, or imported without them)".into())
+            }
+            Err(e) => Err(format!("{e:#}")),
+        }
+    }
+
     /// Every version of song `id`: the songs that share its first ancestor (that one included),
     /// oldest first. Versions whose parent was deleted stay together, as they share its id.
     #[allow(dead_code, reason = "for the edits of a song (`songloom edit`, the API)")]

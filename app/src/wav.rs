@@ -444,6 +444,14 @@ pub fn read_score(path: &Path) -> Result<Option<Score>> {
     bytes.map(|bytes| score_of(&bytes, path)).transpose()
 }
 
+/// Whether the WAV at `path` carries a score chunk (its headers alone are read: cheap enough for
+/// every song of a list).
+pub fn has_score(path: &Path) -> Result<bool> {
+    let mut file = File::open(path).map_err(|e| anyhow::anyhow!("reading {}: {}", path.display(), plain(&e)))?;
+    let chunks = chunk_list(&mut file).map_err(|e| anyhow::anyhow!("reading {}: {}", path.display(), plain(&e)))?;
+    Ok(chunks.iter().any(|c| &c.id == SCORE_CHUNK))
+}
+
 /// The score in `bytes`, read from the file at `path`; an error names the file and says the song
 /// cannot be edited.
 pub fn score_of(bytes: &[u8], path: &Path) -> Result<Score> {

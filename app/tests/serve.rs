@@ -372,3 +372,74 @@ fn a_server_with_lora_adapters_names_them_and_records_them_in_each_song() {
     let (_, library) = server.json("GET", "/api/library", None);
     assert_eq!(library["songs"][0]["recipe"]["adapters"], Value::Array(adapters.clone()), "{library}");
 }
+
+/// `POST /api/songs/ID/edits` (ID a library id): the edit is queued and followed like a song, its
+/// new version kept in the library under its parent with the parent's audio before the splice;
+/// an edit that cannot be made is a one-line 4xx.
+#[test]
+fn a_song_is_edited_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let (status, created) = server.json("POST", "/api/songs", Some(song("warm lo-fi piano", json!(12))));
+    assert_eq!(status, 201, "{created}");
+    let original = server.wait(created["id"].as_u64().unwrap());
+    let library_id = original["library_id"].as_i64().unwrap();
+    let (_, list) = server.json("GET", "/api/library", None);
+    assert!(list["songs"][0].get("not_editable").is_none(), "a new song can be edited: {list}");
+
+    let (status, created) = server.json(
+        "POST",
+        &format!("/api/songs/{library_id}/edits"),
+        Some(json!({"kind": "rerender", "from_s": 6, "to_s": 9, "seed": 8})),
+    );
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_u64().unwrap();
+    let (status, events) = server.call("GET", &format!("/api/songs/{id}/events"), None);
+    assert_eq!(status, 200);
+    let events = String::from_utf8(events).unwrap();
+    let names: Vec<&str> = events.lines().filter_map(|l| l.strip_prefix("event: ")).collect();
+    for expected in ["audio", "finished", "saved"] {
+        assert!(names.contains(&expected), "{expected} missing from {names:?}");
+    }
+    let edited = server.wait(id);
+    assert_eq!(edited["state"], "finished", "{edited}");
+    let version_id = edited["library_id"].as_i64().unwrap();
+    let (_, list) = server.json("GET", "/api/library", None);
+    let version = list["songs"].as_array().unwrap().iter().find(|s| s["id"] == version_id).unwrap().clone();
+    assert_eq!(version["parent"], library_id, "{version}");
+    assert_eq!(version["edit_kind"], "rerender");
+    let edit = &version["recipe"]["edit"];
+    let wav = |id: i64| -> Vec<f32> {
+        let (status, bytes) = server.call("GET", &format!("/api/library/{id}/audio.wav"), None);
+        assert_eq!(status, 200);
+        hound::WavReader::new(std::io::Cursor::new(bytes)).unwrap().into_samples().map(Result::unwrap).collect()
+    };
+    let (before, after) = (wav(library_id), wav(version_id));
+    let from = (edit["changed_from_s"].as_f64().unwrap() * 44100.0).round() as usize * 2;
+    let to = (edit["changed_to_s"].as_f64().unwrap() * 44100.0).round() as usize * 2;
+    assert_eq!(before.len(), after.len());
+    assert_eq!(before[..from], after[..from], "the audio before the range");
+    assert_eq!(before[to..], after[to..], "the audio after the range");
+    assert_ne!(before[from..to], after[from..to], "the range is drawn again");
+    // The streamed audio is the version's, kept part first.
+    let (_, pcm) = server.call("GET", &format!("/api/songs/{id}/stream.pcm"), None);
+    let streamed: Vec<f32> = pcm.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+    assert_eq!(streamed, after);
+
+    for (path, body, status, expected) in [
+        ("/api/songs/99/edits", json!({"kind": "extend"}), 404, "no song 99"),
+        ("/api/songs/x/edits", json!({"kind": "extend"}), 400, "not a library id"),
+        (&format!("/api/songs/{library_id}/edits") as &str, json!({"kind": "remix"}), 400, "not an edit"),
+        (
+            &format!("/api/songs/{library_id}/edits"),
+            json!({"kind": "from", "at_s": 99, "seed": 4}),
+            400,
+            "within the song",
+        ),
+        (&format!("/api/songs/{library_id}/edits"), json!({"kind": "rerender", "from_s": 5}), 400, "to_s"),
+    ] {
+        let (got, answer) = server.json("POST", path, Some(body.clone()));
+        assert_eq!(got, status, "{path} {body}: {answer}");
+        assert!(answer["error"].as_str().unwrap().contains(expected), "{path} {body}: {answer}");
+    }
+}

@@ -25,8 +25,7 @@ pub fn device_status(probe: &DeviceProbe) -> DeviceStatus {
     DeviceStatus { name: probe.name.clone(), available: probe.status(), advice: None }
 }
 
-/// A library song as the window lists it (the API gives no timings, nor whether a song keeps
-/// the score an edit needs: the server answers an edit of one without it with why).
+/// A library song as the window lists it (the API gives no timings).
 pub fn song_entry(song: LibrarySong) -> SongEntry {
     SongEntry {
         id: song.id,
@@ -35,7 +34,7 @@ pub fn song_entry(song: LibrarySong) -> SongEntry {
         seconds: song.seconds,
         created_unix: song.created_unix,
         timings: Timings::default(),
-        editable: Ok(()),
+        editable: song.not_editable.map_or(Ok(()), Err),
     }
 }
 

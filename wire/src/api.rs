@@ -163,6 +163,9 @@ pub struct LibrarySong {
     /// The edit that made it from its parent ([`Edit::name`](crate::Edit::name): `extend`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edit_kind: Option<String>,
+    /// Why the song cannot be edited (its file holds no codes); absent for one that can.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_editable: Option<String>,
 }
 
 /// `PATCH /api/library/ID`: a library song's new title.

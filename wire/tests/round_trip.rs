@@ -244,6 +244,7 @@ fn the_library_and_its_changes() {
         recipe,
         parent: None,
         edit_kind: None,
+        not_editable: None,
     };
     let recipe_json = serde_json::to_value(&song.recipe).unwrap();
     assert_eq!(recipe_json["description"], "lo-fi");

@@ -423,6 +423,7 @@ fn library_song(song: &Song) -> LibrarySong {
         recipe: song.recipe.clone(),
         parent: song.parent,
         edit_kind: song.edit_kind().map(String::from),
+        not_editable: Library::editable(song).err(),
     }
 }
 

@@ -20,8 +20,8 @@ use songloom_engine::{Device, Precision};
 use songloom_ui::contract::{DEFAULT_GUIDANCE, Recipe};
 use songloom_wire::notice::INSTRUMENTAL_LYRICS;
 use songloom_wire::{
-    Deleted, DeviceProbe, Devices, ErrorBody, LibraryList, LibrarySong, Rename, Renamed, ServedModel, SongCreated,
-    SongLength, SongList, SongRequest, SongState, SongStatus,
+    Deleted, DeviceProbe, Devices, EditRequest, ErrorBody, LibraryList, LibrarySong, Rename, Renamed, ServedModel,
+    SongCreated, SongLength, SongList, SongRequest, SongState, SongStatus,
 };
 
 use super::jobs::{Jobs, State as JobState};
@@ -108,6 +108,7 @@ fn handlers(path: &str) -> MethodRouter<Arc<Server>> {
         "/api/songs/{id}/events" => get(events),
         "/api/songs/{id}/stream.pcm" => get(pcm),
         "/api/songs/{id}/audio.wav" => get(wav),
+        "/api/songs/{id}/edits" => post(create_edit),
         "/api/library" => get(library),
         "/api/library/{id}" => patch(rename).delete(delete),
         "/api/library/{id}/{file}" => get(library_file),
@@ -154,6 +155,10 @@ fn parse_id(id: &str) -> ApiResult<u64> {
 /// A request body the API reads, and the start of the one-line error for one it cannot.
 trait RequestBody: DeserializeOwned {
     const REFUSED: &'static str;
+}
+
+impl RequestBody for EditRequest {
+    const REFUSED: &'static str = "the request is not an edit (kind extend, from, resing or rerender)";
 }
 
 impl RequestBody for SongRequest {
@@ -222,6 +227,36 @@ async fn create_song(
     let warnings = songloom_ui::lyrics::dropped_text(&request.lyrics).iter().map(|d| d.message()).collect();
     let (id, place) = server.jobs.add(request, recipe);
     Ok((StatusCode::CREATED, Json(SongCreated { id, state: SongState::Queued { place: Some(place) }, warnings })))
+}
+
+/// `POST /api/songs/ID/edits`: a new version of library song ID, queued like a song. The edit is
+/// checked against the song and the model before it is queued: no such song is a 404, a song
+/// without codes a 409, an edit that does not fit the song (a time outside it, a line it has not)
+/// a 400.
+async fn create_edit(
+    State(server): Shared,
+    PathParts(id): PathParts<String>,
+    JsonBody(ask): JsonBody<EditRequest>,
+) -> ApiResult<(StatusCode, Json<SongCreated>)> {
+    let library_id = library_id(&id)?;
+    let shared = server.clone();
+    let job = blocking(move || {
+        let library = Library::open(&shared.library)?;
+        let song = library
+            .get(library_id)?
+            .ok_or_else(|| ApiError::not_found(&format!("song {library_id} in the library")))?;
+        if let Err(why) = Library::editable(&song) {
+            return Err(ApiError(StatusCode::CONFLICT, format!("song {library_id} cannot be edited: {why}")));
+        }
+        crate::edit_job::edit_job(&shared.pipeline, &shared.library, library_id, &ask, &shared.base, None)
+            .map_err(|e| ApiError::bad(format!("{e:#}")))
+    })
+    .await?;
+    let (id, place) = server.jobs.add_job(job);
+    Ok((
+        StatusCode::CREATED,
+        Json(SongCreated { id, state: SongState::Queued { place: Some(place) }, warnings: Vec::new() }),
+    ))
 }
 
 /// The lyrics a request asks for: `[instrumental]` when it says `instrumental`, or gives none to a
@@ -479,6 +514,7 @@ async fn library(State(server): Shared) -> ApiResult<Json<LibraryList>> {
         .into_iter()
         .map(|s| LibrarySong {
             edit_kind: s.edit_kind().map(String::from),
+            not_editable: Library::editable(&s).err(),
             id: s.id,
             title: s.title,
             seconds: s.seconds,

@@ -14,6 +14,7 @@ use songloom_ui::progress::Progress;
 use songloom_wire::Event as WireEvent;
 use tokio::sync::watch;
 
+use crate::edit_job::EditSource;
 use crate::song_job::{self, SongJob, SongSink};
 
 /// Songs over whose audio stays in memory for `stream.pcm`; a long-running server holds no more
@@ -62,6 +63,8 @@ pub struct Job {
     pub audio_dropped: bool,
     /// How far it has come, as the window follows a song: from when it started to run.
     pub progress: Option<(Instant, Progress)>,
+    /// The song an edit starts from, until the worker takes it.
+    edit: Option<EditSource>,
     cancel: Cancel,
     /// Bumped whenever the job changes, for streams waiting on it.
     version: watch::Sender<u64>,
@@ -109,6 +112,13 @@ pub struct Jobs {
 impl Jobs {
     /// Queues a song; returns its id and its place (1 = next to run).
     pub fn add(&self, request: Request, recipe: Recipe) -> (u64, usize) {
+        self.add_job(SongJob { request, recipe, out: None, library: None, edit: None })
+    }
+
+    /// Queues a song job (an edit's, which carries the song it starts from); the server's library
+    /// is where it goes whatever the job names.
+    pub fn add_job(&self, song: SongJob) -> (u64, usize) {
+        let SongJob { request, recipe, edit, .. } = song;
         let mut q = self.queue.lock().expect("not poisoned");
         q.next_id += 1;
         let id = q.next_id;
@@ -121,6 +131,7 @@ impl Jobs {
             audio: Vec::new(),
             audio_dropped: false,
             progress: None,
+            edit,
             cancel: Cancel::default(),
             version,
         };
@@ -186,7 +197,7 @@ impl Jobs {
     }
 
     /// The next job to run, marked running; `None` once the server stops.
-    fn next(&self) -> Option<(u64, Request, Recipe, Cancel)> {
+    fn next(&self) -> Option<(u64, SongJob, Cancel)> {
         let mut q = self.queue.lock().expect("not poisoned");
         loop {
             if q.closed {
@@ -196,7 +207,14 @@ impl Jobs {
                 let job = q.jobs.get_mut(&id).expect("a waiting job exists");
                 job.state = State::Running;
                 job.changed();
-                return Some((id, job.request.clone(), job.recipe.clone(), job.cancel.clone()));
+                let song = SongJob {
+                    request: job.request.clone(),
+                    recipe: job.recipe.clone(),
+                    out: None,
+                    library: None,
+                    edit: job.edit.take(),
+                };
+                return Some((id, song, job.cancel.clone()));
             }
             q = self.wake.wait(q).expect("not poisoned");
         }
@@ -211,8 +229,8 @@ impl Jobs {
 
     /// The worker: makes each queued song in turn into the library at `library`.
     pub fn work(self: &Arc<Self>, pipeline: &Pipeline, library: PathBuf) {
-        while let Some((id, request, recipe, cancel)) = self.next() {
-            let job = SongJob { request, recipe, out: None, library: Some(library.clone()), edit: None };
+        while let Some((id, job, cancel)) = self.next() {
+            let job = SongJob { library: Some(library.clone()), ..job };
             let sink = JobSink { jobs: self, id };
             let result = song_job::run(pipeline, &job, &sink, &cancel);
             self.update(id, |job| match result {

@@ -13,6 +13,8 @@ pub const ROUTES: &[(&str, &[&str])] = &[
     ("/api/songs/{id}/events", &["GET"]),
     ("/api/songs/{id}/stream.pcm", &["GET"]),
     ("/api/songs/{id}/audio.wav", &["GET"]),
+    // `{id}` here is a library id: the song edited, as `/api/library` lists it.
+    ("/api/songs/{id}/edits", &["POST"]),
     ("/api/library", &["GET"]),
     ("/api/library/{id}", &["PATCH", "DELETE"]),
     ("/api/library/{id}/{file}", &["GET"]),
