@@ -1,22 +1,26 @@
 //! The in-process engine behind the window. A worker thread makes one song at a time with the
-//! Songloom pipeline, plays it while it is made, writes its WAV and keeps it in the library; a
-//! second thread answers the library's requests (list, listen, rename, export, delete), so a slow
-//! disk never stalls the window. The window sees only the contract's requests and events.
+//! Songloom pipeline (a new one, or a new version of a library song), plays it while it is made,
+//! writes its WAV and keeps it in the library; a second thread answers the library's requests
+//! (list, listen, rename, export, delete), so a slow disk never stalls the window. The window sees
+//! only the contract's requests and events.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use songloom_engine::lora::{AdapterSpec, Adapters};
 use songloom_engine::pipeline::{Cancel, Event, MemoryRequest, Pipeline, Request as SongRequest};
 use songloom_engine::plan::WeightsChoice;
 use songloom_engine::{Device, DeviceChoice, DeviceOptions, Precision};
 use songloom_ui::contract::{
-    DeviceStatus, Engine, EngineEvent, ExportFormat, InstalledModel, JobId, PlaybackState, Recipe, Request, SongEntry,
-    SongId, Timings,
+    DeviceStatus, EditRequest, Engine, EngineEvent, ExportFormat, InstalledModel, JobId, PlaybackState, Recipe,
+    Request, SongEntry, SongId, Timings,
 };
 
+use crate::edit_job::{self, request_of};
 use crate::library::{Library, Song, default_dir};
 use crate::player::Player;
 use crate::song_job::{self, SongJob, SongSink};
@@ -122,6 +126,22 @@ impl Players {
     }
 }
 
+/// A song the worker is asked to make, in the order asked.
+enum Work {
+    /// A new song from a recipe.
+    Generate { job: JobId, recipe: Recipe },
+    /// A new version of library song `song`.
+    Edit { job: JobId, song: SongId, edit: EditRequest },
+}
+
+impl Work {
+    fn job(&self) -> JobId {
+        match self {
+            Work::Generate { job, .. } | Work::Edit { job, .. } => *job,
+        }
+    }
+}
+
 /// What the librarian thread is asked: the window's requests, and the engine's own call to send
 /// the list again after a song was kept.
 enum ToLibrarian {
@@ -151,7 +171,7 @@ struct RunningDownload {
 }
 
 pub struct InProcessEngine {
-    jobs: mpsc::Sender<(JobId, Recipe)>,
+    jobs: mpsc::Sender<Work>,
     outbox: Outbox,
     /// The model download while one runs.
     download: Arc<Mutex<Option<RunningDownload>>>,
@@ -172,7 +192,7 @@ impl InProcessEngine {
         let players: Arc<Players> = Arc::default();
         let (librarian, librarian_rx) = mpsc::channel::<ToLibrarian>();
 
-        let (jobs, job_rx) = mpsc::channel::<(JobId, Recipe)>();
+        let (jobs, job_rx) = mpsc::channel::<Work>();
         let mut worker = Worker {
             library_dir: library_dir.clone(),
             pipeline: None,
@@ -184,7 +204,8 @@ impl InProcessEngine {
         let unqueued: Unqueued = Arc::default();
         let worker_unqueued = unqueued.clone();
         std::thread::spawn(move || {
-            for (job, recipe) in job_rx {
+            for work in job_rx {
+                let job = work.job();
                 let cancel = Cancel::default();
                 {
                     // Under the lock a Cancel takes first, so it either finds this job running
@@ -197,7 +218,7 @@ impl InProcessEngine {
                     }
                     *running = Some((job, cancel.clone()));
                 }
-                let last = match worker.run(job, &recipe, &cancel) {
+                let last = match worker.run(&work, &cancel) {
                     Ok(timings) => EngineEvent::Finished { job, timings },
                     Err(_) if cancel.is_cancelled() => EngineEvent::Cancelled { job },
                     Err(e) => EngineEvent::Failed { job, message: format!("{e:#}") },
@@ -212,8 +233,13 @@ impl InProcessEngine {
         });
 
         *PROBES_RUNNING.lock().expect("not poisoned") += 1;
-        let mut librarian_state =
-            Librarian { dir: library_dir, search: String::new(), players: players.clone(), outbox: outbox.clone() };
+        let mut librarian_state = Librarian {
+            dir: library_dir,
+            search: String::new(),
+            editable: EditableCache::default(),
+            players: players.clone(),
+            outbox: outbox.clone(),
+        };
         std::thread::spawn(move || {
             librarian_state.send_devices();
             *PROBES_RUNNING.lock().expect("not poisoned") -= 1;
@@ -363,7 +389,10 @@ impl Engine for InProcessEngine {
     fn send(&self, request: Request) {
         match request {
             Request::Generate { job, recipe } => {
-                let _ = self.jobs.send((job, recipe));
+                let _ = self.jobs.send(Work::Generate { job, recipe });
+            }
+            Request::Edit { job, song, edit } => {
+                let _ = self.jobs.send(Work::Edit { job, song, edit });
             }
             Request::Cancel { job } => {
                 let running = self.running.lock().expect("not poisoned");
@@ -465,6 +494,13 @@ impl PipelineKey {
             recipe.adapters.iter().map(|a| AdapterSpec { path: a.path.clone().into(), scale: a.scale }).collect();
         Ok(PipelineKey { model: recipe.model.clone(), device, precision, memory, adapters })
     }
+
+    /// Whether `loaded`, loaded for this key, serves `asked`: the same key, or one that names the
+    /// weights `loaded` chose (a song's recipe keeps the weights it was made with, not `auto`).
+    fn serves(&self, asked: &PipelineKey, loaded: &Pipeline) -> bool {
+        let chosen = MemoryRequest { weights: WeightsChoice::of(loaded.formats()), ..self.memory };
+        self == asked || (*asked == PipelineKey { memory: chosen, ..self.clone() })
+    }
 }
 
 struct Worker {
@@ -501,11 +537,11 @@ impl SongSink for WindowSink<'_> {
 }
 
 impl Worker {
-    /// The pipeline for `recipe`, loaded anew when the recipe asks for another model, device,
-    /// precision, weights or budget, or for a song the loaded plan has no room for.
-    fn pipeline(&mut self, job: JobId, recipe: &Recipe, request: &SongRequest) -> anyhow::Result<&Pipeline> {
-        let key = PipelineKey::of(recipe)?;
-        let fits = |(k, p): &(PipelineKey, Pipeline)| *k == key && p.check_song(request).is_ok();
+    /// The pipeline `key` asks for, loaded anew when it names another model, device, precision,
+    /// weights, budget or adapters than the loaded one, or for a song the loaded plan has no room
+    /// for.
+    fn pipeline(&mut self, job: JobId, key: &PipelineKey, request: &SongRequest) -> anyhow::Result<&Pipeline> {
+        let fits = |(k, p): &(PipelineKey, Pipeline)| k.serves(key, p) && p.check_song(request).is_ok();
         if !self.pipeline.as_ref().is_some_and(fits) {
             // The old pipeline's memory is freed before the new one is planned against what is free.
             self.pipeline = None;
@@ -521,24 +557,26 @@ impl Worker {
                 }
             };
             let adapters = Adapters::open(&key.adapters)?;
-            self.pipeline = Some((key, Pipeline::load_adapted(&dir, adapters, device, &plan, &loading)?));
+            self.pipeline = Some((key.clone(), Pipeline::load_adapted(&dir, adapters, device, &plan, &loading)?));
         } else if let Some((_, p)) = &self.pipeline {
             self.outbox.send(EngineEvent::Plan { job, plan: p.loaded_plan().describe() });
         }
         Ok(&self.pipeline.as_ref().expect("just loaded").1)
     }
 
-    fn run(&mut self, job: JobId, recipe: &Recipe, cancel: &Cancel) -> anyhow::Result<Timings> {
-        let (players, outbox, library_dir) = (self.players.clone(), self.outbox.clone(), self.library_dir.clone());
-        let request = SongRequest {
-            description: recipe.description.clone(),
-            lyrics: recipe.lyrics.clone(),
-            duration_s: recipe.duration_s,
-            seed: recipe.seed,
-            steps: recipe.steps,
-            guidance: Some(recipe.guidance),
+    /// Makes the song `work` asks for: played as it comes (held until the window says the rest
+    /// can play through), kept in the library, and said to the window as saved.
+    fn run(&mut self, work: &Work, cancel: &Cancel) -> anyhow::Result<Timings> {
+        let job = work.job();
+        // Until it plays, the song being made does not have the player: one that fails before
+        // leaves what is playing alone.
+        self.players.follows_job.store(false, std::sync::atomic::Ordering::Relaxed);
+        let made = match work {
+            Work::Generate { recipe, .. } => self.generate_job(job, recipe)?,
+            Work::Edit { song, edit, .. } => self.edit_job(job, *song, edit)?,
         };
-        let pipeline = self.pipeline(job, recipe, &request)?;
+        let pipeline = &self.pipeline.as_ref().expect("loaded for the job").1;
+        let (players, outbox) = (&self.players, &self.outbox);
         players.ensure(pipeline.sample_rate());
         players.follows_job.store(true, std::sync::atomic::Ordering::Relaxed);
         // Held until the window says the rest can play through.
@@ -546,26 +584,55 @@ impl Worker {
             p.new_song();
             p.pause();
         });
-        let song = SongJob {
-            request,
-            // The weights used, so the recipe makes the same song again.
-            // The weights used and the adapters as read (with their checksums), so the recipe makes
-            // the same song again.
-            recipe: Recipe {
-                weights: WeightsChoice::of(pipeline.formats()).name().into(),
-                adapters: pipeline.adapters().map(crate::engine_args::adapter_recipes).unwrap_or_default(),
-                ..recipe.clone()
-            },
-            out: None,
-            library: Some(library_dir),
-            edit: None,
-        };
-        let finished = song_job::run(pipeline, &song, &WindowSink { job, outbox: &outbox, players: &players }, cancel)?;
+        let finished = song_job::run(pipeline, &made, &WindowSink { job, outbox, players }, cancel)?;
         players.for_job(Player::complete);
         let saved = finished.saved.expect("the job names the library");
-        outbox.send(EngineEvent::Saved { job, song: entry(&saved) });
+        let editable =
+            Library::open(&self.library_dir).map_or_else(|e| Err(format!("{e:#}")), |l| editable(&l, &saved));
+        outbox.send(EngineEvent::Saved { job, song: entry(&saved, editable) });
         let _ = self.librarian.send(ToLibrarian::RefreshList);
         Ok(Timings::from(&finished.stats))
+    }
+
+    /// A new song of `recipe`, with the pipeline it asks for loaded.
+    fn generate_job(&mut self, job: JobId, recipe: &Recipe) -> anyhow::Result<SongJob> {
+        let request = request_of(recipe);
+        let pipeline = self.pipeline(job, &PipelineKey::of(recipe)?, &request)?;
+        let recipe = made_with(pipeline, recipe);
+        Ok(SongJob { request, recipe, out: None, library: Some(self.library_dir.clone()), edit: None })
+    }
+
+    /// `edit` of library song `id`, with the pipeline its recipe names loaded: its score is that
+    /// model's codes, and an edit keeps the song's adapters.
+    fn edit_job(&mut self, job: JobId, id: SongId, edit: &EditRequest) -> anyhow::Result<SongJob> {
+        let parent = {
+            let library = Library::open(&self.library_dir)?;
+            let parent = song(&library, id)?;
+            // Said before a model is loaded for nothing.
+            if let Err(why) = editable(&library, &parent) {
+                bail!("song {id} cannot be edited: {why}");
+            }
+            parent.recipe
+        };
+        let (key, dir) = (PipelineKey::of(&parent)?, self.library_dir.clone());
+        let pipeline = self.pipeline(job, &key, &request_of(&parent))?;
+        let made = edit_job::edit_job(pipeline, &dir, id, edit, &made_with(pipeline, &parent), None)?;
+        if pipeline.check_song(&made.request).is_ok() {
+            return Ok(made);
+        }
+        // A new version longer than the loaded plan has room for (an extension): planned for it.
+        let pipeline = self.pipeline(job, &key, &made.request)?;
+        edit_job::edit_job(pipeline, &dir, id, edit, &made_with(pipeline, &parent), None)
+    }
+}
+
+/// `recipe` as `pipeline` makes it: the weights used and the adapters as read (with their
+/// checksums), so the recipe makes the same song again.
+fn made_with(pipeline: &Pipeline, recipe: &Recipe) -> Recipe {
+    Recipe {
+        weights: WeightsChoice::of(pipeline.formats()).name().into(),
+        adapters: pipeline.adapters().map(crate::engine_args::adapter_recipes).unwrap_or_default(),
+        ..recipe.clone()
     }
 }
 
@@ -574,6 +641,7 @@ struct Librarian {
     dir: PathBuf,
     /// The window's last search, so a change can be answered with the same list.
     search: String,
+    editable: EditableCache,
     players: Arc<Players>,
     outbox: Outbox,
 }
@@ -606,9 +674,11 @@ impl Librarian {
     }
 
     /// The songs of the last search.
-    fn send_list(&self) -> anyhow::Result<()> {
+    fn send_list(&mut self) -> anyhow::Result<()> {
         let library = Library::open(&self.dir)?;
-        self.outbox.send(EngineEvent::Library { songs: library.list(&self.search)?.iter().map(entry).collect() });
+        let songs = library.list(&self.search)?;
+        let songs = songs.iter().map(|s| entry(s, self.editable.of(&library, s))).collect();
+        self.outbox.send(EngineEvent::Library { songs });
         Ok(())
     }
 
@@ -657,15 +727,12 @@ impl Librarian {
                     p.push(&samples);
                     p.complete();
                 });
-                self.outbox.send(EngineEvent::Loaded { song: entry(&song), samples, sample_rate });
-                return Ok(());
-            }
-            Request::Edit { job, .. } => {
-                let message = "editing songs is not in the desktop window yet".to_string();
-                self.outbox.send(EngineEvent::Failed { job, message });
+                let song = entry(&song, self.editable.of(&library, &song));
+                self.outbox.send(EngineEvent::Loaded { song, samples, sample_rate });
                 return Ok(());
             }
             Request::Generate { .. }
+            | Request::Edit { .. }
             | Request::Cancel { .. }
             | Request::TogglePlayback
             | Request::Play
@@ -724,7 +791,7 @@ fn free_name(folder: &Path, title: &str, extension: &str) -> PathBuf {
         .expect("some name is free")
 }
 
-fn entry(song: &Song) -> SongEntry {
+fn entry(song: &Song, editable: Result<(), String>) -> SongEntry {
     SongEntry {
         id: song.id,
         title: song.title.clone(),
@@ -732,7 +799,47 @@ fn entry(song: &Song) -> SongEntry {
         seconds: song.seconds,
         created_unix: song.created_unix,
         timings: song.timings.clone(),
-        editable: Ok(()),
+        editable,
+    }
+}
+
+/// Whether `song` can be edited, or why not: an edit starts from the score (the codes) its file
+/// keeps.
+fn editable(library: &Library, song: &Song) -> Result<(), String> {
+    match library.score(song.id) {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => {
+            Err("it has no codes (it was made before Songloom kept them, or imported from a file without them)".into())
+        }
+        Err(e) => Err(format!("{e:#}")),
+    }
+}
+
+/// Whether each library song can be edited, remembered with its file's length and modification
+/// time: a score is read whole (megabytes for a long song), and the list is sent again on every
+/// search, rename and delete. A file that changes, or a new song that takes a deleted one's id
+/// (and so its file name), is read again.
+#[derive(Default)]
+struct EditableCache(HashMap<SongId, (FileStamp, Result<(), String>)>);
+
+#[derive(Debug, PartialEq)]
+struct FileStamp {
+    len_bytes: u64,
+    modified: Option<SystemTime>,
+}
+
+impl EditableCache {
+    fn of(&mut self, library: &Library, song: &Song) -> Result<(), String> {
+        let Ok(meta) = std::fs::metadata(&song.wav) else { return editable(library, song) };
+        let stamp = FileStamp { len_bytes: meta.len(), modified: meta.modified().ok() };
+        match self.0.get(&song.id) {
+            Some((seen, editable)) if *seen == stamp => editable.clone(),
+            _ => {
+                let editable = editable(library, song);
+                self.0.insert(song.id, (stamp, editable.clone()));
+                editable
+            }
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! The window's main flow with the real engine and the embedded tiny model, by label: compose,
 //! generate, pause and play through ALSA's `null` device, export, the library (listen, rename,
-//! delete, regenerate), and a cancel that leaves nothing behind. Each test holds a home of its own
+//! delete, regenerate), and a cancel that leaves nothing behind; and the engine's edits of a
+//! library song, request by request. Each test holds a home of its own
 //! (ALSA's configuration, the model cache) while it runs.
 
 use std::path::{Path, PathBuf};
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use songloom_ui::app::SongloomApp;
-use songloom_ui::contract::{Engine, Recipe};
+use songloom_ui::contract::{Edit, EditRequest, Engine, EngineEvent, JobId, Recipe, Request, SongEntry, Stage};
 use songloom_ui::state::Notice;
 
 use songloom_engine::{DeviceChoice, DeviceKind};
@@ -83,13 +84,23 @@ fn type_into(h: &mut Harness<'static, App>, label: &str, text: &str) {
 
 /// One song of 0.1 s in the library, "Library piano", written as the engine writes them.
 fn add_library_song(setup: &Setup) {
+    let recipe = Recipe { description: "library piano".into(), lyrics: "[verse]\nla".into(), ..Recipe::default() };
+    add_song(setup, "Library piano", &recipe, None);
+}
+
+/// A song of 0.1 s in the library, with `score` if given.
+fn add_song(
+    setup: &Setup,
+    title: &str,
+    recipe: &Recipe,
+    score: Option<&songloom_engine::pipeline::score::Score>,
+) -> crate::library::Song {
     let mut library = Library::open(&setup.library_dir()).unwrap();
     let mut wav =
         crate::wav::WavFile::create_in(library.songs_dir(), "take.wav", 44100, crate::wav::WavFormat::F32).unwrap();
     wav.write(&vec![0.25; 2 * 4410]).unwrap();
-    let recipe = Recipe { description: "library piano".into(), lyrics: "[verse]\nla".into(), ..Recipe::default() };
-    let complete = wav.finish("Library piano", &serde_json::to_string(&recipe).unwrap()).unwrap();
-    library.add("Library piano", &recipe, 0.1, &Default::default(), complete, None).unwrap();
+    let complete = wav.finish(title, &serde_json::to_string(recipe).unwrap()).unwrap();
+    library.add(title, recipe, 0.1, &Default::default(), complete, score).unwrap()
 }
 
 fn files_under(dir: &Path) -> Vec<PathBuf> {
@@ -653,4 +664,217 @@ fn the_windows_lora_adapters_are_merged_and_recorded() {
     wait_until(&mut h, "the song to fail", |app| app.job.as_ref().is_some_and(|j| j.progress.error.is_some()));
     let error = h.state().job.as_ref().unwrap().progress.error.clone().unwrap();
     assert!(error.contains("LoRA adapter /nowhere/x.safetensors"), "{error}");
+}
+
+/// The engine alone, driven by requests as the window sends them.
+struct Host {
+    engine: InProcessEngine,
+}
+
+impl Host {
+    /// Started once the devices are known (see [`Setup::harness`]).
+    fn start(setup: &Setup) -> Host {
+        let host = Host { engine: InProcessEngine::spawn(Some(setup.library_dir()), || {}) };
+        host.events_until("the devices", |e| matches!(e, EngineEvent::Devices { .. }));
+        host
+    }
+
+    /// The events up to the first that `last` holds for, that one included.
+    fn events_until(&self, what: &str, last: impl Fn(&EngineEvent) -> bool) -> Vec<EngineEvent> {
+        let deadline = Instant::now() + Duration::from_secs(300);
+        let mut events = Vec::new();
+        loop {
+            for event in self.engine.poll() {
+                let done = last(&event);
+                events.push(event);
+                if done {
+                    return events;
+                }
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}: {events:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Sends `request` and returns job `job`'s events up to its end (finished, failed or cancelled).
+    fn run(&self, job: JobId, request: Request) -> Vec<EngineEvent> {
+        self.engine.send(request);
+        let events = self.events_until(&format!("job {job}"), |e| match e {
+            EngineEvent::Finished { job: j, .. } | EngineEvent::Failed { job: j, .. } => *j == job,
+            EngineEvent::Cancelled { job: j } => *j == job,
+            _ => false,
+        });
+        events.into_iter().filter(|e| job_of(e) == Some(job)).collect()
+    }
+
+    /// The library as listed to the window.
+    fn list(&self) -> Vec<SongEntry> {
+        self.engine.send(Request::ListSongs { search: String::new() });
+        match self.events_until("the list", |e| matches!(e, EngineEvent::Library { .. })).pop() {
+            Some(EngineEvent::Library { songs }) => songs,
+            other => unreachable!("{other:?}"),
+        }
+    }
+}
+
+fn job_of(event: &EngineEvent) -> Option<JobId> {
+    match event {
+        EngineEvent::Plan { job, .. }
+        | EngineEvent::Stage { job, .. }
+        | EngineEvent::Audio { job, .. }
+        | EngineEvent::Saved { job, .. }
+        | EngineEvent::Finished { job, .. }
+        | EngineEvent::Failed { job, .. }
+        | EngineEvent::Cancelled { job } => Some(*job),
+        _ => None,
+    }
+}
+
+/// The song a job's events say was saved.
+fn saved(events: &[EngineEvent]) -> SongEntry {
+    let song = events.iter().find_map(|e| match e {
+        EngineEvent::Saved { song, .. } => Some(song.clone()),
+        _ => None,
+    });
+    song.unwrap_or_else(|| panic!("no song saved: {:?}", events.last()))
+}
+
+/// Why a job failed.
+fn failure(events: &[EngineEvent]) -> String {
+    match events.last() {
+        Some(EngineEvent::Failed { message, .. }) => message.clone(),
+        other => panic!("the job did not fail: {other:?}"),
+    }
+}
+
+fn extend_by(seconds: f64) -> EditRequest {
+    EditRequest { edit: Edit::Extend { seconds: Some(seconds) }, seed: None }
+}
+
+/// A song made, then extended through the engine as the window asks: a new version, its kept
+/// audio first and the original's sample for sample, then the new audio, played as it comes and
+/// saved with its parent; a time outside the song fails the edit with the engine's reason, and a
+/// cancelled edit keeps nothing.
+#[test]
+fn an_extension_keeps_the_songs_audio_then_goes_on_as_a_new_version() {
+    let setup = Setup::new();
+    let host = Host::start(&setup);
+    // 12 s: two windows, the last one full, so the extension keeps a whole window's audio.
+    let recipe = Recipe {
+        description: "extended piano".into(),
+        lyrics: "[verse]\nla la".into(),
+        duration_s: 12.0,
+        seed: 1,
+        steps: 2,
+        device: "cpu".into(),
+        model: tiny_model(),
+        ..Recipe::default()
+    };
+    let made = host.run(1, Request::Generate { job: 1, recipe });
+    let original = saved(&made);
+    assert_eq!(original.editable, Ok(()), "a song made now keeps its codes");
+    let library = Library::open(&setup.library_dir()).unwrap();
+    let (original_audio, rate) = crate::wav::read_song(&library.get(original.id).unwrap().unwrap().wav).unwrap();
+
+    let events = host.run(2, Request::Edit { job: 2, song: original.id, edit: extend_by(4.0) });
+    assert!(matches!(events.last(), Some(EngineEvent::Finished { .. })), "{:?}", events.last());
+    assert!(events.iter().any(|e| matches!(e, EngineEvent::Stage { .. })), "the edit's stages are shown");
+    // The song's recipe names the weights the model was loaded with (not `auto`): the same model.
+    let loads = events.iter().filter(|e| matches!(e, EngineEvent::Stage { stage: Stage::Load { .. }, .. })).count();
+    assert_eq!(loads, 0, "the loaded model makes the edit");
+    let audio: Vec<(usize, &[f32])> = events
+        .iter()
+        .filter_map(|e| match e {
+            EngineEvent::Audio { first_sample, samples, .. } => Some((*first_sample, samples.as_slice())),
+            _ => None,
+        })
+        .collect();
+    let mut next = 0;
+    for (first_sample, samples) in &audio {
+        assert_eq!(*first_sample, next, "the audio comes in order, without gaps");
+        next += samples.len() / 2;
+    }
+    let (first_sample, kept) = audio[0];
+    assert_eq!(first_sample, 0);
+    assert!(!kept.is_empty() && kept.len() < original_audio.len());
+    let same = kept.iter().zip(&original_audio).all(|(a, b)| a.to_bits() == b.to_bits());
+    assert!(same, "the kept audio is the original's");
+
+    let version = saved(&events);
+    let edit = version.recipe.edit.as_deref().expect("the new version records its edit");
+    assert_eq!((edit.parent, &edit.edit), (original.id, &Edit::Extend { seconds: Some(4.0) }));
+    assert_eq!((edit.changed_from_s * f64::from(rate)).round() as usize, kept.len() / 2, "the change starts after it");
+    assert_eq!(version.editable, Ok(()), "a version can be edited in turn");
+    assert!(next > original_audio.len() / 2 + 3 * rate as usize, "about 4 s more, got {next} frames");
+    let saved_at = events.iter().position(|e| matches!(e, EngineEvent::Saved { .. })).unwrap();
+    assert_eq!(saved_at, events.len() - 2, "saved, then finished");
+    let (version_audio, _) = crate::wav::read_song(&library.get(version.id).unwrap().unwrap().wav).unwrap();
+    let sent: Vec<f32> = audio.iter().flat_map(|(_, s)| s.iter().copied()).collect();
+    assert!(version_audio == sent, "the library keeps what was sent");
+    assert_eq!(host.engine.playback().frames, next, "the player holds the new version");
+    let listed = host.list();
+    assert_eq!(listed.iter().map(|s| s.parent()).collect::<Vec<_>>(), [Some(original.id), None]);
+
+    let late = EditRequest { edit: Edit::Rerender { from_s: 500.0, to_s: 600.0 }, seed: None };
+    let message = failure(&host.run(3, Request::Edit { job: 3, song: original.id, edit: late }));
+    assert!(message.contains("within the song"), "{message}");
+    assert_eq!(host.list().len(), 2, "a failed edit keeps nothing");
+
+    host.engine.send(Request::Edit { job: 4, song: original.id, edit: extend_by(4.0) });
+    let events = host.run(4, Request::Cancel { job: 4 });
+    assert!(matches!(events.last(), Some(EngineEvent::Cancelled { job: 4 })), "{:?}", events.last());
+    assert_eq!(host.list().len(), 2, "a cancelled edit keeps nothing");
+    assert_eq!(files_under(&setup.library_dir().join("songs")).len(), 2, "nor a file");
+}
+
+/// Spoils the magic of the score in the WAV at `path`, its length unchanged.
+fn damage_score(path: &Path) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let at = bytes.windows(8).position(|w| w == b"SLSCORE1").expect("the score's magic");
+    bytes[at..at + 8].copy_from_slice(b"XXSCORE1");
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// A song without codes, one whose codes are damaged and one by another model are listed as
+/// they are, and an edit of each fails saying why.
+#[test]
+fn an_edit_the_song_cannot_take_fails_and_says_why() {
+    let setup = Setup::new();
+    add_library_song(&setup);
+    let score = crate::wav::tests::made_up_score();
+    let damaged = add_song(&setup, "Damaged", &Recipe::default(), Some(&score));
+    damage_score(&damaged.wav);
+    let tiny = Recipe {
+        lyrics: "[verse]\nla".into(),
+        description: "piano".into(),
+        device: "cpu".into(),
+        model: tiny_model(),
+        ..Recipe::default()
+    };
+    let other_model = add_song(&setup, "Other model", &tiny, Some(&score));
+    let host = Host::start(&setup);
+
+    let listed = host.list();
+    let why = |title: &str| listed.iter().find(|s| s.title == title).unwrap().editable.clone().unwrap_err();
+    let no_codes = why("Library piano");
+    assert!(no_codes.contains("no codes") && no_codes.contains("before Songloom kept them"), "{no_codes}");
+    assert!(why("Damaged").contains("damaged"), "{}", why("Damaged"));
+    assert_eq!(listed.iter().find(|s| s.title == "Other model").unwrap().editable, Ok(()));
+
+    for (job, title, reason) in [(1, "Library piano", "no codes"), (2, "Damaged", "damaged")] {
+        let id = listed.iter().find(|s| s.title == title).unwrap().id;
+        let events = host.run(job, Request::Edit { job, song: id, edit: extend_by(2.0) });
+        let message = failure(&events);
+        assert!(message.contains(&format!("song {id} cannot be edited")) && message.contains(reason), "{message}");
+        assert_eq!(events.len(), 1, "refused before a model is loaded: {events:?}");
+    }
+    let message = failure(&host.run(3, Request::Edit { job: 3, song: other_model.id, edit: extend_by(2.0) }));
+    assert!(message.contains("another model"), "{message}");
+    assert_eq!(host.list().len(), 3, "no version was kept");
+
+    // What the list remembers of a song is read again once its file changes.
+    damage_score(&other_model.wav);
+    let listed = host.list();
+    let now = listed.iter().find(|s| s.id == other_model.id).unwrap().editable.clone();
+    assert!(now.as_ref().is_err_and(|why| why.contains("damaged")), "{now:?}");
 }
