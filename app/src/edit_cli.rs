@@ -243,7 +243,12 @@ pub fn run(args: EditArgs) -> Result<()> {
     if c.json {
         say!("{}", songloom_wire::Event::Saved { library_id: saved.id, title: saved.title.clone() }.to_line());
     } else {
-        say!("kept in the library as song {} (\"{}\"), a new version of song {}", saved.id, saved.title, id);
+        let versions = Library::open(&library_dir)?.versions(saved.id)?.len();
+        say!(
+            "kept in the library as song {} (\"{}\"), a new version of song {id} ({versions} versions now)",
+            saved.id,
+            saved.title
+        );
     }
     if let Some(p) = terminal.player {
         let seconds = finished.stats.samples as f64 / finished.stats.sample_rate as f64;

@@ -277,7 +277,6 @@ impl Library {
 
     /// The score kept in song `id`'s file; `None` for a song without one (made before scores were
     /// kept, or imported from a file without one), which cannot be edited.
-    #[allow(dead_code, reason = "for the edits of a song (`songloom edit`, the API)")]
     pub fn score(&self, id: i64) -> Result<Option<Score>> {
         let song = self.get(id)?.with_context(|| format!("no song {id} in the library"))?;
         crate::wav::read_score(&song.wav)
@@ -296,7 +295,6 @@ impl Library {
 
     /// Every version of song `id`: the songs that share its first ancestor (that one included),
     /// oldest first. Versions whose parent was deleted stay together, as they share its id.
-    #[allow(dead_code, reason = "for the edits of a song (`songloom edit`, the API)")]
     pub fn versions(&self, id: i64) -> Result<Vec<Song>> {
         let songs = self.list("")?;
         let parents: HashMap<i64, Option<i64>> = songs.iter().map(|s| (s.id, s.parent)).collect();
