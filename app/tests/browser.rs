@@ -2,7 +2,8 @@
 //! WebDriver (chromedriver), opens it, clicks into Description and Lyrics and types as a person
 //! would, presses Generate, and waits until the song is made, played (every frame reached the
 //! page's player, whose clock ran) and in the library, then exports it (a download equal to the
-//! library's file); the page is saved as a screenshot (target/browser/page.png; the
+//! library's file), then extends it by 2 s from the player (a new version whose audio before the
+//! splice is the song's); the page is saved as a screenshot (target/browser/page.png; the
 //! committed one is docs/screenshots/browser.png). Skips with the reason where Chromium, its driver
 //! or the page's bundle is missing, unless SONGLOOM_REQUIRE_BROWSER is set (the test command sets
 //! it, so CI cannot skip).
@@ -109,6 +110,20 @@ impl Session<'_> {
             Some(json!({"actions": [{"type": "key", "id": "keyboard", "actions": keys}]})),
         );
         std::thread::sleep(Duration::from_millis(300));
+    }
+
+    /// Ctrl+A: selects all of the focused field's text, so what is typed next replaces it.
+    fn select_all(&self) {
+        let keys = json!([
+            {"type": "keyDown", "value": "\u{E009}"}, {"type": "keyDown", "value": "a"},
+            {"type": "keyUp", "value": "a"}, {"type": "keyUp", "value": "\u{E009}"},
+        ]);
+        self.command(
+            "POST",
+            "/actions",
+            Some(json!({"actions": [{"type": "key", "id": "keyboard", "actions": keys}]})),
+        );
+        std::thread::sleep(Duration::from_millis(200));
     }
 
     fn screenshot(&self, path: &Path) {
@@ -227,6 +242,29 @@ fn a_song_is_made_played_and_exported_in_a_browser() {
         hound::WavReader::new(std::io::Cursor::new(stored)).unwrap().into_samples().map(Result::unwrap).collect();
     assert_eq!(exported.len(), 2 * frames, "{}", file.display());
     assert_eq!(exported, stored, "the download differs from the library's file");
+
+    // An edit from the page: the song extended by 2 s into a new version in the library, whose
+    // audio before the splice is the song's own.
+    session.click("extend_by");
+    session.select_all();
+    session.type_text("2");
+    session.click("extend");
+    let start = Instant::now();
+    let version = loop {
+        let (_, songs) = server.json("GET", "/api/library", None);
+        if let Some(v) = songs["songs"].as_array().unwrap().iter().find(|s| s["parent"] == id) {
+            break v.clone();
+        }
+        assert!(start.elapsed() < Duration::from_secs(240), "no new version arrived: {songs}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(version["edit_kind"], "extend", "{version}");
+    assert!((version["seconds"].as_f64().unwrap() - seconds - 2.0).abs() < 0.05, "{version}");
+    let (_, extended) = server.call("GET", &format!("/api/library/{}/audio.wav", version["id"]), None);
+    let extended: Vec<f32> =
+        hound::WavReader::new(std::io::Cursor::new(extended)).unwrap().into_samples().map(Result::unwrap).collect();
+    let splice = 2 * (version["recipe"]["edit"]["changed_from_s"].as_f64().unwrap() * 44_100.0).round() as usize;
+    assert!(splice > 0 && extended[..splice] == stored[..splice], "the audio before the splice is the song's");
 
     std::thread::sleep(Duration::from_millis(500));
     let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser/page.png");

@@ -110,6 +110,9 @@ pub struct Landmarks {
     pub generate: Option<egui::Rect>,
     /// The newest library song's Export button.
     pub export: Option<egui::Rect>,
+    /// The player's Extend button and its length field, for the song loaded there.
+    pub extend: Option<egui::Rect>,
+    pub extend_by: Option<egui::Rect>,
 }
 
 impl Landmarks {
@@ -120,6 +123,8 @@ impl Landmarks {
             ("lyrics", self.lyrics),
             ("generate", self.generate),
             ("export", self.export),
+            ("extend", self.extend),
+            ("extend_by", self.extend_by),
         ]
         .into_iter()
         .filter_map(|(name, rect)| Some((name, rect?)))

@@ -75,6 +75,7 @@ struct ResingFields {
 
 impl Panel for PlayerPanel {
     fn ui(&mut self, ui: &mut egui::Ui, ctx: &mut PanelContext<'_>) {
+        (ctx.landmarks.extend, ctx.landmarks.extend_by) = (None, None);
         let Some(track) = ctx.track else {
             ui.label("Nothing to play yet: generate a song, or listen to one from the library.");
             return;
@@ -236,7 +237,9 @@ impl PlayerPanel {
                 ),
                 Err(_) => String::new(),
             };
-            if edit_button_ui(ui, "Extend", why, &hint).clicked()
+            let extend = edit_button_ui(ui, "Extend", why, &hint);
+            ctx.landmarks.extend = Some(extend.rect);
+            if extend.clicked()
                 && let Ok(s) = extend_s
             {
                 asked = Some(Edit::Extend { seconds: Some(s) });
@@ -245,6 +248,7 @@ impl PlayerPanel {
             let field =
                 ui.add(egui::TextEdit::singleline(&mut self.edit.extend_by).desired_width(44.0).hint_text("0:30"));
             field.widget_info(|| egui::WidgetInfo::labeled(egui::Role::TextInput, true, "Extend by"));
+            ctx.landmarks.extend_by = Some(field.rect);
 
             let why = held
                 .clone()
