@@ -426,6 +426,25 @@ fn a_song_is_edited_over_http() {
     let streamed: Vec<f32> = pcm.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
     assert_eq!(streamed, after);
 
+    // The other kinds, each a version under the song with its audio before the splice kept.
+    for body in [
+        json!({"kind": "extend", "seconds": 3}),
+        json!({"kind": "from", "at_s": 10, "description": "fast bright strings"}),
+        json!({"kind": "resing", "line": 1, "lyrics": "we sail away", "at_s": 10}),
+    ] {
+        let (status, created) = server.json("POST", &format!("/api/songs/{library_id}/edits"), Some(body.clone()));
+        assert_eq!(status, 201, "{body}: {created}");
+        let edited = server.wait(created["id"].as_u64().unwrap());
+        assert_eq!(edited["state"], "finished", "{body}: {edited}");
+        let version_id = edited["library_id"].as_i64().unwrap();
+        let (_, list) = server.json("GET", "/api/library", None);
+        let version = list["songs"].as_array().unwrap().iter().find(|s| s["id"] == version_id).unwrap().clone();
+        assert_eq!((&version["parent"], &version["edit_kind"]), (&json!(library_id), &body["kind"]), "{version}");
+        let from = (version["recipe"]["edit"]["changed_from_s"].as_f64().unwrap() * 44100.0).round() as usize * 2;
+        let after = wav(version_id);
+        assert!(from > 0 && after[..from] == before[..from], "{body}: the audio before the splice");
+    }
+
     for (path, body, status, expected) in [
         ("/api/songs/99/edits", json!({"kind": "extend"}), 404, "no song 99"),
         ("/api/songs/x/edits", json!({"kind": "extend"}), 400, "not a library id"),
