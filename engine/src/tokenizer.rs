@@ -9,7 +9,7 @@ use std::path::Path;
 use fancy_regex::Regex;
 use serde::Deserialize;
 use serde_json::Value;
-use unicode_normalization::UnicodeNormalization;
+use unicode_normalization_alignments::UnicodeNormalization;
 
 use crate::error::{Error, Result};
 
@@ -139,7 +139,7 @@ impl Tokenizer {
                 continue;
             }
             if token.normalized {
-                let content = if nfc { token.content.nfc().collect() } else { token.content };
+                let content = if nfc { nfc_of(&token.content) } else { token.content };
                 normalized_added.push((content, token.id));
             } else {
                 raw_added.push((token.content, token.id));
@@ -168,7 +168,7 @@ impl Tokenizer {
                 }
                 Piece::Text(piece) => piece,
             };
-            let normalized: String = if self.nfc { piece.nfc().collect() } else { piece.to_string() };
+            let normalized: String = if self.nfc { nfc_of(piece) } else { piece.to_string() };
             for part in split_added(&normalized, &self.normalized_added) {
                 match part {
                     Piece::Added(id) => ids.push(id),
@@ -255,6 +255,12 @@ fn split_added<'a>(text: &'a str, added: &[(String, u32)]) -> Vec<Piece<'a>> {
 
 fn kind(value: &Value) -> Option<&str> {
     value.get("type").and_then(Value::as_str)
+}
+
+/// `text` in NFC as Hugging Face's tokenizers makes it: its normalizer's Unicode 9.0 tables, so a
+/// character assigned since (with no combining class there) is left where it is, as there.
+fn nfc_of(text: &str) -> String {
+    text.nfc().map(|(c, _)| c).collect()
 }
 
 /// Whether the text is NFC-normalized; other normalizers are refused.

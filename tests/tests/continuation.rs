@@ -127,8 +127,14 @@ fn hidden_states_are_recovered_from_the_codes() {
 /// generated ones within float rounding.
 #[test]
 fn the_forced_pass_recovers_the_hidden_states() {
+    for device in devices() {
+        let kind = device.kind();
+        forced_pass_recovers(&pipeline(device), kind);
+    }
+}
+
+fn forced_pass_recovers(pipeline: &Pipeline, kind: DeviceKind) {
     use songloom_engine::pipeline::ar::{self, ArModels, Forced};
-    let pipeline = pipeline(cpu());
     let prompt = pipeline.encode_prompt("calm strings", "[verse]\nla la").unwrap();
     let frames = pipeline.max_frames(12.0).unwrap();
     let cancel = Cancel::default();
@@ -159,10 +165,11 @@ fn the_forced_pass_recovers_the_hidden_states() {
     assert_eq!(after.len(), (frames - 120) * width, "forced frames before 121 come without hidden states");
     let d = songloom_tests::distance(&after, &made[120 * width..]);
     // The same bound as the depth decoder's parity against the reference (1.72e-2 there), tighter.
-    assert!(d.rel < 2e-3, "hidden states after the forced pass: {d:?}");
+    assert!(d.rel < 2e-3, "{kind:?}: hidden states after the forced pass: {d:?}");
+    println!("{kind:?}: forced pass against the loop: {d:?}");
     // Control: the last forced frames' codes shifted by one frame show in every later state.
     let mut shifted = codes.clone();
     shifted.frames.remove(190);
     let d = songloom_tests::distance(&recovered(&shifted, 201, 121), &made[120 * width..]);
-    assert!(d.rel > 1e-2, "forced codes off by one frame must show: {d:?}");
+    assert!(d.rel > 1e-2, "{kind:?}: forced codes off by one frame must show: {d:?}");
 }
