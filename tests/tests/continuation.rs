@@ -164,12 +164,16 @@ fn forced_pass_recovers(pipeline: &Pipeline, kind: DeviceKind) {
     let made = made.to_f32_vec();
     assert_eq!(after.len(), (frames - 120) * width, "forced frames before 121 come without hidden states");
     let d = songloom_tests::distance(&after, &made[120 * width..]);
-    // The same bound as the depth decoder's parity against the reference (1.72e-2 there), tighter.
-    assert!(d.rel < 2e-3, "{kind:?}: hidden states after the forced pass: {d:?}");
-    println!("{kind:?}: forced pass against the loop: {d:?}");
+    // The language model's parity bound (tests/tests/parity.rs: twice the reference's bf16 rounding
+    // against its f32 control): the pass sums in another order than the loop, as a backend's own
+    // kernels do against the reference's.
+    let bound = songloom_tests::bf16_bound(&songloom_tests::Golden::open("lm"), "reference", "control").rel;
+    assert!(d.rel < bound, "{kind:?}: hidden states after the forced pass: {d:?} (bound {bound})");
+    println!("{kind:?}: forced pass against the loop: {d:?}, bound {bound}");
     // Control: the last forced frames' codes shifted by one frame show in every later state.
     let mut shifted = codes.clone();
     shifted.frames.remove(190);
     let d = songloom_tests::distance(&recovered(&shifted, 201, 121), &made[120 * width..]);
-    assert!(d.rel > 1e-2, "{kind:?}: forced codes off by one frame must show: {d:?}");
+    println!("{kind:?}: codes off by one frame: {d:?}");
+    assert!(d.rel > bound, "{kind:?}: forced codes off by one frame must show: {d:?}");
 }
