@@ -151,6 +151,38 @@ impl EditCommand {
     }
 }
 
+/// The times and line asked for, against the song's length and lyrics, before a model is loaded
+/// (the engine checks them again against the codes).
+fn check_against(edit: &EditCommand, song: &crate::library::Song) -> Result<()> {
+    let length = song.seconds;
+    let within = |t: f64, flag: &str| {
+        if !(0.0..length).contains(&t) {
+            bail!("{flag} {t} s is not within song {} ({length:.2} s long)", song.id);
+        }
+        Ok(())
+    };
+    match edit.edit()? {
+        Edit::Extend { .. } => {}
+        Edit::From { at_s, .. } => within(at_s, "--at")?,
+        Edit::Resing { line, at_s, .. } => {
+            let lines = song.recipe.lyrics.lines().count();
+            if line >= lines {
+                bail!("song {} has {lines} lines of lyrics: there is no line {} to sing again from", song.id, line + 1);
+            }
+            if let Some(at_s) = at_s {
+                within(at_s, "--at")?;
+            }
+        }
+        Edit::Rerender { from_s, to_s } => {
+            within(from_s, "--from")?;
+            if !(to_s > from_s && to_s <= length + 1e-6) {
+                bail!("--to {to_s} s must be after --from and within song {} ({length:.2} s long)", song.id);
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn run(args: EditArgs) -> Result<()> {
     let cancel = Cancel::default();
     let on_signal = cancel.clone();
@@ -163,6 +195,7 @@ pub fn run(args: EditArgs) -> Result<()> {
     let song = Library::open(&library_dir)?
         .get(id)?
         .with_context(|| format!("there is no song {} in the library in {}", id, library_dir.display()))?;
+    check_against(&args.edit, &song)?;
     // The song's own model and adapters unless others are named.
     let model = ModelArg {
         model: c

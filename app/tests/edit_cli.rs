@@ -183,8 +183,8 @@ fn a_bad_edit_says_what_to_fix_and_changes_nothing() {
         (&["edit", "1", "resing", "--line", "40", "--lyrics", "x", "--no-play"][..], "no line 40"),
         (&["edit", "1", "resing", "--line", "0", "--lyrics", "x", "--no-play"][..], "counts from 1"),
         (&["edit", "1", "resing", "--line", "2", "--no-play"][..], "--lyrics"),
-        (&["edit", "1", "rerender", "--from", "4", "--to", "2", "--no-play"][..], "start before its end"),
-        (&["edit", "1", "from", "--at", "99", "--no-play"][..], "within the song"),
+        (&["edit", "1", "rerender", "--from", "4", "--to", "2", "--no-play"][..], "must be after --from"),
+        (&["edit", "1", "from", "--at", "99", "--no-play"][..], "not within song 1"),
         (&["edit", "1", "from", "--at", "2", "--seed", "0", "--no-play"][..], "another seed"),
         (&["edit", "1", "extend", "--seconds", "soon", "--no-play"][..], "--seconds"),
     ] {

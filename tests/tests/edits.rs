@@ -299,7 +299,7 @@ fn edits_that_cannot_be_made_say_why() {
         (Edit::Rerender { from_s: 1.0, to_s: 60.0 }, "within the song"),
         (Edit::From { at_s: 99.0, description: None }, "within the song"),
         (Edit::Extend { seconds: Some(-1.0) }, "positive"),
-        (Edit::Resing { line: 40, lyrics: "x".into(), at_s: None }, "no line 41"),
+        (Edit::Resing { line: 40, lyrics: "x".into(), at_s: None }, "no line 41 (counting from 1; 40 counting from 0)"),
     ] {
         let err = edit_error(&pipeline, &original, &e, 8);
         assert!(err.contains(expected), "{e:?}: {err}");

@@ -388,7 +388,8 @@ fn resung_lyrics(lyrics: &str, line: usize, new: &str) -> Result<(String, f64)> 
     let lines: Vec<&str> = lyrics.lines().collect();
     if line >= lines.len() {
         return Err(Error::Invalid(format!(
-            "the song's lyrics have {} lines: there is no line {} to sing again from",
+            "the song's lyrics have {} lines: there is no line {} (counting from 1; {line} counting from 0) to sing \
+             again from",
             lines.len(),
             line + 1
         )));
@@ -526,7 +527,8 @@ mod tests {
         let (text, at) = resung_lyrics(lyrics, 2, "deux\n[chorus]\ntrois").unwrap();
         assert_eq!(text, "[verse]\none\ndeux\n[chorus]\ntrois");
         assert_eq!(at, 0.25, "one sung line of four comes before line 2");
-        assert!(resung_lyrics(lyrics, 7, "x").unwrap_err().to_string().contains("7 lines"));
+        let err = resung_lyrics(lyrics, 7, "x").unwrap_err().to_string();
+        assert!(err.contains("7 lines") && err.contains("no line 8 (counting from 1; 7 counting from 0)"), "{err}");
         assert!(resung_lyrics(lyrics, 1, "  ").unwrap_err().to_string().contains("new lyrics"));
         assert_eq!(resung_lyrics(lyrics, 0, "la").unwrap(), ("la".to_string(), 0.0));
     }
