@@ -15,7 +15,7 @@ use crate::generate::{Progress, Terminal, show_plan, summary, wire_event};
 use crate::library::Library;
 use crate::output::say;
 use crate::player::Player;
-use crate::song_job::{self, OutFile};
+use crate::song_job;
 
 #[derive(Args)]
 pub struct EditArgs {
@@ -210,16 +210,8 @@ pub fn run(args: EditArgs) -> Result<()> {
         c.adapters.lora.clone()
     };
     let adapters = AdapterArgs { lora: specs }.open()?;
-    let out = c
-        .out
-        .as_deref()
-        .map(|path| -> Result<OutFile> {
-            let format = crate::wav::FileFormat::of_extension(path)?.unwrap_or(crate::wav::FileFormat::F32);
-            let out = OutFile { path: path.to_path_buf(), format, replace: c.force };
-            out.check_free()?;
-            Ok(out)
-        })
-        .transpose()?;
+    // As generate's --out: a directory, or an extension that does not say a format, is refused.
+    let out = c.out.as_deref().map(|path| crate::generate::out_file(Some(path), None, c.force)).transpose()?;
     let device = c.engine.open_device()?;
     let model_dir = model.dir()?;
     let plan = Pipeline::plan(&model_dir, &device, c.engine.memory_request(), None)?;

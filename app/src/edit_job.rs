@@ -43,10 +43,9 @@ pub fn request_of(recipe: &Recipe) -> Request {
     }
 }
 
-/// A seed other than `not`, from the clock.
+/// A new seed (as a new song's), other than `not`.
 fn fresh_seed(not: u64) -> u64 {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
-    let seed = songloom_engine::hash::mix64(nanos) % 1_000_000_000;
+    let seed = crate::mcp::tools::new_seed();
     if seed == not { seed ^ 1 } else { seed }
 }
 

@@ -198,7 +198,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
 
 /// Where the song goes and in what format: `--format`, or what `out`'s extension names; without
 /// `out`, the first of song.wav, song-2.wav, ... (or .flac) not taken here.
-fn out_file(out: Option<&Path>, format: Option<FileFormat>, force: bool) -> Result<OutFile> {
+pub fn out_file(out: Option<&Path>, format: Option<FileFormat>, force: bool) -> Result<OutFile> {
     let Some(path) = out else {
         let format = format.unwrap_or(FileFormat::F32);
         let extension = format.extension();

@@ -9,7 +9,7 @@
 //! cancels what is waiting or running (a cancelled song leaves no file) and ends the server.
 
 mod protocol;
-mod tools;
+pub mod tools;
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};

@@ -402,7 +402,7 @@ fn lyrics_of(ask: &NewSong, embedded: bool) -> Result<String> {
 }
 
 /// A seed no earlier call chose, so each call makes a new song.
-fn new_seed() -> u64 {
+pub fn new_seed() -> u64 {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     (nanos as u64 ^ (u64::from(std::process::id()) << 32)) % 1_000_000_000
 }

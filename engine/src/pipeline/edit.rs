@@ -189,11 +189,7 @@ impl Pipeline {
         emit(at, tail);
         stats.samples = splicer.lock().map_err(|_| poisoned())?.emitted;
         // A re-render's run replays the codes only as far as its last window needs them.
-        let codes = if plan.back_at.is_some() || plan.seams_end.is_some() {
-            original.score.codes.clone()
-        } else {
-            run_score.codes
-        };
+        let codes = if plan.seams_end.is_some() { original.score.codes.clone() } else { run_score.codes };
         let score = Score { model: run_score.model, codes, seams: merged_seams(&seams, run_score.seams, plan) };
         (observer.events)(Event::Score(std::sync::Arc::new(score.clone())));
         (observer.events)(Event::Finished { stats: stats.clone() });
