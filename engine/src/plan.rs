@@ -419,11 +419,12 @@ impl Geometry {
 
     /// A window's DiT activations, or the vocoder's last stage: a time span's im2col matrix
     /// (the CUDA backend makes 65536 steps at a time) beside four signals of the whole window.
-    /// Measured on the H200 at the real geometry: DiT 0.144 GB, vocoder 1.49 GB before the im2col
-    /// was made in spans.
+    /// Measured on the H200 at the real geometry: DiT 0.144 GB a branch, vocoder 1.49 GB before the
+    /// im2col was made in spans.
     fn acoustic_workspace(&self) -> f64 {
         let length = 690.0;
-        let dit = length * (self.dit.ff_inner_dim as f64 * 3.0 + self.dit.inner_dim() as f64 * 12.0) * 4.0;
+        // The two CFG branches go through the DiT as one batch.
+        let dit = 2.0 * length * (self.dit.ff_inner_dim as f64 * 3.0 + self.dit.inner_dim() as f64 * 12.0) * 4.0;
         let c = &self.vocoder;
         let samples = length * c.hop_length() as f64;
         let last = (c.decoder_hidden_dim >> c.upsampling_ratios.len()).max(1) as f64;

@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use songloom_engine::model_dir::{ACOUSTIC_DTYPE, ModelDir};
+use songloom_engine::models::dit::DitInput;
 use songloom_engine::models::kv_cache::KV_DTYPE;
 use songloom_engine::models::scheduler::{FlowMatchEuler, cfg_combine, overlap_blend};
 use songloom_engine::{DType, Device, DeviceKind, Precision, Tensor};
@@ -228,6 +229,47 @@ fn dit_matches_reference_at_several_flow_times() {
         &dit_run(&ModelDir::open(wrong_rotary.path()).unwrap(), &cpu(), &g),
         &g.values("reference"),
     );
+}
+
+/// Windows through the DiT as one batch (a CFG pair, or windows at different flow times) each get
+/// the velocity they get alone, within the f32 bound (a batch changes only how the products are
+/// blocked); the branches swapped are caught.
+#[test]
+fn windows_in_one_batch_get_the_velocity_they_get_alone() {
+    let g = Golden::open("dit");
+    let bound = f32_bound(&g);
+    let times = g.values("timesteps");
+    for device in devices() {
+        let dit = model().transformer(&device, ACOUSTIC_DTYPE).unwrap();
+        let latents = device.upload(g.tensor("latents")).unwrap();
+        let condition = device.upload(g.tensor("condition")).unwrap();
+        let zeros = device.upload(Tensor::zeros(condition.shape())).unwrap();
+        let alone = |t: f32, c: &Tensor| dit.forward(&device, &latents, t, c).unwrap().to_f32_vec();
+        let kind = device.kind();
+
+        let [cond, uncond] =
+            dit.forward_cfg(&device, &latents, times[1], &condition, &zeros).unwrap().map(|v| v.to_f32_vec());
+        let (cond_alone, uncond_alone) = (alone(times[1], &condition), alone(times[1], &zeros));
+        bound.check(&format!("{kind}: conditioned branch of a CFG batch"), &cond, &cond_alone);
+        bound.check(&format!("{kind}: unconditioned branch of a CFG batch"), &uncond, &uncond_alone);
+        bound.rejects(&format!("{kind}: CFG batch with its branches swapped"), &uncond, &cond_alone);
+
+        let inputs = [(times[0], &condition), (times[2], &zeros), (times[2], &condition)]
+            .map(|(t, condition)| DitInput { latents: &latents, t, condition });
+        let batch = dit.forward_batch(&device, &inputs).unwrap();
+        for (input, velocity) in inputs.iter().zip(&batch) {
+            bound.check(
+                &format!("{kind}: window at t={} in a batch of three", input.t),
+                &velocity.to_f32_vec(),
+                &alone(input.t, input.condition),
+            );
+        }
+        bound.rejects(
+            &format!("{kind}: window given another's flow time"),
+            &batch[0].to_f32_vec(),
+            &alone(times[2], &condition),
+        );
+    }
 }
 
 // ---------------------------------------------------------------- scheduler

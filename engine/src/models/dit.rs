@@ -55,11 +55,12 @@ pub fn rotary(cfg: &DitConfig, seq: usize) -> Rotary {
     }
 }
 
-/// The attention of a window of `seq` tokens: every token sees every other.
-pub fn attention_shape(cfg: &DitConfig, seq: usize) -> AttentionShape {
+/// The attention of `batch` windows of `seq` tokens each: every token sees every other token of
+/// its own window.
+pub fn attention_shape(cfg: &DitConfig, seq: usize, batch: usize) -> AttentionShape {
     let heads = cfg.num_attention_heads;
     AttentionShape {
-        batch: 1,
+        batch,
         q_len: seq,
         kv_len: seq,
         kv_capacity: seq,
@@ -142,22 +143,77 @@ impl Dit {
     /// Velocity `[channels, length]` for `latents [channels, length]` at flow time `t` under
     /// `condition [length, condition_dim]` (zeros for the unconditional branch).
     pub fn forward(&self, device: &Device, latents: &Tensor, t: f32, condition: &Tensor) -> Result<Tensor> {
+        let mut velocities = self.forward_batch(device, &[DitInput { latents, t, condition }])?;
+        Ok(velocities.remove(0))
+    }
+
+    /// The velocities of a CFG pair, `[conditioned, unconditioned]`: one batch of two windows.
+    pub fn forward_cfg(
+        &self,
+        device: &Device,
+        latents: &Tensor,
+        t: f32,
+        condition: &Tensor,
+        unconditioned: &Tensor,
+    ) -> Result<[Tensor; 2]> {
+        let inputs = [condition, unconditioned].map(|condition| DitInput { latents, t, condition });
+        self.forward_batch(device, &inputs)?
+            .try_into()
+            .map_err(|v: Vec<Tensor>| Error::Invalid(format!("the DiT gave {} velocities for a CFG pair", v.len())))
+    }
+
+    /// The velocities of several windows of one length in one pass: their rows stacked through
+    /// every product (a CFG pair's two branches fill the tensor cores twice as well as one), each
+    /// window attending only to itself. Each velocity is the one [`Dit::forward`] gives its input.
+    pub fn forward_batch(&self, device: &Device, inputs: &[DitInput]) -> Result<Vec<Tensor>> {
         let cfg = &self.cfg;
-        let (channels, length) = latents.dims2("transformer")?;
-        if channels != cfg.in_channels || condition.shape() != [length, cfg.condition_dim] {
-            return Err(Error::shape(
-                "transformer",
-                format!("latents {:?} with condition {:?}", latents.shape(), condition.shape()),
-            ));
+        let Some(first) = inputs.first() else { return Ok(Vec::new()) };
+        let (channels, length) = first.latents.dims2("transformer")?;
+        for input in inputs {
+            if input.latents.shape() != [channels, length]
+                || channels != cfg.in_channels
+                || input.condition.shape() != [length, cfg.condition_dim]
+            {
+                return Err(Error::shape(
+                    "transformer",
+                    format!(
+                        "latents {:?} with condition {:?} in a batch of {} windows of {length} latents",
+                        input.latents.shape(),
+                        input.condition.shape(),
+                        inputs.len()
+                    ),
+                ));
+            }
         }
         let zeros = device.upload(Tensor::zeros(&[channels, length]))?;
-        let stacked = device.cat_rows(&[latents, &zeros, &device.transpose(condition)?])?;
-        let x = device.transpose(&stacked)?;
+        let columns = inputs
+            .iter()
+            .map(|input| {
+                device.transpose(&device.cat_rows(&[input.latents, &zeros, &device.transpose(input.condition)?])?)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let x = device.cat_rows(&columns.iter().collect::<Vec<_>>())?;
         let x = device.add(&device.linear(&x, &self.preprocess, None)?, &x)?;
         let x = device.linear(&x, &self.proj_in, None)?;
-        let mut x = device.cat_rows(&[&self.time_embedding(device, t)?, &x])?;
+        // Each window's rows behind its own time token (one token a flow time).
+        let mut tokens: Vec<(f32, Tensor)> = Vec::new();
+        for input in inputs {
+            if !tokens.iter().any(|(t, _)| *t == input.t) {
+                tokens.push((input.t, self.time_embedding(device, input.t)?));
+            }
+        }
+        let spans = (0..inputs.len())
+            .map(|i| device.slice_rows(&x, i * length, (i + 1) * length))
+            .collect::<Result<Vec<_>>>()?;
+        let mut parts = Vec::with_capacity(2 * inputs.len());
+        for (input, span) in inputs.iter().zip(&spans) {
+            let token = tokens.iter().find(|(t, _)| *t == input.t).map(|(_, token)| token);
+            parts.extend(token);
+            parts.push(span);
+        }
+        let mut x = device.cat_rows(&parts)?;
         let seq = length + 1;
-        let (rotary, shape) = (rotary(cfg, seq), attention_shape(cfg, seq));
+        let (rotary, shape) = (rotary(cfg, seq), attention_shape(cfg, seq, inputs.len()));
         for b in &self.blocks {
             let n = device.layer_norm(&x, &b.norm1_w, &b.norm1_b, LAYER_NORM_EPS)?;
             let [q, k, v] = device.linear3(&n, None, [&b.q, &b.k, &b.v])?;
@@ -168,8 +224,21 @@ impl Dit {
             let glu = device.linear_glu(&n, &b.ff_in, Some(&b.ff_in_b))?;
             x = device.add(&x, &device.linear(&glu, &b.ff_out, Some(&b.ff_out_b))?)?;
         }
-        let y = device.linear(&device.slice_rows(&x, 1, seq)?, &self.proj_out, None)?;
+        // Without the time tokens.
+        let rows =
+            (0..inputs.len()).map(|i| device.slice_rows(&x, i * seq + 1, (i + 1) * seq)).collect::<Result<Vec<_>>>()?;
+        let y = device.linear(&device.cat_rows(&rows.iter().collect::<Vec<_>>())?, &self.proj_out, None)?;
         let y = device.add(&device.linear(&y, &self.postprocess, None)?, &y)?;
-        device.transpose(&y)
+        (0..inputs.len()).map(|i| device.transpose(&device.slice_rows(&y, i * length, (i + 1) * length)?)).collect()
     }
+}
+
+/// One window of a batched DiT forward ([`Dit::forward_batch`]).
+pub struct DitInput<'a> {
+    /// `[channels, length]`.
+    pub latents: &'a Tensor,
+    /// The flow time.
+    pub t: f32,
+    /// `[length, condition_dim]` (zeros for the unconditional branch).
+    pub condition: &'a Tensor,
 }

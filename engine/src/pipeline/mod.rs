@@ -380,6 +380,7 @@ impl Pipeline {
             vocoder: &half.vocoder,
             schedule,
             constants: &self.constants,
+            cfg_batched: std::env::var("SONGLOOM_DIT_CFG_BATCH").map_or(true, |v| v != "0"),
         }
     }
 

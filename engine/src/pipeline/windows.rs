@@ -32,6 +32,9 @@ pub struct AcousticModels<'a> {
     pub vocoder: &'a Vocoder,
     pub schedule: &'a FlowMatchEuler,
     pub constants: &'a PipelineConstants,
+    /// Whether a step's two CFG branches go through the DiT as one batch of two windows
+    /// (`SONGLOOM_DIT_CFG_BATCH=0` runs them one after the other: to time the batch against).
+    pub cfg_batched: bool,
 }
 
 /// What carries from one window to the next.
@@ -116,8 +119,11 @@ pub fn run_window(
         if let (Some(prev), Some(prompt)) = (&previous, &noise_prompt) {
             latents = overlap_blend(device, &latents, prompt, prev, t)?;
         }
-        let v_cond = m.dit.forward(device, &latents, t, &condition)?;
-        let v_uncond = m.dit.forward(device, &latents, t, &zeros)?;
+        let [v_cond, v_uncond] = if m.cfg_batched {
+            m.dit.forward_cfg(device, &latents, t, &condition, &zeros)?
+        } else {
+            [m.dit.forward(device, &latents, t, &condition)?, m.dit.forward(device, &latents, t, &zeros)?]
+        };
         let velocity = cfg_combine(device, &v_cond, &v_uncond, m.guidance)?;
         latents = m.schedule.step(device, i, &latents, &velocity)?;
         (observer.events)(Event::Stage { stage, done: i + 1, total: m.schedule.len() });
