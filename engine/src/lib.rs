@@ -7,6 +7,7 @@ pub mod cuda;
 pub mod device;
 pub mod dtype;
 pub mod error;
+pub mod fp8;
 pub mod hash;
 pub mod lora;
 pub mod model_dir;

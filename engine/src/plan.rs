@@ -390,13 +390,22 @@ impl Geometry {
             + c.in_channels as f64 * c.in_channels as f64;
         let small =
             c.num_layers as f64 * (4.0 * inner + 2.0 * ff) + (c.fourier_embedding_dim as f64 + 2.0 * inner) * inner;
-        let io_dtype = if matrices.is_quantized() { DType::BF16 } else { matrices };
+        let io_dtype = if matrices.is_packed() { DType::BF16 } else { matrices };
         bytes(blocks, matrices) + bytes(io, io_dtype) + bytes(small, DType::F32)
     }
 
-    /// The bf16 copy a quantized DiT's largest matrix is unpacked into for its products.
-    fn dit_unpacked(&self) -> f64 {
-        (2 * self.dit.ff_inner_dim * self.dit.inner_dim() * 2) as f64
+    /// What a DiT with block matrices in `matrices` needs beyond its activations: the bf16 copy a
+    /// quantized one's largest matrix is unpacked into for its products, or FP8's encoded
+    /// activations (a CFG pair's widest input) and cuBLASLt's 32 MiB workspace.
+    fn dit_extra_workspace(&self, matrices: DType) -> f64 {
+        let c = &self.dit;
+        if matrices.is_quantized() {
+            (2 * c.ff_inner_dim * c.inner_dim() * 2) as f64
+        } else if matrices == DType::F8E4M3 {
+            (2 * 690 * c.ff_inner_dim + (32 << 20)) as f64
+        } else {
+            0.0
+        }
     }
 
     fn vocoder(&self) -> f64 {
@@ -441,8 +450,7 @@ impl Geometry {
 
     /// The plan of `formats` in `mode` for `work`, the DiT's matrices as the precision has them.
     pub fn plan(&self, formats: ArFormats, mode: Mode, work: &Workload) -> Plan {
-        let acoustic = if work.precision == Precision::Bf16 { DType::BF16 } else { DType::F32 };
-        self.plan_with_dit(formats, acoustic, mode, work)
+        self.plan_with_dit(formats, work.precision.dit_matrices(), mode, work)
     }
 
     /// The plan of `formats` and the DiT's block matrices in `acoustic`, in `mode`, for `work`.
@@ -456,9 +464,7 @@ impl Geometry {
             vocoder: whole(self.vocoder()),
             kv_cache: whole(self.kv_cache(work.prompt + work.frames + 1)),
             ar_workspace: whole(self.ar_workspace(work.prompt)),
-            acoustic_workspace: whole(
-                self.acoustic_workspace() + if acoustic.is_quantized() { self.dit_unpacked() } else { 0.0 },
-            ),
+            acoustic_workspace: whole(self.acoustic_workspace() + self.dit_extra_workspace(acoustic)),
             runtime: work.runtime_bytes,
             host_table: whole(host_table),
         };
@@ -490,8 +496,11 @@ impl Geometry {
         };
         // Under the bf16 precision each AR format is tried with the DiT in bf16, then in q8 (its
         // products cost 4.1e-3 relative against bf16 at full size, a fifteenth of what q4 weights
-        // cost the LM's).
-        let dits: &[DType] = if work.precision == Precision::Bf16 { &[DType::BF16, DType::Q8] } else { &[DType::F32] };
+        // cost the LM's). FP8 is as small as q8.
+        let dits: &[DType] = match work.precision {
+            Precision::Bf16 => &[DType::BF16, DType::Q8],
+            precision => &[precision.dit_matrices()],
+        };
         let candidates: Vec<Plan> = [Mode::Streamed, Mode::Phased]
             .into_iter()
             .filter(|m| mode.is_none_or(|asked| asked == *m))
@@ -502,7 +511,11 @@ impl Geometry {
             return Ok(plan.clone());
         }
         let smallest = candidates.iter().min_by_key(|p| p.peak_bytes).expect("a candidate");
-        let hint = if work.gpu && work.precision != Precision::Bf16 { "; --precision bf16 halves the DiT" } else { "" };
+        let hint = if work.gpu && work.precision.dit_matrices() == DType::F32 {
+            "; --precision bf16 halves the DiT"
+        } else {
+            ""
+        };
         Err(Error::Invalid(format!(
             "no plan fits in {}: the smallest ({}) needs {}{hint}",
             size(budget_bytes.unwrap_or(0)),

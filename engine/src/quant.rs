@@ -37,6 +37,7 @@ impl DType {
             DType::BF16 | DType::F16 => 16.0,
             DType::Q8 => 8.0 + 16.0 / GROUP as f64,
             DType::Q4 => 4.0 + 32.0 / GROUP as f64,
+            DType::F8E4M3 => 8.0,
         }
     }
 }

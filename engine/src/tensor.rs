@@ -62,6 +62,11 @@ impl CpuStorage {
             DType::BF16 => CpuStorage::BF16(values.into_iter().map(bf16::from_f32).collect()),
             DType::F16 => CpuStorage::F16(values.into_iter().map(f16::from_f32).collect()),
             DType::Q8 | DType::Q4 => CpuStorage::Quant(crate::quant::quantize(&values, dtype)?),
+            DType::F8E4M3 => {
+                return Err(crate::Error::Invalid(
+                    "fp8 matrices are made and multiplied on a CUDA GPU with FP8 tensor cores only".into(),
+                ));
+            }
         })
     }
 }

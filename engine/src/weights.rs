@@ -509,6 +509,9 @@ impl<'a> VarBuilder<'a> {
 
     fn formatted(&self, shape: &[usize], name: &str, format: DType, device: &Device) -> Result<Tensor> {
         let on = VarBuilder { device, ..self.clone() };
+        if format == DType::F8E4M3 {
+            return device.cast(&on.get(shape, name)?, format);
+        }
         if !format.is_quantized() {
             return on.get(shape, name);
         }

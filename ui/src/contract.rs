@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 pub use songloom_wire::{AdapterRecipe, DEFAULT_GUIDANCE, Edit, EditOf, EditRequest, Half, Recipe, Stage};
 
 /// The precision policies of the acoustic half, by the engine's names (the app ties the two).
-pub const PRECISIONS: [&str; 3] = ["reference", "tf32", "bf16"];
+pub const PRECISIONS: [&str; 4] = ["reference", "tf32", "bf16", "fp8"];
 
 /// The AR half's weight choices, by the engine's names (the app ties the two).
 pub const WEIGHTS: [&str; 5] = ["auto", "bf16", "8bit", "4bit", "4bit-all"];

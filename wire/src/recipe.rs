@@ -18,7 +18,7 @@ pub struct Recipe {
     pub guidance: f32,
     /// `auto`, `cpu`, `cuda` or `wgpu` (the engine's device names).
     pub device: String,
-    /// `reference`, `tf32` or `bf16` (the engine's precision policies).
+    /// `reference`, `tf32`, `bf16` or `fp8` (the engine's precision policies).
     pub precision: String,
     /// The model directory; empty for the embedded model.
     pub model: String,

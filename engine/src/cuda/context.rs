@@ -86,6 +86,8 @@ pub(super) struct Lane {
     pub stream: Arc<CudaStream>,
     pub blas: CudaBlas,
     pub decode: Mutex<DecodeScratch>,
+    /// cuBLASLt's handle, workspace and plans for the FP8 products, made at the first.
+    pub fp8: Mutex<Option<super::fp8::Fp8Lane>>,
     pub(super) priority: ThreadPriority,
     /// Whether the stream is recording a step ([`super::graph`]).
     pub(super) recording: AtomicBool,
@@ -218,6 +220,7 @@ impl CudaBackend {
             stream,
             blas,
             decode: Mutex::new(DecodeScratch::default()),
+            fp8: Mutex::new(None),
             priority,
             recording: AtomicBool::new(false),
             shift: AtomicU64::new(0),

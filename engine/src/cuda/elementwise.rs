@@ -99,6 +99,14 @@ impl ElementwiseOps for CudaBackend {
             (CudaStorage::BF16(src), DType::Q8 | DType::Q4) => {
                 CudaStorage::Quant(self.quantize(&lane, Float::BF16(src), n, dtype)?)
             }
+            (CudaStorage::F32(src), DType::F8E4M3) => {
+                let (rows, cols) = t.dims2("cast to fp8")?;
+                CudaStorage::Fp8(self.quantize_fp8(&lane, Float::F32(src), rows, cols)?)
+            }
+            (CudaStorage::BF16(src), DType::F8E4M3) => {
+                let (rows, cols) = t.dims2("cast to fp8")?;
+                CudaStorage::Fp8(self.quantize_fp8(&lane, Float::BF16(src), rows, cols)?)
+            }
             (CudaStorage::Quant(q), DType::F32) => CudaStorage::F32(self.dequantize_f32(&lane, q)?),
             (CudaStorage::Quant(q), DType::BF16) => CudaStorage::BF16(self.dequantize_bf16(&lane, q)?),
             (CudaStorage::Quant(q), DType::Q8 | DType::Q4) => {
@@ -131,7 +139,7 @@ impl ElementwiseOps for CudaBackend {
                 unsafe { b.launch(grid_1d(n)) }.map_err(gpu)?;
                 CudaStorage::BF16(out)
             }
-            DType::F16 | DType::Q8 | DType::Q4 => {
+            DType::F16 | DType::Q8 | DType::Q4 | DType::F8E4M3 => {
                 return Err(Error::unsupported(Op::FillUniform, dtype, DeviceKind::Cuda));
             }
         };

@@ -107,6 +107,11 @@ pub const SOURCES: &[(&str, &str, &[&str])] = &[
         ],
     ),
     ("gemv_quant.cu", include_str!("../../../kernels/gemv_quant.cu"), &["quantize_activations"]),
+    (
+        "fp8.cu",
+        include_str!("../../../kernels/fp8.cu"),
+        &["quantize_rows_e4m3_f32", "quantize_rows_e4m3_bf16", "fp8_finish"],
+    ),
 ];
 
 /// The full source NVRTC sees for kernel file `name`: the common header, the file, and the
@@ -184,7 +189,7 @@ fn toolchain() -> &'static str {
 /// Files compiled only when one of their kernels is first asked for: most runs never need them,
 /// and NVRTC takes seconds over each. Their compile starts in the background when a device opens,
 /// so a run that does need one rarely waits for it.
-const ON_DEMAND: &[&str] = &["gemv_quant.cu"];
+const ON_DEMAND: &[&str] = &["gemv_quant.cu", "fp8.cu"];
 
 pub struct Kernels {
     ctx: Arc<CudaContext>,

@@ -14,6 +14,7 @@ mod context;
 mod conv;
 pub mod decode_shapes;
 mod elementwise;
+pub mod fp8;
 mod graph;
 mod green;
 pub mod kernel_cache;
@@ -90,6 +91,12 @@ impl CudaBackend {
         keep_freed_memory(&ctx)?;
         let (major, minor) = ctx.compute_capability().map_err(gpu)?;
         let arch = format!("sm_{major}{minor}");
+        if (major, minor) < (8, 9) {
+            options.precision.refused_without_fp8(&format!("this GPU ({arch})"))?;
+        }
+        if options.precision == Precision::Fp8 {
+            fp8::library_present()?;
+        }
         let kernels = Kernels::load(&ctx, &arch)?;
         let name = ctx.name().map_err(gpu)?;
         let (free, total) = ctx.mem_get_info().map_err(gpu)?;
@@ -131,7 +138,8 @@ impl Backend for CudaBackend {
             Operand::Activation => dtype == DType::F32,
             Operand::Parameter | Operand::Cache => float,
             Operand::Result if op == Op::FillUniform => float,
-            Operand::Matrix | Operand::HostTensor | Operand::Result => float || dtype.is_quantized(),
+            Operand::Matrix | Operand::Result => float || dtype.is_packed(),
+            Operand::HostTensor => float || dtype.is_quantized(),
         }
     }
 

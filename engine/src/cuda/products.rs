@@ -8,7 +8,7 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKerne
 use super::context::{Lane, gpu};
 use super::decode_shapes::{DecodeShape, Family};
 use super::launch::{BLOCK, Overlapped, grid_1d};
-use super::storage::{CudaQuant, Float};
+use super::storage::{CudaFp8, CudaQuant, Float};
 use super::{CudaBackend, CudaStorage};
 use crate::device::{ElementwiseOps, Op, ProductOps, RmsNorm, composed};
 use crate::error::{Error, Result};
@@ -22,7 +22,9 @@ use crate::tensor::{DType, Storage, Tensor};
 fn compute_type(precision: Precision) -> blas_sys::cublasComputeType_t {
     match precision {
         Precision::Reference => blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-        Precision::Tf32 | Precision::Bf16 => blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+        Precision::Tf32 | Precision::Bf16 | Precision::Fp8 => {
+            blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32
+        }
     }
 }
 
@@ -174,6 +176,14 @@ pub(super) fn fused_norm<'a>(norm: Option<RmsNorm<'a>>, x: &Tensor) -> Option<Op
     }
 }
 
+/// An FP8 matrix on the GPU.
+fn fp8_matrix(t: &Tensor) -> Option<&CudaFp8> {
+    match t.storage() {
+        Storage::Cuda(CudaStorage::Fp8(f)) => Some(f),
+        _ => None,
+    }
+}
+
 /// The bits of a bf16 tensor on the GPU.
 fn bf16_bits(t: &Tensor) -> Option<&CudaSlice<u16>> {
     match t.storage() {
@@ -226,9 +236,14 @@ impl CudaBackend {
         w: &CudaStorage,
         n: usize,
     ) -> Result<CudaSlice<f32>> {
+        if let CudaStorage::Fp8(w) = w {
+            let input = self.fp8_input(lane, x, m, k)?;
+            return self.matmul_fp8(lane, &input, w);
+        }
         let mut y = self.alloc(lane, m * n)?;
         let (mi, ni, ki) = (m as i32, n as i32, k as i32);
         match w {
+            CudaStorage::Fp8(_) => unreachable!("taken above"),
             CudaStorage::Quant(q) if m <= GEMV_MAX_ROWS && k.is_multiple_of(GROUP) => {
                 let weight = DecodeWeight::Quant(q);
                 let input = self.decode_input(lane, x, m, k, &weight, None)?;
@@ -389,6 +404,17 @@ impl CudaBackend {
     /// `linear3` beyond the decode shapes: with three bf16 weights, the input is rounded to bf16
     /// once for the three products rather than once each.
     pub(super) fn linear3_gemm(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
+        if let (None, Some(w0), Some(w1), Some(w2)) = (norm, fp8_matrix(w[0]), fp8_matrix(w[1]), fp8_matrix(w[2])) {
+            // The input encoded once for the three FP8 products.
+            let (m, k, _) = shapes::linear(x, w[0], None)?;
+            let lane = self.lane()?;
+            let input = self.fp8_input(&lane, self.f32s(x, Op::Linear3)?, m, k)?;
+            let product = |weight: &Tensor, fp8: &CudaFp8| -> Result<Tensor> {
+                let (_, _, n) = shapes::linear(x, weight, None)?;
+                self.wrap(&[m, n], self.matmul_fp8(&lane, &input, fp8)?)
+            };
+            return Ok([product(w[0], w0)?, product(w[1], w1)?, product(w[2], w2)?]);
+        }
         let (None, Some(w0), Some(w1), Some(w2)) = (norm, bf16_bits(w[0]), bf16_bits(w[1]), bf16_bits(w[2])) else {
             return composed::linear3(self, x, norm, w);
         };

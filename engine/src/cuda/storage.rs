@@ -4,6 +4,7 @@ use cudarc::driver::CudaSlice;
 
 use super::CudaBackend;
 use super::context::gpu;
+pub use super::fp8::CudaFp8;
 use crate::device::{DeviceKind, Op};
 use crate::error::{Error, Result};
 use crate::quant::QuantData;
@@ -16,6 +17,8 @@ pub enum CudaStorage {
     BF16(CudaSlice<u16>),
     /// `q8` or `q4` weights (`crate::quant`).
     Quant(CudaQuant),
+    /// FP8 e4m3 rows with a scale each (`crate::fp8`).
+    Fp8(CudaFp8),
 }
 
 /// Quantized weights on the device: the host's `QuantData`, array by array.
@@ -72,6 +75,7 @@ impl CudaStorage {
                 scales: q.scales.try_clone().map_err(gpu)?,
                 offsets: q.offsets.as_ref().map(|o| o.try_clone()).transpose().map_err(gpu)?,
             }),
+            CudaStorage::Fp8(f) => CudaStorage::Fp8(f.try_clone()?),
         })
     }
 
@@ -80,6 +84,7 @@ impl CudaStorage {
             CudaStorage::F32(_) => DType::F32,
             CudaStorage::BF16(_) => DType::BF16,
             CudaStorage::Quant(q) => q.dtype,
+            CudaStorage::Fp8(_) => DType::F8E4M3,
         }
     }
 
@@ -88,6 +93,7 @@ impl CudaStorage {
             CudaStorage::F32(s) => s.len(),
             CudaStorage::BF16(s) => s.len(),
             CudaStorage::Quant(q) => q.len,
+            CudaStorage::Fp8(f) => f.rows * f.cols,
         }
     }
 
@@ -104,6 +110,7 @@ impl CudaStorage {
                 Ok(bits.into_iter().map(|b| f32::from_bits((b as u32) << 16)).collect())
             }
             CudaStorage::Quant(q) => Ok(crate::quant::dequantize(&q.to_host()?)),
+            CudaStorage::Fp8(f) => f.to_host(),
         }
     }
 }

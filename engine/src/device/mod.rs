@@ -148,6 +148,11 @@ impl Device {
     /// implementation such as lavapipe, which `wgpu` by name still reaches), else the CPU.
     pub fn open(choice: DeviceChoice, options: DeviceOptions) -> Result<Self> {
         match choice {
+            // Only CUDA has FP8 tensor cores: `auto` under fp8 means CUDA or the reason it can't.
+            DeviceChoice::Auto if options.precision == Precision::Fp8 => Self::open_kind(DeviceKind::Cuda, options)
+                .map_err(|e| {
+                    Error::Invalid(format!("--precision fp8 runs on CUDA only, and CUDA is not available: {e}"))
+                }),
             DeviceChoice::Auto => Ok(Self::open_kind(DeviceKind::Cuda, options)
                 .or_else(|_| WgpuBackend::new_on_gpu(options).map(|w| Device::Wgpu(Box::new(w))))
                 .unwrap_or_else(|_| Device::Cpu(CpuBackend::new(options)))),
@@ -158,9 +163,15 @@ impl Device {
 
     fn open_kind(kind: DeviceKind, options: DeviceOptions) -> Result<Self> {
         match kind {
-            DeviceKind::Cpu => Ok(Device::Cpu(CpuBackend::new(options))),
+            DeviceKind::Cpu => {
+                options.precision.refused_without_fp8("the CPU")?;
+                Ok(Device::Cpu(CpuBackend::new(options)))
+            }
             DeviceKind::Cuda => Ok(Device::Cuda(Box::new(CudaBackend::new(0, options)?))),
-            DeviceKind::Wgpu => Ok(Device::Wgpu(Box::new(WgpuBackend::new(options)?))),
+            DeviceKind::Wgpu => {
+                options.precision.refused_without_fp8("wgpu (Vulkan, Metal, DirectX)")?;
+                Ok(Device::Wgpu(Box::new(WgpuBackend::new(options)?)))
+            }
         }
     }
 

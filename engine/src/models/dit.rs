@@ -85,10 +85,16 @@ impl Dit {
         let device = vb.device();
         // The matrices in the form the precision policy multiplies them in; the blocks' matrices
         // (97 % of the weights) quantized when the builder's format is (their products unpack
-        // them to bf16 first: kernels/quant.cu), the small projections as the policy has them.
+        // them to bf16 first: kernels/quant.cu), or in FP8 under the fp8 policy; the small
+        // projections as the policy has them.
         let matrix = |vb: &VarBuilder, shape: &[usize], name: &str| device.product_weight(vb.get(shape, name)?);
+        let block_format = if vb.format().is_quantized() { vb.format() } else { device.precision().dit_matrices() };
         let block_matrix = |vb: &VarBuilder, shape: &[usize], name: &str| {
-            if vb.format().is_quantized() { vb.matrix(shape, name) } else { matrix(vb, shape, name) }
+            if block_format.is_packed() {
+                vb.with_format(block_format).matrix(shape, name)
+            } else {
+                matrix(vb, shape, name)
+            }
         };
         let blocks = (0..cfg.num_layers)
             .map(|l| {

@@ -370,7 +370,7 @@ impl Backend for WgpuBackend {
             Operand::Activation => dtype == DType::F32,
             Operand::Cache => matches!(dtype, DType::F32 | DType::BF16),
             Operand::Result if op == Op::FillUniform => matches!(dtype, DType::F32 | DType::BF16),
-            _ => true,
+            _ => dtype != DType::F8E4M3,
         }
     }
 }

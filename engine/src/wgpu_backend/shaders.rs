@@ -202,6 +202,7 @@ fn reader(name: &str, binding: u32, dtype: DType) -> String {
             ),
         ]
         .concat(),
+        DType::F8E4M3 => unreachable!("wgpu holds no fp8 tensor: `supports` refuses them"),
     }
 }
 

@@ -10,7 +10,7 @@ use half::f16;
 
 use super::Shared;
 use super::memory::GpuBuffer;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::quant::QuantData;
 use crate::tensor::{CpuStorage, DType};
 
@@ -66,6 +66,8 @@ pub(super) fn byte_sizes(dtype: DType, len: usize) -> Vec<u64> {
         DType::BF16 | DType::F16 => vec![2 * len as u64],
         DType::Q8 => vec![len as u64, 2 * groups],
         DType::Q4 => vec![len as u64 / 2, 2 * groups, 2 * groups],
+        // Never held here ([`WgpuBackend::supports`]); a byte a value, should that change.
+        DType::F8E4M3 => vec![len as u64],
     }
 }
 
@@ -163,6 +165,7 @@ impl WgpuStorage {
                     offsets: if self.dtype == DType::Q4 { halves(&bytes[2]) } else { Vec::new() },
                 })
             }
+            DType::F8E4M3 => return Err(Error::Invalid("wgpu holds no fp8 tensor".into())),
         })
     }
 

@@ -1,0 +1,75 @@
+// The DiT's block products under --precision fp8 (engine/src/cuda/fp8.rs; the format is
+// engine/src/fp8.rs): rows encoded as e4m3 with one f32 scale each, and the products' finish.
+// The encoding is written out rather than taken from the cvt instruction, so that the file
+// compiles for every architecture and encodes exactly as the host's encode_e4m3 (tests/kernels).
+
+// The e4m3 code nearest x (ties to even), saturated to +-448; NaN gives NaN's code.
+__device__ __forceinline__ unsigned char encode_e4m3(float x) {
+    unsigned int sign = signbit(x) ? 0x80u : 0u;
+    if (isnan(x)) return 0x7f;
+    float a = fabsf(x);
+    if (a >= 448.0f) return (unsigned char)(sign | 0x7eu);
+    // Below the smallest normal (2^-6) the codes are multiples of 2^-9.
+    if (a < 0.015625f) return (unsigned char)(sign | (unsigned int)rintf(a * 512.0f));
+    unsigned int bits = __float_as_uint(a);
+    int exponent = (int)(bits >> 23) - 127;
+    unsigned int mantissa = bits & 0x7fffffu;
+    unsigned int kept = mantissa >> 20, rest = mantissa & 0xfffffu, half = 0x80000u;
+    unsigned int code = ((unsigned int)(exponent + 7) << 3) | kept;
+    if (rest > half || (rest == half && (kept & 1u))) code += 1;  // a carry steps the exponent
+    return (unsigned char)(sign | min(code, 0x7eu));
+}
+
+__device__ float block_max(float v) {
+    __shared__ float partial[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    int warps = (blockDim.x + 31) >> 5;
+    v = (threadIdx.x < warps) ? partial[threadIdx.x] : 0.0f;
+    if (warp == 0) v = warp_max(v);
+    if (threadIdx.x == 0) partial[0] = v;
+    __syncthreads();
+    return partial[0];
+}
+
+// One block a row of `cols` values: its scale (its largest magnitude over 448; 1 for a row of
+// zeros or one without a finite maximum) and its codes, `padded_cols` of them, zero past `cols`.
+template <typename T>
+__device__ void quantize_row(const T* x, unsigned char* codes, float* scales, int cols, int padded_cols) {
+    long r = blockIdx.x;
+    const T* row = x + r * cols;
+    float m = 0.0f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, fabsf(load_f(row, c)));
+    m = block_max(m);
+    float scale = (m > 0.0f && isfinite(m)) ? m / 448.0f : 1.0f;
+    unsigned char* out = codes + r * padded_cols;
+    for (int c = threadIdx.x; c < padded_cols; c += blockDim.x) {
+        out[c] = c < cols ? encode_e4m3(load_f(row, c) / scale) : 0;
+    }
+    if (threadIdx.x == 0) scales[r] = scale;
+}
+
+extern "C" __global__ void quantize_rows_e4m3_f32(const float* x, unsigned char* codes, float* scales, int cols,
+                                                  int padded_cols) {
+    quantize_row(x, codes, scales, cols, padded_cols);
+}
+
+extern "C" __global__ void quantize_rows_e4m3_bf16(const bf16_t* x, unsigned char* codes, float* scales, int cols,
+                                                   int padded_cols) {
+    quantize_row(x, codes, scales, cols, padded_cols);
+}
+
+// y[r, c] = d[r * ld + c], times row_scales[r] * col_scales[c] where cuBLASLt did not apply the
+// scales (`apply`); d is a product written with padded rows, ld of them, or null for y itself.
+extern "C" __global__ void fp8_finish(const float* d, float* y, const float* row_scales, const float* col_scales,
+                                      int rows, int cols, int ld, int apply) {
+    if (d == nullptr) d = y;
+    GRID_STRIDE(i, (long)rows * cols) {
+        long r = i / cols, c = i % cols;
+        float v = d[r * ld + c];
+        y[i] = apply ? v * row_scales[r] * col_scales[c] : v;
+    }
+}
