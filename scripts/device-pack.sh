@@ -1,7 +1,7 @@
 #!/bin/bash
 # Packs what a GPU run needs into the git-ignored .device/ (carry it with the device tool):
 # this tree's release binary, the CUDA-capable test binaries (conformance, ops, parity,
-# parity_quantized, pipeline, memory, kernels, recorded, lora, continuation, edits), and libasound for
+# parity_quantized, pipeline, memory, kernels, recorded, lora, continuation, edits, fp8), and libasound for
 # the binary to load.
 # With PREV=path/to/songloom, that binary goes along as songloom-prev, the version to time against.
 # Binaries travel xz-compressed (the carry limit is 64 MiB with the tracked tree); the GPU side
@@ -17,7 +17,7 @@ mkdir -p .device/lib
 rm -f .device/*.xz .device/test-*
 cp "$out/songloom" .device/songloom
 [ -n "${PREV:-}" ] && cp "$PREV" .device/songloom-prev
-for t in conformance ops parity parity_quantized pipeline memory kernels recorded lora continuation edits; do
+for t in conformance ops parity parity_quantized pipeline memory kernels recorded lora continuation edits fp8; do
     cp "$(ls -t "$out"/deps/$t-* | grep -v '\.d$' | head -1)" ".device/test-$t"
 done
 strip .device/songloom* .device/test-*

@@ -258,48 +258,79 @@ fn dit_block(device: &Device, repeat: usize) -> Result<()> {
 /// One op of a DiT block, run on its inputs.
 type BlockOp<'a> = dyn Fn() -> songloom_engine::Result<Tensor> + 'a;
 
-/// Each op of one DiT block at sequence 690 timed alone, in the order the block runs them, with its
-/// matrices as the precision policy keeps them: where a forward's time goes.
+/// Each op of one DiT block at sequence 690 timed alone, for one window and for a CFG pair (two
+/// windows, as a step runs them), in the order the block runs them, with its matrices as the
+/// precision policy keeps them: where a forward's time goes.
 fn dit_ops(device: &Device, repeat: usize) -> Result<()> {
     let cfg = DitConfig::default();
     let (seq, inner, ff) = (690, cfg.inner_dim(), cfg.ff_inner_dim);
+    let block_format = device.precision().dit_matrices();
     let matrix = |rows: usize, cols: usize| -> Result<Tensor> {
-        Ok(device.product_weight(filled(device, &[rows, cols], 1e-3)?)?)
+        let w = filled(device, &[rows, cols], 1e-3)?;
+        Ok(if block_format.is_packed() { device.cast(&w, block_format)? } else { device.product_weight(w)? })
     };
-    let x = filled(device, &[seq, inner], 0.1)?;
-    let (norm_w, norm_b) = (filled(device, &[inner], 0.1)?, filled(device, &[inner], 0.01)?);
     let [q_w, k_w, v_w, out_w] =
         [matrix(inner, inner)?, matrix(inner, inner)?, matrix(inner, inner)?, matrix(inner, inner)?];
     let (ff_in, ff_in_b) = (matrix(2 * ff, inner)?, filled(device, &[2 * ff], 0.01)?);
     let (ff_out, ff_out_b) = (matrix(inner, ff)?, filled(device, &[inner], 0.01)?);
-    let (rotary, shape) =
-        (songloom_engine::models::dit::rotary(&cfg, seq), songloom_engine::models::dit::attention_shape(&cfg, seq, 1));
-    let n = device.layer_norm(&x, &norm_w, &norm_b, 1e-5)?;
-    let [q, k, v] = device.linear3(&n, None, [&q_w, &k_w, &v_w])?;
-    let glu = device.linear_glu(&n, &ff_in, Some(&ff_in_b))?;
-    // (label, how many a block runs, the op)
-    let ops: Vec<(&str, usize, Box<BlockOp>)> = vec![
-        ("layer norm", 2, Box::new(|| device.layer_norm(&x, &norm_w, &norm_b, 1e-5))),
-        ("q, k, v products", 1, Box::new(|| Ok(device.linear3(&n, None, [&q_w, &k_w, &v_w])?[0].clone()))),
-        ("rotary", 2, Box::new(|| device.rope(&q, rotary))),
-        ("attention", 1, Box::new(|| device.attention(&q, &k, &v, shape))),
-        ("attention out product", 1, Box::new(|| device.linear(&q, &out_w, None))),
-        ("residual add", 2, Box::new(|| device.add(&x, &q))),
-        ("ff_in product and GLU", 1, Box::new(|| device.linear_glu(&n, &ff_in, Some(&ff_in_b)))),
-        ("ff_out product", 1, Box::new(|| device.linear(&glu, &ff_out, Some(&ff_out_b)))),
-    ];
-    let mut times = Vec::new();
-    for (label, count, op) in &ops {
-        let secs = median_of(device, repeat, || {
-            op()?;
-            Ok(())
-        })?;
-        times.push((*label, *count as f64 * secs));
-    }
-    let block: f64 = times.iter().map(|t| t.1).sum();
-    say!("one DiT block at seq 690, each op alone ({} matrices): {:.2} ms", q_w.dtype(), block * 1e3);
-    for (label, secs) in times {
-        say!("  {label:<24} {:>8.3} ms {:>5.1} %", secs * 1e3, 100.0 * secs / block);
+    let (norm_w, norm_b) = (filled(device, &[inner], 0.1)?, filled(device, &[inner], 0.01)?);
+    for windows in [1, 2] {
+        let rows = windows * seq;
+        let x = filled(device, &[rows, inner], 0.1)?;
+        let (rotary, shape) = (
+            songloom_engine::models::dit::rotary(&cfg, seq),
+            songloom_engine::models::dit::attention_shape(&cfg, seq, windows),
+        );
+        let n = device.layer_norm(&x, &norm_w, &norm_b, 1e-5)?;
+        let [q, k, v] = device.linear3(&n, None, [&q_w, &k_w, &v_w])?;
+        let glu = device.linear_glu(&n, &ff_in, Some(&ff_in_b))?;
+        let product = |k: usize, n: usize| 2.0 * (rows * k * n) as f64;
+        // (label, how many a block runs, its FLOPs, the op)
+        let ops: Vec<(&str, usize, f64, Box<BlockOp>)> = vec![
+            ("layer norm", 2, 0.0, Box::new(|| device.layer_norm(&x, &norm_w, &norm_b, 1e-5))),
+            (
+                "q, k, v products",
+                1,
+                3.0 * product(inner, inner),
+                Box::new(|| Ok(device.linear3(&n, None, [&q_w, &k_w, &v_w])?.into_iter().next().expect("three"))),
+            ),
+            ("rotary", 2, 0.0, Box::new(|| device.rope(&q, rotary))),
+            (
+                "attention",
+                1,
+                4.0 * (windows * seq * seq * inner) as f64,
+                Box::new(|| device.attention(&q, &k, &v, shape)),
+            ),
+            ("attention out product", 1, product(inner, inner), Box::new(|| device.linear(&q, &out_w, None))),
+            ("residual add", 2, 0.0, Box::new(|| device.add(&x, &q))),
+            (
+                "ff_in product and GLU",
+                1,
+                product(inner, 2 * ff),
+                Box::new(|| device.linear_glu(&n, &ff_in, Some(&ff_in_b))),
+            ),
+            ("ff_out product", 1, product(ff, inner), Box::new(|| device.linear(&glu, &ff_out, Some(&ff_out_b)))),
+        ];
+        let mut times = Vec::new();
+        for (label, count, flops, op) in &ops {
+            let secs = median_of(device, repeat, || {
+                op()?;
+                Ok(())
+            })?;
+            times.push((*label, *count as f64 * secs, *flops));
+        }
+        let block: f64 = times.iter().map(|t| t.1).sum();
+        let flops: f64 = times.iter().map(|t| t.2).sum();
+        say!(
+            "one DiT block at seq 690 for {windows} window(s), each op alone ({} matrices): {:.3} ms, {:.1} TFLOP/s",
+            q_w.dtype(),
+            block * 1e3,
+            flops / block / 1e12
+        );
+        for (label, secs, flops) in times {
+            let rate = if flops > 0.0 { format!("{:>7.1} TFLOP/s", flops / secs / 1e12) } else { String::new() };
+            say!("  {label:<24} {:>8.3} ms {:>5.1} % {rate}", secs * 1e3, 100.0 * secs / block);
+        }
     }
     Ok(())
 }
