@@ -365,6 +365,154 @@ extern "C" __global__ void __launch_bounds__(128)
     }
 }
 
+// The DiT's attention under the bf16 and fp8 policies, FlashAttention-2 style on the bf16 tensor
+// cores: q, k and v rounded to bf16 (nearest even) as they load, the scores and the probability-
+// weighted values bf16 products with f32 accumulation, the softmax f32 (the probabilities rounded to
+// bf16 for their product). No mask. A warp owns 16 query rows; mma.m16n8k16 fragments (PTX ISA
+// "Matrix Fragments for mma.m16n8k16" with .bf16): lane = 4g + t holds A rows g and g + 8, columns
+// 2t, 2t + 1 and 2t + 8, 2t + 9; B column (n) g, rows (k) 2t, 2t + 1 and 2t + 8, 2t + 9; C rows g
+// and g + 8, columns 2t, 2t + 1. A score tile's C fragments are the probabilities' A fragments, so
+// they stay in registers. Keys are staged row-major and values transposed (dims by keys), so every B
+// fragment is one 32-bit load; the 72-wide rows put a warp's loads on 32 different banks.
+// grid (ceil(q_len / 128), heads, batch), block 256 (8 warps).
+
+#define BQ 128
+#define BK 64
+#define BKS 72
+
+// lo in the low half, hi in the high half, each rounded to the nearest bf16 (ties to even).
+__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// c += a . b for a 16x16 bf16 A, a 16x8 bf16 B and a 16x8 f32 C.
+__device__ __forceinline__ void mma_bf16(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+    attention_bf16_d64(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+                       float* __restrict__ out, int q_len, int kv_len, int kv_cap, int heads, int kv_heads,
+                       float scale) {
+    __shared__ __align__(16) unsigned short ks[BK][BKS];
+    __shared__ __align__(16) unsigned short vt[TD][BKS];
+    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    int h = blockIdx.y, b = blockIdx.z, kvh = h / (heads / kv_heads);
+    int q0 = blockIdx.x * BQ + 16 * warp;
+    long q_width = (long)heads * TD, kv_width = (long)kv_heads * TD;
+    // A fragments of this warp's 16 scaled queries: qa[kk] covers dims 16kk..16kk+15.
+    unsigned qa[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int f = 0; f < 4; f++) {
+            int qi = q0 + g + 8 * (f & 1), d = 16 * kk + 2 * t + 8 * (f >> 1);
+            float2 x = qi < q_len ? *(const float2*)(q + ((long)b * q_len + qi) * q_width + h * TD + d)
+                                  : make_float2(0.0f, 0.0f);
+            qa[kk][f] = pack_bf16(x.x * scale, x.y * scale);
+        }
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, o[8][4];
+#pragma unroll
+    for (int nd = 0; nd < 8; nd++)
+#pragma unroll
+        for (int f = 0; f < 4; f++) o[nd][f] = 0.0f;
+    const float* kb = k + (long)b * kv_cap * kv_width + kvh * TD;
+    const float* vb = v + (long)b * kv_cap * kv_width + kvh * TD;
+    for (int k0 = 0; k0 < kv_len; k0 += BK) {
+        __syncthreads();
+        // 64 keys of 16 chunks of 4 dims; keys past the end stage as zeros.
+#pragma unroll
+        for (int i = 0; i < BK * 16 / 256; i++) {
+            int c = tid + 256 * i, j = c >> 4, d = 4 * (c & 15);
+            float4 kk4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vv4 = kk4;
+            if (k0 + j < kv_len) {
+                kk4 = *(const float4*)(kb + (long)(k0 + j) * kv_width + d);
+                vv4 = *(const float4*)(vb + (long)(k0 + j) * kv_width + d);
+            }
+            *(uint2*)&ks[j][d] = make_uint2(pack_bf16(kk4.x, kk4.y), pack_bf16(kk4.z, kk4.w));
+            unsigned v01 = pack_bf16(vv4.x, vv4.y), v23 = pack_bf16(vv4.z, vv4.w);
+            vt[d][j] = (unsigned short)(v01 & 0xffffu);
+            vt[d + 1][j] = (unsigned short)(v01 >> 16);
+            vt[d + 2][j] = (unsigned short)(v23 & 0xffffu);
+            vt[d + 3][j] = (unsigned short)(v23 >> 16);
+        }
+        __syncthreads();
+        // Scores of keys 8nt..8nt+7 of the tile.
+        float s[8][4];
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+#pragma unroll
+            for (int f = 0; f < 4; f++) s[nt][f] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+                mma_bf16(s[nt], qa[kk], *(const unsigned*)&ks[8 * nt + g][16 * kk + 2 * t],
+                         *(const unsigned*)&ks[8 * nt + g][16 * kk + 2 * t + 8]);
+        }
+        // Rows g (r = 0: s[.][0..1]) and g + 8 (r = 1: s[.][2..3]); the 4 lanes of a row reduce.
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float row_max = -INFINITY;
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    if (k0 + 8 * nt + 2 * t + e >= kv_len) s[nt][2 * r + e] = -INFINITY;
+                    row_max = fmaxf(row_max, s[nt][2 * r + e]);
+                }
+            row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
+            row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 2));
+            float m_new = fmaxf(m[r], row_max);
+            float correction = m_new == -INFINITY ? 1.0f : expf(m[r] - m_new);
+            float row_sum = 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    float p = m_new == -INFINITY ? 0.0f : expf(s[nt][2 * r + e] - m_new);
+                    s[nt][2 * r + e] = p;
+                    row_sum += p;
+                }
+            row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
+            row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 2);
+            l[r] = l[r] * correction + row_sum;
+#pragma unroll
+            for (int nd = 0; nd < 8; nd++) {
+                o[nd][2 * r] *= correction;
+                o[nd][2 * r + 1] *= correction;
+            }
+            m[r] = m_new;
+        }
+        // The probabilities of keys 16kt..16kt+15 as A fragments, times the values.
+#pragma unroll
+        for (int kt = 0; kt < BK / 16; kt++) {
+            unsigned pa[4] = {pack_bf16(s[2 * kt][0], s[2 * kt][1]), pack_bf16(s[2 * kt][2], s[2 * kt][3]),
+                              pack_bf16(s[2 * kt + 1][0], s[2 * kt + 1][1]),
+                              pack_bf16(s[2 * kt + 1][2], s[2 * kt + 1][3])};
+#pragma unroll
+            for (int nd = 0; nd < 8; nd++)
+                mma_bf16(o[nd], pa, *(const unsigned*)&vt[8 * nd + g][16 * kt + 2 * t],
+                         *(const unsigned*)&vt[8 * nd + g][16 * kt + 2 * t + 8]);
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int qi = q0 + g + 8 * r;
+        if (qi < q_len) {
+            float inv = 1.0f / l[r];
+            float* row = out + ((long)b * q_len + qi) * q_width + h * TD;
+#pragma unroll
+            for (int nd = 0; nd < 8; nd++)
+                *(float2*)(row + 8 * nd + 2 * t) = make_float2(o[nd][2 * r] * inv, o[nd][2 * r + 1] * inv);
+        }
+    }
+}
+
 // Single-query attention over a KV cache (the AR decode step), split over the keys so the whole
 // GPU works on it, and grouped so each key/value row is read once for the G query heads that share
 // it (GQA; G is a template argument, 1, 2, 4 or 8, so the per-head state stays in registers).

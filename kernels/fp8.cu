@@ -35,19 +35,41 @@ __device__ float block_max(float v) {
     return partial[0];
 }
 
+__device__ __forceinline__ float max_abs4(float m, float4 v) {
+    return fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+}
+
 // One block a row of `cols` values: its scale (its largest magnitude over 448; 1 for a row of
 // zeros or one without a finite maximum) and its codes, `padded_cols` of them, zero past `cols`.
+// Rows of whole fours are read four values and written four codes at a time.
 template <typename T>
 __device__ void quantize_row(const T* x, unsigned char* codes, float* scales, int cols, int padded_cols) {
     long r = blockIdx.x;
     const T* row = x + r * cols;
+    bool fours = (cols & 3) == 0;
     float m = 0.0f;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, fabsf(load_f(row, c)));
+    if (fours) {
+        for (int c = 4 * threadIdx.x; c < cols; c += 4 * blockDim.x) m = max_abs4(m, load4(row, c >> 2));
+    } else {
+        for (int c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, fabsf(load_f(row, c)));
+    }
     m = block_max(m);
     float scale = (m > 0.0f && isfinite(m)) ? m / 448.0f : 1.0f;
     unsigned char* out = codes + r * padded_cols;
-    for (int c = threadIdx.x; c < padded_cols; c += blockDim.x) {
-        out[c] = c < cols ? encode_e4m3(load_f(row, c) / scale) : 0;
+    if (fours) {
+        for (int c = 4 * threadIdx.x; c < padded_cols; c += 4 * blockDim.x) {
+            unsigned word = 0;
+            if (c < cols) {
+                float4 v = load4(row, c >> 2);
+                word = encode_e4m3(v.x / scale) | (unsigned)encode_e4m3(v.y / scale) << 8 |
+                       (unsigned)encode_e4m3(v.z / scale) << 16 | (unsigned)encode_e4m3(v.w / scale) << 24;
+            }
+            *(unsigned*)(out + c) = word;
+        }
+    } else {
+        for (int c = threadIdx.x; c < padded_cols; c += blockDim.x) {
+            out[c] = c < cols ? encode_e4m3(load_f(row, c) / scale) : 0;
+        }
     }
     if (threadIdx.x == 0) scales[r] = scale;
 }
@@ -64,12 +86,27 @@ extern "C" __global__ void quantize_rows_e4m3_bf16(const bf16_t* x, unsigned cha
 
 // y[r, c] = d[r * ld + c], times row_scales[r] * col_scales[c] where cuBLASLt did not apply the
 // scales (`apply`); d is a product written with padded rows, ld of them, or null for y itself.
+// grid (rows, ceil(cols / 1024)), block 256: four columns a thread.
 extern "C" __global__ void fp8_finish(const float* d, float* y, const float* row_scales, const float* col_scales,
                                       int rows, int cols, int ld, int apply) {
     if (d == nullptr) d = y;
-    GRID_STRIDE(i, (long)rows * cols) {
-        long r = i / cols, c = i % cols;
-        float v = d[r * ld + c];
-        y[i] = apply ? v * row_scales[r] * col_scales[c] : v;
+    long r = blockIdx.x;
+    int c = 4 * (blockIdx.y * blockDim.x + threadIdx.x);
+    if (r >= rows || c >= cols) return;
+    const float* src = d + r * ld;
+    float* dst = y + r * (long)cols;
+    float rs = apply ? row_scales[r] : 1.0f;
+    if ((cols & 3) == 0 && (ld & 3) == 0) {
+        float4 v = *(const float4*)(src + c);
+        if (apply) {
+            float4 cs = *(const float4*)(col_scales + c);
+            v = make_float4(v.x * rs * cs.x, v.y * rs * cs.y, v.z * rs * cs.z, v.w * rs * cs.w);
+        }
+        *(float4*)(dst + c) = v;
+    } else {
+        for (int e = 0; e < 4 && c + e < cols; e++) {
+            float v = src[c + e];
+            dst[c + e] = apply ? v * rs * col_scales[c + e] : v;
+        }
     }
 }

@@ -81,6 +81,36 @@ extern "C" __global__ void rope_f32(const float* x, float* out, long rows, int h
     }
 }
 
+// rope_f32's rotation with a block a row: the row's angles (one a pair of dims, shared by every
+// head) computed once into shared memory, then every head's dims from them; the same arithmetic,
+// so the same bits. Rotary dims up to 256.
+extern "C" __global__ void rope_rows_f32(const float* x, float* out, int heads, int head_dim, int rotary_dim,
+                                         float theta, int first_position, int seq_len, const int* shift) {
+    __shared__ float sines[128], cosines[128];
+    if (shift) first_position += *shift;
+    int half = rotary_dim / 2;
+    long row = blockIdx.x, width = (long)heads * head_dim;
+    for (int pair = threadIdx.x; pair < half; pair += blockDim.x) {
+        float inv_freq = 1.0f / powf(theta, (float)(2 * pair) / (float)rotary_dim);
+        float angle = (float)(first_position + row % seq_len) * inv_freq;
+        sincosf(angle, &sines[pair], &cosines[pair]);
+    }
+    __syncthreads();
+    const float* in = x + row * width;
+    float* o = out + row * width;
+    for (int i = threadIdx.x; i < width; i += blockDim.x) {
+        int d = i % head_dim;
+        if (d >= rotary_dim) {
+            o[i] = in[i];
+            continue;
+        }
+        int pair = d < half ? d : d - half;
+        int base = i - d;
+        float a = in[base + pair], b = in[base + pair + half], c = cosines[pair], s = sines[pair];
+        o[i] = d < half ? a * c - b * s : b * c + a * s;
+    }
+}
+
 // One decoder layer's attention inputs in one launch (Qwen3, head dim 128, full rotary): per-head
 // RMSNorm of the queries and keys (rms_norm_vec's arithmetic), then rotate-half rotary (rope_f32's;
 // lane l holds dims 4l..4l+3, whose partners d +- 64 sit in lane l ^ 16); the queries go to

@@ -332,6 +332,9 @@ fn dit_ops(device: &Device, repeat: usize) -> Result<()> {
             say!("  {label:<24} {:>8.3} ms {:>5.1} % {rate}", secs * 1e3, 100.0 * secs / block);
         }
     }
+    if let Some(how) = songloom_engine::cuda::fp8::scaling() {
+        say!("FP8 products: {how}");
+    }
     Ok(())
 }
 

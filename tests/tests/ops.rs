@@ -115,30 +115,32 @@ fn shortened_lists_are_the_host_rule() {
     }
 }
 
-/// The fast policies' attention at head dim 64 (the DiT's) runs on the tensor cores in TF32: inputs
-/// rounded to a 10-bit mantissa, about 5e-4 relative, summed over 64 dims and the keys. Measured
-/// worst on the H200: 1.9e-4 (docs/gpu-runs/2026-11-30-18-h200-tests-review.log). On wgpu, where
-/// the adapter has cooperative matrices, the DiT's (no mask) runs on them in f16, the same 10-bit
-/// mantissa; elsewhere wgpu keeps f32 there.
+/// The fast policies' attention at head dim 64 (the DiT's) runs on the tensor cores: in TF32 under
+/// `tf32` (inputs rounded to a 10-bit mantissa, about 5e-4 relative, summed over 64 dims and the
+/// keys; measured worst on the H200: 1.9e-4, docs/gpu-runs/2026-11-30-18-h200-tests-review.log), in
+/// bf16 under `bf16` and `fp8` on CUDA (queries, keys, values and probabilities rounded to an 8-bit
+/// mantissa, four times coarser). On wgpu, where the adapter has cooperative matrices, the DiT's (no
+/// mask) runs on them in f16, the same 10-bit mantissa; elsewhere wgpu keeps f32 there.
 #[test]
 fn fast_precision_attention_matches_naive_softmax() {
     for kind in [DeviceKind::Cuda, DeviceKind::Wgpu] {
-        let device = match songloom_tests::gpu_with(kind, Precision::Tf32) {
-            Ok(device) => device,
-            Err(e) => {
-                println!("{kind} tf32 attention skipped: {e}");
-                continue;
+        for (precision, tol) in [(Precision::Tf32, 4e-3), (Precision::Bf16, 1.6e-2)] {
+            let device = match songloom_tests::gpu_with(kind, precision) {
+                Ok(device) => device,
+                Err(e) => {
+                    println!("{kind} {precision} attention skipped: {e}");
+                    continue;
+                }
+            };
+            let mut worst = 0.0f32;
+            for case in all_cases().into_iter().filter(|c| c.op == Op::Attention && c.dtype == DType::F32) {
+                let (got, want) = (case.execute(&device).unwrap(), (case.naive)(&case.inputs));
+                let case_worst = check_outputs(&got, &want, Tolerance::Close(tol))
+                    .unwrap_or_else(|why| panic!("{kind} {precision} {}: {why}", case.label));
+                worst = worst.max(case_worst);
             }
-        };
-        let tol = 4e-3;
-        let mut worst = 0.0f32;
-        for case in all_cases().into_iter().filter(|c| c.op == Op::Attention && c.dtype == DType::F32) {
-            let (got, want) = (case.execute(&device).unwrap(), (case.naive)(&case.inputs));
-            let case_worst = check_outputs(&got, &want, Tolerance::Close(tol))
-                .unwrap_or_else(|why| panic!("{kind} {}: {why}", case.label));
-            worst = worst.max(case_worst);
+            println!("{kind} {precision} attention: worst |d| / (1 + |want|) {worst:.3e}, tolerance {tol:.0e}");
         }
-        println!("{kind} tf32 attention: worst |d| / (1 + |want|) {worst:.3e}, tolerance {tol:.0e}");
     }
 }
 

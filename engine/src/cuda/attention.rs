@@ -10,6 +10,7 @@ use super::launch::Overlapped;
 use super::storage::Float;
 use crate::device::{AttentionOps, AttentionShape, DeviceKind, Op};
 use crate::error::{Error, Result};
+use crate::precision::Precision;
 use crate::shapes;
 use crate::tensor::{DType, Tensor};
 
@@ -93,6 +94,14 @@ impl CudaBackend {
     }
 }
 
+impl CudaBackend {
+    /// Whether the DiT's attention runs on the bf16 tensor cores: under the policies that round its
+    /// products' inputs to bf16 or coarser, on GPUs that have them (sm_80 on).
+    fn bf16_attention(&self) -> bool {
+        matches!(self.precision, Precision::Bf16 | Precision::Fp8) && self.tf32_mma
+    }
+}
+
 impl AttentionOps for CudaBackend {
     fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, s: AttentionShape) -> Result<Tensor> {
         shapes::attention(q, k, v, &s)?;
@@ -126,6 +135,23 @@ impl AttentionOps for CudaBackend {
             s.head_dim as i32,
             s.causal as i32,
         );
+        if s.head_dim == 64 && s.q_len >= 64 && !kv_bf16 && !s.causal && self.bf16_attention() {
+            // The DiT's under the bf16 and fp8 policies: on the bf16 tensor cores.
+            let cfg = LaunchConfig {
+                grid_dim: (s.q_len.div_ceil(128) as u32, s.heads as u32, s.batch as u32),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut b = lane.stream.launch_builder(self.kernels.get("attention_bf16_d64")?);
+            b.arg(self.f32s(q, Op::Attention)?)
+                .arg(self.f32s(k, Op::Attention)?)
+                .arg(self.f32s(v, Op::Attention)?)
+                .arg(&mut out);
+            b.arg(&q_len).arg(&kv_len).arg(&cap).arg(&heads).arg(&kv_heads).arg(&scale);
+            // SAFETY: shapes checked above; every query row of the grid is written once.
+            unsafe { b.launch(cfg) }.map_err(gpu)?;
+            return self.wrap(&[s.batch * s.q_len, s.heads * s.head_dim], out);
+        }
         if s.head_dim == 64 && s.q_len >= 64 && !kv_bf16 {
             // Long sequences at head dim 64 (the DiT, whose keys and values are f32): the tiled kernel.
             let cfg = LaunchConfig {

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::ffi::c_void;
+use std::sync::OnceLock;
 
 use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::cublaslt::{result as lt_result, sys as lt};
@@ -13,7 +14,6 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKerne
 
 use super::CudaBackend;
 use super::context::{Lane, gpu};
-use super::launch::grid_1d;
 use super::storage::Float;
 use crate::error::{Error, Result};
 
@@ -23,6 +23,13 @@ pub const FP8_ALIGN: usize = 16;
 
 /// The workspace cuBLASLt may use a product (NVIDIA's advice for Hopper).
 const WORKSPACE_BYTES: usize = 32 << 20;
+
+/// How this process's FP8 products apply their scales, once the first has run (for the benches).
+static SCALING: OnceLock<String> = OnceLock::new();
+
+pub fn scaling() -> Option<&'static str> {
+    SCALING.get().map(String::as_str)
+}
 
 /// Whether cuBLASLt can be loaded (only the fp8 policy uses it).
 pub(super) fn library_present() -> Result<()> {
@@ -153,9 +160,15 @@ impl Fp8Lane {
         use lt::cublasLtMatmulDescAttributes_t as A;
         if !self.plans.contains_key(&(m, n, k)) {
             let plan = match self.make_plan(m, n, k, true) {
-                Ok(plan) => plan,
+                Ok(plan) => {
+                    let _ = SCALING.set("cuBLASLt applies the scale vectors".into());
+                    plan
+                }
                 // Without outer-vector scaling (before CUDA 12.9, or on Ada) the finishing kernel scales.
-                Err(_) => self.make_plan(m, n, k, false)?,
+                Err(e) => {
+                    let _ = SCALING.set(format!("a finishing kernel applies the scales (cuBLASLt: {e})"));
+                    self.make_plan(m, n, k, false)?
+                }
             };
             self.plans.insert((m, n, k), plan);
         }
@@ -321,9 +334,14 @@ impl CudaBackend {
                 None => b.arg(&in_place),
             };
             b.arg(&mut y).arg(&x.scales).arg(&w.scales).arg(&rows).arg(&cols).arg(&ld).arg(&apply);
+            let cfg = LaunchConfig {
+                grid_dim: (m as u32, n.div_ceil(1024) as u32, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
             // SAFETY: the product is [m, ld] (y itself, the null address, when ld == n), y [m, n],
-            // the scales m and at least n.
-            unsafe { b.launch(grid_1d(m * n)) }.map_err(gpu)?;
+            // the scales m and at least n; a block a row and 1024 columns.
+            unsafe { b.launch(cfg) }.map_err(gpu)?;
         }
         Ok(y)
     }

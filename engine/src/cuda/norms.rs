@@ -87,19 +87,21 @@ impl NormOps for CudaBackend {
             r.seq_len as i32,
         );
         let shift = lane.shift();
-        let mut b = lane.stream.launch_builder(self.kernels.get("rope_f32")?);
-        b.arg(self.f32s(x, Op::Rope)?)
-            .arg(&mut out)
-            .arg(&rows64)
-            .arg(&heads)
-            .arg(&hd)
-            .arg(&rd)
-            .arg(&r.theta)
-            .arg(&first)
-            .arg(&seq)
-            .arg(&shift);
-        // SAFETY: rows * width floats each side.
-        unsafe { b.launch(grid_1d(rows * width)) }.map_err(gpu)?;
+        // A block a row computes the row's angles once for all its heads (rotary dims up to 256).
+        let by_rows = r.rotary_dim <= 256 && rows <= u32::MAX as usize;
+        let mut b = lane.stream.launch_builder(self.kernels.get(if by_rows { "rope_rows_f32" } else { "rope_f32" })?);
+        b.arg(self.f32s(x, Op::Rope)?).arg(&mut out);
+        if !by_rows {
+            b.arg(&rows64);
+        }
+        b.arg(&heads).arg(&hd).arg(&rd).arg(&r.theta).arg(&first).arg(&seq).arg(&shift);
+        let cfg = if by_rows {
+            LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 }
+        } else {
+            grid_1d(rows * width)
+        };
+        // SAFETY: rows * width floats each side; a block a row with its angles in shared memory.
+        unsafe { b.launch(cfg) }.map_err(gpu)?;
         self.wrap(x.shape(), out)
     }
 
