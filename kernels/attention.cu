@@ -366,15 +366,19 @@ extern "C" __global__ void __launch_bounds__(128)
 }
 
 // The DiT's attention under the bf16 and fp8 policies, FlashAttention-2 style on the bf16 tensor
-// cores: q, k and v rounded to bf16 (nearest even) as they load, the scores and the probability-
-// weighted values bf16 products with f32 accumulation, the softmax f32 (the probabilities rounded to
-// bf16 for their product). No mask. A warp owns 16 query rows; mma.m16n8k16 fragments (PTX ISA
-// "Matrix Fragments for mma.m16n8k16" with .bf16): lane = 4g + t holds A rows g and g + 8, columns
-// 2t, 2t + 1 and 2t + 8, 2t + 9; B column (n) g, rows (k) 2t, 2t + 1 and 2t + 8, 2t + 9; C rows g
-// and g + 8, columns 2t, 2t + 1. A score tile's C fragments are the probabilities' A fragments, so
-// they stay in registers. Keys are staged row-major and values transposed (dims by keys), so every B
-// fragment is one 32-bit load; the 72-wide rows put a warp's loads on 32 different banks.
-// grid (ceil(q_len / 128), heads, batch), block 256 (8 warps).
+// cores, its queries and keys rotated as they load (rotate-half rotary over the leading
+// 2 * rotary_half dims, rope_rows_f32's arithmetic; rotary_half 0: none): q, k and v rounded to bf16
+// (nearest even), the scores and the probability-weighted values bf16 products with f32
+// accumulation, the softmax f32 in base 2 (log2(e) folded into the queries' scale; the
+// probabilities rounded to bf16 for their product). No mask. A warp owns 16 query rows;
+// mma.m16n8k16 fragments (PTX ISA "Matrix Fragments for mma.m16n8k16" with .bf16): lane = 4g + t
+// holds A rows g and g + 8, columns 2t, 2t + 1 and 2t + 8, 2t + 9; B column (n) g, rows (k) 2t,
+// 2t + 1 and 2t + 8, 2t + 9; C rows g and g + 8, columns 2t, 2t + 1. A score tile's C fragments are
+// the probabilities' A fragments, so they stay in registers. Keys are staged row-major and values
+// transposed (dims by keys), so every B fragment is one 32-bit load, and the 72-wide rows put a
+// warp's loads on 32 different banks. A thread stages dims 4c + 16i (i = 0..3) of one key, which
+// holds each rotary pair (rotary_half 16 or 32); the next tile's loads are issued before the current
+// one's products. grid (ceil(q_len / 128), heads, batch), block 256 (8 warps).
 
 #define BQ 128
 #define BK 64
@@ -396,26 +400,51 @@ __device__ __forceinline__ void mma_bf16(float* c, const unsigned* a, unsigned b
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-extern "C" __global__ void __launch_bounds__(256, 2)
+// Element `p` of a rotary pair (a at dim p, b at dim p + half) after rotation by `angle`: the low one
+// (`low`) or the high one, as rope_rows_f32 writes them.
+__device__ __forceinline__ float rotated(float a, float b, float angle, bool low) {
+    float s, c;
+    sincosf(angle, &s, &c);
+    return low ? a * c - b * s : b * c + a * s;
+}
+
+extern "C" __global__ void __launch_bounds__(256)
     attention_bf16_d64(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
                        float* __restrict__ out, int q_len, int kv_len, int kv_cap, int heads, int kv_heads,
-                       float scale) {
+                       float scale, int rotary_half, float theta, int first_position) {
     __shared__ __align__(16) unsigned short ks[BK][BKS];
     __shared__ __align__(16) unsigned short vt[TD][BKS];
+    __shared__ float inv_freq[32];
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     int h = blockIdx.y, b = blockIdx.z, kvh = h / (heads / kv_heads);
+    if (tid < rotary_half) inv_freq[tid] = 1.0f / powf(theta, (float)(2 * tid) / (float)(2 * rotary_half));
+    __syncthreads();
     int q0 = blockIdx.x * BQ + 16 * warp;
     long q_width = (long)heads * TD, kv_width = (long)kv_heads * TD;
-    // A fragments of this warp's 16 scaled queries: qa[kk] covers dims 16kk..16kk+15.
+    // Scores in base 2: exp2(s log2 e) = exp(s).
+    float q_scale = scale * 1.44269504088896341f;
+    // A fragments of this warp's 16 scaled, rotated queries: qa[kk] covers dims 16kk..16kk+15.
     unsigned qa[4][4];
 #pragma unroll
     for (int kk = 0; kk < 4; kk++)
 #pragma unroll
         for (int f = 0; f < 4; f++) {
             int qi = q0 + g + 8 * (f & 1), d = 16 * kk + 2 * t + 8 * (f >> 1);
-            float2 x = qi < q_len ? *(const float2*)(q + ((long)b * q_len + qi) * q_width + h * TD + d)
-                                  : make_float2(0.0f, 0.0f);
-            qa[kk][f] = pack_bf16(x.x * scale, x.y * scale);
+            float2 x = make_float2(0.0f, 0.0f);
+            if (qi < q_len) {
+                const float* row = q + ((long)b * q_len + qi) * q_width + h * TD;
+                x = *(const float2*)(row + d);
+                if (d < 2 * rotary_half) {
+                    bool low = d < rotary_half;
+                    int p = low ? d : d - rotary_half;
+                    float2 y = *(const float2*)(row + (low ? d + rotary_half : p));
+                    float pos = (float)(first_position + qi);
+                    float2 a = low ? x : y, bb = low ? y : x;
+                    x = make_float2(rotated(a.x, bb.x, pos * inv_freq[p], low),
+                                    rotated(a.y, bb.y, pos * inv_freq[p + 1], low));
+                }
+            }
+            qa[kk][f] = pack_bf16(x.x * q_scale, x.y * q_scale);
         }
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, o[8][4];
 #pragma unroll
@@ -424,25 +453,64 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         for (int f = 0; f < 4; f++) o[nd][f] = 0.0f;
     const float* kb = k + (long)b * kv_cap * kv_width + kvh * TD;
     const float* vb = v + (long)b * kv_cap * kv_width + kvh * TD;
+    // This thread's key of a tile and its dims 4c + 16i.
+    int j = tid >> 2, c4 = 4 * (tid & 3);
+    float4 next_k[4], next_v[4];
+    auto load = [&](int k0) {
+        bool live = k0 + j < kv_len;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            next_k[i] = live ? *(const float4*)(kb + (long)(k0 + j) * kv_width + c4 + 16 * i) : make_float4(0, 0, 0, 0);
+            next_v[i] = live ? *(const float4*)(vb + (long)(k0 + j) * kv_width + c4 + 16 * i) : make_float4(0, 0, 0, 0);
+        }
+    };
+    load(0);
     for (int k0 = 0; k0 < kv_len; k0 += BK) {
         __syncthreads();
-        // 64 keys of 16 chunks of 4 dims; keys past the end stage as zeros.
+        float kx[4][4];
 #pragma unroll
-        for (int i = 0; i < BK * 16 / 256; i++) {
-            int c = tid + 256 * i, j = c >> 4, d = 4 * (c & 15);
-            float4 kk4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vv4 = kk4;
-            if (k0 + j < kv_len) {
-                kk4 = *(const float4*)(kb + (long)(k0 + j) * kv_width + d);
-                vv4 = *(const float4*)(vb + (long)(k0 + j) * kv_width + d);
-            }
-            *(uint2*)&ks[j][d] = make_uint2(pack_bf16(kk4.x, kk4.y), pack_bf16(kk4.z, kk4.w));
-            unsigned v01 = pack_bf16(vv4.x, vv4.y), v23 = pack_bf16(vv4.z, vv4.w);
+        for (int i = 0; i < 4; i++) {
+            kx[i][0] = next_k[i].x;
+            kx[i][1] = next_k[i].y;
+            kx[i][2] = next_k[i].z;
+            kx[i][3] = next_k[i].w;
+        }
+        if (rotary_half > 0) {
+            // Pairs (dim 4c + e + 16i, + rotary_half): chunks i and i + rotary_half / 16.
+            float pos = (float)(first_position + k0 + j);
+            int step = rotary_half >> 4;
+            float rot[4][4];
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int d = c4 + 16 * i + e;
+                    bool low = d < rotary_half;
+                    if (d >= 2 * rotary_half) {
+                        rot[i][e] = kx[i][e];
+                    } else {
+                        int pi = low ? i + step : i - step, p = low ? d : d - rotary_half;
+                        float a = low ? kx[i][e] : kx[pi][e], bb = low ? kx[pi][e] : kx[i][e];
+                        rot[i][e] = rotated(a, bb, pos * inv_freq[p], low);
+                    }
+                }
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) kx[i][e] = rot[i][e];
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int d = c4 + 16 * i;
+            *(uint2*)&ks[j][d] = make_uint2(pack_bf16(kx[i][0], kx[i][1]), pack_bf16(kx[i][2], kx[i][3]));
+            unsigned v01 = pack_bf16(next_v[i].x, next_v[i].y), v23 = pack_bf16(next_v[i].z, next_v[i].w);
             vt[d][j] = (unsigned short)(v01 & 0xffffu);
             vt[d + 1][j] = (unsigned short)(v01 >> 16);
             vt[d + 2][j] = (unsigned short)(v23 & 0xffffu);
             vt[d + 3][j] = (unsigned short)(v23 >> 16);
         }
         __syncthreads();
+        if (k0 + BK < kv_len) load(k0 + BK);
         // Scores of keys 8nt..8nt+7 of the tile.
         float s[8][4];
 #pragma unroll
@@ -454,6 +522,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
                 mma_bf16(s[nt], qa[kk], *(const unsigned*)&ks[8 * nt + g][16 * kk + 2 * t],
                          *(const unsigned*)&ks[8 * nt + g][16 * kk + 2 * t + 8]);
         }
+        bool tail = k0 + BK > kv_len;
         // Rows g (r = 0: s[.][0..1]) and g + 8 (r = 1: s[.][2..3]); the 4 lanes of a row reduce.
 #pragma unroll
         for (int r = 0; r < 2; r++) {
@@ -462,19 +531,19 @@ extern "C" __global__ void __launch_bounds__(256, 2)
             for (int nt = 0; nt < 8; nt++)
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
-                    if (k0 + 8 * nt + 2 * t + e >= kv_len) s[nt][2 * r + e] = -INFINITY;
+                    if (tail && k0 + 8 * nt + 2 * t + e >= kv_len) s[nt][2 * r + e] = -INFINITY;
                     row_max = fmaxf(row_max, s[nt][2 * r + e]);
                 }
             row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
             row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 2));
             float m_new = fmaxf(m[r], row_max);
-            float correction = m_new == -INFINITY ? 1.0f : expf(m[r] - m_new);
+            float correction = m_new == -INFINITY ? 1.0f : exp2f(m[r] - m_new);
             float row_sum = 0.0f;
 #pragma unroll
             for (int nt = 0; nt < 8; nt++)
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
-                    float p = m_new == -INFINITY ? 0.0f : expf(s[nt][2 * r + e] - m_new);
+                    float p = m_new == -INFINITY ? 0.0f : exp2f(s[nt][2 * r + e] - m_new);
                     s[nt][2 * r + e] = p;
                     row_sum += p;
                 }

@@ -8,7 +8,7 @@ use super::CudaBackend;
 use super::context::{Lane, gpu};
 use super::launch::Overlapped;
 use super::storage::Float;
-use crate::device::{AttentionOps, AttentionShape, DeviceKind, Op};
+use crate::device::{AttentionOps, AttentionShape, DeviceKind, Op, Rotary, composed};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
 use crate::shapes;
@@ -95,14 +95,73 @@ impl CudaBackend {
 }
 
 impl CudaBackend {
-    /// Whether the DiT's attention runs on the bf16 tensor cores: under the policies that round its
-    /// products' inputs to bf16 or coarser, on GPUs that have them (sm_80 on).
-    fn bf16_attention(&self) -> bool {
-        matches!(self.precision, Precision::Bf16 | Precision::Fp8) && self.tf32_mma
+    /// Whether attention of this shape runs on the bf16 tensor cores (kernels/attention.cu's
+    /// `attention_bf16_d64`): the DiT's (head dim 64, long, no mask, f32 keys and values) under the
+    /// policies that round its products' inputs to bf16 or coarser, on GPUs that have them (sm_80 on).
+    fn bf16_attention_takes(&self, q: &Tensor, k: &Tensor, s: &AttentionShape) -> bool {
+        matches!(self.precision, Precision::Bf16 | Precision::Fp8)
+            && self.tf32_mma
+            && s.head_dim == 64
+            && s.q_len >= 64
+            && !s.causal
+            && q.dtype() == DType::F32
+            && k.dtype() == DType::F32
+    }
+
+    /// The bf16 attention, with `q` and `k` rotated as they load by `rotary` (its half 16 or 32).
+    fn attention_bf16(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        s: &AttentionShape,
+        rotary: Option<Rotary>,
+    ) -> Result<Tensor> {
+        shapes::attention(q, k, v, s)?;
+        let lane = self.lane()?;
+        let mut out = self.alloc(&lane, s.batch * s.q_len * s.heads * s.head_dim)?;
+        let scale = (s.head_dim as f32).powf(-0.5);
+        let (q_len, kv_len, cap, heads, kv_heads) =
+            (s.q_len as i32, s.kv_len as i32, s.kv_capacity as i32, s.heads as i32, s.kv_heads as i32);
+        let (half, theta, first) = match rotary {
+            Some(r) => ((r.rotary_dim / 2) as i32, r.theta, r.first_position as i32),
+            None => (0, 0.0, 0),
+        };
+        let cfg = LaunchConfig {
+            grid_dim: (s.q_len.div_ceil(128) as u32, s.heads as u32, s.batch as u32),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = lane.stream.launch_builder(self.kernels.get("attention_bf16_d64")?);
+        b.arg(self.f32s(q, Op::Attention)?)
+            .arg(self.f32s(k, Op::Attention)?)
+            .arg(self.f32s(v, Op::Attention)?)
+            .arg(&mut out);
+        b.arg(&q_len).arg(&kv_len).arg(&cap).arg(&heads).arg(&kv_heads).arg(&scale);
+        b.arg(&half).arg(&theta).arg(&first);
+        // SAFETY: shapes checked above (head dim 64); every query row of the grid is written once;
+        // the rotary half is 0, 16 or 32, within the kernel's table of 32.
+        unsafe { b.launch(cfg) }.map_err(gpu)?;
+        self.wrap(&[s.batch * s.q_len, s.heads * s.head_dim], out)
     }
 }
 
 impl AttentionOps for CudaBackend {
+    fn attention_rotated(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        s: AttentionShape,
+        rotary: Rotary,
+    ) -> Result<Tensor> {
+        let rotates_as_it_loads = rotary.head_dim == s.head_dim && matches!(rotary.rotary_dim, 32 | 64);
+        if rotates_as_it_loads && self.bf16_attention_takes(q, k, &s) {
+            return self.attention_bf16(q, k, v, &s, Some(rotary));
+        }
+        composed::attention_rotated(self, q, k, v, s, rotary)
+    }
+
     fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, s: AttentionShape) -> Result<Tensor> {
         shapes::attention(q, k, v, &s)?;
         if s.head_dim > 256 {
@@ -135,22 +194,8 @@ impl AttentionOps for CudaBackend {
             s.head_dim as i32,
             s.causal as i32,
         );
-        if s.head_dim == 64 && s.q_len >= 64 && !kv_bf16 && !s.causal && self.bf16_attention() {
-            // The DiT's under the bf16 and fp8 policies: on the bf16 tensor cores.
-            let cfg = LaunchConfig {
-                grid_dim: (s.q_len.div_ceil(128) as u32, s.heads as u32, s.batch as u32),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let mut b = lane.stream.launch_builder(self.kernels.get("attention_bf16_d64")?);
-            b.arg(self.f32s(q, Op::Attention)?)
-                .arg(self.f32s(k, Op::Attention)?)
-                .arg(self.f32s(v, Op::Attention)?)
-                .arg(&mut out);
-            b.arg(&q_len).arg(&kv_len).arg(&cap).arg(&heads).arg(&kv_heads).arg(&scale);
-            // SAFETY: shapes checked above; every query row of the grid is written once.
-            unsafe { b.launch(cfg) }.map_err(gpu)?;
-            return self.wrap(&[s.batch * s.q_len, s.heads * s.head_dim], out);
+        if self.bf16_attention_takes(q, k, &s) {
+            return self.attention_bf16(q, k, v, &s, None);
         }
         if s.head_dim == 64 && s.q_len >= 64 && !kv_bf16 {
             // Long sequences at head dim 64 (the DiT, whose keys and values are f32): the tiled kernel.

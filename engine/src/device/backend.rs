@@ -193,9 +193,22 @@ pub trait ProductOps: NormOps + ElementwiseOps + LayoutOps {
 }
 
 /// Scaled dot-product attention.
-pub trait AttentionOps {
+pub trait AttentionOps: NormOps {
     /// Scaled dot-product attention with grouped KV heads; output `[batch * q_len, heads * head_dim]`.
     fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, shape: AttentionShape) -> Result<Tensor>;
+    /// [`attention`](Self::attention) of `q` and `k` rotated by `rotary` first, each row at its
+    /// position in its batch entry (`rotary.first_position` on; `rotary.heads` and `seq_len` are
+    /// the shape's). Backends may rotate as they load.
+    fn attention_rotated(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        shape: AttentionShape,
+        rotary: Rotary,
+    ) -> Result<Tensor> {
+        composed::attention_rotated(self, q, k, v, shape, rotary)
+    }
 }
 
 /// The vocoder's and the condition encoder's signal ops.

@@ -1,9 +1,22 @@
 //! The fused operations of the op families written with their basic ones: the default every backend
 //! starts from, and the fallback of a backend's fused kernels for shapes they do not cover.
 
-use super::{AttentionInputs, KvSlot, NormOps, ProductOps, RmsNorm, Rotary};
+use super::{AttentionInputs, AttentionOps, AttentionShape, KvSlot, NormOps, ProductOps, RmsNorm, Rotary};
 use crate::error::Result;
 use crate::tensor::Tensor;
+
+pub fn attention_rotated<B: AttentionOps + ?Sized>(
+    b: &B,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    shape: AttentionShape,
+    rotary: Rotary,
+) -> Result<Tensor> {
+    let q = b.rope(q, Rotary { heads: shape.heads, seq_len: shape.q_len, ..rotary })?;
+    let k = b.rope(k, Rotary { heads: shape.kv_heads, seq_len: shape.kv_capacity, ..rotary })?;
+    b.attention(&q, &k, v, shape)
+}
 
 pub fn linear_add<B: ProductOps + ?Sized>(b: &B, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
     b.add(residual, &b.linear(x, w, None)?)

@@ -48,6 +48,7 @@ ops! {
     LayerNorm => "layer_norm", Parameter;
     Rope => "rope", Activation;
     Attention => "attention", Cache;
+    AttentionRotated => "attention_rotated", Cache;
     AttentionInputs => "attention_inputs", Cache;
     WriteRows => "write_rows", Cache;
     WriteKv => "write_kv", Cache;

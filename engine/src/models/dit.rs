@@ -223,8 +223,7 @@ impl Dit {
         for b in &self.blocks {
             let n = device.layer_norm(&x, &b.norm1_w, &b.norm1_b, LAYER_NORM_EPS)?;
             let [q, k, v] = device.linear3(&n, None, [&b.q, &b.k, &b.v])?;
-            let (q, k) = (device.rope(&q, rotary)?, device.rope(&k, rotary)?);
-            let attn = device.attention(&q, &k, &v, shape)?;
+            let attn = device.attention_rotated(&q, &k, &v, shape, rotary)?;
             x = device.add(&x, &device.linear(&attn, &b.out, None)?)?;
             let n = device.layer_norm(&x, &b.norm2_w, &b.norm2_b, LAYER_NORM_EPS)?;
             let glu = device.linear_glu(&n, &b.ff_in, Some(&b.ff_in_b))?;

@@ -77,6 +77,16 @@ pub fn tolerance(op: Op, dtype: DType, judge: Judge) -> Tolerance {
         // Keys within f32 rounding of each other on either side of a bf16 rounding boundary land
         // one bf16 ulp apart in a bf16 cache: at most 2^-7 |x| / (1 + |x|).
         (Op::AttentionInputs, DType::BF16, _) => Close(8e-3),
-        (Op::RmsNorm | Op::LayerNorm | Op::Rope | Op::AttentionInputs | Op::Attention | Op::Snake, _, _) => Close(1e-5),
+        (
+            Op::RmsNorm
+            | Op::LayerNorm
+            | Op::Rope
+            | Op::AttentionInputs
+            | Op::Attention
+            | Op::AttentionRotated
+            | Op::Snake,
+            _,
+            _,
+        ) => Close(1e-5),
     }
 }

@@ -57,6 +57,12 @@ pub fn cases() -> Vec<Case> {
             cases.push(attention(shape, dtype, Poison::UnseenNan));
         }
     }
+    // Rotated as they load: the DiT's (no mask, partial rotary), a fully rotated one from a later
+    // position, and a masked one (which a GPU composes).
+    // Keys and values in f32, as rotated keys come out.
+    for (shape, rotary_dim, first) in [(SHAPES[0], 4, 0), (SHAPES[6], 32, 0), (SHAPES[8], 64, 3), (SHAPES[5], 4, 0)] {
+        cases.push(attention_rotated(shape, rotary_dim, first));
+    }
     // The norms in the dtypes every backend takes for a parameter (the others are the norms' own
     // cases).
     for cache in FLOAT_DTYPES {
@@ -105,6 +111,36 @@ fn attention(
         },
         move |dev, t| Ok(vec![dev.attention(&t[0], &t[1], &t[2], shape)?]),
         move |i| vec![naive_attention(&i[0].values, &i[1].values, &i[2].values, shape)],
+    )
+}
+
+fn attention_rotated(
+    (d, q_len, kv_len, capacity, causal, heads, kv_heads): (usize, usize, usize, usize, bool, usize, usize),
+    rotary_dim: usize,
+    first_position: usize,
+) -> Case {
+    let batch = 2;
+    let shape = AttentionShape { batch, q_len, kv_len, kv_capacity: capacity, heads, kv_heads, head_dim: d, causal };
+    let rotary = Rotary { heads, head_dim: d, rotary_dim, theta: 10000.0, first_position, seq_len: q_len };
+    let label = format!(
+        "d{d} q{q_len} kv{kv_len}/{capacity} causal={causal} heads {heads}/{kv_heads}, rotary {rotary_dim} from {first_position}"
+    );
+    let kv_width = kv_heads * d;
+    Case::new(
+        Op::AttentionRotated,
+        DType::F32,
+        label,
+        |s| {
+            let q = s.random(&[batch * q_len, heads * d], DType::F32);
+            let k = s.random(&[batch * capacity, kv_width], DType::F32);
+            vec![q, k, s.random(&[batch * capacity, kv_width], DType::F32)]
+        },
+        move |dev, t| Ok(vec![dev.attention_rotated(&t[0], &t[1], &t[2], shape, rotary)?]),
+        move |i| {
+            let q = naive_rope(&i[0].values, d, rotary_dim, rotary.theta, first_position, q_len, heads * d);
+            let k = naive_rope(&i[1].values, d, rotary_dim, rotary.theta, first_position, capacity, kv_width);
+            vec![naive_attention(&q, &k, &i[2].values, shape)]
+        },
     )
 }
 
