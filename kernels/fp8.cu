@@ -85,10 +85,10 @@ extern "C" __global__ void quantize_rows_e4m3_bf16(const bf16_t* x, unsigned cha
 }
 
 // y[r, c] = d[r * ld + c], times row_scales[r] * col_scales[c] where cuBLASLt did not apply the
-// scales (`apply`); d is a product written with padded rows, ld of them, or null for y itself.
-// grid (rows, ceil(cols / 1024)), block 256: four columns a thread.
+// scales (`apply`), plus bias[c] (bias null: none); d is a product written with padded rows, ld of
+// them, or null for y itself. grid (rows, ceil(cols / 1024)), block 256: four columns a thread.
 extern "C" __global__ void fp8_finish(const float* d, float* y, const float* row_scales, const float* col_scales,
-                                      int rows, int cols, int ld, int apply) {
+                                      const float* bias, int rows, int cols, int ld, int apply) {
     if (d == nullptr) d = y;
     long r = blockIdx.x;
     int c = 4 * (blockIdx.y * blockDim.x + threadIdx.x);
@@ -102,11 +102,42 @@ extern "C" __global__ void fp8_finish(const float* d, float* y, const float* row
             float4 cs = *(const float4*)(col_scales + c);
             v = make_float4(v.x * rs * cs.x, v.y * rs * cs.y, v.z * rs * cs.z, v.w * rs * cs.w);
         }
+        if (bias) {
+            float4 bb = *(const float4*)(bias + c);
+            v = make_float4(v.x + bb.x, v.y + bb.y, v.z + bb.z, v.w + bb.w);
+        }
         *(float4*)(dst + c) = v;
     } else {
         for (int e = 0; e < 4 && c + e < cols; e++) {
             float v = src[c + e];
-            dst[c + e] = apply ? v * rs * col_scales[c + e] : v;
+            if (apply) v = v * rs * col_scales[c + e];
+            if (bias) v = v + bias[c + e];
+            dst[c + e] = v;
         }
     }
+}
+
+// kernels/elementwise.cu's bias_glu_f32 on an FP8 product [rows, 2f], scaled first by its row and
+// column scales where cuBLASLt did not (`apply`). grid (ceil(f / 1024), rows), block 256.
+extern "C" __global__ void fp8_bias_glu(const float* __restrict__ y, const float* __restrict__ bias,
+                                        float* __restrict__ out, const float* __restrict__ row_scales,
+                                        const float* __restrict__ col_scales, int f, int apply) {
+    int c = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
+    if (c >= f) return;
+    long r = blockIdx.y;
+    const float* row = y + r * 2 * f;
+    float4 v = *(const float4*)(row + c), g = *(const float4*)(row + f + c);
+    if (apply) {
+        float rs = row_scales[r];
+        float4 cv = *(const float4*)(col_scales + c), cg = *(const float4*)(col_scales + f + c);
+        v = make_float4(v.x * rs * cv.x, v.y * rs * cv.y, v.z * rs * cv.z, v.w * rs * cv.w);
+        g = make_float4(g.x * rs * cg.x, g.y * rs * cg.y, g.z * rs * cg.z, g.w * rs * cg.w);
+    }
+    float4 bv = *(const float4*)(bias + c), bg = *(const float4*)(bias + f + c);
+    float value[4] = {v.x + bv.x, v.y + bv.y, v.z + bv.z, v.w + bv.w};
+    float gate[4] = {g.x + bg.x, g.y + bg.y, g.z + bg.z, g.w + bg.w};
+    float o[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) o[i] = gate[i] / (1.0f + expf(-gate[i])) * value[i];
+    *(float4*)(out + r * f + c) = make_float4(o[0], o[1], o[2], o[3]);
 }

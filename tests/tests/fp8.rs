@@ -94,8 +94,8 @@ fn the_gpu_encodes_rows_as_the_host_does_bit_for_bit() {
 }
 
 /// Products of FP8 matrices are the f32 products of the values their codes stand for (the tensor
-/// cores' accumulation order aside), with and without padding, fused or not; a weight with its
-/// rows out of order is caught.
+/// cores' accumulation order aside), with and without padding, with the bias, the GLU or neither
+/// taken in the pass that scales; a weight with its rows out of order is caught.
 #[test]
 fn fp8_products_are_the_products_of_their_encoded_values() {
     let Some(device) = cuda_fp8() else { return };
@@ -121,6 +121,18 @@ fn fp8_products_are_the_products_of_their_encoded_values() {
         let w8 = device.cast(&up(&[n, k], &w), DType::F8E4M3).unwrap();
         let ours = device.linear(&x_t, &w8, Some(&bias_t)).unwrap().to_f32_vec();
         bound.check(&format!("fp8 product {m}x{k} by {n}x{k}"), &ours, &expected);
+
+        // The GLU of the product (its first half the value), fused into the pass that scales.
+        let f = n / 2;
+        let glu: Vec<f32> = (0..m * f)
+            .map(|i| {
+                let (r, c) = (i / f, i % f);
+                let (value, gate) = (expected[r * n + c], expected[r * n + f + c]);
+                gate / (1.0 + (-gate).exp()) * value
+            })
+            .collect();
+        let ours_glu = device.linear_glu(&x_t, &w8, Some(&bias_t)).unwrap().to_f32_vec();
+        bound.check(&format!("fp8 GLU of {m}x{k} by {n}x{k}"), &ours_glu, &glu);
 
         // Three products of one input, encoded once, are the three products.
         let plain = device.linear(&x_t, &w8, None).unwrap().to_f32_vec();

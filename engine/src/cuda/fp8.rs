@@ -295,20 +295,90 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// `y [m, n] = x . w^T` for FP8 `w [n, k]` and encoded activations `x [m, k]`.
-    pub(super) fn matmul_fp8(&self, lane: &Lane, x: &Fp8Input, w: &CudaFp8) -> Result<CudaSlice<f32>> {
+    /// `y [m, n] = x . w^T (+ bias)` for FP8 `w [n, k]` and encoded activations `x [m, k]`: the
+    /// product, then where needed one pass that scales (where cuBLASLt did not), adds the bias and
+    /// drops the padded rows' columns.
+    pub(super) fn matmul_fp8(
+        &self,
+        lane: &Lane,
+        x: &Fp8Input,
+        w: &CudaFp8,
+        bias: Option<&CudaSlice<f32>>,
+    ) -> Result<CudaSlice<f32>> {
+        let (m, n, padded_n) = (x.m, w.rows, w.padded_rows());
+        let (product, scales_inside) = self.fp8_product(lane, x, w)?;
+        if (scales_inside && bias.is_none() && padded_n == n) || m == 0 {
+            return Ok(product);
+        }
+        let (mut y, padded) = if padded_n == n { (product, None) } else { (self.alloc(lane, m * n)?, Some(product)) };
+        let (rows, cols, ld, apply) = (m as i32, n as i32, padded_n as i32, i32::from(!scales_inside));
+        let null = 0u64;
+        let mut b = lane.stream.launch_builder(self.kernels.get("fp8_finish")?);
+        match &padded {
+            Some(p) => b.arg(p),
+            None => b.arg(&null),
+        };
+        b.arg(&mut y).arg(&x.scales).arg(&w.scales);
+        match bias {
+            Some(bias) => b.arg(bias),
+            None => b.arg(&null),
+        };
+        b.arg(&rows).arg(&cols).arg(&ld).arg(&apply);
+        let cfg = LaunchConfig {
+            grid_dim: (m as u32, n.div_ceil(1024) as u32, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the product is [m, ld] (y itself, the null address, when ld == n), y [m, n], the
+        // scales m and at least n, the bias (or the null address) n; a block a row and 1024 columns.
+        unsafe { b.launch(cfg) }.map_err(gpu)?;
+        Ok(y)
+    }
+
+    /// The GLU of `x . w^T + bias` for FP8 `w [2f, k]` (rows a multiple of 16, so unpadded): the
+    /// product, then one pass that scales (where cuBLASLt did not), adds the bias and takes the GLU
+    /// (kernels/elementwise.cu's `bias_glu_f32`), `[m, f]`.
+    pub(super) fn linear_glu_fp8(
+        &self,
+        lane: &Lane,
+        x: &Fp8Input,
+        w: &CudaFp8,
+        bias: &CudaSlice<f32>,
+    ) -> Result<CudaSlice<f32>> {
+        let (m, f) = (x.m, w.rows / 2);
+        if w.rows != w.padded_rows() || !f.is_multiple_of(4) || bias.len() < w.rows {
+            return Err(Error::shape("fp8 GLU", format!("{} rows with a bias of {}", w.rows, bias.len())));
+        }
+        let (product, scales_inside) = self.fp8_product(lane, x, w)?;
+        let mut out = self.alloc(lane, m * f)?;
+        if m == 0 {
+            return Ok(out);
+        }
+        let (half, apply) = (f as i32, i32::from(!scales_inside));
+        let mut b = lane.stream.launch_builder(self.kernels.get("fp8_bias_glu")?);
+        b.arg(&product).arg(bias).arg(&mut out).arg(&x.scales).arg(&w.scales).arg(&half).arg(&apply);
+        let cfg = LaunchConfig {
+            grid_dim: (f.div_ceil(1024) as u32, m as u32, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the product is [m, 2f] with f a multiple of 4, the bias and column scales 2f, the
+        // row scales m, out [m, f].
+        unsafe { b.launch(cfg) }.map_err(gpu)?;
+        Ok(out)
+    }
+
+    /// The product `x . w^T` into `[m, padded n]`, and whether cuBLASLt applied the scales.
+    fn fp8_product(&self, lane: &Lane, x: &Fp8Input, w: &CudaFp8) -> Result<(CudaSlice<f32>, bool)> {
         if x.k != w.cols {
             return Err(Error::shape("fp8 product", format!("[{}, {}] by [{}, {}]^T", x.m, x.k, w.rows, w.cols)));
         }
-        let (m, n, padded_n, padded_k) = (x.m, w.rows, w.padded_rows(), w.padded_cols());
-        let mut y = self.alloc(lane, m * n)?;
+        let (m, padded_n, padded_k) = (x.m, w.padded_rows(), w.padded_cols());
+        let mut product = self.alloc(lane, m * padded_n)?;
         if m == 0 {
-            return Ok(y);
+            return Ok((product, true));
         }
-        // cuBLASLt writes the padded rows of a padded matrix's product to a scratch of its own.
-        let mut padded = if padded_n == n { None } else { Some(self.alloc(lane, m * padded_n)?) };
-        // The product, then (where cuBLASLt did not scale, or wrote padded rows) the finish.
-        let scales_inside = {
+        let inside = {
             let mut state = lane.fp8.lock().map_err(|_| Error::Gpu("the FP8 product state was poisoned".into()))?;
             let state = match &mut *state {
                 Some(state) => state,
@@ -319,30 +389,9 @@ impl CudaBackend {
             let (x_codes, _x) = x.codes.device_ptr(stream);
             let (w_scales, _ws) = w.scales.device_ptr(stream);
             let (x_scales, _xs) = x.scales.device_ptr(stream);
-            let (out, _out) = match &mut padded {
-                Some(p) => p.device_ptr_mut(stream),
-                None => y.device_ptr_mut(stream),
-            };
+            let (out, _out) = product.device_ptr_mut(stream);
             state.run(lane, (m, padded_n, padded_k), [w_codes, x_codes, out], [w_scales, x_scales])?
         };
-        if !scales_inside || padded.is_some() {
-            let (rows, cols, ld, apply) = (m as i32, n as i32, padded_n as i32, i32::from(!scales_inside));
-            let in_place = 0u64;
-            let mut b = lane.stream.launch_builder(self.kernels.get("fp8_finish")?);
-            match &padded {
-                Some(p) => b.arg(p),
-                None => b.arg(&in_place),
-            };
-            b.arg(&mut y).arg(&x.scales).arg(&w.scales).arg(&rows).arg(&cols).arg(&ld).arg(&apply);
-            let cfg = LaunchConfig {
-                grid_dim: (m as u32, n.div_ceil(1024) as u32, 1),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            // SAFETY: the product is [m, ld] (y itself, the null address, when ld == n), y [m, n],
-            // the scales m and at least n; a block a row and 1024 columns.
-            unsafe { b.launch(cfg) }.map_err(gpu)?;
-        }
-        Ok(y)
+        Ok((product, inside))
     }
 }

@@ -112,7 +112,7 @@ pub const SOURCES: &[(&str, &str, &[&str])] = &[
     (
         "fp8.cu",
         include_str!("../../../kernels/fp8.cu"),
-        &["quantize_rows_e4m3_f32", "quantize_rows_e4m3_bf16", "fp8_finish"],
+        &["quantize_rows_e4m3_f32", "quantize_rows_e4m3_bf16", "fp8_finish", "fp8_bias_glu"],
     ),
 ];
 

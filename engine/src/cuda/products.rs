@@ -238,7 +238,7 @@ impl CudaBackend {
     ) -> Result<CudaSlice<f32>> {
         if let CudaStorage::Fp8(w) = w {
             let input = self.fp8_input(lane, x, m, k)?;
-            return self.matmul_fp8(lane, &input, w);
+            return self.matmul_fp8(lane, &input, w, None);
         }
         let mut y = self.alloc(lane, m * n)?;
         let (mi, ni, ki) = (m as i32, n as i32, k as i32);
@@ -411,7 +411,7 @@ impl CudaBackend {
             let input = self.fp8_input(&lane, self.f32s(x, Op::Linear3)?, m, k)?;
             let product = |weight: &Tensor, fp8: &CudaFp8| -> Result<Tensor> {
                 let (_, _, n) = shapes::linear(x, weight, None)?;
-                self.wrap(&[m, n], self.matmul_fp8(&lane, &input, fp8)?)
+                self.wrap(&[m, n], self.matmul_fp8(&lane, &input, fp8, None)?)
             };
             return Ok([product(w[0], w0)?, product(w[1], w1)?, product(w[2], w2)?]);
         }
@@ -442,6 +442,11 @@ impl ProductOps for CudaBackend {
     fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         let (m, k, n) = shapes::linear(x, w, bias)?;
         let lane = self.lane()?;
+        if let (Some(fp8), Some(Storage::Cuda(CudaStorage::F32(b)))) = (fp8_matrix(w), bias.map(|b| b.storage())) {
+            // The bias added in the pass that scales the product.
+            let input = self.fp8_input(&lane, self.f32s(x, Op::Linear)?, m, k)?;
+            return self.wrap(&[m, n], self.matmul_fp8(&lane, &input, fp8, Some(b))?);
+        }
         let mut y = self.matmul_nt(&lane, self.f32s(x, Op::Linear)?, m, k, self.storage(w, Op::Linear)?, n)?;
         if let Some(b) = bias {
             self.add_bias(&lane, &mut y, m, self.float(b, Op::Linear)?)?;
@@ -457,6 +462,11 @@ impl ProductOps for CudaBackend {
             _ => return composed::linear_glu(self, x, w, bias),
         };
         let lane = self.lane()?;
+        if let Some(fp8) = fp8_matrix(w).filter(|w| w.rows == w.padded_rows()) {
+            // The bias and the GLU taken in the pass that scales the product.
+            let input = self.fp8_input(&lane, self.f32s(x, Op::LinearGlu)?, m, k)?;
+            return self.wrap(&[m, f], self.linear_glu_fp8(&lane, &input, fp8, bias)?);
+        }
         let y = self.matmul_nt(&lane, self.f32s(x, Op::LinearGlu)?, m, k, self.storage(w, Op::LinearGlu)?, n)?;
         let mut out = self.alloc(&lane, m * f)?;
         let cfg = LaunchConfig {
