@@ -408,10 +408,12 @@ __device__ __forceinline__ float rotated(float a, float b, float angle, bool low
     return low ? a * c - b * s : b * c + a * s;
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-    attention_bf16_d64(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
-                       float* __restrict__ out, int q_len, int kv_len, int kv_cap, int heads, int kv_heads,
-                       float scale, int rotary_half, float theta, int first_position) {
+template <int ROTARY_HALF>
+__device__ __forceinline__ void attention_bf16_d64(const float* __restrict__ q, const float* __restrict__ k,
+                                                   const float* __restrict__ v, float* __restrict__ out, int q_len,
+                                                   int kv_len, int kv_cap, int heads, int kv_heads, float scale,
+                                                   float theta, int first_position) {
+    const int rotary_half = ROTARY_HALF;
     __shared__ __align__(16) unsigned short ks[BK][BKS];
     __shared__ __align__(16) unsigned short vt[TD][BKS];
     __shared__ float inv_freq[32];
@@ -475,23 +477,24 @@ extern "C" __global__ void __launch_bounds__(256)
             kx[i][2] = next_k[i].z;
             kx[i][3] = next_k[i].w;
         }
-        if (rotary_half > 0) {
+        if (ROTARY_HALF > 0) {
             // Pairs (dim 4c + e + 16i, + rotary_half): chunks i and i + rotary_half / 16.
             float pos = (float)(first_position + k0 + j);
-            int step = rotary_half >> 4;
+            const int step = ROTARY_HALF / 16;
             float rot[4][4];
 #pragma unroll
             for (int i = 0; i < 4; i++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    int d = c4 + 16 * i + e;
-                    bool low = d < rotary_half;
-                    if (d >= 2 * rotary_half) {
+                    // Chunk i is low (dims below the half), high, or past the rotary dims; all three
+                    // known at compile time, so the partner chunk stays in a register.
+                    if (i >= 2 * step) {
                         rot[i][e] = kx[i][e];
+                    } else if (i < step) {
+                        rot[i][e] = rotated(kx[i][e], kx[i + step][e], pos * inv_freq[c4 + 16 * i + e], true);
                     } else {
-                        int pi = low ? i + step : i - step, p = low ? d : d - rotary_half;
-                        float a = low ? kx[i][e] : kx[pi][e], bb = low ? kx[pi][e] : kx[i][e];
-                        rot[i][e] = rotated(a, bb, pos * inv_freq[p], low);
+                        int p = c4 + 16 * (i - step) + e;
+                        rot[i][e] = rotated(kx[i - step][e], kx[i][e], pos * inv_freq[p], false);
                     }
                 }
 #pragma unroll
@@ -581,6 +584,17 @@ extern "C" __global__ void __launch_bounds__(256)
         }
     }
 }
+
+// The queries and keys rotated over their leading 32 or 64 dims (rotary half 16 or 32), or not.
+#define ATTENTION_BF16(NAME, HALF) \
+extern "C" __global__ void __launch_bounds__(256) \
+    NAME(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out, \
+         int q_len, int kv_len, int kv_cap, int heads, int kv_heads, float scale, float theta, int first_position) { \
+    attention_bf16_d64<HALF>(q, k, v, out, q_len, kv_len, kv_cap, heads, kv_heads, scale, theta, first_position); \
+}
+ATTENTION_BF16(attention_bf16_d64, 0)
+ATTENTION_BF16(attention_bf16_d64_rot16, 16)
+ATTENTION_BF16(attention_bf16_d64_rot32, 32)
 
 // Single-query attention over a KV cache (the AR decode step), split over the keys so the whole
 // GPU works on it, and grouped so each key/value row is read once for the G query heads that share

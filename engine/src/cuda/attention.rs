@@ -123,24 +123,25 @@ impl CudaBackend {
         let scale = (s.head_dim as f32).powf(-0.5);
         let (q_len, kv_len, cap, heads, kv_heads) =
             (s.q_len as i32, s.kv_len as i32, s.kv_capacity as i32, s.heads as i32, s.kv_heads as i32);
-        let (half, theta, first) = match rotary {
-            Some(r) => ((r.rotary_dim / 2) as i32, r.theta, r.first_position as i32),
-            None => (0, 0.0, 0),
+        let (kernel, theta, first) = match rotary {
+            Some(r) if r.rotary_dim == 32 => ("attention_bf16_d64_rot16", r.theta, r.first_position as i32),
+            Some(r) if r.rotary_dim == 64 => ("attention_bf16_d64_rot32", r.theta, r.first_position as i32),
+            Some(r) => return Err(Error::Gpu(format!("no bf16 attention rotating {} dims", r.rotary_dim))),
+            None => ("attention_bf16_d64", 0.0, 0),
         };
         let cfg = LaunchConfig {
             grid_dim: (s.q_len.div_ceil(128) as u32, s.heads as u32, s.batch as u32),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut b = lane.stream.launch_builder(self.kernels.get("attention_bf16_d64")?);
+        let mut b = lane.stream.launch_builder(self.kernels.get(kernel)?);
         b.arg(self.f32s(q, Op::Attention)?)
             .arg(self.f32s(k, Op::Attention)?)
             .arg(self.f32s(v, Op::Attention)?)
             .arg(&mut out);
         b.arg(&q_len).arg(&kv_len).arg(&cap).arg(&heads).arg(&kv_heads).arg(&scale);
-        b.arg(&half).arg(&theta).arg(&first);
-        // SAFETY: shapes checked above (head dim 64); every query row of the grid is written once;
-        // the rotary half is 0, 16 or 32, within the kernel's table of 32.
+        b.arg(&theta).arg(&first);
+        // SAFETY: shapes checked above (head dim 64); every query row of the grid is written once.
         unsafe { b.launch(cfg) }.map_err(gpu)?;
         self.wrap(&[s.batch * s.q_len, s.heads * s.head_dim], out)
     }

@@ -80,6 +80,8 @@ pub const SOURCES: &[(&str, &str, &[&str])] = &[
             "attention_tiled_d64",
             "attention_mma_d64",
             "attention_bf16_d64",
+            "attention_bf16_d64_rot16",
+            "attention_bf16_d64_rot32",
             "attention_decode_g1_f32",
             "attention_decode_g2_f32",
             "attention_decode_g4_f32",
