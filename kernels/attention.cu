@@ -587,7 +587,7 @@ __device__ __forceinline__ void attention_bf16_d64(const float* __restrict__ q, 
 
 // The queries and keys rotated over their leading 32 or 64 dims (rotary half 16 or 32), or not.
 #define ATTENTION_BF16(NAME, HALF) \
-extern "C" __global__ void __launch_bounds__(256) \
+extern "C" __global__ void __launch_bounds__(256, 2) \
     NAME(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out, \
          int q_len, int kv_len, int kv_cap, int heads, int kv_heads, float scale, float theta, int first_position) { \
     attention_bf16_d64<HALF>(q, k, v, out, q_len, kv_len, kv_cap, heads, kv_heads, scale, theta, first_position); \

@@ -59,6 +59,35 @@ extern "C" __global__ void NAME(const float* x, const T* w, const T* b, float* o
 LAYER_NORM(layer_norm_f32, float)
 LAYER_NORM(layer_norm_bf16, bf16_t)
 
+// LAYER_NORM for rows of whole fours (16-byte aligned): four values a load, the row read from L1
+// in the second and third passes.
+#define LAYER_NORM4(NAME, T) \
+extern "C" __global__ void NAME(const float* x, const T* w, const T* b, float* out, int cols, float eps) { \
+    const float* row = x + (long)blockIdx.x * cols; \
+    float* dst = out + (long)blockIdx.x * cols; \
+    int quads = cols >> 2; \
+    float s = 0.0f; \
+    for (int c = threadIdx.x; c < quads; c += blockDim.x) { \
+        float4 v = load4(row, c); \
+        s += (v.x + v.y) + (v.z + v.w); \
+    } \
+    float mean = block_sum(s) / cols; \
+    float var = 0.0f; \
+    for (int c = threadIdx.x; c < quads; c += blockDim.x) { \
+        float4 v = load4(row, c); \
+        float a = v.x - mean, bb = v.y - mean, cc = v.z - mean, d = v.w - mean; \
+        var += (a * a + bb * bb) + (cc * cc + d * d); \
+    } \
+    float inv = rsqrtf(block_sum(var) / cols + eps); \
+    for (int c = threadIdx.x; c < quads; c += blockDim.x) { \
+        float4 v = load4(row, c), ww = load4(w, c), bi = load4(b, c); \
+        *(float4*)(dst + 4 * c) = make_float4((v.x - mean) * inv * ww.x + bi.x, (v.y - mean) * inv * ww.y + bi.y, \
+                                              (v.z - mean) * inv * ww.z + bi.z, (v.w - mean) * inv * ww.w + bi.w); \
+    } \
+}
+LAYER_NORM4(layer_norm4_f32, float)
+LAYER_NORM4(layer_norm4_bf16, bf16_t)
+
 // Rotate-half RoPE on the leading rotary_dim dims of each head; angles in f32 as the reference.
 // One thread per (row, head, pair). A recorded step's positions move by *shift (null: by none).
 extern "C" __global__ void rope_f32(const float* x, float* out, long rows, int heads, int head_dim, int rotary_dim,

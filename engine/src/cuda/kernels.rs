@@ -24,6 +24,7 @@ pub const SOURCES: &[(&str, &str, &[&str])] = &[
         include_str!("../../../kernels/elementwise.cu"),
         &[
             "add_f32",
+            "add_f32_x4",
             "scale_f32",
             "silu_f32",
             "silu_mul_f32",
@@ -63,6 +64,8 @@ pub const SOURCES: &[(&str, &str, &[&str])] = &[
             "rms_norm_vec_bf16",
             "layer_norm_f32",
             "layer_norm_bf16",
+            "layer_norm4_f32",
+            "layer_norm4_bf16",
             "rope_f32",
             "rope_rows_f32",
             "qk_norm_rope_append128_f32",

@@ -49,14 +49,16 @@ impl NormOps for CudaBackend {
         let mut out = self.alloc(&lane, rows * dim)?;
         let (ws, bs) = (self.float(w, Op::LayerNorm)?, self.float(bias, Op::LayerNorm)?);
         let dim32 = dim as i32;
+        // Rows of whole fours take four values a load.
+        let quads = if dim.is_multiple_of(4) { "4" } else { "" };
         let mut b = match (ws, bs) {
             (Float::F32(w), Float::F32(bb)) => {
-                let mut l = lane.stream.launch_builder(self.kernels.get("layer_norm_f32")?);
+                let mut l = lane.stream.launch_builder(self.kernels.get(&format!("layer_norm{quads}_f32"))?);
                 l.arg(self.f32s(x, Op::LayerNorm)?).arg(w).arg(bb);
                 l
             }
             (Float::BF16(w), Float::BF16(bb)) => {
-                let mut l = lane.stream.launch_builder(self.kernels.get("layer_norm_bf16")?);
+                let mut l = lane.stream.launch_builder(self.kernels.get(&format!("layer_norm{quads}_bf16"))?);
                 l.arg(self.f32s(x, Op::LayerNorm)?).arg(w).arg(bb);
                 l
             }
@@ -69,7 +71,7 @@ impl NormOps for CudaBackend {
             }
         };
         b.arg(&mut out).arg(&dim32).arg(&eps);
-        // SAFETY: one block per row.
+        // SAFETY: one block per row (rows of whole fours start 16-byte aligned: fresh allocations are).
         unsafe { b.launch(rows_config(rows)) }.map_err(gpu)?;
         self.wrap(x.shape(), out)
     }
