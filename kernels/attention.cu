@@ -378,10 +378,8 @@ extern "C" __global__ void __launch_bounds__(128)
 // transposed (dims by keys), so every B fragment is one 32-bit load, and the 72-wide rows put a
 // warp's loads on 32 different banks. A thread stages dims 4c + 16i (i = 0..3) of one key, which
 // holds each rotary pair (rotary_half 16 or 32); the next tile's loads are issued before the current
-// one's products. grid (ceil(q_len / 128), heads, batch), block 256 (8 warps).
+// one's products. grid (ceil(q_len / 128), heads, batch), block 256 (8 warps of 16 queries).
 
-#define BQ 128
-#define BK 64
 #define BKS 72
 
 // lo in the low half, hi in the high half, each rounded to the nearest bf16 (ties to even).
@@ -408,18 +406,21 @@ __device__ __forceinline__ float rotated(float a, float b, float angle, bool low
     return low ? a * c - b * s : b * c + a * s;
 }
 
-template <int ROTARY_HALF>
+template <int ROTARY_HALF, int BLOCK_WARPS>
 __device__ __forceinline__ void attention_bf16_d64(const float* __restrict__ q, const float* __restrict__ k,
                                                    const float* __restrict__ v, float* __restrict__ out, int q_len,
                                                    int kv_len, int kv_cap, int heads, int kv_heads, float scale,
                                                    float theta, int first_position) {
     const int rotary_half = ROTARY_HALF;
+    // A warp's 16 queries; a tile of 8 keys a warp, a key staged by four threads.
+    const int BQ = 16 * BLOCK_WARPS, BK = 8 * BLOCK_WARPS;
     __shared__ __align__(16) unsigned short ks[BK][BKS];
     __shared__ __align__(16) unsigned short vt[TD][BKS];
     __shared__ float inv_freq[32];
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     int h = blockIdx.y, b = blockIdx.z, kvh = h / (heads / kv_heads);
-    if (tid < rotary_half) inv_freq[tid] = 1.0f / powf(theta, (float)(2 * tid) / (float)(2 * rotary_half));
+    if (ROTARY_HALF > 0 && tid < ROTARY_HALF)
+        inv_freq[tid] = 1.0f / powf(theta, (float)(2 * tid) / (float)(2 * (ROTARY_HALF > 0 ? ROTARY_HALF : 1)));
     __syncthreads();
     int q0 = blockIdx.x * BQ + 16 * warp;
     long q_width = (long)heads * TD, kv_width = (long)kv_heads * TD;
@@ -515,9 +516,9 @@ __device__ __forceinline__ void attention_bf16_d64(const float* __restrict__ q, 
         __syncthreads();
         if (k0 + BK < kv_len) load(k0 + BK);
         // Scores of keys 8nt..8nt+7 of the tile.
-        float s[8][4];
+        float s[BK / 8][4];
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
+        for (int nt = 0; nt < BK / 8; nt++) {
 #pragma unroll
             for (int f = 0; f < 4; f++) s[nt][f] = 0.0f;
 #pragma unroll
@@ -531,7 +532,7 @@ __device__ __forceinline__ void attention_bf16_d64(const float* __restrict__ q, 
         for (int r = 0; r < 2; r++) {
             float row_max = -INFINITY;
 #pragma unroll
-            for (int nt = 0; nt < 8; nt++)
+            for (int nt = 0; nt < BK / 8; nt++)
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
                     if (tail && k0 + 8 * nt + 2 * t + e >= kv_len) s[nt][2 * r + e] = -INFINITY;
@@ -543,7 +544,7 @@ __device__ __forceinline__ void attention_bf16_d64(const float* __restrict__ q, 
             float correction = m_new == -INFINITY ? 1.0f : exp2f(m[r] - m_new);
             float row_sum = 0.0f;
 #pragma unroll
-            for (int nt = 0; nt < 8; nt++)
+            for (int nt = 0; nt < BK / 8; nt++)
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
                     float p = m_new == -INFINITY ? 0.0f : exp2f(s[nt][2 * r + e] - m_new);
@@ -585,16 +586,18 @@ __device__ __forceinline__ void attention_bf16_d64(const float* __restrict__ q, 
     }
 }
 
-// The queries and keys rotated over their leading 32 or 64 dims (rotary half 16 or 32), or not.
-#define ATTENTION_BF16(NAME, HALF) \
-extern "C" __global__ void __launch_bounds__(256, 2) \
+// The queries and keys rotated over their leading 32 or 64 dims (rotary half 16 or 32), or not;
+// blocks of 8 warps (128 queries, 64-key tiles), two a multiprocessor (blocks of 4 warps, four a
+// multiprocessor, measured 7 % slower on the H200: docs/BENCHMARKS.md).
+#define ATTENTION_BF16(NAME, HALF, NWARPS, BLOCKS) \
+extern "C" __global__ void __launch_bounds__(32 * NWARPS, BLOCKS) \
     NAME(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out, \
          int q_len, int kv_len, int kv_cap, int heads, int kv_heads, float scale, float theta, int first_position) { \
-    attention_bf16_d64<HALF>(q, k, v, out, q_len, kv_len, kv_cap, heads, kv_heads, scale, theta, first_position); \
+    attention_bf16_d64<HALF, NWARPS>(q, k, v, out, q_len, kv_len, kv_cap, heads, kv_heads, scale, theta, first_position); \
 }
-ATTENTION_BF16(attention_bf16_d64, 0)
-ATTENTION_BF16(attention_bf16_d64_rot16, 16)
-ATTENTION_BF16(attention_bf16_d64_rot32, 32)
+ATTENTION_BF16(attention_bf16_d64, 0, 8, 2)
+ATTENTION_BF16(attention_bf16_d64_rot16, 16, 8, 2)
+ATTENTION_BF16(attention_bf16_d64_rot32, 32, 8, 2)
 
 // Single-query attention over a KV cache (the AR decode step), split over the keys so the whole
 // GPU works on it, and grouped so each key/value row is read once for the G query heads that share

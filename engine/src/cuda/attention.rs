@@ -129,6 +129,7 @@ impl CudaBackend {
             Some(r) => return Err(Error::Gpu(format!("no bf16 attention rotating {} dims", r.rotary_dim))),
             None => ("attention_bf16_d64", 0.0, 0),
         };
+        // Blocks of 8 warps, 16 queries each.
         let cfg = LaunchConfig {
             grid_dim: (s.q_len.div_ceil(128) as u32, s.heads as u32, s.batch as u32),
             block_dim: (256, 1, 1),
