@@ -81,6 +81,30 @@ __device__ float block_sum(float v) {
     return partial[0];
 }
 
+// Largest over a block of up to 1024 threads; every thread gets the result.
+__device__ float block_max(float v) {
+    __shared__ float partial[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    int warps = (blockDim.x + 31) >> 5;
+    v = (threadIdx.x < warps) ? partial[threadIdx.x] : 0.0f;
+    if (warp == 0) v = warp_max(v);
+    if (threadIdx.x == 0) partial[0] = v;
+    __syncthreads();
+    return partial[0];
+}
+
+// The DiT's GLU of four values and their gates: gate * sigmoid(gate) * value.
+__device__ __forceinline__ float4 glu4(const float* value, const float* gate) {
+    float o[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) o[i] = gate[i] / (1.0f + expf(-gate[i])) * value[i];
+    return make_float4(o[0], o[1], o[2], o[3]);
+}
+
 // Programmatic dependent launch (sm_90 and later; engine/src/cuda/launch.rs). A kernel launched
 // with it may start while the kernel before it on the stream is still running: it must wait
 // before it reads or writes anything but weights. Without such a launch, both are no-ops.

@@ -65,10 +65,7 @@ extern "C" __global__ void bias_glu_f32(const float* __restrict__ y, const float
     float4 bv = *(const float4*)(bias + c), bg = *(const float4*)(bias + f + c);
     float value[4] = {v.x + bv.x, v.y + bv.y, v.z + bv.z, v.w + bv.w};
     float gate[4] = {g.x + bg.x, g.y + bg.y, g.z + bg.z, g.w + bg.w};
-    float o[4];
-#pragma unroll
-    for (int i = 0; i < 4; i++) o[i] = gate[i] / (1.0f + expf(-gate[i])) * value[i];
-    *(float4*)(out + (long)blockIdx.y * f + c) = make_float4(o[0], o[1], o[2], o[3]);
+    *(float4*)(out + (long)blockIdx.y * f + c) = glu4(value, gate);
 }
 
 #define EMBEDDING(NAME, T) \

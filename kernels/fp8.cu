@@ -20,20 +20,6 @@ __device__ __forceinline__ unsigned char encode_e4m3(float x) {
     return (unsigned char)(sign | min(code, 0x7eu));
 }
 
-__device__ float block_max(float v) {
-    __shared__ float partial[32];
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0) partial[warp] = v;
-    __syncthreads();
-    int warps = (blockDim.x + 31) >> 5;
-    v = (threadIdx.x < warps) ? partial[threadIdx.x] : 0.0f;
-    if (warp == 0) v = warp_max(v);
-    if (threadIdx.x == 0) partial[0] = v;
-    __syncthreads();
-    return partial[0];
-}
 
 __device__ __forceinline__ float max_abs4(float m, float4 v) {
     return fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
@@ -136,8 +122,5 @@ extern "C" __global__ void fp8_bias_glu(const float* __restrict__ y, const float
     float4 bv = *(const float4*)(bias + c), bg = *(const float4*)(bias + f + c);
     float value[4] = {v.x + bv.x, v.y + bv.y, v.z + bv.z, v.w + bv.w};
     float gate[4] = {g.x + bg.x, g.y + bg.y, g.z + bg.z, g.w + bg.w};
-    float o[4];
-#pragma unroll
-    for (int i = 0; i < 4; i++) o[i] = gate[i] / (1.0f + expf(-gate[i])) * value[i];
-    *(float4*)(out + r * f + c) = make_float4(o[0], o[1], o[2], o[3]);
+    *(float4*)(out + r * f + c) = glu4(value, gate);
 }

@@ -402,7 +402,7 @@ impl Geometry {
         if matrices.is_quantized() {
             (2 * c.ff_inner_dim * c.inner_dim() * 2) as f64
         } else if matrices == DType::F8E4M3 {
-            (2 * 690 * c.ff_inner_dim + (32 << 20)) as f64
+            (2 * 691 * c.ff_inner_dim + (32 << 20)) as f64
         } else {
             0.0
         }

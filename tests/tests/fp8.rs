@@ -89,7 +89,13 @@ fn the_gpu_encodes_rows_as_the_host_does_bit_for_bit() {
             assert_eq!(differ, 0, "{rows}x{cols} from {dtype}: {differ} values differ from the host's encoding");
         }
     }
-    // The control: one code off shows.
+    // The control: the comparison sees one code off.
+    let values = probe_rows(6, 18);
+    let (mut codes, scales) = quantize_rows(&values, 18, 32);
+    let expected = dequantize_rows(&codes, &scales, 18, 32);
+    codes[40] = codes[40].wrapping_add(1);
+    let off_by_one = dequantize_rows(&codes, &scales, 18, 32);
+    assert_eq!(off_by_one.iter().zip(&expected).filter(|(a, b)| a.to_bits() != b.to_bits()).count(), 1);
     assert_ne!(encode_e4m3(1.0625), encode_e4m3(1.0626));
 }
 

@@ -133,7 +133,10 @@ fn fast_precision_attention_matches_naive_softmax() {
                 }
             };
             let mut worst = 0.0f32;
-            for case in all_cases().into_iter().filter(|c| c.op == Op::Attention && c.dtype == DType::F32) {
+            let attention = |c: &songloom_tests::conformance::Case| {
+                matches!(c.op, Op::Attention | Op::AttentionRotated) && c.dtype == DType::F32
+            };
+            for case in all_cases().into_iter().filter(attention) {
                 let (got, want) = (case.execute(&device).unwrap(), (case.naive)(&case.inputs));
                 let case_worst = check_outputs(&got, &want, Tolerance::Close(tol))
                     .unwrap_or_else(|why| panic!("{kind} {precision} {}: {why}", case.label));

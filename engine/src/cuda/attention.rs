@@ -98,14 +98,13 @@ impl CudaBackend {
     /// Whether attention of this shape runs on the bf16 tensor cores (kernels/attention.cu's
     /// `attention_bf16_d64`): the DiT's (head dim 64, long, no mask, f32 keys and values) under the
     /// policies that round its products' inputs to bf16 or coarser, on GPUs that have them (sm_80 on).
-    fn bf16_attention_takes(&self, q: &Tensor, k: &Tensor, s: &AttentionShape) -> bool {
+    fn bf16_attention_takes(&self, q: &Tensor, k: &Tensor, v: &Tensor, s: &AttentionShape) -> bool {
         matches!(self.precision, Precision::Bf16 | Precision::Fp8)
             && self.tf32_mma
             && s.head_dim == 64
             && s.q_len >= 64
             && !s.causal
-            && q.dtype() == DType::F32
-            && k.dtype() == DType::F32
+            && [q, k, v].iter().all(|t| t.dtype() == DType::F32)
     }
 
     /// The bf16 attention, with `q` and `k` rotated as they load by `rotary` (its half 16 or 32).
@@ -119,6 +118,9 @@ impl CudaBackend {
     ) -> Result<Tensor> {
         shapes::attention(q, k, v, s)?;
         let lane = self.lane()?;
+        if lane.shift() != 0 {
+            return Err(Error::Gpu(format!("attention over {} queries cannot be recorded to replay", s.q_len)));
+        }
         let mut out = self.alloc(&lane, s.batch * s.q_len * s.heads * s.head_dim)?;
         let scale = (s.head_dim as f32).powf(-0.5);
         let (q_len, kv_len, cap, heads, kv_heads) =
@@ -158,7 +160,7 @@ impl AttentionOps for CudaBackend {
         rotary: Rotary,
     ) -> Result<Tensor> {
         let rotates_as_it_loads = rotary.head_dim == s.head_dim && matches!(rotary.rotary_dim, 32 | 64);
-        if rotates_as_it_loads && self.bf16_attention_takes(q, k, &s) {
+        if rotates_as_it_loads && self.bf16_attention_takes(q, k, v, &s) {
             return self.attention_bf16(q, k, v, &s, Some(rotary));
         }
         composed::attention_rotated(self, q, k, v, s, rotary)
@@ -185,6 +187,9 @@ impl AttentionOps for CudaBackend {
                 s.q_len, s.head_dim
             )));
         }
+        if self.bf16_attention_takes(q, k, v, &s) {
+            return self.attention_bf16(q, k, v, &s, None);
+        }
         let mut out = self.alloc(&lane, s.batch * s.q_len * s.heads * s.head_dim)?;
         let scale = (s.head_dim as f32).powf(-0.5);
         let (q_len, kv_len, cap, heads, kv_heads, hd, causal) = (
@@ -196,9 +201,6 @@ impl AttentionOps for CudaBackend {
             s.head_dim as i32,
             s.causal as i32,
         );
-        if self.bf16_attention_takes(q, k, &s) {
-            return self.attention_bf16(q, k, v, &s, None);
-        }
         if s.head_dim == 64 && s.q_len >= 64 && !kv_bf16 {
             // Long sequences at head dim 64 (the DiT, whose keys and values are f32): the tiled kernel.
             let cfg = LaunchConfig {

@@ -137,6 +137,8 @@ impl Fp8Lane {
     fn new(lane: &Lane) -> Result<Self> {
         let handle = lt_result::create_handle().map_err(gpu)?;
         let workspace = match lane.stream.alloc_zeros::<u8>(WORKSPACE_BYTES) {
+            // Outside the budget's count, like cuBLAS's own workspace; the plan counts it with the
+            // DiT's workspace.
             Ok(w) => w,
             Err(e) => {
                 // SAFETY: just made, used by nothing.
@@ -252,8 +254,11 @@ impl CudaBackend {
     /// `x [rows, cols]` (f32 or bf16) as an FP8 matrix.
     pub(super) fn quantize_fp8(&self, lane: &Lane, x: Float, rows: usize, cols: usize) -> Result<CudaFp8> {
         let (padded_rows, padded_cols) = (rows.next_multiple_of(FP8_ALIGN), cols.next_multiple_of(FP8_ALIGN));
-        let mut codes = lane.stream.alloc_zeros::<u8>(padded_rows * padded_cols).map_err(gpu)?;
-        let mut scales = lane.stream.alloc_zeros::<f32>(padded_rows).map_err(gpu)?;
+        // Through the budget's allocator; zeros in the padding rows.
+        let mut codes = self.alloc_as::<u8>(lane, padded_rows * padded_cols)?;
+        let mut scales = self.alloc_as::<f32>(lane, padded_rows)?;
+        lane.stream.memset_zeros(&mut codes).map_err(gpu)?;
+        lane.stream.memset_zeros(&mut scales).map_err(gpu)?;
         self.quantize_rows(lane, x, rows, cols, &mut codes, &mut scales)?;
         Ok(CudaFp8 { codes, scales, rows, cols })
     }

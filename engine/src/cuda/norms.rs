@@ -90,7 +90,7 @@ impl NormOps for CudaBackend {
         );
         let shift = lane.shift();
         // A block a row computes the row's angles once for all its heads (rotary dims up to 256).
-        let by_rows = r.rotary_dim <= 256 && rows <= u32::MAX as usize;
+        let by_rows = r.rotary_dim <= 256 && rows <= i32::MAX as usize;
         let mut b = lane.stream.launch_builder(self.kernels.get(if by_rows { "rope_rows_f32" } else { "rope_f32" })?);
         b.arg(self.f32s(x, Op::Rope)?).arg(&mut out);
         if !by_rows {

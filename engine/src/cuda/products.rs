@@ -434,7 +434,7 @@ impl CudaBackend {
 impl ProductOps for CudaBackend {
     fn product_weight(&self, w: Tensor) -> Result<Tensor> {
         match (self.precision, w.dtype()) {
-            (Precision::Bf16, DType::F32) => self.cast(&w, DType::BF16),
+            (Precision::Bf16 | Precision::Fp8, DType::F32) => self.cast(&w, DType::BF16),
             _ => Ok(w),
         }
     }

@@ -201,11 +201,12 @@ impl Dit {
         let x = device.cat_rows(&columns.iter().collect::<Vec<_>>())?;
         let x = device.add(&device.linear(&x, &self.preprocess, None)?, &x)?;
         let x = device.linear(&x, &self.proj_in, None)?;
-        // Each window's rows behind its own time token (one token a flow time).
-        let mut tokens: Vec<(f32, Tensor)> = Vec::new();
+        // Each window's rows behind its own time token (one token a flow time, told apart by its
+        // bits so that every value, NaN included, finds its own).
+        let mut tokens: Vec<(u32, Tensor)> = Vec::new();
         for input in inputs {
-            if !tokens.iter().any(|(t, _)| *t == input.t) {
-                tokens.push((input.t, self.time_embedding(device, input.t)?));
+            if !tokens.iter().any(|(t, _)| *t == input.t.to_bits()) {
+                tokens.push((input.t.to_bits(), self.time_embedding(device, input.t)?));
             }
         }
         let spans = (0..inputs.len())
@@ -213,7 +214,7 @@ impl Dit {
             .collect::<Result<Vec<_>>>()?;
         let mut parts = Vec::with_capacity(2 * inputs.len());
         for (input, span) in inputs.iter().zip(&spans) {
-            let token = tokens.iter().find(|(t, _)| *t == input.t).map(|(_, token)| token);
+            let token = tokens.iter().find(|(t, _)| *t == input.t.to_bits()).map(|(_, token)| token);
             parts.extend(token);
             parts.push(span);
         }
