@@ -28,6 +28,10 @@ class Song:
     tempo: int
     tonic: int
     mode: str
+    style: str = "folk song"
+    ensemble: int = 0
+    meter: str = "4/4"
+    drums: bool = False
 
 
 def read_pieces(path: Path = DEFAULT_NOTES) -> list[dict]:
@@ -39,7 +43,8 @@ def render_one(job) -> Song:
     index, piece, max_seconds, keep_audio = job
     r = synth.render(piece, seed=index, max_seconds=max_seconds)
     audio = r.audio.astype(np.float16) if keep_audio else None
-    return Song(index, r.caption, audio, codes.frame_codes(r).astype(np.int16), r.tempo, r.tonic, r.mode)
+    frame_codes = codes.frame_codes(r).astype(np.int16)
+    return Song(index, r.caption, audio, frame_codes, r.tempo, r.tonic, r.mode, r.style, r.ensemble, r.meter, r.drums_on)
 
 
 def render_set(

@@ -6,6 +6,8 @@
 #            round 2's decoder trained further with that encoder frozen
 #   ROUND=4  (v2) the AR half again from round 1's (runs/semantic), half its songs retimed to other tempos
 #   ROUND=5  (v2) the condition encoder and the DiT on round 4's AR half (carry runs/ae and runs/semantic)
+#   ROUND=6  (v3) the language model reads free-form descriptions, taught by the shipped v2 AR half
+#            (train_captions.py; carry only .whl)
 # MINUTES is each stage's budget. Logs and weights land under $OUT/<stage>/.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -47,5 +49,8 @@ case "${ROUND:?}" in
 5)
     python3 train_acoustic.py --work "$OUT/acoustic" --state /tmp/state/acoustic --autoencoder runs/ae \
         --semantic runs/semantic --minutes "$MINUTES" 2>&1 | grep -v Warning | tee "$OUT/acoustic.out"
+    ;;
+6)
+    python3 train_captions.py --work "$OUT/captions" --minutes "$MINUTES" 2>&1 | grep -v Warning | tee "$OUT/captions.out"
     ;;
 esac

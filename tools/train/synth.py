@@ -52,6 +52,11 @@ class Rendering:
     tempo: int = 120
     tonic: int = 0  # pitch class of the key's tonic, after transposition
     mode: str = "major"
+    # The rest of what a description can say (captions.describe).
+    style: str = "folk song"
+    ensemble: int = 0  # index into ENSEMBLES
+    meter: str = "4/4"
+    drums_on: bool = False
 
 
 def pitch_class(name: str) -> int:
@@ -258,4 +263,8 @@ def render(piece: dict, seed: int, max_seconds: float = 24.0, params: dict | Non
         tempo=tempo,
         tonic=tonic,
         mode=piece["mode"],
+        style=piece["style"],
+        ensemble=ensemble_index,
+        meter=piece["meter"],
+        drums_on=drums_on,
     )

@@ -1,12 +1,24 @@
-"""A byte-level BPE in Qwen2's format, learned from the captions the synthesizer writes, with the
-prompt template's special tokens. Its size fixes the code offset and the LM's vocabulary."""
+"""The tokenizer: Qwen's own byte-level BPE (the vocabulary MiniMax-Music3's Qwen2 tokenizer uses),
+pruned to the tokens that spell the most frequent English words and every description the caption
+grammar writes, with the prompt template's special tokens. Ordinary words keep their identity (one
+or two tokens each, as in Qwen), so a word the grammar never used is not shattered into bytes.
+Its size fixes the code offset and the LM's vocabulary.
 
+`python tools/train/tokenizer.py --qwen qwen.tiktoken --words small_en.msgpack.gz` writes
+`data/tokenizer.json` (committed): `qwen.tiktoken` is Qwen's vocabulary as the PyPI package
+`dashscope` 2.0.2 ships it (`dashscope/resources/qwen.tiktoken`, 151,643 ranked tokens) and
+`small_en.msgpack.gz` is the word list of the PyPI package `wordfreq` 3.1.1 (English words by
+frequency in broad text: Wikipedia, subtitles, news, books, the web)."""
+
+import argparse
+import base64
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
+import captions
 import sizes
 import synth
 
@@ -14,33 +26,131 @@ import synth
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "oracle"))
 from tiny_model import QWEN2_PATTERN, SPECIAL_TOKENS  # noqa: E402
 
-VOCAB = 1024
+PRUNED = Path(__file__).resolve().parent / "data" / "tokenizer.json"
+ENGLISH_WORDS = 1200  # the most frequent words kept as Qwen spells them, lower case and capitalized
 LYRICS = ["[instrumental]", "[intro]\n[verse]\n[chorus]\n[outro]", "[verse]\n[chorus]", "[start]", "[bridge]"]
 
 
-def caption_corpus(pieces: list[dict], seed: int = 0) -> list[str]:
+def caption_corpus(pieces: list[dict], seed: int = 0, count: int = 20000) -> list[str]:
+    """Descriptions the grammar writes of random facts (every style and meter of the pieces)."""
     rng = np.random.default_rng(seed)
     styles = sorted({p["style"] for p in pieces})
     meters = sorted({p["meter"] for p in pieces})
     out = []
-    for _ in range(20000):
-        out.append(
-            synth.caption_for(
-                styles[rng.integers(len(styles))],
-                synth.ENSEMBLES[rng.integers(len(synth.ENSEMBLES))][0],
-                int(rng.integers(60, 161)),
-                int(rng.integers(12)),
-                ["major", "minor"][rng.integers(2)],
-                meters[rng.integers(len(meters))],
-                bool(rng.integers(2)),
-                int(rng.integers(3)),
-            )
+    for _ in range(count):
+        facts = dict(
+            style=styles[rng.integers(len(styles))],
+            ensemble=int(rng.integers(len(synth.ENSEMBLES))),
+            tempo=int(rng.integers(60, 161)),
+            tonic=int(rng.integers(12)),
+            mode=["major", "minor"][rng.integers(2)],
+            meter=meters[rng.integers(len(meters))],
+            drums=bool(rng.integers(2)),
         )
+        out.append(captions.describe(facts, rng))
     return out + LYRICS * 100
 
 
-def build(pieces: list[dict], out: Path):
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's printable stand-ins for bytes, which byte-level BPE files spell tokens with."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    chars, n = printable[:], 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(printable, chars)}
+
+
+def _bpe(piece: bytes, ranks: dict[bytes, int], below: int | None = None) -> list[bytes]:
+    """tiktoken's merge loop: the lowest-ranked adjacent pair first, only ranks under `below`."""
+    parts = [piece[i : i + 1] for i in range(len(piece))]
+    while len(parts) > 1:
+        best, at = None, -1
+        for i in range(len(parts) - 1):
+            r = ranks.get(parts[i] + parts[i + 1])
+            if r is not None and (below is None or r < below) and (best is None or r < best):
+                best, at = r, i
+        if best is None:
+            break
+        parts[at : at + 2] = [parts[at] + parts[at + 1]]
+    return parts
+
+
+def prune_qwen(qwen: Path, words: Path, corpus: list[str], english_words: int = ENGLISH_WORDS):
+    """Qwen's tokens that spell `corpus` and the most frequent English words, with every token a
+    kept one is merged from, in Qwen's rank order; and their merges. Tokenizing with the pruned
+    merges gives Qwen's own tokens for every kept word."""
+    import gzip
+
+    import msgpack
+    import regex
+
+    ranks = {}
+    for line in qwen.read_text().splitlines():
+        token, rank = line.split()
+        ranks[base64.b64decode(token)] = int(rank)
+    bins = msgpack.unpackb(gzip.open(words).read(), raw=False)[1:]
+    frequent = [w for b in bins for w in b if w.isalpha()][:english_words]
+    pattern = regex.compile(QWEN2_PATTERN)
+    pieces = set()
+    for text in corpus:
+        pieces.update(pattern.findall(text))
+    for w in frequent:
+        pieces.update([" " + w, w.capitalize()])
+    kept = {bytes([b]) for b in range(256)}
+    for piece in pieces:
+        kept.update(_bpe(piece.encode(), ranks))
+    # Close under merging: each token's two halves are kept too.
+    merges, todo = {}, [t for t in kept if len(t) > 1]
+    while todo:
+        token = todo.pop()
+        halves = _bpe(token, ranks, below=ranks[token])
+        assert len(halves) == 2, (token, halves)
+        merges[token] = halves
+        for h in halves:
+            if h not in kept:
+                kept.add(h)
+                if len(h) > 1:
+                    todo.append(h)
+    ordered = sorted(kept, key=lambda t: ranks[t])
+    return ordered, [merges[t] for t in ordered if len(t) > 1], len(frequent)
+
+
+def write_pruned(qwen: Path, words: Path, pieces: list[dict], out: Path = PRUNED):
+    from tokenizers import Tokenizer
+
+    write_filler(words)
+    ordered, merges, count = prune_qwen(qwen, words, caption_corpus(pieces))
+    spell = _bytes_to_unicode()
+    text = lambda t: "".join(spell[b] for b in t)  # noqa: E731
+    tok = _shell()
+    model = json.loads(tok.to_str())
+    model["model"]["vocab"] = {text(t): i for i, t in enumerate(ordered)}
+    model["model"]["merges"] = [[text(a), text(b)] for a, b in merges]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(Tokenizer.from_str(json.dumps(model)).to_str())
+    print(f"{len(ordered)} tokens ({len(merges)} merges) from {count} English words and the grammar -> {out}")
+
+
+def write_filler(words: Path, out: Path = captions.FILLER):
+    """The frequent English words the grammar does not use, for its filler phrases: words the
+    model must learn to pass over."""
+    import gzip
+
+    import msgpack
+
+    bins = msgpack.unpackb(gzip.open(words).read(), raw=False)[1:]
+    frequent = [w for b in bins for w in b if w.isalpha() and len(w) > 1][:ENGLISH_WORDS]
+    captions._filler_words = []  # the grammar's own words, without filler
+    grammar = set(" ".join(caption_corpus([{"style": s, "meter": "4/4"} for s in captions.STYLE_WORDS])).lower().split())
+    out.write_text("\n".join(w for w in frequent if w not in grammar and w not in captions.MEANINGFUL) + "\n")
+    captions._filler_words = None
+
+
+def _shell():
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
     tok = Tokenizer(models.BPE())
     tok.normalizer = normalizers.NFC()
@@ -51,8 +161,15 @@ def build(pieces: list[dict], out: Path):
         ]
     )
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(caption_corpus(pieces), trainer)
+    return tok
+
+
+def build(pieces: list[dict], out: Path):
+    """The committed pruned tokenizer with the special tokens; the constants that follow from it."""
+    from tokenizers import AddedToken, Tokenizer
+
+    del pieces  # the vocabulary is fixed by data/tokenizer.json
+    tok = Tokenizer.from_file(str(PRUNED))
     tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in SPECIAL_TOKENS])
     constants = dict(sizes.CONSTANTS)
     constants["audio_end_id"] = tok.token_to_id("<|audio_end|>")
@@ -80,3 +197,13 @@ def prompt_ids(tok, caption: str, lyrics: str) -> list[int]:
         f"<|lyrics_start|>{_normalize_lyrics(lyrics)}<|lyrics_end|><|im_end|><|audio_start|>"
     )
     return tok.encode(text).ids
+
+
+if __name__ == "__main__":
+    import dataset
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--qwen", type=Path, required=True, help="dashscope 2.0.2's resources/qwen.tiktoken")
+    parser.add_argument("--words", type=Path, required=True, help="wordfreq 3.1.1's data/small_en.msgpack.gz")
+    args = parser.parse_args()
+    write_pruned(args.qwen, args.words, dataset.read_pieces())
