@@ -84,3 +84,20 @@ def retimed(codes: np.ndarray, ratio: float, max_frames: int) -> np.ndarray:
         drum = np.where(any_in_span(codes[:, 5] % 4 == kind), kind, drum)
     out[:, 5] = out[:, 5] // 4 * 4 + drum
     return out
+
+
+def transposed(codes: np.ndarray, semitones: int) -> np.ndarray:
+    """The codes of the same performance `semitones` higher, for teaching the AR half what the
+    caption's key means as `retimed` teaches the tempo: the chroma rotated, the four pitches moved
+    (their onset flags kept), the spectral centroid moved by the same interval on its log scale."""
+    k = semitones % 12
+    out = codes.copy()
+    chroma = codes[:, 0]
+    out[:, 0] = ((chroma << k) | (chroma >> (12 - k))) & 0xFFF
+    for c in range(1, 5):
+        pitch = codes[:, c] % 128
+        moved = np.clip(pitch + semitones, 1, 88)
+        out[:, c] = np.where(pitch > 0, moved + codes[:, c] // 128 * 128, codes[:, c])
+    step = 255 * np.log(2) / 12 / np.log(16000 / 50)
+    out[:, 7] = np.clip(codes[:, 7] + round(semitones * step), 0, 255)
+    return out

@@ -40,21 +40,31 @@ def read_pieces(path: Path = DEFAULT_NOTES) -> list[dict]:
 
 
 def render_one(job) -> Song:
-    index, piece, max_seconds, keep_audio = job
-    r = synth.render(piece, seed=index, max_seconds=max_seconds)
+    index, piece, max_seconds, keep_audio, seed = job
+    r = synth.render(piece, seed=seed, max_seconds=max_seconds)
     audio = r.audio.astype(np.float16) if keep_audio else None
     frame_codes = codes.frame_codes(r).astype(np.int16)
     return Song(index, r.caption, audio, frame_codes, r.tempo, r.tonic, r.mode, r.style, r.ensemble, r.meter, r.drums_on)
 
 
 def render_set(
-    limit: int, max_seconds: float, jobs: int, held_out: bool = False, keep_audio: bool = True, path: Path = DEFAULT_NOTES
+    limit: int,
+    max_seconds: float,
+    jobs: int,
+    held_out: bool = False,
+    keep_audio: bool = True,
+    path: Path = DEFAULT_NOTES,
+    seed_offset: int = 0,
 ) -> list[Song]:
+    """Each piece rendered with seed index + seed_offset (another offset: other tempos,
+    transpositions, ensembles and drums for the same pieces)."""
     pieces = read_pieces(path)
-    chosen = [(i, p, max_seconds, keep_audio) for i, p in enumerate(pieces) if (i % HELD_OUT_EVERY == 0) == held_out]
+    chosen = [
+        (i, p, max_seconds, keep_audio, i + seed_offset) for i, p in enumerate(pieces) if (i % HELD_OUT_EVERY == 0) == held_out
+    ]
     # Sources in turn (the folk songs far outnumber the chorales), each in its own order.
     rank, seen = {}, {}
-    for i, p, _, _ in chosen:
+    for i, p, *_ in chosen:
         rank[i] = seen.get(p["source"], 0)
         seen[p["source"]] = rank[i] + 1
     chosen = sorted(chosen, key=lambda job: (rank[job[0]], job[0]))[:limit]

@@ -51,6 +51,6 @@ case "${ROUND:?}" in
         --semantic runs/semantic --minutes "$MINUTES" 2>&1 | grep -v Warning | tee "$OUT/acoustic.out"
     ;;
 6)
-    python3 train_captions.py --work "$OUT/captions" --minutes "$MINUTES" 2>&1 | grep -v Warning | tee "$OUT/captions.out"
+    python3 train_captions.py --work "$OUT/captions" --minutes "$MINUTES" ${ARGS:-} 2>&1 | grep -v Warning | tee "$OUT/captions.out"
     ;;
 esac

@@ -33,11 +33,15 @@ from common import Log, Schedule, device, jobs, optimize, save, stage_arguments
 from train_semantic import MAX_FRAMES, RETIMED_SHARE, TEMPOS, UNCONDITIONAL_SHARE
 
 DISTILL = 10.0
+TRANSPOSED_SHARE = 0.5
+TRANSPOSE = (-5, 6)  # the renderer's range
+MINOR_WEIGHT = 2.0  # a minor piece is sampled twice as often (a quarter of the scores are minor)
 
 
 class Batches:
     """Each song with a fresh description for the student and a v2 template for the teacher, the
-    same lyrics tags, the same unconditional choice; half retimed to another tempo."""
+    same lyrics tags, the same unconditional choice; half retimed to another tempo, half
+    transposed to another key (the description's facts changed with them)."""
 
     def __init__(self, songs, student_tok, teacher_tok, student_constants, teacher_constants, dev, seed=0):
         self.rng = np.random.default_rng(seed)
@@ -47,6 +51,8 @@ class Batches:
         self.codes = [
             torch.cat([semantic.priming_frame(c), c]) for c in (torch.from_numpy(s.codes.astype(np.int64)) for s in songs)
         ]
+        weights = np.array([MINOR_WEIGHT if s.mode == "minor" else 1.0 for s in songs])
+        self.weights = weights / weights.sum()
 
     def _ids(self, which: int, caption: str, lyrics: str, unconditional: bool) -> list[int]:
         ids = tokenizer.prompt_ids(self.toks[which], caption, lyrics)
@@ -63,13 +69,15 @@ class Batches:
             mask[row, width - len(p) :] = 1
         return ids.to(self.dev), mask.to(self.dev)
 
-    def make(self, chosen, unconditional_share=UNCONDITIONAL_SHARE, retimed_share=0.0, kind="described"):
+    def make(self, chosen, unconditional_share=UNCONDITIONAL_SHARE, retimed_share=0.0, kind="described", transposed_share=0.0):
         """kind: "described" (the grammar, with v2's templates among them) or "template" (v2's only)."""
         student, teacher, codes, complete = [], [], [], []
         for i in chosen:
             facts, song_codes = captions.facts_of(self.songs[i]), self.codes[i]
             if self.rng.random() < retimed_share:
                 facts, song_codes = self.retimed(i, facts)
+            if self.rng.random() < transposed_share:
+                facts, song_codes = self.transposed(facts, song_codes)
             if kind == "template":
                 text, says_all = captions.template(facts, self.rng), True
             else:
@@ -98,8 +106,15 @@ class Batches:
         codes = frame_codes.retimed(self.codes[i][1:].numpy(), tempo / song.tempo, MAX_FRAMES)
         return dict(facts, tempo=tempo), torch.cat([self.codes[i][:1], torch.from_numpy(codes)])
 
+    def transposed(self, facts, song_codes):
+        k = int(self.rng.integers(TRANSPOSE[0], TRANSPOSE[1]))
+        k = k if k != 0 else TRANSPOSE[1]
+        moved = frame_codes.transposed(song_codes[1:].numpy(), k)
+        return dict(facts, tonic=(facts["tonic"] + k) % 12), torch.cat([song_codes[:1], torch.from_numpy(moved)])
+
     def sample(self, batch):
-        return self.make(self.rng.integers(len(self.songs), size=batch), retimed_share=RETIMED_SHARE)
+        chosen = self.rng.choice(len(self.songs), size=batch, p=self.weights)
+        return self.make(chosen, retimed_share=RETIMED_SHARE, transposed_share=TRANSPOSED_SHARE)
 
 
 def student_from(teacher_lm, teacher_tok, teacher_constants, student_tok, student_constants, vocab_size):
@@ -139,15 +154,17 @@ def student_from(teacher_lm, teacher_tok, teacher_constants, student_tok, studen
 def main():
     parser = stage_arguments(songs=5000, batch=32)
     parser.add_argument("--teacher", type=Path, default=shipped.DEFAULT)
+    parser.add_argument("--seed-offset", type=int, default=0, help="render the pieces with other seeds than v2 saw")
     args = parser.parse_args()
     dev = device()
     log = Log(args.work / "log.jsonl")
     began = time.time()
     teacher_lm, depth, teacher_tok, teacher_constants = shipped.load_ar_half(args.teacher)
     student_tok, student_constants, vocab_size = tokenizer.build([], args.work)
-    songs = dataset.render_set(args.songs, 24.0, jobs(), keep_audio=False)
+    songs = dataset.render_set(args.songs, 24.0, jobs(), keep_audio=False, seed_offset=args.seed_offset)
     held = dataset.render_set(32, 24.0, jobs(), held_out=True, keep_audio=False)
-    log(stage="captions", songs=len(songs), vocab=vocab_size, render_s=round(time.time() - began, 1))
+    log(stage="captions", songs=len(songs), vocab=vocab_size, seed_offset=args.seed_offset,
+        render_s=round(time.time() - began, 1))
 
     lm = student_from(teacher_lm, teacher_tok, teacher_constants, student_tok, student_constants, vocab_size)
     lm, teacher_lm, depth = lm.to(dev), teacher_lm.to(dev).eval(), depth.to(dev).eval()
