@@ -27,7 +27,12 @@ MEANINGFUL = {"no", "not", "without", "never", "none", "fast", "slow", "quick", 
               "bright", "happy", "sad", "dance", "song", "music", "band", "rock", "jazz", "metal", "pop", "rap",
               "sound", "sounds", "voice", "sing", "singing", "guitar", "piano", "bass", "drum", "drums", "beat",
               "time", "minute", "minutes", "second", "seconds", "half", "double", "twice", "one", "two", "three",
-              "four", "five", "six", "seven", "eight", "nine", "ten", "first", "last", "end", "start", "stop"}
+              "four", "five", "six", "seven", "eight", "nine", "ten", "first", "last", "end", "start", "stop",
+              "violin", "viola", "cello", "fiddle", "organ", "flute", "clarinet", "harp", "keyboard", "string", "tempo",
+              "rhythm", "pace", "rapid", "swift", "speedy", "leisurely", "sluggish", "hurry", "hurried", "calm", "energy",
+              "energetic", "lively", "gentle", "mode", "tonic", "scale", "chord", "chords", "flats", "sharps", "natural",
+              "percussion", "bpm", "tone", "pitch", "octave", "melody", "harmony", "solo", "duet", "trio", "quartet",
+              "ensemble", "orchestra", "band", "choir", "vocals", "vocal", "lyrics", "instrumental", "acoustic"}
 _filler_words: list[str] | None = None
 
 
@@ -38,7 +43,7 @@ def filler(rng: np.random.Generator) -> str:
         _filler_words = FILLER.read_text().split() if FILLER.exists() else []
     if not _filler_words:
         return ""
-    return " ".join(_filler_words[i] for i in rng.integers(len(_filler_words), size=rng.integers(1, 4)))
+    return " ".join(_filler_words[i] for i in rng.integers(len(_filler_words), size=rng.integers(1, 7)))
 
 # Spellings of each pitch class as a tonic: letter plus accidental, sharps and flats both.
 _LETTERS = {0: "C", 2: "D", 4: "E", 5: "F", 7: "G", 9: "A", 11: "B"}
@@ -53,11 +58,13 @@ MODE_WORDS = {
 # Tempo words, each with the range of tempos it is said of (the renderer's tempos are 60-160).
 TEMPO_WORDS = [
     ((60, 72), ["very slow", "largo", "adagio", "grave", "very slowly", "extremely slow", "slow and stately"]),
-    ((60, 86), ["slow", "slow", "slowly", "unhurried", "lento", "relaxed tempo", "laid-back", "gentle pace", "slow tempo"]),
+    ((60, 86), ["slow", "slow", "slowly", "unhurried", "lento", "relaxed tempo", "laid-back", "gentle pace", "slow tempo",
+                "leisurely", "sluggish", "plodding"]),
     ((80, 108), ["andante", "walking pace", "moderate", "moderate tempo", "medium tempo", "mid-tempo", "easy-going", "at a walk"]),
     ((98, 124), ["moderato", "steady", "steady tempo", "allegretto", "medium-fast", "moderately fast"]),
     ((116, 146), ["upbeat", "lively", "brisk", "allegro", "quick", "bright tempo", "energetic", "spirited", "up-tempo"]),
-    ((134, 160), ["fast", "fast", "very fast", "presto", "vivace", "rapid", "quick-paced", "high tempo", "racing"]),
+    ((134, 160), ["fast", "fast", "very fast", "presto", "vivace", "rapid", "quick-paced", "high tempo", "racing", "swift",
+                  "speedy", "hurried", "frantic"]),
 ]
 TEMPO_NUMBER = [
     "{t} BPM", "{t} bpm", "{t}bpm", "{t} BPM", "at {t} BPM", "at {t} bpm", "around {t} BPM", "about {t} bpm",
@@ -258,7 +265,7 @@ def compose(facts: dict, rng: np.random.Generator, says_key: bool, mode_only: bo
     meter = meter_phrase(facts, rng) if rng.random() < 0.2 else None
     drums = drums_phrase(facts, rng)
     setting = pick(rng, SETTINGS) if rng.random() < 0.25 else None
-    extra = filler(rng) if rng.random() < 0.15 else ""
+    extra = filler(rng) if rng.random() < 0.4 else ""
     if extra:
         setting = extra if setting is None else f"{setting} {extra}"
 

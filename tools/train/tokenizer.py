@@ -28,6 +28,7 @@ from tiny_model import QWEN2_PATTERN, SPECIAL_TOKENS  # noqa: E402
 
 PRUNED = Path(__file__).resolve().parent / "data" / "tokenizer.json"
 ENGLISH_WORDS = 1200  # the most frequent words kept as Qwen spells them, lower case and capitalized
+FILLER_WORDS = 20000  # the most frequent words the filler draws from (spelt with the kept tokens)
 LYRICS = ["[instrumental]", "[intro]\n[verse]\n[chorus]\n[outro]", "[verse]\n[chorus]", "[start]", "[bridge]"]
 
 
@@ -122,7 +123,7 @@ def write_pruned(qwen: Path, words: Path, pieces: list[dict], out: Path = PRUNED
     from tokenizers import Tokenizer
 
     write_filler(words)
-    ordered, merges, count = prune_qwen(qwen, words, caption_corpus(pieces))
+    ordered, merges, count = prune_qwen(qwen, words, vocabulary_corpus(pieces))
     spell = _bytes_to_unicode()
     text = lambda t: "".join(spell[b] for b in t)  # noqa: E731
     tok = _shell()
@@ -142,11 +143,21 @@ def write_filler(words: Path, out: Path = captions.FILLER):
     import msgpack
 
     bins = msgpack.unpackb(gzip.open(words).read(), raw=False)[1:]
-    frequent = [w for b in bins for w in b if w.isalpha() and len(w) > 1][:ENGLISH_WORDS]
+    frequent = [w for b in bins for w in b if w.isalpha() and w.isascii() and len(w) > 1][:FILLER_WORDS]
     captions._filler_words = []  # the grammar's own words, without filler
     grammar = set(" ".join(caption_corpus([{"style": s, "meter": "4/4"} for s in captions.STYLE_WORDS])).lower().split())
     out.write_text("\n".join(w for w in frequent if w not in grammar and w not in captions.MEANINGFUL) + "\n")
     captions._filler_words = None
+
+
+def vocabulary_corpus(pieces: list[dict]) -> list[str]:
+    """The descriptions the vocabulary is pruned to: the grammar's without its filler, whose rarer
+    words are spelt with the tokens the frequent words and the grammar keep."""
+    captions._filler_words = []
+    try:
+        return caption_corpus(pieces)
+    finally:
+        captions._filler_words = None
 
 
 def _shell():
