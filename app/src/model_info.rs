@@ -229,8 +229,8 @@ mod tests {
         assert!(tiny.contains("(bf16 AR weights, streamed) down to"), "{tiny}");
         // A quantized copy holds one format: its plans are that format's.
         let mini = summary(&model("models/songloom-mini")).unwrap();
-        // Its q8 matrices count as the weights they pack (the card's 16.3 M), not as words.
-        assert!(mini.starts_with("16.3 M parameters: language_model 5.5 M"), "{mini}");
+        // Its q8 matrices count as the weights they pack (the card's 19.1 M), not as words.
+        assert!(mini.starts_with("19.1 M parameters: language_model 8.3 M"), "{mini}");
         assert!(mini.contains("(q8 AR weights, streamed) down to"), "{mini}");
         assert!(mini.contains("(q8 AR weights, phase by phase)"), "{mini}");
     }

@@ -1,8 +1,13 @@
 //! Songloom Mini, the embedded default model (`models/songloom-mini`, trained by `tools/train`),
-//! makes the music its captions ask for, on the CPU: 8 s songs from the 20 held-out captions
-//! (`tests/fixtures/heldout-captions.json`: styles, meters and keys of scores never trained on, four
-//! ensembles, tempos 64 to 156 BPM), 30 flow steps, checked by `songloom_tests::music_checks`.
-//! The random tiny test model on the same captions is the control each check must reject.
+//! makes the music its descriptions ask for, on the CPU: 8 s songs, 30 flow steps, checked by
+//! `songloom_tests::music_checks`, from two held-out sets:
+//! - the 20 template captions (`tests/fixtures/heldout-captions.json`: v2's three templates, with
+//!   styles, meters and keys of scores never trained on, four ensembles, tempos 64 to 156 BPM);
+//! - 48 descriptions written by hand in free form (`tests/fixtures/freeform-descriptions.json`,
+//!   written apart from the training grammar: other sentence shapes and words, the key and tempo
+//!   said many ways or not at all, the four ensembles in other words).
+//!
+//! The random tiny test model on the same descriptions is the control each check must reject.
 //!
 //! Measured 2026-12-01 on the 2-core development VM (`cargo nextest run --no-capture -p
 //! songloom-tests --test trained_model`, 428-603 s; it prints each song's numbers), Songloom Mini
@@ -29,22 +34,40 @@ use songloom_tests::{cpu, fixtures, tiny_model_dir};
 const SECONDS: f64 = 8.0;
 const STEPS: usize = 30;
 
+/// One held-out description and what it asks for: the key where it names one (a mode alone, or
+/// nothing, leaves the model to choose), and the tempo in BPM (for a tempo said in words, the
+/// writer's nominal BPM for the word).
 #[derive(serde::Deserialize)]
-struct Caption {
-    caption: String,
+struct Description {
+    #[serde(alias = "caption")]
+    description: String,
     ensemble: String,
     tempo: u32,
-    tonic: usize,
-    mode: String,
+    tonic: Option<usize>,
+    mode: Option<String>,
+}
+
+impl Description {
+    fn key(&self) -> Option<(usize, bool)> {
+        Some((self.tonic?, self.mode.as_deref()? == "minor"))
+    }
 }
 
 fn trained_model_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/songloom-mini")
 }
 
-fn captions() -> Vec<Caption> {
-    let text = std::fs::read_to_string(fixtures().join("heldout-captions.json")).unwrap();
+fn descriptions(file: &str) -> Vec<Description> {
+    let text = std::fs::read_to_string(fixtures().join(file)).unwrap();
     serde_json::from_str(&text).unwrap()
+}
+
+fn template_captions() -> Vec<Description> {
+    descriptions("heldout-captions.json")
+}
+
+fn free_form() -> Vec<Description> {
+    descriptions("freeform-descriptions.json")
 }
 
 fn song(pipeline: &Pipeline, prompt: &str, seed: u64) -> Vec<f32> {
@@ -68,6 +91,8 @@ fn song(pipeline: &Pipeline, prompt: &str, seed: u64) -> Vec<f32> {
 
 struct Scores {
     mean_key_rank: f32,
+    /// The share of descriptions naming a key whose key ranks in the top 3 of 24.
+    key_top3: f32,
     flatness_to_noise: f32,
     timbre_accuracy: f32,
     tempo_correlation: f32,
@@ -84,76 +109,132 @@ fn white_noise_flatness() -> f32 {
     Spectrogram::of_mono(&noise).flatness()
 }
 
-fn score(model: &Path, name: &str) -> Scores {
+fn score(model: &Path, name: &str, set: &[Description]) -> Scores {
     // The plan reads the weights' stored formats (the trained model's AR half is a q8 copy).
     let device = cpu();
     let plan = Pipeline::plan(model, &device, MemoryRequest::default(), None).unwrap();
     let pipeline = Pipeline::load_planned(model, device, &plan, &|_| {}).unwrap();
-    let captions = captions();
     let (mut ranks, mut flatness, mut timbres, mut onsets) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for (i, c) in captions.iter().enumerate() {
-        let audio = song(&pipeline, &c.caption, i as u64);
-        assert!(audio.iter().all(|v| v.is_finite()), "{name}: non-finite audio for {:?}", c.caption);
+    for (i, d) in set.iter().enumerate() {
+        let audio = song(&pipeline, &d.description, i as u64);
+        assert!(audio.iter().all(|v| v.is_finite()), "{name}: non-finite audio for {:?}", d.description);
         let s = Spectrogram::of_interleaved(&audio);
-        ranks.push(key_rank(&s.chroma(), c.tonic, c.mode == "minor") as f32);
+        let rank = d.key().map(|(tonic, minor)| key_rank(&s.chroma(), tonic, minor));
+        if let Some(rank) = rank {
+            ranks.push(rank as f32);
+        }
         flatness.push(s.flatness());
         onsets.push(s.onset_rate());
         timbres.push(s.timbre());
         println!(
-            "{name} {i:2} key rank {:2} flatness {:.4} onsets/s {:.2}  {}",
-            ranks[i], flatness[i], onsets[i], c.caption
+            "{name} {i:2} key rank {:>2} flatness {:.4} onsets/s {:.2}  {}",
+            rank.map_or("-".to_string(), |r| r.to_string()),
+            flatness[i],
+            onsets[i],
+            d.description
         );
     }
-    let labels: Vec<&str> = captions.iter().map(|c| c.ensemble.as_str()).collect();
-    let tempos: Vec<f32> = captions.iter().map(|c| c.tempo as f32).collect();
+    let labels: Vec<&str> = set.iter().map(|d| d.ensemble.as_str()).collect();
+    let tempos: Vec<f32> = set.iter().map(|d| d.tempo as f32).collect();
     let mean = |v: &[f32]| v.iter().sum::<f32>() / v.len() as f32;
     let scores = Scores {
         mean_key_rank: mean(&ranks),
+        key_top3: ranks.iter().filter(|&&r| r <= 3.0).count() as f32 / ranks.len() as f32,
         flatness_to_noise: mean(&flatness) / white_noise_flatness(),
         timbre_accuracy: nearest_centroid_accuracy(&timbres, &labels),
         tempo_correlation: pearson(&onsets, &tempos),
     };
     println!(
-        "{name}: key rank {:.2} (chance 12.5), flatness / noise's {:.4}, timbre accuracy {:.2} (chance 0.25), \
-         onset rate vs tempo r = {:.2}",
-        scores.mean_key_rank, scores.flatness_to_noise, scores.timbre_accuracy, scores.tempo_correlation
+        "{name}: key rank {:.2} (chance 12.5), in the top 3 {:.2} (chance 0.125), flatness / noise's {:.4}, \
+         timbre accuracy {:.2} (chance 0.25), onset rate vs tempo r = {:.2}",
+        scores.mean_key_rank,
+        scores.key_top3,
+        scores.flatness_to_noise,
+        scores.timbre_accuracy,
+        scores.tempo_correlation
     );
     scores
 }
 
-fn in_key(s: &Scores) -> bool {
-    s.mean_key_rank <= 6.0
+/// The bounds a set's scores must meet.
+struct Bounds {
+    max_mean_key_rank: f32,
+    min_key_top3: f32,
+    max_flatness_to_noise: f32,
+    min_timbre_accuracy: f32,
+    min_tempo_correlation: f32,
 }
 
-fn tonal(s: &Scores) -> bool {
-    s.flatness_to_noise <= 0.05
+/// The template captions: no worse than v2 (mean key rank 1.85) on the key. The tempo bound only
+/// guards against losing the tempo altogether: v3 follows it at r = 0.27 on these 20 captions
+/// (v2: 0.63; the synthesizer's own renderings reach 0.50, since the pieces' note density varies).
+const TEMPLATES: Bounds = Bounds {
+    max_mean_key_rank: 2.0,
+    min_key_top3: 0.7,
+    max_flatness_to_noise: 0.05,
+    min_timbre_accuracy: 0.45,
+    min_tempo_correlation: 0.1,
+};
+
+/// The hand-written descriptions: issue 34's bars (the key in the top 3 for 70 % of those naming
+/// one, the tempo at r >= 0.4, the ensemble told apart at 0.5), and the key rank bound above.
+const FREE_FORM: Bounds = Bounds {
+    max_mean_key_rank: 6.0,
+    min_key_top3: 0.7,
+    max_flatness_to_noise: 0.05,
+    min_timbre_accuracy: 0.5,
+    min_tempo_correlation: 0.4,
+};
+
+/// Which of the bounds `s` fails, by name.
+fn failures(s: &Scores, b: &Bounds) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    if s.mean_key_rank > b.max_mean_key_rank {
+        out.push("mean key rank");
+    }
+    if s.key_top3 < b.min_key_top3 {
+        out.push("key in the top 3");
+    }
+    if s.flatness_to_noise > b.max_flatness_to_noise {
+        out.push("flatness");
+    }
+    if s.timbre_accuracy < b.min_timbre_accuracy {
+        out.push("timbre");
+    }
+    if s.tempo_correlation < b.min_tempo_correlation {
+        out.push("tempo");
+    }
+    out
 }
 
-fn distinct_timbres(s: &Scores) -> bool {
-    s.timbre_accuracy >= 0.45
-}
-
-/// Half of what the synthesizer's own renderings of these captions give (0.50): the pieces'
-/// note density varies, so even the training data's onset rate follows the tempo only so far.
-fn follows_tempo(s: &Scores) -> bool {
-    s.tempo_correlation >= 0.25
+fn fails_every_check(s: &Scores, b: &Bounds) -> bool {
+    failures(s, b).len() == 5
 }
 
 #[test]
-fn songloom_mini_makes_the_music_its_captions_ask_for() {
-    let control = score(&tiny_model_dir(), "random tiny model");
-    assert!(!in_key(&control), "the key check passed the random model");
-    assert!(!tonal(&control), "the flatness check passed the random model");
-    assert!(!distinct_timbres(&control), "the timbre check passed the random model");
-    assert!(!follows_tempo(&control), "the tempo check passed the random model");
-
-    let trained = score(&trained_model_dir(), "Songloom Mini");
-    assert!(in_key(&trained), "Songloom Mini's songs are not in the asked key: mean rank {}", trained.mean_key_rank);
-    assert!(tonal(&trained), "Songloom Mini's songs are noise-like: flatness {} of noise's", trained.flatness_to_noise);
-    assert!(distinct_timbres(&trained), "Songloom Mini's ensembles sound alike: accuracy {}", trained.timbre_accuracy);
+fn songloom_mini_makes_the_music_its_template_captions_ask_for() {
+    let control = score(&tiny_model_dir(), "random tiny model", &template_captions());
     assert!(
-        follows_tempo(&trained),
-        "Songloom Mini ignores the tempo: onset rate vs tempo r = {}",
-        trained.tempo_correlation
+        fails_every_check(&control, &TEMPLATES),
+        "a check passed the random model: {:?}",
+        failures(&control, &TEMPLATES)
     );
+    let trained = score(&trained_model_dir(), "Songloom Mini", &template_captions());
+    let failed = failures(&trained, &TEMPLATES);
+    assert!(failed.is_empty(), "Songloom Mini fails on the template captions: {failed:?}");
+}
+
+#[test]
+fn songloom_mini_follows_descriptions_as_people_write_them() {
+    let set = free_form();
+    assert!(set.len() >= 40 && set.iter().filter(|d| d.key().is_some()).count() >= 30, "the hand-written set is short");
+    let control = score(&tiny_model_dir(), "random tiny model", &set);
+    assert!(
+        fails_every_check(&control, &FREE_FORM),
+        "a check passed the random model: {:?}",
+        failures(&control, &FREE_FORM)
+    );
+    let trained = score(&trained_model_dir(), "Songloom Mini", &set);
+    let failed = failures(&trained, &FREE_FORM);
+    assert!(failed.is_empty(), "Songloom Mini fails on hand-written descriptions: {failed:?}");
 }
