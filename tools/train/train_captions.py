@@ -30,7 +30,7 @@ import semantic
 import shipped
 import tokenizer
 from common import Log, Schedule, device, jobs, optimize, save, stage_arguments
-from train_semantic import MAX_FRAMES, RETIMED_SHARE, TEMPOS, UNCONDITIONAL_SHARE
+from train_semantic import MAX_FRAMES, RETIMED_SHARE, TEMPOS, UNCONDITIONAL_SHARE, left_padded
 
 DISTILL = 10.0
 TRANSPOSED_SHARE = 0.5
@@ -61,12 +61,7 @@ class Batches:
         return ids
 
     def _padded(self, prompts):
-        width = max(len(p) for p in prompts)
-        ids = torch.zeros(len(prompts), width, dtype=torch.long)
-        mask = torch.zeros(len(prompts), width, dtype=torch.long)
-        for row, p in enumerate(prompts):
-            ids[row, width - len(p) :] = torch.tensor(p)
-            mask[row, width - len(p) :] = 1
+        ids, mask = left_padded(prompts)
         return ids.to(self.dev), mask.to(self.dev)
 
     def make(self, chosen, unconditional_share=UNCONDITIONAL_SHARE, retimed_share=0.0, kind="described", transposed_share=0.0):

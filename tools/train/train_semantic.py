@@ -26,6 +26,17 @@ TEMPOS = (60, 160)  # the renderer's range
 MAX_FRAMES = 600  # 24 s, the renderings' length
 
 
+def left_padded(prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Prompts as one batch of ids, left-padded, and the padding mask."""
+    width = max(len(p) for p in prompts)
+    ids = torch.zeros(len(prompts), width, dtype=torch.long)
+    mask = torch.zeros(len(prompts), width, dtype=torch.long)
+    for row, p in enumerate(prompts):
+        ids[row, width - len(p) :] = torch.tensor(p)
+        mask[row, width - len(p) :] = 1
+    return ids, mask
+
+
 class Batches:
     """Songs as (prompt ids, codes with the priming frame first), batched with prompts left-padded."""
 
@@ -53,12 +64,7 @@ class Batches:
             captions.append(caption)
             codes.append(song_codes)
         prompts = [self.prompt(c, self.rng.random() < unconditional_share) for c in captions]
-        width = max(len(p) for p in prompts)
-        ids = torch.zeros(len(chosen), width, dtype=torch.long)
-        mask = torch.zeros(len(chosen), width, dtype=torch.long)
-        for row, p in enumerate(prompts):
-            ids[row, width - len(p) :] = torch.tensor(p)
-            mask[row, width - len(p) :] = 1
+        ids, mask = left_padded(prompts)
         lengths = torch.tensor([len(c) for c in codes])
         batch = torch.zeros(len(chosen), int(lengths.max()), 8, dtype=torch.long)
         for row, c in enumerate(codes):
