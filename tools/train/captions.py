@@ -32,7 +32,7 @@ MEANINGFUL = {"no", "not", "without", "never", "none", "fast", "slow", "quick", 
               "rhythm", "pace", "rapid", "swift", "speedy", "leisurely", "sluggish", "hurry", "hurried", "calm", "energy",
               "energetic", "lively", "gentle", "mode", "tonic", "scale", "chord", "chords", "flats", "sharps", "natural",
               "percussion", "bpm", "tone", "pitch", "octave", "melody", "harmony", "solo", "duet", "trio", "quartet",
-              "ensemble", "orchestra", "band", "choir", "vocals", "vocal", "lyrics", "instrumental", "acoustic"}
+              "ensemble", "orchestra", "choir", "vocals", "vocal", "lyrics", "instrumental", "acoustic"}
 _filler_words: list[str] | None = None
 
 
@@ -40,9 +40,7 @@ def filler(rng: np.random.Generator) -> str:
     """A few frequent words that say nothing about the music."""
     global _filler_words
     if _filler_words is None:
-        _filler_words = FILLER.read_text().split() if FILLER.exists() else []
-    if not _filler_words:
-        return ""
+        _filler_words = FILLER.read_text().split()
     return " ".join(_filler_words[i] for i in rng.integers(len(_filler_words), size=rng.integers(1, 7)))
 
 # Spellings of each pitch class as a tonic: letter plus accidental, sharps and flats both.
@@ -221,10 +219,11 @@ def pick(rng, words):
     return str(words[rng.integers(len(words))])
 
 
-def describe(facts: dict, rng: np.random.Generator) -> str:
+def describe(facts: dict, rng: np.random.Generator, with_filler: bool = True) -> str:
     """One description of a song with `facts` (keys: style, ensemble (index into
-    synth.ENSEMBLES), tempo, tonic, mode, meter, drums)."""
-    return describe_saying(facts, rng)[0]
+    synth.ENSEMBLES), tempo, tonic, mode, meter, drums); `with_filler=False` leaves the filler
+    words out (the tokenizer's vocabulary is pruned to the grammar's own words)."""
+    return describe_saying(facts, rng, with_filler)[0]
 
 
 def template(facts: dict, rng: np.random.Generator) -> str:
@@ -234,7 +233,7 @@ def template(facts: dict, rng: np.random.Generator) -> str:
                              facts["drums"], int(rng.integers(3)))
 
 
-def describe_saying(facts: dict, rng: np.random.Generator) -> tuple[str, bool]:
+def describe_saying(facts: dict, rng: np.random.Generator, with_filler: bool = True) -> tuple[str, bool]:
     """A description and whether it says the key (tonic and mode), the tempo and the ensemble."""
     if rng.random() < 0.15:
         return template(facts, rng), True
@@ -242,14 +241,14 @@ def describe_saying(facts: dict, rng: np.random.Generator) -> tuple[str, bool]:
     mode_only = says_key and rng.random() < 0.08
     says_tempo = rng.random() < 0.88
     says_ensemble = rng.random() < 0.92
-    text = compose(facts, rng, says_key, mode_only, says_tempo, says_ensemble)
+    text = compose(facts, rng, says_key, mode_only, says_tempo, says_ensemble, with_filler)
     # Title or upper case would make "in a minor key" read as A minor.
     text = surface(text, rng, allow_title=not mode_only)
     return text, says_key and not mode_only and says_tempo and says_ensemble
 
 
 def compose(facts: dict, rng: np.random.Generator, says_key: bool, mode_only: bool, says_tempo: bool,
-            says_ensemble: bool) -> str:
+            says_ensemble: bool, with_filler: bool) -> str:
     tempo_as_word = rng.random() < 0.4
     ensemble = pick(rng, ENSEMBLE_WORDS[facts["ensemble"]])
     genres = genre_words(facts)
@@ -265,7 +264,7 @@ def compose(facts: dict, rng: np.random.Generator, says_key: bool, mode_only: bo
     meter = meter_phrase(facts, rng) if rng.random() < 0.2 else None
     drums = drums_phrase(facts, rng)
     setting = pick(rng, SETTINGS) if rng.random() < 0.25 else None
-    extra = filler(rng) if rng.random() < 0.4 else ""
+    extra = filler(rng) if rng.random() < 0.4 and with_filler else ""
     if extra:
         setting = extra if setting is None else f"{setting} {extra}"
 

@@ -32,7 +32,7 @@ FILLER_WORDS = 20000  # the most frequent words the filler draws from (spelt wit
 LYRICS = ["[instrumental]", "[intro]\n[verse]\n[chorus]\n[outro]", "[verse]\n[chorus]", "[start]", "[bridge]"]
 
 
-def caption_corpus(pieces: list[dict], seed: int = 0, count: int = 20000) -> list[str]:
+def caption_corpus(pieces: list[dict], seed: int = 0, count: int = 20000, with_filler: bool = True) -> list[str]:
     """Descriptions the grammar writes of random facts (every style and meter of the pieces)."""
     rng = np.random.default_rng(seed)
     styles = sorted({p["style"] for p in pieces})
@@ -48,20 +48,18 @@ def caption_corpus(pieces: list[dict], seed: int = 0, count: int = 20000) -> lis
             meter=meters[rng.integers(len(meters))],
             drums=bool(rng.integers(2)),
         )
-        out.append(captions.describe(facts, rng))
+        out.append(captions.describe(facts, rng, with_filler))
     return out + LYRICS * 100
 
 
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's printable stand-ins for bytes, which byte-level BPE files spell tokens with."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    chars, n = printable[:], 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            chars.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(printable, chars)}
+def frequent_words(words: Path, count: int) -> list[str]:
+    """The `count` most frequent alphabetic words of wordfreq's list, most frequent first."""
+    import gzip
+
+    import msgpack
+
+    bins = msgpack.unpackb(gzip.open(words).read(), raw=False)[1:]  # [0] is the header
+    return [w for b in bins for w in b if w.isalpha()][:count]
 
 
 def _bpe(piece: bytes, ranks: dict[bytes, int], below: int | None = None) -> list[bytes]:
@@ -83,17 +81,13 @@ def prune_qwen(qwen: Path, words: Path, corpus: list[str], english_words: int = 
     """Qwen's tokens that spell `corpus` and the most frequent English words, with every token a
     kept one is merged from, in Qwen's rank order; and their merges. Tokenizing with the pruned
     merges gives Qwen's own tokens for every kept word."""
-    import gzip
-
-    import msgpack
     import regex
 
     ranks = {}
     for line in qwen.read_text().splitlines():
         token, rank = line.split()
         ranks[base64.b64decode(token)] = int(rank)
-    bins = msgpack.unpackb(gzip.open(words).read(), raw=False)[1:]
-    frequent = [w for b in bins for w in b if w.isalpha()][:english_words]
+    frequent = frequent_words(words, english_words)
     pattern = regex.compile(QWEN2_PATTERN)
     pieces = set()
     for text in corpus:
@@ -121,10 +115,11 @@ def prune_qwen(qwen: Path, words: Path, corpus: list[str], english_words: int = 
 
 def write_pruned(qwen: Path, words: Path, pieces: list[dict], out: Path = PRUNED):
     from tokenizers import Tokenizer
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
 
     write_filler(words)
-    ordered, merges, count = prune_qwen(qwen, words, vocabulary_corpus(pieces))
-    spell = _bytes_to_unicode()
+    ordered, merges, count = prune_qwen(qwen, words, caption_corpus(pieces, with_filler=False))
+    spell = bytes_to_unicode()
     text = lambda t: "".join(spell[b] for b in t)  # noqa: E731
     tok = _shell()
     model = json.loads(tok.to_str())
@@ -138,26 +133,10 @@ def write_pruned(qwen: Path, words: Path, pieces: list[dict], out: Path = PRUNED
 def write_filler(words: Path, out: Path = captions.FILLER):
     """The frequent English words the grammar does not use, for its filler phrases: words the
     model must learn to pass over."""
-    import gzip
-
-    import msgpack
-
-    bins = msgpack.unpackb(gzip.open(words).read(), raw=False)[1:]
-    frequent = [w for b in bins for w in b if w.isalpha() and w.isascii() and len(w) > 1][:FILLER_WORDS]
-    captions._filler_words = []  # the grammar's own words, without filler
-    grammar = set(" ".join(caption_corpus([{"style": s, "meter": "4/4"} for s in captions.STYLE_WORDS])).lower().split())
+    frequent = [w for w in frequent_words(words, FILLER_WORDS * 2) if w.isascii() and len(w) > 1][:FILLER_WORDS]
+    styles = [{"style": s, "meter": "4/4"} for s in captions.STYLE_WORDS]
+    grammar = set(" ".join(caption_corpus(styles, with_filler=False)).lower().split())
     out.write_text("\n".join(w for w in frequent if w not in grammar and w not in captions.MEANINGFUL) + "\n")
-    captions._filler_words = None
-
-
-def vocabulary_corpus(pieces: list[dict]) -> list[str]:
-    """The descriptions the vocabulary is pruned to: the grammar's without its filler, whose rarer
-    words are spelt with the tokens the frequent words and the grammar keep."""
-    captions._filler_words = []
-    try:
-        return caption_corpus(pieces)
-    finally:
-        captions._filler_words = None
 
 
 def _shell():
@@ -175,11 +154,11 @@ def _shell():
     return tok
 
 
-def build(pieces: list[dict], out: Path):
-    """The committed pruned tokenizer with the special tokens; the constants that follow from it."""
+def build(out: Path):
+    """The committed pruned tokenizer with the special tokens, and the constants that follow from
+    it, written to `out`."""
     from tokenizers import AddedToken, Tokenizer
 
-    del pieces  # the vocabulary is fixed by data/tokenizer.json
     tok = Tokenizer.from_file(str(PRUNED))
     tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in SPECIAL_TOKENS])
     constants = dict(sizes.CONSTANTS)

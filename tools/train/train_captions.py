@@ -127,7 +127,7 @@ def student_from(teacher_lm, teacher_tok, teacher_constants, student_tok, studen
         embed.copy_(text_rows.mean(0, keepdim=True).expand_as(embed))
         head.copy_(old_head[:t_offset].mean(0, keepdim=True).expand_as(head))
         vocab = student_tok.get_vocab()
-        specials = {s for s in tokenizer.SPECIAL_TOKENS}
+        specials = set(tokenizer.SPECIAL_TOKENS)
         for token, sid in vocab.items():
             if sid >= s_offset:
                 continue
@@ -155,7 +155,7 @@ def main():
     log = Log(args.work / "log.jsonl")
     began = time.time()
     teacher_lm, depth, teacher_tok, teacher_constants = shipped.load_ar_half(args.teacher)
-    student_tok, student_constants, vocab_size = tokenizer.build([], args.work)
+    student_tok, student_constants, vocab_size = tokenizer.build(args.work)
     songs = dataset.render_set(args.songs, 24.0, jobs(), keep_audio=False, seed_offset=args.seed_offset)
     held = dataset.render_set(32, 24.0, jobs(), held_out=True, keep_audio=False)
     log(stage="captions", songs=len(songs), vocab=vocab_size, seed_offset=args.seed_offset,

@@ -91,8 +91,7 @@ def main():
     dev = device()
     log = Log(args.work / "log.jsonl")
     began = time.time()
-    pieces = dataset.read_pieces()
-    tok, constants, vocab_size = tokenizer.build(pieces, args.work)
+    tok, constants, vocab_size = tokenizer.build(args.work)
     songs = dataset.render_set(args.songs, 24.0, jobs(), keep_audio=False)
     held = dataset.render_set(32, 24.0, jobs(), held_out=True, keep_audio=False)
     log(
