@@ -310,6 +310,24 @@ pub struct PartBytes {
     pub host_table: u64,
 }
 
+/// How many songs fit `budget` at most `most`, `parts(k)` being the bytes of `k` songs at once.
+fn songs_that_fit(parts: impl Fn(usize) -> PartBytes, mode: Mode, budget: u64, most: usize) -> usize {
+    (1..=most).take_while(|&k| parts(k).peak(mode) <= budget).count()
+}
+
+impl PartBytes {
+    /// The most the parts hold at once: both halves when streamed, the larger one phase by phase.
+    fn peak(&self, mode: Mode) -> u64 {
+        let ar_half = self.lm + self.depth + self.kv_cache + self.ar_workspace;
+        let acoustic_half = self.condition + self.dit + self.vocoder + self.acoustic_workspace;
+        self.runtime
+            + match mode {
+                Mode::Streamed => ar_half + acoustic_half,
+                Mode::Phased => ar_half.max(acoustic_half),
+            }
+    }
+}
+
 /// A plan: formats, mode and the predicted peak.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
@@ -468,14 +486,7 @@ impl Geometry {
             runtime: work.runtime_bytes,
             host_table: whole(host_table),
         };
-        let s = &part_bytes;
-        let ar_half = s.lm + s.depth + s.kv_cache + s.ar_workspace;
-        let acoustic_half = s.condition + s.dit + s.vocoder + s.acoustic_workspace;
-        let peak_bytes = s.runtime
-            + match mode {
-                Mode::Streamed => ar_half + acoustic_half,
-                Mode::Phased => ar_half.max(acoustic_half),
-            };
+        let peak_bytes = part_bytes.peak(mode);
         Plan { formats, acoustic, mode, workload: *work, part_bytes, peak_bytes, budget_bytes: None }
     }
 
@@ -554,6 +565,55 @@ impl Plan {
         }
     }
 
+    /// The same formats and mode for several songs at once, `songs` giving each one's prompt
+    /// tokens and frames: a KV cache a song, everything else shared but, streamed on a GPU, the
+    /// acoustic workspace: each song's windows run on its own thread and stream, and memory freed on
+    /// one stream is not reused by another (measured: docs/BENCHMARKS.md, "Several songs at once").
+    /// The songs' decode rows and depth frames are a few MB. Over the budget, the error says how
+    /// many songs like the longest of them fit.
+    pub fn for_batch(&self, geometry: &Geometry, songs: &[(usize, usize)]) -> Result<Plan> {
+        let Some(&longest) = songs.iter().max_by_key(|&&(prompt, frames)| prompt + frames) else {
+            return Err(Error::Invalid("a batch needs at least one song".into()));
+        };
+        let kv = |(prompt, frames): (usize, usize)| whole(geometry.kv_cache(prompt + frames + 1));
+        let work = Workload { prompt: longest.0, frames: longest.1, ..self.workload };
+        let one = geometry.plan_with_dit(self.formats, self.acoustic, self.mode, &work);
+        let mut plan = Plan { budget_bytes: self.budget_bytes, ..one.clone() };
+        plan.part_bytes = self.batch_parts(one.part_bytes, songs.len(), songs.iter().map(|&song| kv(song)).sum());
+        plan.peak_bytes = plan.part_bytes.peak(self.mode);
+        match self.budget_bytes {
+            Some(budget) if plan.peak_bytes > budget => {
+                let parts = |k: usize| self.batch_parts(one.part_bytes, k, k as u64 * kv(longest));
+                let fit = songs_that_fit(parts, self.mode, budget, songs.len());
+                Err(Error::Invalid(format!(
+                    "{} songs at once need {} under the loaded plan ({}), over the {} budget: at most {fit} songs like \
+                     the longest of them fit at once",
+                    songs.len(),
+                    size(plan.peak_bytes),
+                    self.formats.describe(),
+                    size(budget)
+                )))
+            }
+            _ => Ok(plan),
+        }
+    }
+
+    /// The parts of one song's plan (`one`) for `songs` songs whose KV caches take `kv_bytes`.
+    fn batch_parts(&self, one: PartBytes, songs: usize, kv_bytes: u64) -> PartBytes {
+        let per_song_acoustic = self.workload.gpu && self.mode == Mode::Streamed;
+        let acoustic_workspace =
+            if per_song_acoustic { one.acoustic_workspace * songs as u64 } else { one.acoustic_workspace };
+        PartBytes { kv_cache: kv_bytes, acoustic_workspace, ..one }
+    }
+
+    /// How many songs like the one the plan was made for run at once within its budget, at most
+    /// `most` (all of them without a budget).
+    pub fn batch_capacity(&self, geometry: &Geometry, most: usize) -> usize {
+        let Some(budget) = self.budget_bytes else { return most };
+        let kv = whole(geometry.kv_cache(self.workload.prompt + self.workload.frames + 1));
+        songs_that_fit(|k| self.batch_parts(self.part_bytes, k, k as u64 * kv), self.mode, budget, most)
+    }
+
     /// The plan part by part, in GB, for the window and `--verbose` output.
     pub fn table(&self) -> String {
         let s = &self.part_bytes;
@@ -600,6 +660,39 @@ mod tests {
         let err = ModeChoice::parse("both").unwrap_err().to_string();
         assert!(err.contains("auto, streamed or phased"), "{err}");
         assert_eq!(ModeChoice::parse("phased").unwrap().mode(), Some(Mode::Phased));
+    }
+
+    /// A batch holds a KV cache a song beside one copy of everything else (streamed on a GPU, an
+    /// acoustic workspace a song too); over the budget it is refused with the number of songs like
+    /// its longest that fit, and that many do fit.
+    #[test]
+    fn a_batch_counts_a_cache_a_song_and_names_how_many_fit() {
+        let geometry = real();
+        let kv = |p: usize, f: usize| whole(geometry.kv_cache(p + f + 1));
+        let songs = [(300, 1500), (120, 750), (300, 1500)];
+        for (work, mode) in [
+            (Workload::on_gpu(Precision::Bf16, 300, 1500), Mode::Streamed),
+            (Workload::on_gpu(Precision::Bf16, 300, 1500), Mode::Phased),
+            (Workload { gpu: false, runtime_bytes: 0, ..Workload::on_gpu(Precision::Bf16, 300, 1500) }, Mode::Streamed),
+        ] {
+            let one = geometry.plan(ArFormats::BF16, mode, &work);
+            let batch = Plan { budget_bytes: None, ..one.clone() }.for_batch(&geometry, &songs).unwrap();
+            assert_eq!(batch.part_bytes.kv_cache, 2 * kv(300, 1500) + kv(120, 750));
+            let workspaces = if work.gpu && mode == Mode::Streamed { 3 } else { 1 };
+            assert_eq!(batch.part_bytes.acoustic_workspace, workspaces * one.part_bytes.acoustic_workspace);
+            let own_workspace = if workspaces > 1 { one.part_bytes.acoustic_workspace } else { 0 };
+            let each = kv(300, 1500) + own_workspace;
+            // A budget with room for two long songs and a little more.
+            let budget =
+                Plan { budget_bytes: None, ..one.clone() }.for_batch(&geometry, &[(300, 1500); 2]).unwrap().peak_bytes
+                    + each / 2;
+            let planned = Plan { budget_bytes: Some(budget), ..one };
+            let err = planned.for_batch(&geometry, &[(300, 1500); 4]).unwrap_err().to_string();
+            assert!(err.contains("4 songs at once") && err.contains("at most 2 songs"), "{mode:?}: {err}");
+            assert!(planned.for_batch(&geometry, &[(300, 1500); 2]).is_ok());
+            assert!(planned.for_batch(&geometry, &[(300, 1500); 3]).is_err());
+            assert_eq!(planned.batch_capacity(&geometry, 8), 2);
+        }
     }
 
     #[test]

@@ -57,8 +57,10 @@ pub fn gemm_f32(m: usize, n: usize, k: usize, a: MatRef, b: MatRef, dst: &mut [f
 
 /// Rows of the weight matrix widened per parallel task when the activation has many rows.
 const WEIGHT_TILE_ROWS: usize = 64;
-/// Up to this many activation rows a product is a memory-bound matrix-vector product.
-const GEMV_MAX_ROWS: usize = 8;
+/// Up to this many activation rows a product is a memory-bound matrix-vector product, each row's
+/// dot products computed alone: a row's result does not depend on the rows beside it, so a song's
+/// decode rows in a batch (up to 8 songs' depth-frame starts, 4 rows each) come out as alone.
+pub const GEMV_MAX_ROWS: usize = 32;
 
 /// `x [m, k] @ w[n, k]^T` into a fresh `[m, n]` buffer, which starts out holding `fill` (every
 /// element is then overwritten).

@@ -49,7 +49,7 @@ pub fn quant_gemv(x: &[f32], m: usize, k: usize, q: &QuantData, n: usize, out: &
         .collect();
     let groups = k / GROUP;
     let q4 = !q.offsets.is_empty();
-    let columns: Vec<[f32; 8]> = (0..n)
+    let columns: Vec<[f32; super::gemm::GEMV_MAX_ROWS]> = (0..n)
         .into_par_iter()
         .with_min_len(16)
         .map_init(
@@ -60,7 +60,7 @@ pub fn quant_gemv(x: &[f32], m: usize, k: usize, q: &QuantData, n: usize, out: &
                 } else {
                     crate::quant::dequantize_into(q, r * k, weights);
                 }
-                let mut dots = [0.0f32; 8];
+                let mut dots = [0.0f32; super::gemm::GEMV_MAX_ROWS];
                 for ((dot, row), x) in dots.iter_mut().zip(&rows).zip(&rounded) {
                     *dot = super::gemm::dot_f32(x, weights);
                     if q4 {

@@ -160,6 +160,19 @@ impl Backend for CudaBackend {
     /// Gives the calling thread a stream of `priority`. A thread that already has a stream of
     /// another priority gets a new one once its queued work is done (its tensors were made on the
     /// old stream, and nothing else orders the two).
+    fn end_thread(&self) -> Result<()> {
+        // SONGLOOM_KEEP_THREAD_STREAMS keeps them, as before, to measure against.
+        if std::env::var_os("SONGLOOM_KEEP_THREAD_STREAMS").is_some() {
+            return Ok(());
+        }
+        let id = std::thread::current().id();
+        let lane = self.lanes.lock().map_err(|_| Error::Gpu("the stream table was poisoned".into()))?.remove(&id);
+        match lane {
+            Some(lane) => lane.stream.synchronize().map_err(gpu),
+            None => Ok(()),
+        }
+    }
+
     fn set_thread_priority(&self, priority: ThreadPriority) -> Result<()> {
         let id = std::thread::current().id();
         let mut lanes = self.lanes.lock().map_err(|_| Error::Gpu("the stream table was poisoned".into()))?;

@@ -47,6 +47,13 @@ pub trait Backend:
         Ok(())
     }
 
+    /// Says the calling thread makes no more ops (a song's thread, at its end): a GPU backend
+    /// waits for the thread's queued work and frees its stream, which would otherwise stay with a
+    /// thread that is gone (a server makes a thread a song).
+    fn end_thread(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// The precision policy this backend was opened with (the CPU runs the reference's).
     fn precision(&self) -> Precision {
         Precision::Reference

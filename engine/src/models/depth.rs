@@ -48,6 +48,11 @@ pub struct DepthFrame {
 }
 
 impl DepthFrame {
+    /// The entries the frame was made for.
+    pub fn batch(&self) -> usize {
+        self.cache.batch()
+    }
+
     /// The frame with its calls run op by op, never recorded (a baseline).
     pub fn op_by_op(mut self) -> Self {
         self.calls.iter_mut().for_each(|c| *c = RecordedStep::op_by_op());
@@ -149,7 +154,16 @@ impl DepthDecoder {
     /// Feeds the code sampled for codebook `codebook` (1-based, below the last) to every batch
     /// entry; returns the hidden state that predicts codebook `codebook + 1`.
     pub fn step(&self, device: &Device, frame: &mut DepthFrame, codebook: usize, code: u32) -> Result<Tensor> {
+        let codes = vec![code; frame.cache.batch()];
+        self.step_each(device, frame, codebook, &codes)
+    }
+
+    /// [`step`](Self::step) with a code for each batch entry (songs of a batch draw their own).
+    pub fn step_each(&self, device: &Device, frame: &mut DepthFrame, codebook: usize, codes: &[u32]) -> Result<Tensor> {
         let batch = frame.cache.batch();
+        if codes.len() != batch {
+            return Err(Error::Invalid(format!("a depth frame of {batch} entries got {} codes", codes.len())));
+        }
         if frame.cache.len() != codebook + 1 {
             return Err(Error::Invalid(format!(
                 "the depth step of codebook {codebook} follows {} positions, not {}",
@@ -157,8 +171,8 @@ impl DepthDecoder {
                 frame.cache.len()
             )));
         }
-        let embed = self.code_embeddings(device, &[(codebook, code)])?;
-        let inputs = device.cat_rows(&vec![&embed; batch])?;
+        let pairs: Vec<(usize, u32)> = codes.iter().map(|&code| (codebook, code)).collect();
+        let inputs = self.code_embeddings(device, &pairs)?;
         self.call(device, frame, codebook, &inputs, 1)
     }
 

@@ -125,6 +125,32 @@ impl LanguageModel {
         Ok(out)
     }
 
+    /// One position for each of several sequences, each against its own cache: `embeds` holds
+    /// `caches[0].batch()` rows, then `caches[1].batch()`, ... The products run over every row at
+    /// once, reading each weight once for the whole batch; attention runs against each cache alone,
+    /// at its own length. On a backend whose product rows do not depend on one another (the CPU's
+    /// decode products), each sequence's rows come out as [`decode`](Self::decode) alone makes them.
+    pub fn decode_many(&self, device: &Device, embeds: &Tensor, caches: &mut [&mut KvCache]) -> Result<Tensor> {
+        if let [cache] = caches {
+            return self.decode(device, embeds, cache);
+        }
+        let rows: usize = caches.iter().map(|c| c.batch()).sum();
+        if embeds.shape() != [rows, self.cfg.hidden_size] {
+            return Err(crate::error::Error::Invalid(format!(
+                "a decode step of {rows} rows got embeddings of shape {:?}",
+                embeds.shape()
+            )));
+        }
+        for cache in caches.iter() {
+            cache.check_room(1)?;
+        }
+        let x = self.layers_over(device, embeds, caches, 1)?;
+        for cache in caches.iter_mut() {
+            cache.advance(1);
+        }
+        device.rms_norm(&x, &self.norm, self.cfg.rms_norm_eps as f32)
+    }
+
     /// [`forward`](Self::forward) for every position: the final-norm hidden states of all rows,
     /// batch-major `[batch * seq, hidden]` (a teacher-forced pass, which needs each frame's state).
     pub fn forward_all(&self, device: &Device, embeds: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
@@ -147,10 +173,62 @@ impl LanguageModel {
     /// The decoder layers over `embeds`, their keys and values written to the cache: the residual
     /// stream of every row, before the final norm.
     fn layers_at(&self, device: &Device, embeds: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
+        let seq = embeds.shape()[0] / cache.batch();
+        self.layers_over(device, embeds, &mut [cache], seq)
+    }
+
+    /// The decoder layers over `embeds`, `seq` positions a batch entry of `caches[0]`, then of
+    /// `caches[1]`, ...: the products over every row at once, attention against each cache at its
+    /// own length (one cache's rows are not sliced apart). The residual stream of every row.
+    fn layers_over(&self, device: &Device, embeds: &Tensor, caches: &mut [&mut KvCache], seq: usize) -> Result<Tensor> {
+        let eps = self.cfg.rms_norm_eps as f32;
+        let rows: usize = caches.iter().map(|c| c.batch() * seq).sum();
+        let mut x = device.slice_rows(embeds, 0, rows)?;
+        for (l, layer) in self.layers.iter().enumerate() {
+            let norm = RmsNorm { weight: &layer.input_norm, eps };
+            let [q, k, v] = linear3(device, &x, norm, [&layer.q, &layer.k, &layer.v])?;
+            let attn = if let [cache] = caches {
+                self.attend(device, layer, l, [q, k, v], cache, seq)?
+            } else {
+                let mut outputs = Vec::with_capacity(caches.len());
+                let mut first = 0;
+                for cache in caches.iter_mut() {
+                    let n = cache.batch() * seq;
+                    let [q, k, v] = [&q, &k, &v].map(|t| device.slice_rows(t, first, first + n));
+                    outputs.push(self.attend(device, layer, l, [q?, k?, v?], cache, seq)?);
+                    first += n;
+                }
+                device.cat_rows(&outputs.iter().collect::<Vec<_>>())?
+            };
+            x = layer.o.forward_add(device, &attn, &x)?;
+            x = layer.mlp.forward_residual(device, &x, eps)?;
+        }
+        debug_assert_eq!(rows, x.shape()[0]);
+        Ok(x)
+    }
+
+    /// Layer `l`'s attention of one cache's new rows `[q, k, v]`, their keys and values written to it.
+    fn attend(
+        &self,
+        device: &Device,
+        layer: &Layer,
+        l: usize,
+        [q, k, v]: [Tensor; 3],
+        cache: &mut KvCache,
+        seq: usize,
+    ) -> Result<Tensor> {
+        let eps = self.cfg.rms_norm_eps as f32;
+        let (attn_shape, rotary) = self.step_geometry(cache, seq);
+        let inputs = AttentionInputs { q, k, v: &v, q_norm: &layer.q_norm, k_norm: &layer.k_norm, eps, rotary };
+        let q = device.attention_inputs(inputs, cache.slot(l, seq)?)?;
+        let (keys, values) = cache.layer(l);
+        device.attention(&q, keys, values, attn_shape)
+    }
+
+    /// The attention's shape and the rotary positions of `seq` new positions a batch entry after
+    /// what `cache` holds.
+    fn step_geometry(&self, cache: &KvCache, seq: usize) -> (AttentionShape, Rotary) {
         let cfg = &self.cfg;
-        let batch = cache.batch();
-        let seq = embeds.shape()[0] / batch;
-        let eps = cfg.rms_norm_eps as f32;
         let rotary = Rotary {
             heads: 0,
             head_dim: cfg.head_dim,
@@ -160,7 +238,7 @@ impl LanguageModel {
             seq_len: seq,
         };
         let attn_shape = AttentionShape {
-            batch,
+            batch: cache.batch(),
             q_len: seq,
             kv_len: cache.len() + seq,
             kv_capacity: cache.capacity(),
@@ -169,20 +247,7 @@ impl LanguageModel {
             head_dim: cfg.head_dim,
             causal: true,
         };
-        let rows = batch * seq;
-        let mut x = device.slice_rows(embeds, 0, rows)?;
-        for (l, layer) in self.layers.iter().enumerate() {
-            let norm = RmsNorm { weight: &layer.input_norm, eps };
-            let [q, k, v] = linear3(device, &x, norm, [&layer.q, &layer.k, &layer.v])?;
-            let inputs = AttentionInputs { q, k, v: &v, q_norm: &layer.q_norm, k_norm: &layer.k_norm, eps, rotary };
-            let q = device.attention_inputs(inputs, cache.slot(l, seq)?)?;
-            let (keys, values) = cache.layer(l);
-            let attn = device.attention(&q, keys, values, attn_shape)?;
-            x = layer.o.forward_add(device, &attn, &x)?;
-            x = layer.mlp.forward_residual(device, &x, eps)?;
-        }
-        debug_assert_eq!(rows, x.shape()[0]);
-        Ok(x)
+        (attn_shape, rotary)
     }
 
     /// `lm_head` over the loaded rows: `[batch, head_rows.len()]`.

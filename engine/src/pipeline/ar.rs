@@ -2,8 +2,8 @@
 //! model samples each frame's semantic code under CFG, the depth decoder its residual codes, and the
 //! frame is fed back. Frame 0 only primes the loop; frames 1.. are emitted.
 
-use super::sampling::{depth_probs, depth_shortlist, semantic_probs, semantic_shortlist};
-use super::{Event, Observer, Stage};
+use super::Observer;
+pub use super::ar_batch::{ArBatch, Member, Sinks};
 use crate::config::PipelineConstants;
 use crate::device::Device;
 use crate::error::Result;
@@ -37,6 +37,12 @@ impl Draw {
 /// counts from the loop's first frame (0, the one that only primes it).
 pub trait Chooser {
     fn choose(&mut self, frame: usize, draw: Draw, probs: &[f32]) -> Result<usize>;
+}
+
+impl<C: Chooser + ?Sized> Chooser for &mut C {
+    fn choose(&mut self, frame: usize, draw: Draw, probs: &[f32]) -> Result<usize> {
+        (**self).choose(frame, draw, probs)
+    }
 }
 
 /// The codes a run of the loop drew, the priming frame's first: with the same prompt, the prefix of
@@ -101,6 +107,7 @@ pub struct Frame {
     pub codes: Vec<u32>,
 }
 
+#[derive(Clone, Copy)]
 pub struct ArModels<'a> {
     pub device: &'a Device,
     pub lm: &'a LanguageModel,
@@ -133,7 +140,7 @@ pub struct Forced<'a> {
 }
 
 /// Frames a forced pass takes at once: within the prompt's planned prefill.
-const FORCED_CHUNK: usize = 256;
+pub(super) const FORCED_CHUNK: usize = 256;
 
 /// Runs the loop for at most `max_frames` emitted frames, handing each to `on_frame`.
 pub fn run(
@@ -157,89 +164,32 @@ pub fn run_forced(
     on_frame: &mut dyn FnMut(Frame) -> Result<()>,
     observer: Observer,
 ) -> Result<ArRun> {
-    let (c, device) = (m.constants, m.device);
-    let mut device_wait = Duration::ZERO;
-    let rows = m.lm.head_rows();
-    let seq = prompt.cond.len();
-    let mut cache = m.lm.new_cache(device, 2, seq + max_frames + 1)?;
-    let mut last_hidden = m.lm.forward(device, &m.lm.embed(device, &prompt.pair())?, &mut cache)?;
-    let codebooks = m.depth.config().num_codebooks;
-    let (semantic, residual) = (semantic_shortlist(&rows, c), depth_shortlist(c));
-    let mut frame = m.depth.new_frame(device, 2)?;
-    let mut emitted = 0;
-    let mut drawn = Codes::default();
-    let forced_frames = forced.map_or(0, |f| f.frames.min(f.codes.frames.len()).min(max_frames + 1));
-    if let Some(forced) = forced.filter(|_| forced_frames > 0) {
-        let mut first = 0;
-        for chunk in forced.codes.frames[..forced_frames].chunks(FORCED_CHUNK) {
-            observer.cancel.check()?;
-            let (hiddens, next) = forced_chunk(m, chunk, first, forced.hidden_from, &last_hidden, &mut cache)?;
-            last_hidden = next;
-            for (i, codes) in chunk.iter().enumerate() {
-                drawn.frames.push(codes.clone());
-                if first + i > 0 {
-                    on_frame(Frame {
-                        hidden: hiddens.get(&(first + i)).cloned().unwrap_or_default(),
-                        codes: codes.clone(),
-                    })?;
-                    emitted += 1;
-                }
-            }
-            first += chunk.len();
-            (observer.events)(Event::Stage { stage: Stage::ArFrames, done: emitted, total: max_frames });
-        }
-        if emitted >= max_frames {
-            return Ok(ArRun { frames: emitted, codes: drawn, device_wait_s: 0.0 });
+    let sinks = Sinks {
+        chooser: Box::new(chooser),
+        on_frame: Box::new(on_frame),
+        events: Box::new(observer.events),
+        cancel: observer.cancel.clone(),
+    };
+    let mut song = Member::prefilled(*m, 0, prompt, max_frames, sinks)?;
+    if let Some(forced) = forced {
+        song.force(*m, forced)?;
+    }
+    if song.is_done() {
+        return Ok(song.into_run());
+    }
+    let mut batch = ArBatch::new(*m);
+    batch.join(song);
+    loop {
+        if let Some((_, result)) = batch.step()?.into_iter().next() {
+            return result;
         }
     }
-    for frame_index in forced_frames..=max_frames {
-        observer.cancel.check()?;
-        let logits = m.lm.logits(device, &last_hidden)?;
-        let logits = timed(&mut device_wait, || device.candidates(&logits, &semantic))?;
-        let probs = semantic_probs(&logits, rows.clone(), c);
-        let token = rows.start + chooser.choose(frame_index, Draw::Semantic, &probs)? as u32;
-        if token == c.audio_end_id {
-            // The song is complete early: its length is what was made, which progress shows.
-            (observer.events)(Event::Stage { stage: Stage::ArFrames, done: emitted, total: emitted });
-            break;
-        }
-        let c0_embed = m.lm.embed(device, &[token])?;
-        let mut hidden =
-            m.depth.start_frame(device, &mut frame, &last_hidden, &device.cat_rows(&[&c0_embed, &c0_embed])?)?;
-        let mut codes = vec![token - c.code_offset];
-        // The conditional rows, read back once a frame.
-        let mut hiddens = vec![device.slice_rows(&last_hidden, 0, 1)?];
-        for k in 1..codebooks {
-            hiddens.push(device.slice_rows(&hidden, 0, 1)?);
-            let logits = m.depth.head_logits(device, k, &hidden)?;
-            let logits = timed(&mut device_wait, || device.candidates(&logits, &residual))?;
-            let code = chooser.choose(frame_index, Draw::Depth(k), &depth_probs(&logits, c))? as u32;
-            codes.push(code);
-            if k + 1 < codebooks {
-                hidden = m.depth.step(device, &mut frame, k, code)?;
-            }
-        }
-        drawn.frames.push(codes.clone());
-        if frame_index > 0 {
-            let hidden = device.cat_rows(&hiddens.iter().collect::<Vec<_>>())?;
-            let hidden = timed(&mut device_wait, || device.to_host(&hidden))?;
-            on_frame(Frame { hidden, codes: codes.clone() })?;
-            emitted += 1;
-            (observer.events)(Event::Stage { stage: Stage::ArFrames, done: emitted, total: max_frames });
-            if emitted >= max_frames {
-                break;
-            }
-        }
-        let feedback = feedback_embedding(device, m, &c0_embed, &codes)?;
-        last_hidden = m.lm.decode(device, &device.cat_rows(&[&feedback, &feedback])?, &mut cache)?;
-    }
-    Ok(ArRun { frames: emitted, codes: drawn, device_wait_s: device_wait.as_secs_f64() })
 }
 
 /// One pass of forced frames, the first of them the loop's frame `first`, the state before it
 /// `before` (`[2, hidden]`, the conditional row first): the hidden states of the frames from
 /// `hidden_from` on (by frame), and the state after the last one.
-fn forced_chunk(
+pub(super) fn forced_chunk(
     m: &ArModels,
     chunk: &[Vec<u32>],
     first: usize,
@@ -306,7 +256,7 @@ fn check_codes(m: &ArModels, codes: &[u32]) -> Result<()> {
 }
 
 /// Runs `read` (a read from the device, which waits for it), adding how long it took to `waited`.
-fn timed<T>(waited: &mut Duration, read: impl FnOnce() -> Result<T>) -> Result<T> {
+pub(super) fn timed<T>(waited: &mut Duration, read: impl FnOnce() -> Result<T>) -> Result<T> {
     let start = Instant::now();
     let value = read();
     *waited += start.elapsed();
@@ -314,7 +264,7 @@ fn timed<T>(waited: &mut Duration, read: impl FnOnce() -> Result<T>) -> Result<T
 }
 
 /// `(embed_tokens(c0 + offset) + sum_k audio_embeddings(c_k + (k-1) * vocab)) * codebooks^-0.5`.
-fn feedback_embedding(device: &Device, m: &ArModels, c0_embed: &Tensor, codes: &[u32]) -> Result<Tensor> {
+pub(super) fn feedback_embedding(device: &Device, m: &ArModels, c0_embed: &Tensor, codes: &[u32]) -> Result<Tensor> {
     let pairs: Vec<(usize, u32)> = codes.iter().enumerate().skip(1).map(|(k, &code)| (k, code)).collect();
     let residual = m.depth.code_embeddings(device, &pairs)?;
     // The residual embeddings are summed first, then added to the semantic one, as the reference does.

@@ -45,21 +45,32 @@ pub enum Event {
     },
 }
 
-/// A cancellation token, checked between frames and steps.
+/// A cancellation token, checked between frames and steps. A child token is cancelled with its
+/// parent, or alone (one take of several, one job of a batch).
 #[derive(Debug, Clone, Default)]
-pub struct Cancel(Arc<AtomicBool>);
+pub struct Cancel {
+    own: Arc<AtomicBool>,
+    /// The flags of the tokens this one is a child of, at any depth.
+    parents: Vec<Arc<AtomicBool>>,
+}
 
 impl Cancel {
     pub fn cancel(&self) {
-        self.0.store(true, Ordering::Relaxed);
+        self.own.store(true, Ordering::Relaxed);
     }
 
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.own.load(Ordering::Relaxed) || self.parents.iter().any(|p| p.load(Ordering::Relaxed))
     }
 
     pub fn check(&self) -> Result<()> {
         if self.is_cancelled() { Err(Error::Cancelled) } else { Ok(()) }
+    }
+
+    /// A token cancelled when this one is, which can also be cancelled alone.
+    pub fn child(&self) -> Cancel {
+        let parents = self.parents.iter().cloned().chain([self.own.clone()]).collect();
+        Cancel { own: Arc::default(), parents }
     }
 }
 

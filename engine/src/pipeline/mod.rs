@@ -3,6 +3,8 @@
 //! order, stage after stage ([`Pipeline::generate_sequential`]), with the same audio.
 
 pub mod ar;
+mod ar_batch;
+mod batch;
 pub mod edit;
 mod events;
 mod halves;
@@ -17,6 +19,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use self::ar::{ArModels, Chooser, Draw, Frame};
+pub use self::batch::{Arrivals, BatchSong, EventSink, no_arrivals};
 pub use self::events::{Cancel, Event, Half, MAX_DURATION_S, Observer, Request, Stage, Stats};
 pub use self::halves::{AcousticHalf, ArHalf, LoadEvents};
 use self::halves::{Halves, Weights};

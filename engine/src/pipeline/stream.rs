@@ -2,7 +2,7 @@
 //! through a bounded channel; a window starts as soon as its frames exist, and its audio leaves
 //! the engine, in order, as soon as it is final (the window after it decides where it is cut).
 
-use std::sync::mpsc;
+use std::sync::{Mutex, mpsc};
 use std::time::Instant;
 
 use std::sync::Arc;
@@ -63,11 +63,21 @@ impl Pipeline {
         }
         let tokenize_s = started.elapsed().as_secs_f64();
         let schedule = self.schedule(req.steps)?;
-        let song = Song { prompt, req, max_frames, schedule: &schedule, resume, started, observer };
-        let (ar_result, acoustic_result) = match self.plan.mode {
+        let song = Song { prompt, req, max_frames, schedule: &schedule, resume, started, observer, turn: None };
+        let halves = match self.plan.mode {
             Mode::Streamed => self.run_streamed(&song),
             Mode::Phased => self.run_phased(&song),
         };
+        self.song_outcome(halves, tokenize_s, started)
+    }
+
+    /// A song's statistics and score from what its two halves made, or the error that stopped it.
+    pub(super) fn song_outcome(
+        &self,
+        (ar_result, acoustic_result): HalvesResult,
+        tokenize_s: f64,
+        started: Instant,
+    ) -> Result<(Stats, Score)> {
         let (ar, ar_end, acoustic) = match (ar_result, acoustic_result) {
             ((Ok(ar), ar_end), Ok(acoustic)) => (ar, ar_end, acoustic),
             // An AR error of its own is the cause: the acoustic half then saw its frames end early.
@@ -147,6 +157,10 @@ impl Pipeline {
                     self.run_ar(&ar_half, song, &mut |frame| tx.send(frame).map_err(|_| Error::Cancelled))
                 });
                 drop(tx);
+                // Ended whatever the song's outcome, a cancelled one's included; the song's own
+                // error stays the cause.
+                let ended = self.device.end_thread();
+                let result = result.and_then(|run| ended.map(|()| run));
                 (result, started.elapsed().as_secs_f64())
             });
             // When this returns (an error included) the receiver is dropped, and the AR thread stops at
@@ -192,7 +206,7 @@ impl Pipeline {
     }
 
     /// The acoustic thread: collects frames, runs each window as soon as it can, emits audio.
-    fn stream_windows(
+    pub(super) fn stream_windows(
         &self,
         half: &AcousticHalf,
         song: &Song,
@@ -279,6 +293,8 @@ impl Pipeline {
                 carry = Carry::resumed(&acoustic, &rows(previous, previous + c.chunk_frames)?, seam)?;
             }
             let frames = rows(start, end)?;
+            // Songs of a batch take turns at the acoustic half, a window at a time.
+            let _turn = song.turn.map(|turn| turn.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
             let busy_from = started.elapsed().as_secs_f64();
             let window = run_window(
                 &acoustic,
@@ -335,21 +351,23 @@ pub struct Resume<'a> {
 
 /// One song's run, as both modes take it.
 #[derive(Clone, Copy)]
-struct Song<'a> {
-    prompt: &'a PromptIds,
-    req: &'a Request,
-    max_frames: usize,
-    schedule: &'a FlowMatchEuler,
-    resume: Option<&'a Resume<'a>>,
-    started: Instant,
-    observer: Observer<'a>,
+pub(super) struct Song<'a> {
+    pub(super) prompt: &'a PromptIds,
+    pub(super) req: &'a Request,
+    pub(super) max_frames: usize,
+    pub(super) schedule: &'a FlowMatchEuler,
+    pub(super) resume: Option<&'a Resume<'a>>,
+    pub(super) started: Instant,
+    pub(super) observer: Observer<'a>,
+    /// Held while a window runs, when other songs share the acoustic half.
+    pub(super) turn: Option<&'a Mutex<()>>,
 }
 
 /// The AR half's run and when it ended, and the acoustic half's audio.
-type HalvesResult = ((Result<ArRun>, f64), Result<StreamedAudio>);
+pub(super) type HalvesResult = ((Result<ArRun>, f64), Result<StreamedAudio>);
 
 #[derive(Default)]
-struct StreamedAudio {
+pub(super) struct StreamedAudio {
     samples: usize,
     windows: usize,
     first_audio_s: Option<f64>,

@@ -10,9 +10,9 @@ pub enum Tolerance {
     Exact,
     /// `|got - want| <= tol * (1 + |want|)`, non-finite values matching exactly.
     Close(f32),
-    /// As `Close`, but where an infinity is expected a NaN may come instead (still non-finite,
-    /// and never where a finite value is expected).
-    CloseNanForInf(f32),
+    /// As `Close`, but a NaN and an infinity may stand for each other (both non-finite; never
+    /// either where a finite value is expected).
+    CloseNanOrInf(f32),
 }
 
 /// The first element that does not match, and why.
@@ -52,7 +52,9 @@ pub fn compare(got: &[f32], want: &[f32], tol: Tolerance) -> Result<f32, Mismatc
         if is_sentinel(g) && !is_sentinel(w) {
             return fail("never written: the sentinel is still there".into());
         }
-        if matches!(tol, Tolerance::CloseNanForInf(_)) && w.is_infinite() && g.is_nan() {
+        if matches!(tol, Tolerance::CloseNanOrInf(_))
+            && ((w.is_infinite() && g.is_nan()) || (w.is_nan() && g.is_infinite()))
+        {
             continue;
         }
         if w.is_nan() || g.is_nan() {
@@ -70,7 +72,7 @@ pub fn compare(got: &[f32], want: &[f32], tol: Tolerance) -> Result<f32, Mismatc
         match tol {
             Tolerance::Exact if g.to_bits() != w.to_bits() => return fail("bits differ".into()),
             Tolerance::Exact => {}
-            Tolerance::Close(t) | Tolerance::CloseNanForInf(t) => {
+            Tolerance::Close(t) | Tolerance::CloseNanOrInf(t) => {
                 let err = (g - w).abs() / (1.0 + w.abs());
                 if err > t {
                     return fail(format!("relative error {err:.3e} over the tolerance {t:.0e}"));
@@ -113,11 +115,13 @@ mod tests {
         }
         let m = compare(&[1.0, 2.0], &[f32::NAN, 2.0], Tolerance::Close(1e-5)).unwrap_err();
         assert!(m.why.contains("NaN was expected"), "{m}");
-        // A NaN may stand for an expected infinity only where the tolerance says so, never for a
-        // finite value.
+        // A NaN and an infinity may stand for each other only where the tolerance says so, never
+        // for a finite value.
         assert!(compare(&[f32::NAN], &[f32::INFINITY], Tolerance::Close(1e-5)).is_err());
-        assert!(compare(&[f32::NAN], &[f32::INFINITY], Tolerance::CloseNanForInf(1e-5)).is_ok());
-        assert!(compare(&[f32::NAN], &[1.0], Tolerance::CloseNanForInf(1e-5)).is_err());
+        assert!(compare(&[f32::NAN], &[f32::INFINITY], Tolerance::CloseNanOrInf(1e-5)).is_ok());
+        assert!(compare(&[f32::NEG_INFINITY], &[f32::NAN], Tolerance::CloseNanOrInf(1e-5)).is_ok());
+        assert!(compare(&[f32::NAN], &[1.0], Tolerance::CloseNanOrInf(1e-5)).is_err());
+        assert!(compare(&[f32::INFINITY], &[f32::NAN], Tolerance::Close(1e-5)).is_err());
         let m = compare(&[f32::NEG_INFINITY], &[f32::INFINITY], Tolerance::Close(1e-5)).unwrap_err();
         assert!(m.why.contains("infinities"), "{m}");
     }

@@ -304,7 +304,8 @@ fn check_recorded_step(device: &Device) -> Result<(), String> {
 
 /// The `Backend` methods no case calls by itself, checked on `device`: what it is and says of
 /// itself, waiting for it, the profiler's switch, the thread-priority hint (a case run on a
-/// thread marked critical, then normal), and what it supports (consulted by every case). Returns
+/// thread marked critical, then normal), a thread's end (a case run before it and after),
+/// and what it supports (consulted by every case). Returns
 /// the methods checked and what failed.
 pub fn check_lifecycle(device: &Device, kind: DeviceKind, probe: &Case) -> (BTreeSet<&'static str>, Vec<String>) {
     let mut failures = Vec::new();
@@ -350,6 +351,23 @@ pub fn check_lifecycle(device: &Device, kind: DeviceKind, probe: &Case) -> (BTre
             .unwrap_or_else(|_| Err("the thread panicked".into()))
     });
     check("set_thread_priority", on_a_thread);
+    // A thread that ended its ops may begin again (it gets what a new thread would).
+    let ended = std::thread::scope(|scope| {
+        scope
+            .spawn(|| -> Result<(), String> {
+                let want = (probe.naive)(&probe.inputs);
+                for round in ["before", "after"] {
+                    let got = probe.execute(device).map_err(|e| e.to_string())?;
+                    check_outputs(&got, &want, tolerance(probe.op, probe.dtype, Judge::Naive))
+                        .map_err(|why| format!("{round} the thread's end: {why}"))?;
+                    device.end_thread().map_err(|e| e.to_string())?;
+                }
+                Ok(())
+            })
+            .join()
+            .unwrap_or_else(|_| Err("the thread panicked".into()))
+    });
+    check("end_thread", ended);
     check("record_step", check_recorded_step(device));
     let methods = [
         "record_step",
@@ -359,6 +377,7 @@ pub fn check_lifecycle(device: &Device, kind: DeviceKind, probe: &Case) -> (BTre
         "synchronize",
         "profiler",
         "set_thread_priority",
+        "end_thread",
         "supports",
         "precision",
         "memory",

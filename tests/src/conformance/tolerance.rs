@@ -21,7 +21,7 @@ pub enum Judge {
 /// the reference's bf16 products see them), about 4e-3 relative a term; wgpu's against f16
 /// weights with more than 8 rows, where the adapter has matrix units, round them to f16.
 pub fn tolerance(op: Op, dtype: DType, judge: Judge) -> Tolerance {
-    use Tolerance::{Close, CloseNanForInf, Exact};
+    use Tolerance::{Close, CloseNanOrInf, Exact};
     match (op, dtype, judge) {
         (
             Op::Upload
@@ -57,16 +57,18 @@ pub fn tolerance(op: Op, dtype: DType, judge: Judge) -> Tolerance {
         // GLU 4.6e-3, SwiGLU 7.9e-4); bf16-rounded activations are refused (tests/tests/conformance.rs).
         (Op::Linear | Op::LinearAdd | Op::Linear3, DType::F16, Judge::Cpu) => Close(1e-2),
         (Op::LinearGlu | Op::LinearSwiglu, DType::F16, Judge::Cpu) => Close(1.5e-2),
-        // Quantized weights take the bf16 products beyond 8 rows, dequantized to bf16: the weight is
-        // rounded to bf16 once more, beside the activations (measured worst on the H200 3.07e-2).
-        // q4's decode kernels sum q * x and x apart and add the offset's share after, so an infinite
-        // activation against a zero code is inf * 0: NaN where the CPU's dequantized sum says inf.
-        (Op::Linear | Op::LinearAdd | Op::Linear3, DType::Q8, Judge::Cpu) => Close(5e-2),
-        (Op::Linear | Op::LinearAdd | Op::Linear3, DType::Q4, Judge::Cpu) => CloseNanForInf(5e-2),
+        // Quantized weights take a GPU's bf16 products beyond 8 rows, dequantized to bf16: the weight
+        // is rounded to bf16 once more, beside the activations (measured worst on the H200
+        // 3.07e-2). The CPU's decode products take up to 32 rows (a batch's), with the activations
+        // rounded to int8, where a non-finite activation makes its row NaN; a GPU's dequantized sum
+        // says inf there from 9 rows on. q4's decode kernels sum q * x and x apart and add the
+        // offset's share after, so an infinite activation against a zero code is inf * 0: NaN where
+        // the CPU's dequantized sum says inf.
+        (Op::Linear | Op::LinearAdd | Op::Linear3, DType::Q8 | DType::Q4, Judge::Cpu) => CloseNanOrInf(5e-2),
         // Products of two such products: each factor's rounding scales with the other (measured
         // worst on the H200 3.7e-2 for the 690-row GLU, 1.2e-2 for SwiGLU).
-        (Op::LinearGlu | Op::LinearSwiglu, DType::BF16 | DType::Q8, Judge::Cpu) => Close(1e-1),
-        (Op::LinearGlu | Op::LinearSwiglu, DType::Q4, Judge::Cpu) => CloseNanForInf(1e-1),
+        (Op::LinearGlu | Op::LinearSwiglu, DType::BF16, Judge::Cpu) => Close(1e-1),
+        (Op::LinearGlu | Op::LinearSwiglu, DType::Q8 | DType::Q4, Judge::Cpu) => CloseNanOrInf(1e-1),
         (Op::Conv1d | Op::ConvTranspose1d, DType::BF16, Judge::Cpu) => Close(2e-2),
         // The product of two products: each factor's rounding scales with the other (measured
         // worst on the CPU 1.4e-5 against its loops).

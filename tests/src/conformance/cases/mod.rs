@@ -43,12 +43,13 @@ pub(crate) fn naive_linear(x: &[f32], m: usize, k: usize, w: &[f32], n: usize) -
     y
 }
 
-/// `x [m, k] @ w [n, k]^T` as the backends define it for `w`: for a quantized weight at the decode
-/// shapes (at most 8 rows, whole groups of 32) each activation group is rounded to int8 against its
-/// largest magnitude / 127 first, and for q4 the group's rounding loss is counted at the middle of
-/// its weights' range (engine/src/cpu/quant_dot.rs); otherwise the plain product of the values.
+/// `x [m, k] @ w [n, k]^T` as the CPU defines it for `w`: for a quantized weight at its decode
+/// shapes (at most 32 rows, a batch's, whole groups of 32) each activation group is rounded to int8
+/// against its largest magnitude / 127 first, and for q4 the group's rounding loss is counted at
+/// the middle of its weights' range (engine/src/cpu/quant_dot.rs); otherwise the plain product of
+/// the values. (A GPU's decode shapes stop at 8 rows; it is judged against the CPU.)
 pub(crate) fn naive_product(x: &[f32], m: usize, k: usize, w: &Input, n: usize) -> Vec<f32> {
-    if w.quant.is_none() || m > 8 || !k.is_multiple_of(32) {
+    if w.quant.is_none() || m > 32 || !k.is_multiple_of(32) {
         return naive_linear(x, m, k, &w.values, n);
     }
     let q4 = w.dtype == songloom_engine::tensor::DType::Q4;

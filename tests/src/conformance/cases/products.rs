@@ -1,6 +1,7 @@
-//! `linear` and its fused forms, for every weight dtype. The shapes reach each kernel a GPU
-//! dispatches to: up to 8 rows against weights whose rows are a multiple of 8 long take the decode
-//! GEMVs (row counts not a multiple of 4 included), more rows the general product.
+//! `linear` and its fused forms, for every weight dtype. The shapes reach each kernel a backend
+//! dispatches to: on a GPU up to 8 rows against weights whose rows are a multiple of 8 long take
+//! the decode GEMVs (row counts not a multiple of 4 included), more rows the general product; on
+//! the CPU the GEMVs take up to 32 rows.
 
 use songloom_engine::device::RmsNorm;
 use songloom_engine::{DType, Op};
@@ -29,9 +30,10 @@ const LINEAR_SHAPES: [(usize, usize, usize); 14] = [
     (257, 30, 9),
 ];
 
-/// The decode shapes of the fused products (one with a row longer than a pass, as above), and one
-/// beyond them (10 rows).
-const FUSED_SHAPES: [(usize, usize, usize); 5] = [(1, 64, 33), (2, 256, 130), (2, 4160, 9), (8, 128, 4), (10, 64, 9)];
+/// The decode shapes of the fused products (one with a row longer than a pass, as above), one
+/// beyond a GPU's (10 rows) and one beyond the CPU's (40 rows).
+const FUSED_SHAPES: [(usize, usize, usize); 6] =
+    [(1, 64, 33), (2, 256, 130), (2, 4160, 9), (8, 128, 4), (10, 64, 9), (40, 64, 9)];
 
 pub fn cases() -> Vec<Case> {
     let mut cases = Vec::new();

@@ -1,0 +1,295 @@
+//! The AR loop over several songs at once. Each song keeps its own KV cache, sampler, frame sink
+//! and cancel; a frame of the batch runs each product once over every song's rows (the weights
+//! read once for all), attention against each song's own cache. Songs join after their prefill and
+//! leave when they end, fail or are cancelled, without disturbing the others. A song alone is a
+//! batch of one, issued as the single-song loop always was (the decode step recorded where the
+//! device records it).
+
+use std::borrow::Cow;
+use std::ops::Range;
+use std::time::Duration;
+
+use super::ar::{ArModels, ArRun, Chooser, Draw, FORCED_CHUNK, Forced, Frame, feedback_embedding, forced_chunk, timed};
+use super::sampling::{depth_probs, depth_shortlist, semantic_probs, semantic_shortlist};
+use super::{Cancel, Event, Stage};
+use crate::device::{Device, Shortlist};
+use crate::error::Result;
+use crate::models::depth::DepthFrame;
+use crate::models::kv_cache::KvCache;
+use crate::prompt::PromptIds;
+use crate::tensor::Tensor;
+
+/// Where a song's draws come from, where its frames and events go, and its cancel.
+pub struct Sinks<'s> {
+    pub chooser: Box<dyn Chooser + 's>,
+    pub on_frame: Box<dyn FnMut(Frame) -> Result<()> + 's>,
+    pub events: Box<dyn Fn(Event) + 's>,
+    pub cancel: Cancel,
+}
+
+/// A song of the batch: its cache, the state its next frame starts from, what it drew.
+pub struct Member<'s> {
+    /// The caller's name for the song, handed back when it leaves.
+    pub id: usize,
+    max_frames: usize,
+    sinks: Sinks<'s>,
+    cache: KvCache,
+    /// The language model's last hidden states, `[2, hidden]` (the conditional row first).
+    last_hidden: Tensor,
+    /// The loop's next frame (0 only primes the loop).
+    next_frame: usize,
+    run: ArRun,
+    device_wait: Duration,
+}
+
+impl<'s> Member<'s> {
+    /// A song with its prompt through the language model (its prefill), ready for frame 0.
+    pub fn prefilled(m: ArModels, id: usize, prompt: &PromptIds, max_frames: usize, sinks: Sinks<'s>) -> Result<Self> {
+        let device = m.device;
+        let mut cache = m.lm.new_cache(device, 2, prompt.cond.len() + max_frames + 1)?;
+        let last_hidden = m.lm.forward(device, &m.lm.embed(device, &prompt.pair())?, &mut cache)?;
+        let run = ArRun::default();
+        Ok(Member { id, max_frames, sinks, cache, last_hidden, next_frame: 0, run, device_wait: Duration::ZERO })
+    }
+
+    /// Takes the `forced` frames (their codes known) in a few passes; the loop then draws from the
+    /// frame after them.
+    pub fn force(&mut self, m: ArModels, forced: Forced) -> Result<()> {
+        let frames = forced.frames.min(forced.codes.frames.len()).min(self.max_frames + 1);
+        let mut first = 0;
+        for chunk in forced.codes.frames[..frames].chunks(FORCED_CHUNK) {
+            self.sinks.cancel.check()?;
+            let (hiddens, next) =
+                forced_chunk(&m, chunk, first, forced.hidden_from, &self.last_hidden, &mut self.cache)?;
+            self.last_hidden = next;
+            for (i, codes) in chunk.iter().enumerate() {
+                self.run.codes.frames.push(codes.clone());
+                if first + i > 0 {
+                    let hidden = hiddens.get(&(first + i)).cloned().unwrap_or_default();
+                    (self.sinks.on_frame)(Frame { hidden, codes: codes.clone() })?;
+                    self.run.frames += 1;
+                }
+            }
+            first += chunk.len();
+            self.progress(self.max_frames);
+        }
+        self.next_frame = frames;
+        Ok(())
+    }
+
+    /// Whether the song has all its frames.
+    pub fn is_done(&self) -> bool {
+        self.run.frames >= self.max_frames
+    }
+
+    /// What the song's loop made.
+    pub fn into_run(self) -> ArRun {
+        ArRun { device_wait_s: self.device_wait.as_secs_f64(), ..self.run }
+    }
+
+    fn progress(&self, total: usize) {
+        (self.sinks.events)(Event::Stage { stage: Stage::ArFrames, done: self.run.frames, total });
+    }
+}
+
+/// The songs running together, and the depth decoder's frame for them.
+pub struct ArBatch<'m, 's> {
+    m: ArModels<'m>,
+    songs: Vec<Member<'s>>,
+    /// For `2 * songs.len()` entries; made again when the batch changes size.
+    depth_frame: Option<DepthFrame>,
+    rows: Range<u32>,
+    semantic: Shortlist,
+    residual: Shortlist,
+}
+
+/// How a song leaves the batch this frame.
+type Exit = Option<Result<()>>;
+
+impl<'m, 's> ArBatch<'m, 's> {
+    pub fn new(m: ArModels<'m>) -> Self {
+        let rows = m.lm.head_rows();
+        let (semantic, residual) = (semantic_shortlist(&rows, m.constants), depth_shortlist(m.constants));
+        ArBatch { m, songs: Vec::new(), depth_frame: None, rows, semantic, residual }
+    }
+
+    /// The models the batch runs.
+    pub fn models(&self) -> ArModels<'m> {
+        self.m
+    }
+
+    /// Adds a song (prefilled) to run from the next frame on.
+    pub fn join(&mut self, song: Member<'s>) {
+        self.songs.push(song);
+    }
+
+    pub fn len(&self) -> usize {
+        self.songs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.songs.is_empty()
+    }
+
+    /// One frame of every song. Returns the songs that left the batch: their id and run, or what
+    /// stopped them (a cancel, their sampler or their frame sink). An error of the device stops the
+    /// whole batch.
+    pub fn step(&mut self) -> Result<Vec<(usize, Result<ArRun>)>> {
+        let mut exits: Vec<Exit> = self.songs.iter().map(|s| s.sinks.cancel.check().err().map(Err)).collect();
+        let tokens = self.semantic_draws(&mut exits)?;
+        let drawing: Vec<usize> = (0..self.songs.len()).filter(|&i| tokens[i].is_some()).collect();
+        if !drawing.is_empty() {
+            let tokens: Vec<u32> = drawing.iter().map(|&i| tokens[i].expect("drawing")).collect();
+            self.frame(&drawing, &tokens, &mut exits)?;
+        }
+        let mut left = Vec::new();
+        let mut kept = Vec::with_capacity(self.songs.len());
+        for (mut song, exit) in std::mem::take(&mut self.songs).into_iter().zip(exits) {
+            match exit {
+                None => {
+                    song.next_frame += 1;
+                    kept.push(song);
+                }
+                Some(outcome) => left.push((song.id, outcome.map(|()| song.into_run()))),
+            }
+        }
+        self.songs = kept;
+        Ok(left)
+    }
+
+    /// Each song's semantic draw: its token, or `None` when it leaves (its end token, a cancel or
+    /// its sampler's error, written to `exits`).
+    fn semantic_draws(&mut self, exits: &mut [Exit]) -> Result<Vec<Option<u32>>> {
+        let (m, device) = (self.m, self.m.device);
+        let count = self.songs.len();
+        let hidden = stacked(device, self.songs.iter().map(|s| &s.last_hidden).collect())?;
+        let logits = m.lm.logits(device, &hidden)?;
+        let mut tokens = vec![None; count];
+        for (i, song) in self.songs.iter_mut().enumerate() {
+            if exits[i].is_some() {
+                continue;
+            }
+            let pair = pair_of(device, &logits, i, count)?;
+            let candidates = timed(&mut song.device_wait, || device.candidates(&pair, &self.semantic))?;
+            let probs = semantic_probs(&candidates, self.rows.clone(), m.constants);
+            match song.sinks.chooser.choose(song.next_frame, Draw::Semantic, &probs) {
+                Err(e) => exits[i] = Some(Err(e)),
+                Ok(index) if self.rows.start + index as u32 == m.constants.audio_end_id => {
+                    // The song is complete early: its length is what was made, which progress shows.
+                    song.progress(song.run.frames);
+                    exits[i] = Some(Ok(()));
+                }
+                Ok(index) => tokens[i] = Some(self.rows.start + index as u32),
+            }
+        }
+        Ok(tokens)
+    }
+
+    /// The rest of a frame for the songs `drawing` (indices, ascending) that drew `tokens`: the
+    /// depth decoder's codes, the frames handed on, and the language model's step on them.
+    fn frame(&mut self, drawing: &[usize], tokens: &[u32], exits: &mut [Exit]) -> Result<()> {
+        let (m, device) = (self.m, self.m.device);
+        let (c, n) = (m.constants, drawing.len());
+        let codebooks = m.depth.config().num_codebooks;
+        let c0: Vec<Tensor> = tokens.iter().map(|&t| m.lm.embed(device, &[t])).collect::<Result<_>>()?;
+        let lm_hidden = stacked(device, drawing.iter().map(|&i| &self.songs[i].last_hidden).collect())?;
+        let c0_pairs = device.cat_rows(&c0.iter().flat_map(|e| [e, e]).collect::<Vec<_>>())?;
+        if self.depth_frame.as_ref().is_none_or(|f| f.batch() != 2 * n) {
+            self.depth_frame = Some(m.depth.new_frame(device, 2 * n)?);
+        }
+        let depth_frame = self.depth_frame.as_mut().expect("made above");
+        let mut hidden = m.depth.start_frame(device, depth_frame, &lm_hidden, &c0_pairs)?;
+        let mut codes: Vec<Vec<u32>> = tokens.iter().map(|&t| vec![t - c.code_offset]).collect();
+        // The conditional rows, read back once a frame.
+        let mut hiddens: Vec<Vec<Tensor>> = drawing
+            .iter()
+            .map(|&i| Ok(vec![device.slice_rows(&self.songs[i].last_hidden, 0, 1)?]))
+            .collect::<Result<_>>()?;
+        for k in 1..codebooks {
+            let logits = m.depth.head_logits(device, k, &hidden)?;
+            for (d, &i) in drawing.iter().enumerate() {
+                hiddens[d].push(device.slice_rows(&hidden, 2 * d, 2 * d + 1)?);
+                let song = &mut self.songs[i];
+                let pair = pair_of(device, &logits, d, n)?;
+                let candidates = timed(&mut song.device_wait, || device.candidates(&pair, &self.residual))?;
+                // A song that failed this frame still fills its rows until the frame ends.
+                let code = match &exits[i] {
+                    Some(_) => 0,
+                    None => {
+                        match song.sinks.chooser.choose(song.next_frame, Draw::Depth(k), &depth_probs(&candidates, c)) {
+                            Ok(code) => code as u32,
+                            Err(e) => {
+                                exits[i] = Some(Err(e));
+                                0
+                            }
+                        }
+                    }
+                };
+                codes[d].push(code);
+            }
+            if k + 1 < codebooks {
+                let entries: Vec<u32> = codes.iter().flat_map(|frame| [frame[k], frame[k]]).collect();
+                hidden = m.depth.step_each(device, depth_frame, k, &entries)?;
+            }
+        }
+        let mut feeding = Vec::with_capacity(n);
+        for (d, &i) in drawing.iter().enumerate() {
+            if exits[i].is_none() {
+                exits[i] = self.hand_on(i, &codes[d], &hiddens[d])?;
+            }
+            if exits[i].is_none() {
+                feeding.push(d);
+            }
+        }
+        if feeding.is_empty() {
+            return Ok(());
+        }
+        let feedback: Vec<Tensor> =
+            feeding.iter().map(|&d| feedback_embedding(device, &m, &c0[d], &codes[d])).collect::<Result<_>>()?;
+        let embeds = device.cat_rows(&feedback.iter().flat_map(|f| [f, f]).collect::<Vec<_>>())?;
+        let fed: Vec<usize> = feeding.iter().map(|&d| drawing[d]).collect();
+        let mut caches: Vec<&mut KvCache> =
+            self.songs.iter_mut().enumerate().filter(|(i, _)| fed.contains(i)).map(|(_, s)| &mut s.cache).collect();
+        let out = m.lm.decode_many(device, &embeds, &mut caches)?;
+        if let [i] = fed[..] {
+            self.songs[i].last_hidden = out;
+        } else {
+            for (j, &i) in fed.iter().enumerate() {
+                self.songs[i].last_hidden = device.slice_rows(&out, 2 * j, 2 * j + 2)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Records song `i`'s frame and hands it on (not the priming frame): whether the song leaves
+    /// now (its last frame, or its sink's error).
+    fn hand_on(&mut self, i: usize, codes: &[u32], hiddens: &[Tensor]) -> Result<Exit> {
+        let device = self.m.device;
+        let song = &mut self.songs[i];
+        song.run.codes.frames.push(codes.to_vec());
+        if song.next_frame == 0 {
+            return Ok(None);
+        }
+        let hidden = device.cat_rows(&hiddens.iter().collect::<Vec<_>>())?;
+        let hidden = timed(&mut song.device_wait, || device.to_host(&hidden))?;
+        if let Err(e) = (song.sinks.on_frame)(Frame { hidden, codes: codes.to_vec() }) {
+            return Ok(Some(Err(e)));
+        }
+        song.run.frames += 1;
+        song.progress(song.max_frames);
+        Ok(song.is_done().then_some(Ok(())))
+    }
+}
+
+/// The rows of several songs as one tensor (the one song's own when alone).
+fn stacked<'t>(device: &Device, parts: Vec<&'t Tensor>) -> Result<Cow<'t, Tensor>> {
+    match parts[..] {
+        [one] => Ok(Cow::Borrowed(one)),
+        _ => Ok(Cow::Owned(device.cat_rows(&parts)?)),
+    }
+}
+
+/// Song `i`'s CFG pair of rows of a batch's `[2 * count, ...]` tensor (all of it when alone).
+fn pair_of<'t>(device: &Device, rows: &'t Tensor, i: usize, count: usize) -> Result<Cow<'t, Tensor>> {
+    if count == 1 { Ok(Cow::Borrowed(rows)) } else { Ok(Cow::Owned(device.slice_rows(rows, 2 * i, 2 * i + 2)?)) }
+}

@@ -1,0 +1,192 @@
+//! Several songs at once: a song made in a batch is the song made alone with the same recipe and
+//! seed, bit for bit on the CPU (its codes and its audio), whether it started with the batch or
+//! joined it while it ran, and whatever the other songs of the batch do (end, fail, cancel).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use songloom_engine::pipeline::{BatchSong, Cancel, Event, Observer, Pipeline, Request, Stage, Stats, no_arrivals};
+use songloom_engine::{Error, Result};
+use songloom_tests::{cpu, tiny_model_dir};
+
+/// What a run of one song made: its codes and its interleaved audio.
+#[derive(Clone, Default, PartialEq)]
+struct Made {
+    codes: Vec<Vec<u32>>,
+    audio: Vec<f32>,
+}
+
+/// Collects a song's events into what it made; checks the audio comes in order.
+fn collector(made: Arc<Mutex<Made>>) -> impl Fn(Event) + Send + Sync {
+    move |e: Event| {
+        let mut made = made.lock().unwrap();
+        match e {
+            Event::Audio { first_sample, samples, .. } => {
+                assert_eq!(first_sample * 2, made.audio.len(), "audio arrives in order, without gaps");
+                made.audio.extend(samples);
+            }
+            Event::Score(score) => made.codes = score.codes.frames.clone(),
+            _ => {}
+        }
+    }
+}
+
+fn requests() -> Vec<Request> {
+    let req = |description: &str, lyrics: &str, duration_s: f64, seed: u64| Request {
+        description: description.into(),
+        lyrics: lyrics.into(),
+        duration_s,
+        seed,
+        steps: 2,
+        guidance: None,
+    };
+    vec![
+        req("warm lo-fi piano", "[verse]\nla la la", 10.08, 5),
+        req("a fast jig on the fiddle", "[chorus]\nhey ho\n[verse]\nround we go", 4.0, 11),
+        req("slow choir, candle light", "[intro]\n[verse]\nhush now", 6.5, 5),
+    ]
+}
+
+fn alone(pipeline: &Pipeline, req: &Request) -> Made {
+    let made = Arc::new(Mutex::new(Made::default()));
+    let events = collector(made.clone());
+    pipeline.generate(req, Observer { events: &events, cancel: &Cancel::default() }).unwrap();
+    made.lock().unwrap().clone()
+}
+
+/// A song of a batch and where what it makes goes.
+struct Entry {
+    song: BatchSong<'static>,
+    made: Arc<Mutex<Made>>,
+    outcome: Arc<Mutex<Option<Result<Stats>>>>,
+}
+
+fn entry(req: &Request, cancel: Cancel) -> Entry {
+    let made = Arc::new(Mutex::new(Made::default()));
+    let outcome = Arc::new(Mutex::new(None));
+    let told = outcome.clone();
+    let song = BatchSong {
+        req: req.clone(),
+        prompt: None,
+        events: Arc::new(collector(made.clone())),
+        cancel,
+        started: Instant::now(),
+        done: Box::new(move |result| *told.lock().unwrap() = Some(result)),
+    };
+    Entry { song, made, outcome }
+}
+
+/// The check: the same codes and the same audio, bit for bit.
+fn same_song(a: &Made, b: &Made) -> bool {
+    !a.codes.is_empty() && a.codes == b.codes && a.audio == b.audio
+}
+
+/// Runs `reqs` as one batch: what each song made and how it ended.
+fn run_batch(pipeline: &Pipeline, reqs: &[Request]) -> Vec<(Made, Option<Result<Stats>>)> {
+    let entries: Vec<Entry> = reqs.iter().map(|r| entry(r, Cancel::default())).collect();
+    let (songs, rest): (Vec<BatchSong>, Vec<_>) = entries.into_iter().map(|e| (e.song, (e.made, e.outcome))).unzip();
+    pipeline.generate_batch(songs, &no_arrivals);
+    rest.into_iter().map(|(made, outcome)| (made.lock().unwrap().clone(), outcome.lock().unwrap().take())).collect()
+}
+
+#[test]
+fn a_song_in_a_batch_is_the_song_alone() {
+    let pipeline = Pipeline::load(&tiny_model_dir(), cpu()).unwrap();
+    let reqs = requests();
+    let singles: Vec<Made> = reqs.iter().map(|r| alone(&pipeline, r)).collect();
+    assert!(singles.iter().all(|m| m.audio.iter().all(|v| v.is_finite())));
+    let lengths: Vec<usize> = singles.iter().map(|m| m.codes.len()).collect();
+    assert!(lengths[0] != lengths[1] && lengths[1] != lengths[2], "the songs have different lengths: {lengths:?}");
+    for n in 1..=3 {
+        let results = run_batch(&pipeline, &reqs[..n]);
+        for (i, (made, outcome)) in results.iter().enumerate() {
+            let stats = outcome.as_ref().expect("every song is told its outcome").as_ref().unwrap();
+            assert_eq!(stats.frames + 1, made.codes.len(), "song {i} of {n}: frames and codes");
+            assert!(same_song(made, &singles[i]), "song {i} of a batch of {n} differs from the song alone");
+        }
+        if n >= 2 {
+            // Negative control: the check tells the songs apart, so rows swapped between songs fail it.
+            assert!(!same_song(&results[0].0, &singles[1]) && !same_song(&results[1].0, &singles[0]));
+        }
+    }
+}
+
+#[test]
+fn a_song_that_joins_a_running_batch_is_the_song_alone() {
+    let pipeline = Pipeline::load(&tiny_model_dir(), cpu()).unwrap();
+    let reqs = requests();
+    let single = alone(&pipeline, &reqs[2]);
+    let first = entry(&reqs[0], Cancel::default());
+    let joiner = Mutex::new(Some(entry(&reqs[2], Cancel::default())));
+    let joiner_made = joiner.lock().unwrap().as_ref().map(|e| (e.made.clone(), e.outcome.clone())).unwrap();
+    // The first song's progress, watched to hand the second over mid-song.
+    let frames_of_first = Arc::new(AtomicUsize::new(0));
+    let seen = frames_of_first.clone();
+    let first_made = first.made.clone();
+    let first_made_result = first.made.clone();
+    let first_song = BatchSong {
+        events: Arc::new(move |e: Event| {
+            if let Event::Stage { stage: Stage::ArFrames, done, .. } = e {
+                seen.store(done, Ordering::SeqCst);
+            }
+            collector(first_made.clone())(e)
+        }),
+        ..first.song
+    };
+    let joined_at = Mutex::new(None);
+    let arrivals = |running: usize| {
+        let done = frames_of_first.load(Ordering::SeqCst);
+        if done < 40 {
+            return None;
+        }
+        let song = joiner.lock().unwrap().take()?.song;
+        *joined_at.lock().unwrap() = Some((done, running));
+        Some(song)
+    };
+    pipeline.generate_batch(vec![first_song], &arrivals);
+    let (done, running) = joined_at.lock().unwrap().expect("the second song was handed over");
+    assert_eq!(running, 1, "it joined while the first song ran");
+    let first = first_made_result.lock().unwrap().clone();
+    assert!(done < first.codes.len() - 1, "it joined before the first song's AR loop ended");
+    let made = joiner_made.0.lock().unwrap().clone();
+    assert!(joiner_made.1.lock().unwrap().take().unwrap().is_ok());
+    assert!(same_song(&made, &single), "a song that joined differs from the song alone");
+    assert!(same_song(&first, &alone(&pipeline, &reqs[0])), "the song joined differs from the song alone");
+}
+
+#[test]
+fn a_cancelled_or_refused_song_leaves_the_others_as_they_are() {
+    let pipeline = Pipeline::load(&tiny_model_dir(), cpu()).unwrap();
+    let reqs = requests();
+    let cancel = Cancel::default();
+    let cancelled = entry(&reqs[0], cancel.clone());
+    let watched = cancelled.made.clone();
+    let cancelled_song = BatchSong {
+        events: Arc::new(move |e: Event| {
+            if let Event::Stage { stage: Stage::ArFrames, done: 30, .. } = e {
+                cancel.cancel();
+            }
+            collector(watched.clone())(e)
+        }),
+        ..cancelled.song
+    };
+    let kept = entry(&reqs[2], Cancel::default());
+    let empty = entry(&Request { description: String::new(), ..reqs[1].clone() }, Cancel::default());
+    let bad_steps = entry(&Request { steps: 0, ..reqs[1].clone() }, Cancel::default());
+    pipeline.generate_batch(vec![cancelled_song, kept.song, empty.song, bad_steps.song], &no_arrivals);
+    let outcome = |o: &Arc<Mutex<Option<Result<Stats>>>>| o.lock().unwrap().take().expect("told");
+    assert!(matches!(outcome(&cancelled.outcome), Err(Error::Cancelled)));
+    let refused = outcome(&bad_steps.outcome).unwrap_err().to_string();
+    assert!(refused.contains("steps"), "{refused}");
+    // An empty description is the model's to take (the reference allows it); it is made as alone.
+    let (kept_made, kept_outcome) = (kept.made.lock().unwrap().clone(), outcome(&kept.outcome));
+    assert!(kept_outcome.is_ok());
+    assert!(same_song(&kept_made, &alone(&pipeline, &reqs[2])), "a song beside a cancelled one changed");
+    let empty_made = empty.made.lock().unwrap().clone();
+    let empty_req = Request { description: String::new(), ..reqs[1].clone() };
+    match outcome(&empty.outcome) {
+        Ok(_) => assert!(same_song(&empty_made, &alone(&pipeline, &empty_req))),
+        Err(e) => assert!(pipeline.check_song(&empty_req).is_err(), "refused in a batch only: {e}"),
+    }
+}
