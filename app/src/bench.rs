@@ -25,7 +25,8 @@ pub struct BenchArgs {
     /// Synthetic weights: `full` is the real checkpoint's geometry.
     #[arg(long, default_value = "full")]
     synthetic: String,
-    /// gemm, dit-block, dit-ops (each op of a DiT block timed alone), stages, song, precision (the
+    /// gemm, dit-block, dit-ops (each op of a DiT block timed alone), stages, song, batch (several
+    /// songs at once, `--songs`), precision (the
     /// fast policies' distance to exact f32 at full size, GPU only), quant (the weight formats'
     /// distances to bf16 at full size, GPU only) or all (all = gemm and dit-block, what a CPU can do).
     #[arg(long, default_value = "all")]
@@ -39,6 +40,9 @@ pub struct BenchArgs {
     /// Flow-matching steps per window for `--what song`.
     #[arg(long, default_value_t = 30)]
     steps: usize,
+    /// For `--what batch`: the numbers of songs made at once, each batch timed in turn.
+    #[arg(long, default_value = "1,2,4,8", value_delimiter = ',')]
+    songs: Vec<usize>,
     // The device, and for `stages` and `song` the weights, budget and mode, as `generate` takes them.
     #[command(flatten)]
     pub engine: EngineArgs,
@@ -61,6 +65,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         "dit-ops" => dit_ops(&device, args.repeat),
         "stages" => stages(device, memory, args.repeat),
         "song" => song(device, memory, args.duration, args.steps),
+        "batch" => batch(device, memory, args.duration, args.steps, &args.songs),
         "edits" => edits(device, memory, args.duration, args.steps),
         "quant" => {
             if device.kind() != DeviceKind::Cuda {
@@ -77,7 +82,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         }
         other => {
             bail!(
-                "unknown benchmark `{other}` (expected gemm, dit-block, dit-ops, stages, song, edits, precision, quant or all)"
+                "unknown benchmark `{other}` (expected gemm, dit-block, dit-ops, stages, song, batch, edits, precision, quant or all)"
             )
         }
     }
@@ -672,6 +677,102 @@ fn song(device: Device, memory: MemoryRequest, duration: f64, steps: usize) -> R
         100.0 * stats.overlap_s / stats.total_s
     );
     report_memory(&pipeline.device, "after the song");
+    report_kernels();
+    Ok(())
+}
+
+/// A song's codes (a frame each) and interleaved audio.
+type Made = (Vec<Vec<u32>>, Vec<f32>);
+
+/// For each count of `songs`, that many songs of `duration` made at once, streamed, with the end
+/// token disabled: the batch's time and songs an hour, each song's first audio, the AR frame inside
+/// the batch (every song's frame is one step of the batch), and the DiT's work over the acoustic
+/// half's busy time (the vocoder's and the condition encoder's time counted in: a lower bound).
+fn batch(device: Device, memory: MemoryRequest, duration: f64, steps: usize, songs: &[usize]) -> Result<()> {
+    use songloom_engine::pipeline::{BatchSong, Stats, no_arrivals};
+    use std::sync::{Arc, Mutex};
+
+    let frames = (duration * songloom_engine::config::ConditionConfig::default().frame_rate()) as usize;
+    let plan = Pipeline::synthetic_plan(&device, memory, 300, frames)?;
+    say!("plan: {}", plan.describe());
+    let pipeline = Pipeline::synthetic_planned(device, 7, bench_constants(), &plan, &|_| {})?;
+    pipeline.device.synchronize()?;
+    report_memory(&pipeline.device, "after loading");
+    say!("songs like these that fit the plan's budget at once: {}", pipeline.batch_capacity(64));
+    let mut one_song_s = None;
+    // The first song (seed 1, the same prompt) in every batch: its codes and audio against its
+    // run in the first batch timed, to show a song in a batch is the song alone.
+    let mut first_song: Option<Made> = None;
+    for &n in songs {
+        let made: Arc<Mutex<Made>> = Arc::default();
+        let kept = made.clone();
+        let mut first_events: Option<songloom_engine::pipeline::EventSink> = Some(Arc::new(move |event| {
+            let mut kept = kept.lock().expect("not poisoned");
+            match event {
+                Event::Audio { samples, .. } => kept.1.extend(samples),
+                Event::Score(score) => kept.0 = score.codes.frames.clone(),
+                _ => {}
+            }
+        }));
+        let outcomes: Vec<Mutex<Option<songloom_engine::Result<Stats>>>> = (0..n).map(|_| Mutex::new(None)).collect();
+        let started = Instant::now();
+        let batch: Vec<BatchSong> = outcomes
+            .iter()
+            .enumerate()
+            .map(|(k, slot)| BatchSong {
+                req: Request {
+                    description: String::new(),
+                    lyrics: String::new(),
+                    duration_s: duration,
+                    seed: k as u64 + 1,
+                    steps,
+                    guidance: None,
+                },
+                prompt: Some(synthetic_prompt(&pipeline.constants, k as u32)),
+                events: first_events.take().unwrap_or_else(|| Arc::new(|_| {})),
+                cancel: Cancel::default(),
+                started,
+                done: Box::new(move |outcome| *slot.lock().expect("not poisoned") = Some(outcome)),
+            })
+            .collect();
+        pipeline.generate_batch(batch, &no_arrivals);
+        let total_s = started.elapsed().as_secs_f64();
+        let stats: Vec<Stats> = outcomes
+            .into_iter()
+            .map(|slot| slot.into_inner().expect("not poisoned").unwrap_or(Err(songloom_engine::Error::Cancelled)))
+            .collect::<songloom_engine::Result<_>>()?;
+        let first_audio: Vec<String> =
+            stats.iter().map(|s| format!("{:.2}", s.time_to_first_audio_s.unwrap_or(f64::NAN))).collect();
+        let ar_frame_ms = stats.iter().map(|s| s.ar_s / s.frames as f64).sum::<f64>() / n as f64 * 1e3;
+        let windows: usize = stats.iter().map(|s| s.windows).sum();
+        let busy_s: f64 = stats.iter().map(|s| s.acoustic_s).sum();
+        let dit_tflops = windows as f64 * steps as f64 * 2.0 * dit_flops(690.0) / busy_s / 1e12;
+        let one = *one_song_s.get_or_insert(total_s);
+        say!(
+            "{n} song(s) of {duration:.0} s at once: {total_s:.2} s ({:.2}x one song's), {:.0} songs an hour; first audio [{}] s; AR frame {ar_frame_ms:.2} ms; acoustic busy {busy_s:.2} s for {windows} windows, DiT at {dit_tflops:.1} TFLOP/s over it",
+            total_s / one,
+            n as f64 * 3600.0 / total_s,
+            first_audio.join(", "),
+        );
+        report_memory(&pipeline.device, &format!("after {n} song(s)"));
+        let made = std::mem::take(&mut *made.lock().expect("not poisoned"));
+        match &first_song {
+            None => first_song = Some(made),
+            Some((codes, audio)) => {
+                let same = codes.iter().zip(&made.0).take_while(|(a, b)| a == b).count();
+                let distance = if audio.len() == made.1.len() {
+                    format!("{:.2e}", relative_distance(&made.1, audio))
+                } else {
+                    format!("n/a ({} against {} samples)", made.1.len(), audio.len())
+                };
+                say!(
+                    "song 1 in the batch of {n} against its run in the first batch: {same} of {} frames' codes the same before the first difference, bit-identical audio {}, relative distance {distance}",
+                    codes.len(),
+                    made.1 == *audio
+                );
+            }
+        }
+    }
     report_kernels();
     Ok(())
 }

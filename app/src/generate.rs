@@ -17,7 +17,7 @@ use songloom_wire::notice::INSTRUMENTAL_LYRICS;
 use crate::engine_args::{AdapterArgs, EngineArgs, ModelArg, adapter_recipes};
 use crate::output::say;
 use crate::player::Player;
-use crate::song_job::{self, OutFile, SongJob, SongSink};
+use crate::song_job::{self, BatchJob, FinishedSong, OutFile, SongJob, SongSink};
 use crate::wav::FileFormat;
 
 #[derive(Args)]
@@ -74,6 +74,11 @@ pub struct GenerateArgs {
     /// Also keep the song, with its recipe, in the library.
     #[arg(long)]
     save: bool,
+    /// Make this many takes at once, seeds --seed, --seed + 1, ...: NAME-1.wav, NAME-2.wav, ...
+    /// (NAME from --out, else "song"); the first is played. They run as one batch, each the song
+    /// its seed makes alone.
+    #[arg(long, default_value_t = 1)]
+    takes: usize,
     /// The library directory for `--save`; the user's data directory without it.
     #[arg(long)]
     library: Option<PathBuf>,
@@ -87,8 +92,14 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     let on_signal = cancel.clone();
     let _ = ctrlc::set_handler(move || on_signal.cancel());
     crate::output::cancel_on_close(&cancel);
-    let out = out_file(args.out.as_deref(), args.format, args.force)?;
-    crate::stale::sweep_beside(&out.path);
+    let mut outs = if args.takes == 1 {
+        vec![out_file(args.out.as_deref(), args.format, args.force)?]
+    } else {
+        take_files(args.out.as_deref(), args.format, args.force, args.takes)?
+    };
+    for out in &outs {
+        crate::stale::sweep_beside(&out.path);
+    }
     let lyrics = match (&args.lyrics, &args.lyrics_file) {
         (Some(l), _) => l.replace("\\n", "\n"),
         (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
@@ -137,14 +148,14 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         guidance: args.guidance.unwrap_or(songloom_ui::contract::DEFAULT_GUIDANCE),
         ..crate::engine_args::engine_recipe(&args.engine, &args.model, &plan, adapter_recipes)
     };
+    let library = args.save.then(|| args.library.clone().unwrap_or_else(crate::library::default_dir));
+    if args.takes > 1 {
+        let takes = Takes { request, recipe, outs, library, max_frames };
+        return run_takes(&args, &pipeline, &plan, device_kind, takes, &cancel);
+    }
+    let out = outs.remove(0);
     let out_path = out.path.clone();
-    let job = SongJob {
-        request,
-        recipe,
-        out: Some(out),
-        library: args.save.then(|| args.library.clone().unwrap_or_else(crate::library::default_dir)),
-        edit: None,
-    };
+    let job = SongJob { request, recipe, out: Some(out), library, edit: None };
     let prepared = song_job::prepare(&pipeline, &job)?;
     // Shown once the request is known to be good, so a bad one is one line.
     show_plan(&plan, device_kind, args.json);
@@ -192,6 +203,131 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         if underruns > 0 && !args.json {
             eprintln!("playback ran ahead of generation {underruns} times (the rest played after a pause)");
         }
+    }
+    Ok(())
+}
+
+/// The most takes made at once: a batch of up to 8 songs is bit for bit the songs alone on the CPU.
+pub const MAX_TAKES: usize = 8;
+
+/// The files of `takes` takes: NAME-1.EXT, NAME-2.EXT, ... beside `out` (NAME and EXT its own), or
+/// song-1.wav, ... here (.flac with `--format flac`); each must be free unless `force`.
+pub fn take_files(out: Option<&Path>, format: Option<FileFormat>, force: bool, takes: usize) -> Result<Vec<OutFile>> {
+    if !(1..=MAX_TAKES).contains(&takes) {
+        bail!("--takes must be between 1 and {MAX_TAKES}, got {takes}");
+    }
+    let extension = format.map_or("wav", |f| f.extension());
+    let base = out.map_or_else(|| PathBuf::from(format!("song.{extension}")), Path::to_path_buf);
+    let stem = base.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "song".into());
+    let extension = base.extension().map_or(extension.to_string(), |e| e.to_string_lossy().into_owned());
+    (1..=takes)
+        .map(|k| out_file(Some(&base.with_file_name(format!("{stem}-{k}.{extension}"))), format, force))
+        .collect()
+}
+
+/// What a `--takes` run makes: the first take's request and recipe (the others differ by seed),
+/// a file each, and the library to keep them in.
+struct Takes {
+    request: Request,
+    recipe: Recipe,
+    outs: Vec<OutFile>,
+    library: Option<PathBuf>,
+    max_frames: usize,
+}
+
+/// `--takes N`: the takes as one batch, each with its progress, file and summary; the first
+/// played. A take that fails leaves the others; the run fails if any did.
+fn run_takes(
+    args: &GenerateArgs,
+    pipeline: &Pipeline,
+    plan: &Plan,
+    device_kind: DeviceKind,
+    takes: Takes,
+    cancel: &Cancel,
+) -> Result<()> {
+    let Takes { request, recipe, outs, library, max_frames } = takes;
+    let jobs: Vec<SongJob> = outs
+        .into_iter()
+        .enumerate()
+        .map(|(k, out)| {
+            let seed = request.seed.wrapping_add(k as u64);
+            SongJob {
+                request: Request { seed, ..request.clone() },
+                recipe: Recipe { seed, ..recipe.clone() },
+                out: Some(out),
+                library: library.clone(),
+                edit: None,
+            }
+        })
+        .collect();
+    pipeline.check_batch(&jobs.iter().map(|j| j.request.clone()).collect::<Vec<_>>())?;
+    let takes = jobs.len();
+    show_plan(plan, device_kind, args.json);
+    let mut player = if args.no_play { None } else { Player::open(pipeline.sample_rate()).ok() };
+    let c = &pipeline.constants;
+    let multi = MultiProgress::new();
+    let terminals: Vec<Terminal> = (1..=takes)
+        .map(|k| Terminal {
+            progress: Progress::for_take(args.json, max_frames, c.chunk_frames, c.chunk_hop, Some((k, &multi))),
+            player: if k == 1 { player.take() } else { None },
+        })
+        .collect();
+    if !args.json {
+        eprintln!(
+            "generating {takes} takes of up to {:.1} s on {} (seeds {}..={}), playing the first",
+            request.duration_s,
+            pipeline.device.kind(),
+            request.seed,
+            request.seed.wrapping_add(takes as u64 - 1)
+        );
+    }
+    let slots: Vec<std::sync::Mutex<Option<Result<FinishedSong>>>> =
+        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let batch = jobs
+        .into_iter()
+        .zip(&terminals)
+        .zip(&slots)
+        .map(|((job, terminal), slot)| BatchJob {
+            job,
+            sink: Box::new(terminal),
+            cancel: cancel.child(),
+            finished: Box::new(move |result| *slot.lock().expect("not poisoned") = Some(result)),
+        })
+        .collect();
+    song_job::run_batch(pipeline, batch)?;
+    let results: Vec<Result<FinishedSong>> = slots
+        .into_iter()
+        .map(|slot| slot.into_inner().expect("not poisoned").unwrap_or_else(|| Err(anyhow::anyhow!("not made"))))
+        .collect();
+    let _ = multi.clear();
+    let mut failed = 0;
+    for (k, result) in results.iter().enumerate() {
+        match result {
+            Ok(finished) => {
+                let path = finished.out.as_deref().expect("a take names its output file");
+                summary(&finished.stats, path, args.json);
+                match &finished.saved {
+                    Some(song) if args.json => {
+                        let event = songloom_wire::Event::Saved { library_id: song.id, title: song.title.clone() };
+                        say!("{}", with_take(event.to_line(), Some(k + 1)));
+                    }
+                    Some(song) => say!("take {} kept in the library as song {} (\"{}\")", k + 1, song.id, song.title),
+                    None => {}
+                }
+            }
+            Err(e) => {
+                failed += 1;
+                eprintln!("take {} failed: {e:#}", k + 1);
+            }
+        }
+    }
+    if let Some(p) = terminals.into_iter().next().and_then(|t| t.player)
+        && let Some(Ok(first)) = results.first()
+    {
+        p.finish(Duration::from_secs_f64(first.stats.samples as f64 / first.stats.sample_rate as f64 + 2.0));
+    }
+    if failed > 0 {
+        bail!("{failed} of {} takes failed", results.len());
     }
     Ok(())
 }
@@ -301,28 +437,44 @@ pub fn summary(stats: &Stats, path: &std::path::Path, json: bool) {
 /// Progress bars on a terminal, JSON lines with `--json`, nothing otherwise.
 pub struct Progress {
     json: bool,
+    /// The take these events are of, when there are several.
+    take: Option<usize>,
     bars: Option<(MultiProgress, ProgressBar, ProgressBar)>,
 }
 
 impl Progress {
     pub fn new(json: bool, max_frames: usize, chunk: usize, hop: usize) -> Self {
+        Self::for_take(json, max_frames, chunk, hop, None)
+    }
+
+    /// The progress of take `take` (1-based) of several, its bars among the others' in `multi`,
+    /// its JSON lines marked with the take.
+    pub fn for_take(
+        json: bool,
+        max_frames: usize,
+        chunk: usize,
+        hop: usize,
+        take: Option<(usize, &MultiProgress)>,
+    ) -> Self {
         let bars = (!json && std::io::stderr().is_terminal()).then(|| {
-            let multi = MultiProgress::new();
-            let style = ProgressStyle::with_template("{prefix:>8} [{wide_bar}] {pos}/{len} {msg} eta {eta}")
+            let multi = take.map_or_else(MultiProgress::new, |(_, multi)| multi.clone());
+            let style = ProgressStyle::with_template("{prefix:>15} [{wide_bar}] {pos}/{len} {msg} eta {eta}")
                 .expect("valid template")
                 .progress_chars("=> ");
-            let frames = multi.add(ProgressBar::new(max_frames as u64).with_style(style.clone()).with_prefix("frames"));
+            let label = |what: &str| take.map_or(what.to_string(), |(k, _)| format!("take {k} {what}"));
+            let frames =
+                multi.add(ProgressBar::new(max_frames as u64).with_style(style.clone()).with_prefix(label("frames")));
             let windows = if max_frames <= chunk { 1 } else { (max_frames - hop).div_ceil(hop) };
-            let denoise = multi.add(ProgressBar::new(windows as u64).with_style(style).with_prefix("windows"));
+            let denoise = multi.add(ProgressBar::new(windows as u64).with_style(style).with_prefix(label("windows")));
             (multi, frames, denoise)
         });
-        Progress { json, bars }
+        Progress { json, take: take.map(|(k, _)| k), bars }
     }
 
     fn show(&self, event: &Event) {
         if self.json {
             if let Some(line) = wire_event(event) {
-                say!("{}", line.to_line());
+                say!("{}", with_take(line.to_line(), self.take));
             }
             return;
         }
@@ -341,6 +493,18 @@ impl Progress {
         if let Some((multi, _, _)) = &self.bars {
             let _ = multi.clear();
         }
+    }
+}
+
+/// A JSON line with `"take": k` added, when it is of one take of several.
+pub fn with_take(line: String, take: Option<usize>) -> String {
+    let Some(take) = take else { return line };
+    match serde_json::from_str::<serde_json::Value>(&line) {
+        Ok(serde_json::Value::Object(mut fields)) => {
+            fields.insert("take".into(), take.into());
+            serde_json::Value::Object(fields).to_string()
+        }
+        _ => line,
     }
 }
 

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, bail};
 use songloom_engine::pipeline::score::Score;
-use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, Request, Stats};
+use songloom_engine::pipeline::{BatchSong, Cancel, Event, Observer, Pipeline, Request, Stats, no_arrivals};
 use songloom_ui::contract::{Recipe, Timings};
 
 use crate::library::{Library, Song, title_of};
@@ -53,6 +53,12 @@ pub trait SongSink: Sync {
     fn event(&self, event: &Event);
 }
 
+impl<T: SongSink + ?Sized> SongSink for &T {
+    fn event(&self, event: &Event) {
+        (**self).event(event);
+    }
+}
+
 /// A finished song and where it went.
 #[derive(Debug)]
 pub struct FinishedSong {
@@ -69,6 +75,8 @@ enum ToWriter {
     Audio(Vec<f32>),
     Score(Arc<Score>),
     Finish(Stats),
+    /// The song failed: drop the unfinished file (its channel may stay open a while).
+    Abandon,
 }
 
 /// A job whose WAV file is open: the output can be written, and nothing has been generated yet.
@@ -123,18 +131,7 @@ fn generate(
             .name("songloom-writer".into())
             .spawn_scoped(scope, || write_song(job, wav, writer_rx, cancel, &write_error))
             .context("starting the writer thread")?;
-        let events = |event: Event| {
-            match &event {
-                Event::Audio { samples, .. } => {
-                    let _ = to_writer.send(ToWriter::Audio(samples.clone()));
-                }
-                Event::Score(score) => {
-                    let _ = to_writer.send(ToWriter::Score(score.clone()));
-                }
-                _ => {}
-            }
-            sink.event(&event);
-        };
+        let events = |event: Event| hand_on(&to_writer, sink, event);
         let observer = Observer { events: &events, cancel };
         let result = match &job.edit {
             None => pipeline.generate(&job.request, observer),
@@ -145,15 +142,100 @@ fn generate(
         }
         // Without a Finish, the writer drops the unfinished file.
         drop(to_writer);
-        let written = writer.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the writer thread failed")));
-        // A write error cancels the song; it, not the cancel, is the cause.
-        if let Some(e) = write_error.lock().expect("not poisoned").take() {
-            return Err(e);
-        }
-        let stats = result?;
-        let (out, saved) = written?.expect("a finished song is written");
-        Ok(FinishedSong { stats, out, saved })
+        finished(result, writer.join(), &write_error)
     })
+}
+
+/// A job of a batch and who is told how it ended.
+pub struct BatchJob<'a> {
+    pub job: SongJob,
+    pub sink: Box<dyn SongSink + Send + 'a>,
+    /// The job's own (a child of the batch's, for takes).
+    pub cancel: Cancel,
+    pub finished: Box<dyn FnOnce(Result<FinishedSong>) + Send + 'a>,
+}
+
+/// Several jobs made together (takes), each with its own file or library entry, events and
+/// outcome; they are checked and their files opened before any work. One that fails or is
+/// cancelled leaves the others as they are.
+pub fn run_batch(pipeline: &Pipeline, jobs: Vec<BatchJob<'_>>) -> Result<()> {
+    let mut songs = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        songs.push(batch_song(pipeline, job)?);
+    }
+    pipeline.generate_batch(songs, &no_arrivals);
+    Ok(())
+}
+
+/// A job as a song of an engine batch: its file opened (an error if it cannot be), a writer thread
+/// of its own, and its outcome told once the file is complete or dropped.
+pub fn batch_song<'a>(pipeline: &Pipeline, batch_job: BatchJob<'a>) -> Result<BatchSong<'a>> {
+    let BatchJob { job, sink, cancel, finished } = batch_job;
+    if job.edit.is_some() {
+        bail!("edits are made one at a time, not in a batch");
+    }
+    let wav = prepare(pipeline, &job)?.wav;
+    let job = Arc::new(job);
+    let write_error = Arc::new(Mutex::new(None));
+    let (to_writer, writer_rx) = mpsc::channel::<ToWriter>();
+    let writer = {
+        let (job, cancel, write_error) = (job.clone(), cancel.clone(), write_error.clone());
+        std::thread::Builder::new()
+            .name("songloom-writer".into())
+            .spawn(move || write_song(&job, wav, writer_rx, &cancel, &write_error))
+            .context("starting the writer thread")?
+    };
+    let finish = to_writer.clone();
+    Ok(BatchSong {
+        req: job.request.clone(),
+        prompt: None,
+        events: Arc::new(move |event: Event| hand_on(&to_writer, &*sink, event)),
+        cancel,
+        started: std::time::Instant::now(),
+        done: Box::new(move |outcome: songloom_engine::Result<Stats>| {
+            match &outcome {
+                Ok(stats) => {
+                    let _ = finish.send(ToWriter::Finish(stats.clone()));
+                }
+                Err(_) => {
+                    let _ = finish.send(ToWriter::Abandon);
+                }
+            }
+            finished(self::finished(outcome, writer.join(), &write_error));
+        }),
+    })
+}
+
+/// Audio and the score to the writer, every event to the sink.
+fn hand_on(to_writer: &mpsc::Sender<ToWriter>, sink: &dyn SongSink, event: Event) {
+    match &event {
+        Event::Audio { samples, .. } => {
+            let _ = to_writer.send(ToWriter::Audio(samples.clone()));
+        }
+        Event::Score(score) => {
+            let _ = to_writer.send(ToWriter::Score(score.clone()));
+        }
+        _ => {}
+    }
+    sink.event(&event);
+}
+
+type Written = Result<Option<(Option<PathBuf>, Option<Song>)>>;
+
+/// A song's outcome from the engine's result and its writer's: a write error, not the cancel it
+/// caused, is the cause.
+fn finished(
+    result: songloom_engine::Result<Stats>,
+    written: std::thread::Result<Written>,
+    write_error: &Mutex<Option<anyhow::Error>>,
+) -> Result<FinishedSong> {
+    let written = written.unwrap_or_else(|_| Err(anyhow::anyhow!("the writer thread failed")));
+    if let Some(e) = write_error.lock().expect("not poisoned").take() {
+        return Err(e);
+    }
+    let stats = result?;
+    let (out, saved) = written?.ok_or_else(|| anyhow::anyhow!("the finished song was not written"))?;
+    Ok(FinishedSong { stats, out, saved })
 }
 
 /// The writer thread: appends audio as it comes and keeps the score; on Finish completes the WAV
@@ -164,7 +246,7 @@ fn write_song(
     audio: mpsc::Receiver<ToWriter>,
     cancel: &Cancel,
     error: &Mutex<Option<anyhow::Error>>,
-) -> Result<Option<(Option<PathBuf>, Option<Song>)>> {
+) -> Written {
     let mut score = None;
     for message in audio {
         match message {
@@ -177,6 +259,7 @@ fn write_song(
             }
             ToWriter::Score(made) => score = Some(made),
             ToWriter::Finish(stats) => return complete(job, wav, &stats, score.as_deref()).map(Some),
+            ToWriter::Abandon => return Ok(None),
         }
     }
     Ok(None)

@@ -674,3 +674,42 @@ fn a_lora_adapter_that_does_not_fit_is_a_clear_error() {
     }
     assert!(!stderr.contains("panicked") && stderr.trim().lines().count() == 1, "{stderr}");
 }
+
+fn samples(path: &Path) -> Vec<f32> {
+    hound::WavReader::open(path).unwrap().samples::<f32>().map(Result::unwrap).collect()
+}
+
+/// `--takes 3` writes three songs at once, each the song its seed makes alone, and keeps each in
+/// the library; a bad count or a taken file is a one-line error with nothing written.
+#[test]
+fn takes_are_the_songs_their_seeds_make_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let song = ["--duration", "2", "--steps", "2", "--library", "lib"];
+    let mut args = song.to_vec();
+    args.extend(["--takes", "3", "--seed", "7", "--out", "take.wav", "--save"]);
+    let r = generate_in(dir.path(), &args);
+    assert!(r.status.success(), "{}", stderr_of(&r));
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert_eq!(stdout.matches("kept in the library").count(), 3, "{stdout}");
+    let takes: Vec<Vec<f32>> = (1..=3).map(|k| samples(&dir.path().join(format!("take-{k}.wav")))).collect();
+    assert!(takes[0] != takes[1] && takes[1] != takes[2] && takes[0] != takes[2], "takes are not distinct");
+    for (k, take) in takes.iter().enumerate() {
+        let seed = (7 + k).to_string();
+        let name = format!("alone-{seed}.wav");
+        let mut args = song.to_vec();
+        args.extend(["--seed", &seed, "--out", &name]);
+        let r = generate_in(dir.path(), &args);
+        assert!(r.status.success(), "{}", stderr_of(&r));
+        assert!(*take == samples(&dir.path().join(&name)), "take {} is not seed {seed}'s song", k + 1);
+    }
+    for bad in ["0", "9"] {
+        let r = generate_in(dir.path(), &["--takes", bad, "--out", "bad.wav"]);
+        let why = stderr_of(&r);
+        assert!(!r.status.success() && why.contains("--takes must be between 1 and 8"), "{why}");
+        assert_eq!(why.trim().lines().count(), 1, "{why}");
+    }
+    let r = generate_in(dir.path(), &["--takes", "3", "--out", "take.wav"]);
+    let why = stderr_of(&r);
+    assert!(!r.status.success() && why.contains("take-1.wav already exists"), "{why}");
+    assert!(!dir.path().join("bad-1.wav").exists());
+}

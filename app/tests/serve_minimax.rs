@@ -33,7 +33,7 @@ const CLOUD_EXAMPLE: &str = r#"curl --request POST \
 
 /// A server whose every request needs `TOKEN`, making songs of at most 2 s.
 fn start(dir: &std::path::Path) -> Server {
-    let args = ["--listen", "127.0.0.1:0", "--token", TOKEN, "--cloud-duration", "2"];
+    let args = ["--listen", "127.0.0.1:0", "--token", TOKEN, "--cloud-duration", "2", "--batch", "1"];
     let (server, token) = Server::start_with(dir, &args);
     assert_eq!(token.as_deref(), Some(TOKEN));
     server

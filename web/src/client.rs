@@ -17,6 +17,7 @@ pub fn song_request(recipe: &Recipe) -> SongRequest {
         steps: Some(recipe.steps),
         guidance: Some(recipe.guidance),
         precision: None,
+        takes: None,
     }
 }
 

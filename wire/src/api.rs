@@ -38,6 +38,10 @@ pub struct SongRequest {
     /// Must be the server's own, if given (one engine, one precision).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precision: Option<String>,
+    /// Several takes of the recipe (1 to 8), seeds `seed`, `seed + 1`, ...: a song each, made
+    /// together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub takes: Option<usize>,
 }
 
 /// A song's length: seconds, or text as `generate --duration` takes it ("1:30", "2m").
@@ -83,6 +87,9 @@ pub struct SongCreated {
     /// `generate` warns of it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Every take's song id when several were asked for (`id` is the first's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub takes: Vec<u64>,
 }
 
 /// `GET` or `DELETE /api/songs/ID`: where a song is.

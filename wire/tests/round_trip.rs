@@ -176,12 +176,21 @@ fn every_song_state_has_its_documented_fields() {
     }
     assert!(seen.iter().all(|&s| s), "{seen:?}");
     round_trip(
-        &SongCreated { id: 1, state: SongState::Queued { place: Some(1) }, warnings: Vec::new() },
+        &SongCreated { id: 1, state: SongState::Queued { place: Some(1) }, warnings: Vec::new(), takes: Vec::new() },
         json!({"id": 1, "state": "queued", "place": 1}),
+    );
+    round_trip(
+        &SongCreated { id: 4, state: SongState::Queued { place: Some(2) }, warnings: Vec::new(), takes: vec![4, 5, 6] },
+        json!({"id": 4, "state": "queued", "place": 2, "takes": [4, 5, 6]}),
     );
     let warned = vec!["Line 1: \"la\" after [verse] is dropped by the model; put it on its own line.".to_string()];
     round_trip(
-        &SongCreated { id: 1, state: SongState::Queued { place: Some(1) }, warnings: warned.clone() },
+        &SongCreated {
+            id: 1,
+            state: SongState::Queued { place: Some(1) },
+            warnings: warned.clone(),
+            takes: Vec::new(),
+        },
         json!({"id": 1, "state": "queued", "place": 1, "warnings": warned}),
     );
     round_trip(
@@ -202,11 +211,12 @@ fn a_song_request_takes_seconds_or_text_and_nothing_unknown() {
         steps: Some(30),
         guidance: Some(1.5),
         precision: Some("reference".into()),
+        takes: Some(3),
     };
     round_trip(
         &full,
         json!({"description": "warm lo-fi piano", "lyrics": "[verse]\nla la la", "duration": "1:30", "seed": 7,
-               "steps": 30, "guidance": 1.5, "precision": "reference"}),
+               "steps": 30, "guidance": 1.5, "precision": "reference", "takes": 3}),
     );
     let seconds = SongRequest {
         duration: Some(SongLength::Seconds(90.0)),
@@ -214,6 +224,7 @@ fn a_song_request_takes_seconds_or_text_and_nothing_unknown() {
         steps: None,
         guidance: None,
         precision: None,
+        takes: None,
         ..full
     };
     round_trip(&seconds, json!({"description": "warm lo-fi piano", "lyrics": "[verse]\nla la la", "duration": 90.0}));
@@ -333,6 +344,7 @@ fn a_guidance_scale_is_written_as_typed() {
         steps: None,
         guidance: Some(2.3),
         precision: None,
+        takes: None,
     };
     assert_eq!(serde_json::to_value(&request).unwrap()["guidance"], json!(2.3));
     let read: Recipe = serde_json::from_value(serde_json::to_value(&recipe).unwrap()).unwrap();

@@ -224,9 +224,23 @@ async fn create_song(
         guidance: request.guidance.unwrap_or(DEFAULT_GUIDANCE),
         ..server.base.clone()
     };
+    let takes = ask.takes.unwrap_or(1);
+    let most = crate::generate::MAX_TAKES;
+    if !(1..=most).contains(&takes) {
+        return Err(ApiError::bad(format!("takes must be 1 to {most} (got {takes})")));
+    }
     let warnings = songloom_ui::lyrics::dropped_text(&request.lyrics).iter().map(|d| d.message()).collect();
-    let (id, place) = server.jobs.add(request, recipe);
-    Ok((StatusCode::CREATED, Json(SongCreated { id, state: SongState::Queued { place: Some(place) }, warnings })))
+    // Queued one after another, they start together on a server that makes several at once.
+    let queued: Vec<(u64, usize)> = (0..takes as u64)
+        .map(|k| {
+            let seed = request.seed.wrapping_add(k);
+            server.jobs.add(Request { seed, ..request.clone() }, Recipe { seed, ..recipe.clone() })
+        })
+        .collect();
+    let (id, place) = queued[0];
+    let takes = if takes > 1 { queued.iter().map(|(id, _)| *id).collect() } else { Vec::new() };
+    let created = SongCreated { id, state: SongState::Queued { place: Some(place) }, warnings, takes };
+    Ok((StatusCode::CREATED, Json(created)))
 }
 
 /// `POST /api/songs/ID/edits`: a new version of library song ID, queued like a song. The edit is
@@ -255,7 +269,12 @@ async fn create_edit(
     let (id, place) = server.jobs.add_job(job);
     Ok((
         StatusCode::CREATED,
-        Json(SongCreated { id, state: SongState::Queued { place: Some(place) }, warnings: Vec::new() }),
+        Json(SongCreated {
+            id,
+            state: SongState::Queued { place: Some(place) },
+            warnings: Vec::new(),
+            takes: Vec::new(),
+        }),
     ))
 }
 

@@ -1,5 +1,6 @@
-//! The server's songs: a queue the HTTP handlers add to and one worker thread that makes them, one
-//! at a time on the one engine, through the same song job as the CLI and the window. Each job
+//! The server's songs: a queue the HTTP handlers add to and one worker thread that makes them on
+//! the one engine, several at once (a song queued while others run joins them at their next frame),
+//! through the same song job as the CLI and the window. Each job
 //! keeps its events (as the CLI's `--json` lines) and its audio so far, so a client that connects
 //! late replays them; a version counter tells waiting streams that something was added.
 
@@ -8,14 +9,14 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
-use songloom_engine::pipeline::{Cancel, Event, Pipeline, Request};
+use songloom_engine::pipeline::{BatchSong, Cancel, Event, Pipeline, Request};
 use songloom_ui::contract::{EngineEvent, Recipe, Timings};
 use songloom_ui::progress::Progress;
 use songloom_wire::Event as WireEvent;
 use tokio::sync::watch;
 
 use crate::edit_job::EditSource;
-use crate::song_job::{self, SongJob, SongSink};
+use crate::song_job::{self, BatchJob, SongJob, SongSink};
 
 /// Songs over whose audio stays in memory for `stream.pcm`; a long-running server holds no more
 /// (a minute of stereo f32 is 21 MB).
@@ -100,6 +101,23 @@ struct Queue {
     jobs: HashMap<u64, Job>,
     /// Set when the server stops: the worker finishes the running job's cancel and exits.
     closed: bool,
+}
+
+impl Queue {
+    /// Marks waiting job `id` running: its song job and cancel.
+    fn start(&mut self, id: u64) -> (u64, SongJob, Cancel) {
+        let job = self.jobs.get_mut(&id).expect("a waiting job exists");
+        job.state = State::Running;
+        job.changed();
+        let song = SongJob {
+            request: job.request.clone(),
+            recipe: job.recipe.clone(),
+            out: None,
+            library: None,
+            edit: job.edit.take(),
+        };
+        (id, song, job.cancel.clone())
+    }
 }
 
 /// The jobs, shared by the handlers and the worker.
@@ -204,17 +222,7 @@ impl Jobs {
                 return None;
             }
             if let Some(id) = q.waiting.pop_front() {
-                let job = q.jobs.get_mut(&id).expect("a waiting job exists");
-                job.state = State::Running;
-                job.changed();
-                let song = SongJob {
-                    request: job.request.clone(),
-                    recipe: job.recipe.clone(),
-                    out: None,
-                    library: None,
-                    edit: job.edit.take(),
-                };
-                return Some((id, song, job.cancel.clone()));
+                return Some(q.start(id));
             }
             q = self.wake.wait(q).expect("not poisoned");
         }
@@ -227,30 +235,79 @@ impl Jobs {
         }
     }
 
-    /// The worker: makes each queued song in turn into the library at `library`.
-    pub fn work(self: &Arc<Self>, pipeline: &Pipeline, library: PathBuf) {
+    /// The worker: makes the queued songs into the library at `library`, up to `batch` at once:
+    /// a song queued while a batch runs joins it at its next frame (continuous batching). An edit
+    /// runs alone, when no batch runs.
+    pub fn work(self: &Arc<Self>, pipeline: &Pipeline, library: PathBuf, batch: usize) {
         while let Some((id, job, cancel)) = self.next() {
             let job = SongJob { library: Some(library.clone()), ..job };
-            let sink = JobSink { jobs: self, id };
-            let result = song_job::run(pipeline, &job, &sink, &cancel);
-            self.update(id, |job| match result {
-                Ok(finished) => {
-                    let (library_id, title) = finished.saved.map_or((0, String::new()), |s| (s.id, s.title));
-                    job.events.push(WireEvent::Saved { library_id, title });
-                    job.state = State::Finished { library_id };
-                }
-                Err(_) if cancel.is_cancelled() => {
-                    job.events.push(WireEvent::Cancelled);
-                    job.state = State::Cancelled;
-                }
-                Err(e) => {
-                    let message = format!("{e:#}");
-                    job.events.push(WireEvent::Error { message: message.clone() });
-                    job.state = State::Failed(message);
-                }
-            });
+            if job.edit.is_some() || batch <= 1 {
+                let sink = JobSink { jobs: self, id };
+                let result = song_job::run(pipeline, &job, &sink, &cancel);
+                self.record(id, result, &cancel);
+            } else if let Some(first) = self.batch_song(pipeline, id, job, cancel) {
+                let arrivals = |running: usize| {
+                    if running >= batch {
+                        return None;
+                    }
+                    let (id, job, cancel) = self.next_to_join()?;
+                    self.batch_song(pipeline, id, SongJob { library: Some(library.clone()), ..job }, cancel)
+                };
+                pipeline.generate_batch(vec![first], &arrivals);
+            }
             self.drop_old_audio();
         }
+    }
+
+    /// Job `id` as a song of a batch, its outcome recorded as it ends; `None` (recorded failed)
+    /// when it cannot start.
+    fn batch_song<'a>(&'a self, pipeline: &Pipeline, id: u64, job: SongJob, cancel: Cancel) -> Option<BatchSong<'a>> {
+        let told = cancel.clone();
+        let batch_job = BatchJob {
+            job,
+            sink: Box::new(JobSink { jobs: self, id }),
+            cancel: cancel.clone(),
+            finished: Box::new(move |result| self.record(id, result, &told)),
+        };
+        match song_job::batch_song(pipeline, batch_job) {
+            Ok(song) => Some(song),
+            Err(e) => {
+                self.record(id, Err(e), &cancel);
+                None
+            }
+        }
+    }
+
+    /// The next queued song that is not an edit, marked running; `None` when there is none now
+    /// or the server stops.
+    fn next_to_join(&self) -> Option<(u64, SongJob, Cancel)> {
+        let mut q = self.queue.lock().expect("not poisoned");
+        if q.closed {
+            return None;
+        }
+        let at = q.waiting.iter().position(|id| q.jobs.get(id).is_some_and(|j| j.edit.is_none()))?;
+        let id = q.waiting.remove(at).expect("found");
+        Some(q.start(id))
+    }
+
+    /// A finished, failed or cancelled song's state and last event.
+    fn record(&self, id: u64, result: anyhow::Result<song_job::FinishedSong>, cancel: &Cancel) {
+        self.update(id, |job| match result {
+            Ok(finished) => {
+                let (library_id, title) = finished.saved.map_or((0, String::new()), |s| (s.id, s.title));
+                job.events.push(WireEvent::Saved { library_id, title });
+                job.state = State::Finished { library_id };
+            }
+            Err(_) if cancel.is_cancelled() => {
+                job.events.push(WireEvent::Cancelled);
+                job.state = State::Cancelled;
+            }
+            Err(e) => {
+                let message = format!("{e:#}");
+                job.events.push(WireEvent::Error { message: message.clone() });
+                job.state = State::Failed(message);
+            }
+        });
     }
 
     /// Frees the audio of songs over but the newest [`KEPT_AUDIO`].

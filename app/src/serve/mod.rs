@@ -56,6 +56,11 @@ pub struct ServeArgs {
     /// The library the songs are kept in; the user's data directory without it.
     #[arg(long)]
     library: Option<PathBuf>,
+    /// Songs made at once (1 to 8): queued songs start together, and one queued while others run
+    /// joins them at their next frame. Without it, as many of the longest songs as the plan's
+    /// memory holds, at most 8.
+    #[arg(long, value_name = "SONGS")]
+    batch: Option<usize>,
 }
 
 pub fn run(args: ServeArgs) -> Result<()> {
@@ -89,6 +94,13 @@ pub fn run(args: ServeArgs) -> Result<()> {
     for adapter in pipeline.adapters().into_iter().flat_map(|a| a.iter()) {
         eprintln!("LoRA {}", adapter.describe());
     }
+    let most = crate::generate::MAX_TAKES;
+    let batch = match args.batch {
+        Some(n) if (1..=most).contains(&n) => n,
+        Some(n) => anyhow::bail!("--batch must be between 1 and {most} songs, got {n}"),
+        None => pipeline.batch_capacity(most).max(1),
+    };
+    eprintln!("making up to {batch} songs at once");
     let library = args.library.clone().unwrap_or_else(crate::library::default_dir);
     pipeline.max_frames(cloud_duration_s).map_err(|e| anyhow::anyhow!("--cloud-duration: {e}"))?;
     crate::library::Library::open(&library)?;
@@ -117,7 +129,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
     let worker = {
         let (jobs, pipeline) = (server.jobs.clone(), server.pipeline.clone());
         std::thread::Builder::new().name("songloom-jobs".into()).spawn(move || {
-            jobs.work(&pipeline, library);
+            jobs.work(&pipeline, library, batch);
             let _ = worker_done.send(());
         })?
     };

@@ -26,8 +26,9 @@ pub fn tiny_model() -> std::path::PathBuf {
 }
 
 impl Server {
+    /// The server making one song at a time, as the tests of its queue expect.
     pub fn start(dir: &Path) -> Server {
-        Server::start_with(dir, &["--listen", "127.0.0.1:0"]).0
+        Server::start_with(dir, &["--listen", "127.0.0.1:0", "--batch", "1"]).0
     }
 
     /// The server with `args`; the line after the address (the token's, when it prints one).
