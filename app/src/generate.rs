@@ -207,8 +207,8 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     Ok(())
 }
 
-/// The most takes made at once: a batch of up to 8 songs is bit for bit the songs alone on the CPU.
-pub const MAX_TAKES: usize = 8;
+/// The most takes made at once (the wire's, so the server and the window say the same).
+pub use songloom_wire::MAX_TAKES;
 
 /// The files of `takes` takes: NAME-1.EXT, NAME-2.EXT, ... beside `out` (NAME and EXT its own), or
 /// song-1.wav, ... here (.flac with `--format flac`); each must be free unless `force`.

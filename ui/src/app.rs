@@ -1,18 +1,18 @@
 //! `SongloomApp`: the window's contents, laid out from the panels of [`crate::panels`]: on the
-//! left what the song is (the built-in model's banner, compose, Generate/Cancel and the progress
-//! and queue, the parameters, the model), on the right what there is to hear (the player, one
+//! left what the song is (the built-in model's banner, compose, Generate with its Takes, Cancel,
+//! the progress and queue, each take's row, the parameters, the model), on the right what there is to hear (the player, one
 //! notice line, the library). It owns no thread, file or audio device: everything goes through an
 //! [`Engine`].
 
 use crate::closing::{self, CloseAnswer, Closing};
-use crate::contract::{DeviceStatus, EditRequest, Engine, EngineEvent, JobId, Recipe, Request, SongEntry};
+use crate::contract::{DeviceStatus, EditRequest, Engine, EngineEvent, JobId, MAX_TAKES, Recipe, Request, SongEntry};
 use crate::edits::{Changed, edit_name, version_length_s};
 use crate::panels::{
     AdaptersPanel, Command, ComposePanel, LibraryPanel, ModelPanel, NoticePanel, Panel, PanelContext, ParametersPanel,
-    PlayerPanel, ProgressPanel,
+    PlayerPanel, ProgressPanel, TakesPanel,
 };
 use crate::progress::Progress;
-use crate::state::{Job, Landmarks, Notice, Queued, Settings, Track};
+use crate::state::{Job, Landmarks, Notice, Queued, Settings, Take, Track};
 
 pub struct SongloomApp<E: Engine> {
     engine: E,
@@ -24,12 +24,16 @@ pub struct SongloomApp<E: Engine> {
     /// Songs waiting their turn, in order.
     pub queue: Vec<Queued>,
     pub track: Option<Track>,
+    /// The takes in their rows, while they are made and until each is kept or discarded, oldest
+    /// first. The first take of a batch is also the [`job`](Self::job) and the track.
+    pub takes: Vec<Take>,
     pub library: LibraryPanel,
     pub notice: Option<Notice>,
     /// A close of the window held while songs are being made, and what became of it.
     pub closing: Option<Closing>,
     compose: ComposePanel,
     progress: ProgressPanel,
+    takes_panel: TakesPanel,
     parameters: ParametersPanel,
     model: ModelPanel,
     adapters: AdaptersPanel,
@@ -55,11 +59,13 @@ impl<E: Engine> SongloomApp<E> {
             job: None,
             queue: Vec::new(),
             track: None,
+            takes: Vec::new(),
             library: LibraryPanel::default(),
             notice: None,
             closing: None,
             compose: ComposePanel::default(),
             progress: ProgressPanel,
+            takes_panel: TakesPanel,
             parameters: ParametersPanel::default(),
             model: ModelPanel::default(),
             adapters: AdaptersPanel::default(),
@@ -81,8 +87,9 @@ impl<E: Engine> SongloomApp<E> {
         &self.parameters.devices
     }
 
+    /// Whether a song is being made now: the job's, or a take's.
     pub fn is_running(&self) -> bool {
-        self.job.as_ref().is_some_and(|j| !j.progress.is_done())
+        self.job.as_ref().is_some_and(|j| !j.progress.is_done()) || self.takes.iter().any(|t| !t.progress.is_done())
     }
 
     /// Whether closing the window now would lose songs: one being made or waiting its turn.
@@ -99,7 +106,8 @@ impl<E: Engine> SongloomApp<E> {
         self.model.unusable(&self.draft.model).map(|why| format!("The model cannot be used: {why}"))
     }
 
-    /// Starts a song from the draft, or queues it while another is made.
+    /// Starts a song from the draft, or queues it while another is made; with Takes above one,
+    /// that many songs of it made together, seeds the draft's, the draft's + 1, ...
     pub fn generate(&mut self, now_s: f64) {
         if !self.parameters.draft_is_valid() || self.generate_blocked().is_some() {
             return;
@@ -109,8 +117,25 @@ impl<E: Engine> SongloomApp<E> {
         }
         let title = self.draft.description.clone();
         let id = self.new_job_id();
-        let job = Queued { id, title, duration_s: self.draft.duration_s, changed: None };
-        self.start_or_queue(job, Request::Generate { job: id, recipe: self.draft.clone() }, now_s);
+        let mut job = Queued { id, title, duration_s: self.draft.duration_s, changed: None, takes: Vec::new() };
+        let takes = self.settings.takes.clamp(1, MAX_TAKES);
+        if takes == 1 {
+            return self.start_or_queue(job, Request::Generate { job: id, recipe: self.draft.clone() }, now_s);
+        }
+        let jobs: Vec<JobId> = std::iter::once(id).chain((1..takes).map(|_| self.new_job_id())).collect();
+        job.takes = jobs
+            .iter()
+            .enumerate()
+            .map(|(k, &job)| Take {
+                job,
+                number: k + 1,
+                seed: self.draft.seed.wrapping_add(k as u64),
+                duration_s: self.draft.duration_s,
+                progress: Progress::new(now_s),
+                song: None,
+            })
+            .collect();
+        self.start_or_queue(job, Request::Takes { jobs, recipe: self.draft.clone() }, now_s);
     }
 
     /// Makes a new version of library song `song` by `edit` (queued while another song is made);
@@ -122,6 +147,7 @@ impl<E: Engine> SongloomApp<E> {
             title: format!("{} ({})", song.title, edit_name(&edit.edit)),
             duration_s: version_length_s(&edit.edit, song),
             changed: Some(Changed::expected(&edit.edit, song)),
+            takes: Vec::new(),
         };
         self.start_or_queue(job, Request::Edit { job: id, song: song.id, edit }, now_s);
     }
@@ -141,19 +167,27 @@ impl<E: Engine> SongloomApp<E> {
         self.engine.send(request);
     }
 
-    /// `job` is the one being made now: its progress and its track.
+    /// `job` is the one being made now: its progress and its track (the first take's, of takes),
+    /// and each take's row.
     fn begin(&mut self, job: Queued, now_s: f64) {
-        let Queued { id, title, duration_s, changed } = job;
+        let Queued { id, title, duration_s, changed, takes } = job;
+        self.takes.extend(takes.into_iter().map(|take| Take { progress: Progress::new(now_s), ..take }));
         let progress = changed.map_or(Progress::new(now_s), |changed| Progress::of_version(now_s, changed));
         self.job = Some(Job { id, progress, duration_s });
         self.autoplay = Some(id);
         self.track = Some(Track { title, job: Some(id), expected_s: Some(duration_s), changed, ..Track::default() });
     }
 
-    /// Takes a waiting song out of the queue; the engine never starts it.
+    /// Takes a waiting song (or takes) out of the queue; the engine never starts it.
     pub fn unqueue(&mut self, id: JobId) {
-        self.queue.retain(|q| q.id != id);
-        self.engine.send(Request::Cancel { job: id });
+        let Some(at) = self.queue.iter().position(|q| q.id == id) else { return };
+        let waiting = self.queue.remove(at);
+        if waiting.takes.is_empty() {
+            self.engine.send(Request::Cancel { job: id });
+        }
+        for take in waiting.takes {
+            self.engine.send(Request::Cancel { job: take.job });
+        }
     }
 
     /// Cancels the song being made and every song waiting: the engine keeps nothing of them.
@@ -164,11 +198,36 @@ impl<E: Engine> SongloomApp<E> {
         self.cancel();
     }
 
+    /// Cancels the song being made: the job, and every take still being made.
     pub fn cancel(&mut self) {
-        if let Some(job) = &self.job
-            && !job.progress.is_done()
+        let job = self.job.as_ref().filter(|j| !j.progress.is_done()).map(|j| j.id);
+        let takes = self.takes.iter().filter(|t| !t.progress.is_done() && Some(t.job) != job).map(|t| t.job);
+        for id in job.into_iter().chain(takes).collect::<Vec<_>>() {
+            self.engine.send(Request::Cancel { job: id });
+        }
+    }
+
+    /// Cancels take `job` alone; the others go on.
+    pub fn cancel_take(&mut self, job: JobId) {
+        if self.takes.iter().any(|t| t.job == job && !t.progress.is_done()) {
+            self.engine.send(Request::Cancel { job });
+        }
+    }
+
+    /// Take `job` is done with: its row goes, its song (if it was made) stays in the library.
+    pub fn keep_take(&mut self, job: JobId) {
+        self.takes.retain(|t| t.job != job || !t.progress.is_done());
+    }
+
+    /// Take `job` is not wanted: its row goes and its song is deleted from the library, with an
+    /// Undo in the library's row as its Delete gives.
+    pub fn discard_take(&mut self, job: JobId, now_s: f64) {
+        let Some(at) = self.takes.iter().position(|t| t.job == job && t.progress.is_done()) else { return };
+        let take = self.takes.remove(at);
+        if let Some(song) = take.song
+            && let Some(earlier) = self.library.delete_with_undo(&song, now_s)
         {
-            self.engine.send(Request::Cancel { job: job.id });
+            self.engine.send(Request::DeleteSong { id: earlier });
         }
     }
 
@@ -260,10 +319,17 @@ impl<E: Engine> SongloomApp<E> {
     }
 
     fn job_event(&mut self, event: EngineEvent, now_s: f64) {
-        // A queued song's first event: it is the one being made now.
-        if let Some(at) = self.queue.iter().position(|q| Some(q.id) == event.job()) {
+        // A queued song's first event (any take's, of takes): it is the one being made now.
+        let of = |q: &Queued| Some(q.id) == event.job() || q.takes.iter().any(|t| Some(t.job) == event.job());
+        if let Some(at) = self.queue.iter().position(of) {
             let next = self.queue.remove(at);
             self.begin(next, now_s);
+        }
+        if let Some(take) = self.takes.iter_mut().find(|t| Some(t.job) == event.job()) {
+            take.progress.apply(&event, now_s);
+            if let EngineEvent::Saved { song, .. } = &event {
+                take.song = Some(song.clone());
+            }
         }
         let Some(job) = self.job.as_mut().filter(|j| Some(j.id) == event.job()) else { return };
         job.progress.apply(&event, now_s);
@@ -319,7 +385,7 @@ impl<E: Engine> SongloomApp<E> {
         let recipe = Recipe { seed: variation_seed(song.recipe.seed, self.next_job), ..song.recipe.clone() };
         let title = format!("{} (variation, seed {})", song.title, recipe.seed);
         let id = self.new_job_id();
-        let job = Queued { id, title, duration_s: recipe.duration_s, changed: None };
+        let job = Queued { id, title, duration_s: recipe.duration_s, changed: None, takes: Vec::new() };
         self.start_or_queue(job, Request::Generate { job: id, recipe }, now_s);
     }
 
@@ -334,6 +400,9 @@ impl<E: Engine> SongloomApp<E> {
             }
             Command::Generate => self.generate(now_s),
             Command::Cancel => self.cancel(),
+            Command::CancelTake(job) => self.cancel_take(job),
+            Command::KeepTake(job) => self.keep_take(job),
+            Command::DiscardTake(job) => self.discard_take(job, now_s),
             Command::Unqueue(id) => self.unqueue(id),
             Command::Variation(song) => self.variation(&song, now_s),
             Command::Edit { song, edit } => self.edit(&song, edit, now_s),
@@ -377,6 +446,7 @@ impl<E: Engine> SongloomApp<E> {
             landmarks: &mut self.landmarks,
             job: self.job.as_ref(),
             queue: &self.queue,
+            takes: &self.takes,
             track: self.track.as_ref(),
             playback: &playback,
             notice: self.notice.as_ref(),
@@ -389,8 +459,8 @@ impl<E: Engine> SongloomApp<E> {
             pending_start,
             commands: Vec::new(),
         };
-        // What the song is: the banner, the composer, Generate and the progress, the parameters,
-        // the model and its adapters.
+        // What the song is: the banner, the composer, Generate and the progress, the takes' rows,
+        // the parameters, the model and its adapters.
         let mut compose_column = |ui: &mut egui::Ui, ctx: &mut PanelContext<'_>| {
             ui.horizontal_wrapped(|ui| {
                 ui.heading("Songloom");
@@ -401,6 +471,7 @@ impl<E: Engine> SongloomApp<E> {
             self.model.banner_ui(ui, ctx);
             self.compose.ui(ui, ctx);
             self.progress.ui(ui, ctx);
+            self.takes_panel.ui(ui, ctx);
             ui.separator();
             self.parameters.ui(ui, ctx);
             self.model.ui(ui, ctx);

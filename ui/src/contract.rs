@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 /// The recipe and the progress stages are the wire's: the same types cross HTTP and the CLI.
-pub use songloom_wire::{AdapterRecipe, DEFAULT_GUIDANCE, Edit, EditOf, EditRequest, Half, Recipe, Stage};
+pub use songloom_wire::{AdapterRecipe, DEFAULT_GUIDANCE, Edit, EditOf, EditRequest, Half, MAX_TAKES, Recipe, Stage};
 
 /// The precision policies of the acoustic half, by the engine's names (the app ties the two).
 pub const PRECISIONS: [&str; 4] = ["reference", "tf32", "bf16", "fp8"];
@@ -40,6 +40,14 @@ pub enum ExportFormat {
 pub enum Request {
     Generate {
         job: JobId,
+        recipe: Recipe,
+    },
+    /// Makes takes of `recipe` together, one a job (2 to [`MAX_TAKES`] of them): take k (from 0)
+    /// is job `jobs[k]` with seed `recipe.seed + k`. Each job has a Generate's events and is saved
+    /// in the library on its own; a take is cancelled alone by its job, and one that fails or is
+    /// cancelled leaves the others. The first take plays as it is made, as a Generate's song does.
+    Takes {
+        jobs: Vec<JobId>,
         recipe: Recipe,
     },
     /// Makes a new song of library song `song` by `edit`; the song itself stays as it is. Run as

@@ -25,6 +25,24 @@ pub struct Queued {
     pub duration_s: f64,
     /// For a version of a song (an edit's): the part expected to be new.
     pub changed: Option<Changed>,
+    /// For takes of a recipe made together: each take (the first's job is `id`); empty for one
+    /// song.
+    pub takes: Vec<Take>,
+}
+
+/// A take of several made together, in its row while it is made and after: its progress, then its
+/// library song, until it is kept or discarded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Take {
+    pub job: JobId,
+    /// Which take of its batch, from 1.
+    pub number: usize,
+    pub seed: u64,
+    /// The length asked for, in seconds.
+    pub duration_s: f64,
+    pub progress: Progress,
+    /// Its library entry, once it is saved.
+    pub song: Option<SongEntry>,
 }
 
 /// What the player holds: the song being made, or one from the library.
@@ -62,11 +80,20 @@ pub struct Settings {
     pub keep_seed: bool,
     /// Playback volume, 0..=1.
     pub volume: f32,
+    /// How many takes of the draft Generate makes at once (1 to [`MAX_TAKES`](crate::contract::MAX_TAKES)),
+    /// seeds the draft's, the draft's + 1, ...
+    pub takes: usize,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { export_folder: String::new(), export_format: ExportFormat::Float32, keep_seed: false, volume: 1.0 }
+        Settings {
+            export_folder: String::new(),
+            export_format: ExportFormat::Float32,
+            keep_seed: false,
+            volume: 1.0,
+            takes: 1,
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! The engine contract over the HTTP API of `songloom serve`: each request becomes API calls made
 //! in the background, each answer an [`EngineEvent`] for the window's next [`poll`](Engine::poll).
 //! A song's progress comes from its Server-Sent Events, its audio from its raw stream, which the
-//! player plays as it arrives. The page's state is also written where a test can read it
+//! player plays as it arrives. Takes are one request whose answer names a song each, each followed
+//! as a job of its own (the first one heard). The page's state is also written where a test can read it
 //! (`window.songloomState`: `idle`, `running`, `finished`, `failed` or `cancelled`; the frames
 //! that arrived, `songloomFrames`, and the furthest the player has played, `songloomPlayedTo`).
 
@@ -78,28 +79,53 @@ impl RemoteEngine {
     }
 
     async fn generate(&self, job: JobId, recipe: Recipe) {
-        self.make(job, "/api/songs", &client::song_request(&recipe)).await
+        self.make(&[job], "/api/songs", &client::song_request(&recipe)).await
+    }
+
+    /// Takes of `recipe`, one request: the server answers with a song each, take k job `jobs[k]`.
+    async fn takes(&self, jobs: Vec<JobId>, recipe: Recipe) {
+        self.make(&jobs, "/api/songs", &client::takes_request(&recipe, jobs.len())).await
     }
 
     /// A new version of library song `song`: made on the server as a new song is.
     async fn edit(&self, job: JobId, song: SongId, edit: EditRequest) {
-        self.make(job, &format!("/api/songs/{song}/edits"), &edit).await
+        self.make(&[job], &format!("/api/songs/{song}/edits"), &edit).await
     }
 
-    /// Asks the server for a song with `body` at `url` (a new one, or a version of one), then
-    /// follows it as it is made, to the library.
-    async fn make(&self, job: JobId, url: &str, body: &impl serde::Serialize) {
-        let id = match http::call::<SongCreated>("POST", url, Some(body)).await {
-            Ok(created) => created.id,
-            Err(why) => return self.failed(job, why),
+    /// Asks the server for the songs of `jobs` with `body` at `url` (a new one, its takes, or a
+    /// version of one), then follows each as it is made, to the library; the first is heard.
+    async fn make(&self, jobs: &[JobId], url: &str, body: &impl serde::Serialize) {
+        let ids = match http::call::<SongCreated>("POST", url, Some(body)).await {
+            Ok(created) => client::song_ids(&created),
+            Err(why) => return jobs.iter().for_each(|&job| self.failed(job, why.clone())),
         };
-        self.shared.borrow_mut().songs.insert(job, id);
-        if self.shared.borrow().cancelled.contains(&job) {
-            let _ = http::request::<IgnoredAny>("DELETE", &format!("/api/songs/{id}")).await;
+        for &job in jobs.iter().skip(ids.len()) {
+            self.failed(job, format!("the server made {} songs of the {} asked for", ids.len(), jobs.len()));
+        }
+        let jobs: Vec<(JobId, u64)> = jobs.iter().copied().zip(ids).collect();
+        for &(job, id) in &jobs {
+            self.shared.borrow_mut().songs.insert(job, id);
+            if self.shared.borrow().cancelled.contains(&job) {
+                let _ = http::request::<IgnoredAny>("DELETE", &format!("/api/songs/{id}")).await;
+            }
         }
         set_state("running");
-        if let Ok(model) = http::request::<ServedModel>("GET", "/api/model").await {
+        if let (Ok(model), Some(&(job, _))) = (http::request::<ServedModel>("GET", "/api/model").await, jobs.first()) {
             self.emit(EngineEvent::Plan { job, plan: format!("on the server: {}", model.plan) });
+        }
+        for (take, (job, id)) in jobs.into_iter().enumerate() {
+            self.spawn(async move |e| e.follow(job, id, take == 0).await);
+        }
+    }
+
+    /// Follows server song `id` as job `job` to its end; its audio goes to the window (and the
+    /// player) for the song `heard`, the others' progress comes from their events alone.
+    async fn follow(&self, job: JobId, id: u64, heard: bool) {
+        if !heard {
+            for event in self.events(job, id).await {
+                self.emit(event);
+            }
+            return;
         }
         // The events and the audio arrive on two streams; the song's end waits for both.
         let ending: Rc<RefCell<(bool, Option<Vec<EngineEvent>>)>> = Rc::default();
@@ -300,6 +326,7 @@ impl Engine for RemoteEngine {
     fn send(&self, request: Request) {
         match request {
             Request::Generate { job, recipe } => self.spawn(async move |e| e.generate(job, recipe).await),
+            Request::Takes { jobs, recipe } => self.spawn(async move |e| e.takes(jobs, recipe).await),
             Request::Edit { job, song, edit } => self.spawn(async move |e| e.edit(job, song, edit).await),
             Request::Cancel { job } => {
                 let id = self.shared.borrow().songs.get(&job).copied();
@@ -309,7 +336,10 @@ impl Engine for RemoteEngine {
                     }),
                     None => self.shared.borrow_mut().cancelled.push(job),
                 }
-                self.player.borrow_mut().stop();
+                // Only the song heard stops playing; a take not heard leaves the player alone.
+                if self.shared.borrow().heard_job.is_none_or(|heard| heard == job) {
+                    self.player.borrow_mut().stop();
+                }
             }
             Request::TogglePlayback => self.player.borrow_mut().toggle(),
             Request::Play => self.player.borrow_mut().play(),

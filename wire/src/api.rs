@@ -13,6 +13,10 @@ pub struct ErrorBody {
     pub error: String,
 }
 
+/// The most takes of a recipe made at once (`generate --takes`, a request's `takes`, the window's
+/// Takes): a batch of up to 8 songs is bit for bit the songs alone on the CPU.
+pub const MAX_TAKES: usize = 8;
+
 /// `POST /api/songs`: the fields of `songloom generate`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -38,7 +42,7 @@ pub struct SongRequest {
     /// Must be the server's own, if given (one engine, one precision).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precision: Option<String>,
-    /// Several takes of the recipe (1 to 8), seeds `seed`, `seed + 1`, ...: a song each, made
+    /// Several takes of the recipe (1 to [`MAX_TAKES`]), seeds `seed`, `seed + 1`, ...: a song each, made
     /// together.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub takes: Option<usize>,

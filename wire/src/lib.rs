@@ -16,8 +16,8 @@ mod stage;
 pub mod wav;
 
 pub use api::{
-    Deleted, DeviceProbe, Devices, ErrorBody, LibraryList, LibrarySong, Rename, Renamed, ServedModel, SongCreated,
-    SongLength, SongList, SongRequest, SongState, SongStatus,
+    Deleted, DeviceProbe, Devices, ErrorBody, LibraryList, LibrarySong, MAX_TAKES, Rename, Renamed, ServedModel,
+    SongCreated, SongLength, SongList, SongRequest, SongState, SongStatus,
 };
 pub use edit::{Edit, EditOf, EditRequest};
 pub use event::{Event, Stats};

@@ -1,6 +1,7 @@
 //! The in-process engine behind the window. A worker thread makes one song at a time with the
-//! Songloom pipeline (a new one, or a new version of a library song), plays it while it is made,
-//! writes its WAV and keeps it in the library; a second thread answers the library's requests
+//! Songloom pipeline (a new one, or a new version of a library song), or the takes of a recipe as
+//! one batch, plays it (the first take) while it is made, writes its WAV and keeps it in the
+//! library; a second thread answers the library's requests
 //! (list, listen, rename, export, delete), so a slow disk never stalls the window. The window sees
 //! only the contract's requests and events.
 
@@ -23,11 +24,12 @@ use songloom_ui::contract::{
 use crate::edit_job::{self, request_of};
 use crate::library::{Library, Song, default_dir};
 use crate::player::Player;
-use crate::song_job::{self, SongJob, SongSink};
+use crate::song_job::{self, BatchJob, FinishedSong, SongJob, SongSink};
 use crate::wav::{self, FileFormat};
 use songloom_wire::notice::model_name;
 
-type Running = Arc<Mutex<Option<(JobId, Cancel)>>>;
+/// The jobs being made now (one song, or the takes of a batch), each with its own cancel.
+type Running = Arc<Mutex<HashMap<JobId, Cancel>>>;
 /// Songs cancelled while they waited their turn: the worker skips them.
 type Unqueued = Arc<Mutex<std::collections::HashSet<JobId>>>;
 
@@ -130,16 +132,53 @@ impl Players {
 enum Work {
     /// A new song from a recipe.
     Generate { job: JobId, recipe: Recipe },
+    /// Takes of a recipe, made as one batch: take k is `jobs[k]`, seed `recipe.seed + k`.
+    Takes { jobs: Vec<JobId>, recipe: Recipe },
     /// A new version of library song `song`.
     Edit { job: JobId, song: SongId, edit: EditRequest },
 }
 
 impl Work {
-    fn job(&self) -> JobId {
+    /// Its jobs: one, or a job a take.
+    fn jobs(&self) -> Vec<JobId> {
         match self {
-            Work::Generate { job, .. } | Work::Edit { job, .. } => *job,
+            Work::Generate { job, .. } | Work::Edit { job, .. } => vec![*job],
+            Work::Takes { jobs, .. } => jobs.clone(),
         }
     }
+}
+
+/// A job of a work item as it starts: which take it is (0 for a song alone), and its cancel.
+struct Started {
+    take: usize,
+    job: JobId,
+    cancel: Cancel,
+}
+
+/// The jobs of `work` that were not cancelled while they waited, each entered as running with a
+/// cancel of its own; those that were are said to be cancelled.
+fn start(work: &Work, running: &Running, unqueued: &Unqueued, outbox: &Outbox) -> Vec<Started> {
+    let mut started = Vec::new();
+    let mut skipped = Vec::new();
+    {
+        // Under the lock a Cancel takes first, so it either finds a job running or left it in
+        // `unqueued` before.
+        let mut running = running.lock().expect("not poisoned");
+        let mut unqueued = unqueued.lock().expect("not poisoned");
+        for (take, job) in work.jobs().into_iter().enumerate() {
+            if unqueued.remove(&job) {
+                skipped.push(job);
+            } else {
+                let cancel = Cancel::default();
+                running.insert(job, cancel.clone());
+                started.push(Started { take, job, cancel });
+            }
+        }
+    }
+    for job in skipped {
+        outbox.send(EngineEvent::Cancelled { job });
+    }
+    started
 }
 
 /// What the librarian thread is asked: the window's requests, and the engine's own call to send
@@ -205,20 +244,15 @@ impl InProcessEngine {
         let worker_unqueued = unqueued.clone();
         std::thread::spawn(move || {
             for work in job_rx {
-                let job = work.job();
-                let cancel = Cancel::default();
-                {
-                    // Under the lock a Cancel takes first, so it either finds this job running
-                    // or left it in `unqueued` before.
-                    let mut running = worker_running.lock().expect("not poisoned");
-                    if worker_unqueued.lock().expect("not poisoned").remove(&job) {
-                        drop(running);
-                        worker.outbox.send(EngineEvent::Cancelled { job });
-                        continue;
+                let started = start(&work, &worker_running, &worker_unqueued, &worker.outbox);
+                if let Work::Takes { recipe, .. } = &work {
+                    if !started.is_empty() {
+                        worker.run_takes(recipe, &started, &worker_running);
                     }
-                    *running = Some((job, cancel.clone()));
+                    continue;
                 }
-                let last = match worker.run(&work, &cancel) {
+                let Some(Started { job, cancel, .. }) = started.into_iter().next() else { continue };
+                let last = match worker.run(job, &work, &cancel) {
                     Ok(timings) => EngineEvent::Finished { job, timings },
                     Err(_) if cancel.is_cancelled() => EngineEvent::Cancelled { job },
                     Err(e) => EngineEvent::Failed { job, message: format!("{e:#}") },
@@ -227,7 +261,7 @@ impl InProcessEngine {
                     // A cancelled or failed song is not kept, so it stops playing too.
                     worker.players.for_job(Player::stop);
                 }
-                *worker_running.lock().expect("not poisoned") = None;
+                worker_running.lock().expect("not poisoned").remove(&job);
                 worker.outbox.send(last);
             }
         });
@@ -391,15 +425,18 @@ impl Engine for InProcessEngine {
             Request::Generate { job, recipe } => {
                 let _ = self.jobs.send(Work::Generate { job, recipe });
             }
+            Request::Takes { jobs, recipe } => {
+                let _ = self.jobs.send(Work::Takes { jobs, recipe });
+            }
             Request::Edit { job, song, edit } => {
                 let _ = self.jobs.send(Work::Edit { job, song, edit });
             }
             Request::Cancel { job } => {
                 let running = self.running.lock().expect("not poisoned");
-                match running.as_ref() {
-                    Some((id, cancel)) if *id == job => cancel.cancel(),
+                match running.get(&job) {
+                    Some(cancel) => cancel.cancel(),
                     // Not started yet (or over): skipped when its turn comes.
-                    _ => {
+                    None => {
                         self.unqueued.lock().expect("not poisoned").insert(job);
                     }
                 }
@@ -512,11 +549,13 @@ struct Worker {
     librarian: mpsc::Sender<ToLibrarian>,
 }
 
-/// The window's side of a song: stage and audio events to the window, audio to the player.
+/// The window's side of a song: stage and audio events to the window, audio to the player (for
+/// the song that `plays`: the first of takes).
 struct WindowSink<'a> {
     job: JobId,
     outbox: &'a Outbox,
     players: &'a Players,
+    plays: bool,
 }
 
 impl SongSink for WindowSink<'_> {
@@ -527,7 +566,9 @@ impl SongSink for WindowSink<'_> {
                 self.outbox.send(EngineEvent::Stage { job, stage: *stage, done: *done, total: *total })
             }
             Event::Audio { first_sample, samples, sample_rate } => {
-                self.players.for_job(|p| p.push(samples));
+                if self.plays {
+                    self.players.for_job(|p| p.push(samples));
+                }
                 let (first_sample, samples, sample_rate) = (*first_sample, samples.clone(), *sample_rate);
                 self.outbox.send(EngineEvent::Audio { job, first_sample, samples, sample_rate });
             }
@@ -566,14 +607,14 @@ impl Worker {
 
     /// Makes the song `work` asks for: played as it comes (held until the window says the rest
     /// can play through), kept in the library, and said to the window as saved.
-    fn run(&mut self, work: &Work, cancel: &Cancel) -> anyhow::Result<Timings> {
-        let job = work.job();
+    fn run(&mut self, job: JobId, work: &Work, cancel: &Cancel) -> anyhow::Result<Timings> {
         // Until it plays, the song being made does not have the player: one that fails before
         // leaves what is playing alone.
         self.players.follows_job.store(false, std::sync::atomic::Ordering::Relaxed);
         let made = match work {
             Work::Generate { recipe, .. } => self.generate_job(job, recipe)?,
             Work::Edit { song, edit, .. } => self.edit_job(job, *song, edit)?,
+            Work::Takes { .. } => bail!("takes are made together, by run_takes"),
         };
         let pipeline = &self.pipeline.as_ref().expect("loaded for the job").1;
         let (players, outbox) = (&self.players, &self.outbox);
@@ -584,7 +625,7 @@ impl Worker {
             p.new_song();
             p.pause();
         });
-        let finished = song_job::run(pipeline, &made, &WindowSink { job, outbox, players }, cancel)?;
+        let finished = song_job::run(pipeline, &made, &WindowSink { job, outbox, players, plays: true }, cancel)?;
         players.for_job(Player::complete);
         let saved = finished.saved.expect("the job names the library");
         let editable =
@@ -592,6 +633,88 @@ impl Worker {
         outbox.send(EngineEvent::Saved { job, song: entry(&saved, editable) });
         let _ = self.librarian.send(ToLibrarian::RefreshList);
         Ok(Timings::from(&finished.stats))
+    }
+
+    /// The takes `started` of `recipe` as one batch: the first plays as it is made (held until the
+    /// window says the rest can play through), each is kept in the library with its recipe (its
+    /// own seed) and has its own events to its end; one that fails or is cancelled leaves the
+    /// others.
+    fn run_takes(&mut self, recipe: &Recipe, started: &[Started], running: &Running) {
+        self.players.follows_job.store(false, std::sync::atomic::Ordering::Relaxed);
+        let first = started[0].job;
+        let jobs = match self.takes_jobs(first, recipe, started) {
+            Ok(jobs) => jobs,
+            Err(e) => {
+                let message = format!("{e:#}");
+                for take in started {
+                    running.lock().expect("not poisoned").remove(&take.job);
+                    self.outbox.send(EngineEvent::Failed { job: take.job, message: message.clone() });
+                }
+                return;
+            }
+        };
+        let pipeline = &self.pipeline.as_ref().expect("loaded for the takes").1;
+        let (players, outbox) = (&self.players, &self.outbox);
+        players.ensure(pipeline.sample_rate());
+        players.follows_job.store(true, std::sync::atomic::Ordering::Relaxed);
+        players.with_open(|p| {
+            p.new_song();
+            p.pause();
+        });
+        let ends = TakeEnds { library_dir: &self.library_dir, librarian: &self.librarian, players, outbox, running };
+        let ended: Vec<std::sync::atomic::AtomicBool> = started.iter().map(|_| Default::default()).collect();
+        let batch = jobs
+            .into_iter()
+            .zip(started)
+            .zip(&ended)
+            .map(|((job, take), ended)| {
+                let (id, plays, ends) = (take.job, take.job == first, &ends);
+                let cancel = take.cancel.clone();
+                BatchJob {
+                    job,
+                    sink: Box::new(WindowSink { job: id, outbox, players, plays }),
+                    cancel: take.cancel.clone(),
+                    finished: Box::new(move |result| {
+                        ended.store(true, std::sync::atomic::Ordering::Relaxed);
+                        ends.ended(id, plays, result, &cancel);
+                    }),
+                }
+            })
+            .collect();
+        if let Err(e) = song_job::run_batch(pipeline, batch) {
+            // A take's file could not be opened: the takes not yet told are failed with it.
+            for (take, ended) in started.iter().zip(&ended) {
+                if !ended.load(std::sync::atomic::Ordering::Relaxed) {
+                    ends.ended(take.job, take.job == first, Err(anyhow::anyhow!("{e:#}")), &take.cancel);
+                }
+            }
+        }
+    }
+
+    /// The song jobs of takes `started` of `recipe` (seeds `recipe.seed + take`), with the
+    /// pipeline they ask for loaded (its plan said to job `first`) and checked to hold them all.
+    fn takes_jobs(&mut self, first: JobId, recipe: &Recipe, started: &[Started]) -> anyhow::Result<Vec<SongJob>> {
+        if started.len() > crate::generate::MAX_TAKES {
+            bail!("at most {} takes are made at once, not {}", crate::generate::MAX_TAKES, started.len());
+        }
+        let recipes: Vec<Recipe> = started
+            .iter()
+            .map(|t| Recipe { seed: recipe.seed.wrapping_add(t.take as u64), ..recipe.clone() })
+            .collect();
+        let library = self.library_dir.clone();
+        let pipeline = self.pipeline(first, &PipelineKey::of(recipe)?, &request_of(&recipes[0]))?;
+        let jobs: Vec<SongJob> = recipes
+            .iter()
+            .map(|recipe| SongJob {
+                request: request_of(recipe),
+                recipe: made_with(pipeline, recipe),
+                out: None,
+                library: Some(library.clone()),
+                edit: None,
+            })
+            .collect();
+        pipeline.check_batch(&jobs.iter().map(|j| j.request.clone()).collect::<Vec<_>>())?;
+        Ok(jobs)
     }
 
     /// A new song of `recipe`, with the pipeline it asks for loaded.
@@ -623,6 +746,52 @@ impl Worker {
         // A new version longer than the loaded plan has room for (an extension): planned for it.
         let pipeline = self.pipeline(job, &key, &made.request)?;
         edit_job::edit_job(pipeline, &dir, id, edit, &made_with(pipeline, &parent), None)
+    }
+}
+
+/// Where a take's end is told: the library it was kept in, the window, the player (for the take
+/// that plays) and the running jobs.
+struct TakeEnds<'a> {
+    library_dir: &'a Path,
+    librarian: &'a mpsc::Sender<ToLibrarian>,
+    players: &'a Players,
+    outbox: &'a Outbox,
+    running: &'a Running,
+}
+
+impl TakeEnds<'_> {
+    /// Take `job` ended with `result`: saved then finished, cancelled, or failed (a take that
+    /// `plays` completes or stops the player).
+    fn ended(&self, job: JobId, plays: bool, result: anyhow::Result<FinishedSong>, cancel: &Cancel) {
+        let saved = result.and_then(|finished| {
+            let song = finished.saved.context("the take was not kept in the library")?;
+            Ok((song, Timings::from(&finished.stats)))
+        });
+        let last = match saved {
+            Ok((song, timings)) => {
+                if plays {
+                    self.players.for_job(Player::complete);
+                }
+                let editable =
+                    Library::open(self.library_dir).map_or_else(|e| Err(format!("{e:#}")), |l| editable(&l, &song));
+                self.outbox.send(EngineEvent::Saved { job, song: entry(&song, editable) });
+                let _ = self.librarian.send(ToLibrarian::RefreshList);
+                EngineEvent::Finished { job, timings }
+            }
+            Err(e) => {
+                if plays {
+                    // A cancelled or failed song is not kept, so it stops playing too.
+                    self.players.for_job(Player::stop);
+                }
+                if cancel.is_cancelled() {
+                    EngineEvent::Cancelled { job }
+                } else {
+                    EngineEvent::Failed { job, message: format!("{e:#}") }
+                }
+            }
+        };
+        self.running.lock().expect("not poisoned").remove(&job);
+        self.outbox.send(last);
     }
 }
 
@@ -732,6 +901,7 @@ impl Librarian {
                 return Ok(());
             }
             Request::Generate { .. }
+            | Request::Takes { .. }
             | Request::Edit { .. }
             | Request::Cancel { .. }
             | Request::TogglePlayback

@@ -394,6 +394,7 @@ fn the_draft_and_the_settings_survive_a_restart() {
         export_format: songloom_ui::contract::ExportFormat::Pcm16,
         keep_seed: false,
         volume: 0.4,
+        takes: 3,
     };
     assert_ne!(settings, first_settings);
     let mut storage = MemoryStorage::default();
@@ -429,6 +430,129 @@ fn a_queue_of_two_with_the_waiting_one_removed_makes_only_the_first() {
     let songs = Library::open(&setup.library_dir()).unwrap().list("").unwrap();
     let kept: Vec<&str> = songs.iter().map(|s| s.recipe.description.as_str()).collect();
     assert_eq!(kept, ["third in line", "first in line"]);
+}
+
+/// Asks for `takes` takes of a short recipe of seed 41 through the Takes field and Generate.
+fn generate_takes(h: &mut Harness<'static, App>, description: &str, duration_s: f64, takes: &str) {
+    h.state_mut().draft.description = description.into();
+    h.state_mut().draft.lyrics = "[verse]\nla la".into();
+    h.state_mut().draft.duration_s = duration_s;
+    h.state_mut().draft.seed = 41;
+    h.state_mut().settings.keep_seed = true;
+    h.get_by_label("Takes").focus();
+    h.step();
+    h.key_press(egui::Key::Backspace);
+    h.get_by_label("Takes").type_text(takes);
+    h.step();
+    h.key_press(egui::Key::Enter);
+    h.step();
+    h.get_by_label("Generate").click();
+    h.step();
+}
+
+/// Every take in the window is done.
+fn takes_done(app: &App) -> bool {
+    !app.takes.is_empty() && app.takes.iter().all(|t| t.progress.is_done())
+}
+
+/// The songs files in the library's folder.
+fn song_files(setup: &Setup) -> Vec<PathBuf> {
+    files_under(&setup.library_dir().join("songs"))
+}
+
+/// Three takes from the window: three jobs, each finished with its own library song of seed 41,
+/// 42 and 43 (three different songs), the first played as it was made; one discarded from its row
+/// is gone from the library and its file with it once the Undo is over, the others stay.
+#[test]
+fn three_takes_are_three_library_songs_and_a_discarded_one_goes() {
+    let setup = Setup::new();
+    let mut h = setup.harness();
+    generate_takes(&mut h, "three takes", 8.0, "3");
+    wait_until(&mut h, "the takes to finish", takes_done);
+    let app = h.state();
+    let ends: Vec<(usize, u64, Option<String>)> =
+        app.takes.iter().map(|t| (t.number, t.seed, t.progress.error.clone())).collect();
+    assert_eq!(ends, [(1, 41, None), (2, 42, None), (3, 43, None)]);
+    let jobs: std::collections::HashSet<JobId> = app.takes.iter().map(|t| t.job).collect();
+    assert_eq!(jobs.len(), 3, "a job each");
+    let songs: Vec<SongEntry> = app.takes.iter().map(|t| t.song.clone().expect("saved")).collect();
+    assert_eq!(songs.iter().map(|s| s.recipe.seed).collect::<Vec<_>>(), [41, 42, 43]);
+    for take in &app.takes {
+        assert!(take.progress.finished.is_some() && take.progress.frames.0 == take.progress.frames.1);
+    }
+    // The first take streamed into the player as a song alone does.
+    let first = app.track.as_ref().expect("the first take in the player");
+    assert_eq!(app.job.as_ref().map(|j| j.id), Some(app.takes[0].job));
+    assert!(first.audio.len() / 2 > 44100 * 6, "about 8 s of the first take: {}", first.audio.len() / 2);
+    wait_until(&mut h, "the player to hold the first take", |app| {
+        let p = app.engine().playback();
+        p.frames > 0 && p.frames == app.track.as_ref().map_or(0, |t| t.audio.len() / 2)
+    });
+
+    // Three songs in the library, each its seed's, each a different song.
+    let library = Library::open(&setup.library_dir()).unwrap().list("").unwrap();
+    let mut seeds: Vec<u64> = library.iter().map(|s| s.recipe.seed).collect();
+    seeds.sort();
+    assert_eq!(seeds, [41, 42, 43]);
+    let audio: Vec<Vec<f32>> = songs
+        .iter()
+        .map(|s| crate::wav::read_song(&library.iter().find(|l| l.id == s.id).unwrap().wav).unwrap().0)
+        .collect();
+    for (a, b) in [(0, 1), (0, 2), (1, 2)] {
+        assert!(!audio[a].is_empty() && audio[a] != audio[b], "takes {} and {} are the same song", a + 1, b + 1);
+    }
+    assert_eq!(song_files(&setup).len(), 3);
+
+    // Take 2 is played from its row, then discarded: gone once its Undo is over.
+    h.get_by_label("Play take 2").click();
+    h.step();
+    wait_until(&mut h, "take 2 to load", |app| {
+        app.track.as_ref().and_then(|t| t.song.as_ref()).is_some_and(|s| s.id == songs[1].id)
+    });
+    wait_until(&mut h, "the library to list the takes", |app| app.library.songs.len() == 3);
+    h.get_by_label("Discard take 2").click();
+    h.run_steps(2);
+    assert!(h.query_by_label("Discard take 2").is_none(), "its row is gone");
+    assert_eq!(Library::open(&setup.library_dir()).unwrap().list("").unwrap().len(), 3, "not before its Undo");
+    h.input_mut().time = Some(h.ctx.input(|i| i.time) + songloom_ui::panels::library::UNDO_S + 1.0);
+    h.step();
+    wait_until(&mut h, "the delete", |app| app.library.songs.len() == 2);
+    let left = Library::open(&setup.library_dir()).unwrap().list("").unwrap();
+    let mut seeds: Vec<u64> = left.iter().map(|s| s.recipe.seed).collect();
+    seeds.sort();
+    assert_eq!(seeds, [41, 43]);
+    assert!(!left.iter().any(|s| s.id == songs[1].id));
+    assert_eq!(song_files(&setup).len(), 2, "its file went with it");
+
+    // Keep the first: its row goes, its song stays.
+    h.get_by_label("Keep take 1").click();
+    h.step();
+    assert_eq!(h.state().takes.iter().map(|t| t.number).collect::<Vec<_>>(), [3]);
+    assert_eq!(Library::open(&setup.library_dir()).unwrap().list("").unwrap().len(), 2);
+}
+
+/// A take cancelled from its row mid-way keeps nothing; the other takes go on to the library.
+#[test]
+fn a_take_cancelled_alone_leaves_the_others_to_finish() {
+    let setup = Setup::new();
+    let mut h = setup.harness();
+    generate_takes(&mut h, "one of three cancelled", 20.0, "3");
+    wait_until(&mut h, "the takes' first AR frames", |app| {
+        app.takes.len() == 3 && app.takes.iter().all(|t| t.progress.frames.0 > 0 || t.progress.is_done())
+    });
+    assert!(!h.state().takes[1].progress.is_done(), "take 2 still being made when cancelled");
+    h.get_by_label("Cancel take 2").click();
+    h.step();
+    wait_until(&mut h, "the takes to end", takes_done);
+    let ends: Vec<(u64, Option<String>, bool)> =
+        h.state().takes.iter().map(|t| (t.seed, t.progress.error.clone(), t.song.is_some())).collect();
+    assert_eq!(ends, [(41, None, true), (42, Some("cancelled".into()), false), (43, None, true)]);
+    assert!(h.query_by_label("Cancelled: nothing was kept.").is_some(), "its row says so");
+    let mut seeds: Vec<u64> =
+        Library::open(&setup.library_dir()).unwrap().list("").unwrap().iter().map(|s| s.recipe.seed).collect();
+    seeds.sort();
+    assert_eq!(seeds, [41, 43]);
+    assert_eq!(song_files(&setup).len(), 2, "nothing left of the cancelled take: {:?}", song_files(&setup));
 }
 
 /// The window runs a song with Device set to wgpu through the Device drop-down (lavapipe in CI,

@@ -49,6 +49,14 @@ impl LibraryPanel {
         self.pending_delete.take().map(|p| p.id)
     }
 
+    /// Deletes `song` with an Undo in its row for [`UNDO_S`] (from `now_s`). One song waits for
+    /// its Undo at a time: the one before, returned, is for the engine to delete now.
+    pub fn delete_with_undo(&mut self, song: &SongEntry, now_s: f64) -> Option<SongId> {
+        let earlier = self.take_pending_delete().filter(|&id| id != song.id);
+        self.pending_delete = Some(PendingDelete { id: song.id, title: song.title.clone(), at_s: now_s });
+        earlier
+    }
+
     /// Seconds until the song deleted last is deleted for good, while it can be brought back.
     pub fn undo_left_s(&self, now_s: f64) -> Option<f64> {
         self.pending_delete.as_ref().map(|p| UNDO_S - (now_s - p.at_s))
@@ -246,12 +254,10 @@ impl LibraryPanel {
                     format: ctx.settings.export_format,
                 }));
             }
-            if ui.button("Delete").on_hover_text("Undo brings it back for a few seconds").clicked() {
-                // One song waits for its Undo at a time: the one before goes now.
-                if let Some(earlier) = self.pending_delete.take() {
-                    ctx.send(Command::Send(Request::DeleteSong { id: earlier.id }));
-                }
-                self.pending_delete = Some(PendingDelete { id: song.id, title: song.title.clone(), at_s: ctx.now_s });
+            if ui.button("Delete").on_hover_text("Undo brings it back for a few seconds").clicked()
+                && let Some(earlier) = self.delete_with_undo(song, ctx.now_s)
+            {
+                ctx.send(Command::Send(Request::DeleteSong { id: earlier }));
             }
         });
     }

@@ -11,6 +11,7 @@ pub mod notice;
 pub mod parameters;
 pub mod player;
 pub mod progress;
+pub mod takes;
 
 pub use adapters::AdaptersPanel;
 pub use compose::ComposePanel;
@@ -20,9 +21,10 @@ pub use notice::NoticePanel;
 pub use parameters::ParametersPanel;
 pub use player::PlayerPanel;
 pub use progress::ProgressPanel;
+pub use takes::TakesPanel;
 
 use crate::contract::{EditRequest, JobId, PlaybackState, Recipe, Request, SongEntry};
-use crate::state::{Job, Landmarks, Notice, Queued, Settings, Track};
+use crate::state::{Job, Landmarks, Notice, Queued, Settings, Take, Track};
 
 /// A part of the window.
 pub trait Panel {
@@ -43,6 +45,8 @@ pub struct PanelContext<'a> {
     pub job: Option<&'a Job>,
     /// Songs waiting their turn, in order.
     pub queue: &'a [Queued],
+    /// The takes in their rows, oldest first.
+    pub takes: &'a [Take],
     pub track: Option<&'a Track>,
     pub playback: &'a PlaybackState,
     pub notice: Option<&'a Notice>,
@@ -79,8 +83,14 @@ pub enum Command {
     Send(Request),
     /// Make the draft, or queue it while another song is made.
     Generate,
-    /// Stop the song being made.
+    /// Stop the song being made (every take of it).
     Cancel,
+    /// Stop one take; the others go on.
+    CancelTake(JobId),
+    /// A take is done with: its row goes, its song stays in the library.
+    KeepTake(JobId),
+    /// A take is not wanted: its row goes and its song is deleted from the library (with an Undo).
+    DiscardTake(JobId),
     /// Take a waiting song out of the queue.
     Unqueue(JobId),
     /// Make a library song's recipe again with a new seed, the draft untouched.

@@ -1,10 +1,12 @@
-//! `ProgressPanel`: Generate and Cancel, the song being made in the listener's words (one bar
+//! `ProgressPanel`: Generate with its Takes (how many songs of the draft it makes at once) and
+//! Cancel, the song being made in the listener's words (one bar
 //! with the time left, the engine's figures in a details line), then the songs waiting their
 //! turn, each removable.
 
 use egui::Color32;
 
 use super::{Command, Panel, PanelContext};
+use crate::contract::MAX_TAKES;
 use crate::progress::{Progress, in_words};
 
 /// Points the progress band takes, whatever it shows: the bar and one line of details.
@@ -28,6 +30,10 @@ impl Panel for ProgressPanel {
             if generate.clicked() {
                 ctx.send(Command::Generate);
             }
+            let label = ui.label("Takes");
+            ui.add(egui::DragValue::new(&mut ctx.settings.takes).range(1..=MAX_TAKES))
+                .labelled_by(label.id)
+                .on_hover_text("How many songs of the draft Generate makes at once: seeds the seed, the seed + 1, ...");
             if ui.add_enabled(ctx.running, egui::Button::new("Cancel")).clicked() {
                 ctx.send(Command::Cancel);
             }

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 
 use egui_kittest::Harness;
 use songloom_ui::app::SongloomApp;
-use songloom_ui::contract::{Engine, EngineEvent, PlaybackState, Recipe, Request, Stage, Timings};
+use songloom_ui::contract::{Engine, EngineEvent, PlaybackState, Recipe, Request, SongEntry, Stage, Timings};
 
 /// Answers a Generate with a short scripted song, a few events per poll.
 #[derive(Default)]
@@ -25,28 +25,26 @@ impl Engine for ScriptedEngine {
     fn send(&self, request: Request) {
         let mut queue = self.queue.borrow_mut();
         match &request {
-            Request::Generate { job, .. } => {
-                let job = *job;
-                queue.push_back(EngineEvent::Stage { job, stage: Stage::Tokenize, done: 1, total: 1 });
-                for done in 1..=4 {
-                    queue.push_back(EngineEvent::Stage { job, stage: Stage::ArFrames, done, total: 4 });
+            Request::Takes { jobs, recipe } => {
+                // Each take's song as a Generate's, then saved in the library as take k's seed.
+                for (k, &job) in jobs.iter().enumerate() {
+                    song_events(&mut queue, job);
+                    let finished = queue.pop_back().expect("the song's end");
+                    let recipe = Recipe { seed: recipe.seed.wrapping_add(k as u64), ..recipe.clone() };
+                    let song = SongEntry {
+                        id: 100 + job as i64,
+                        title: recipe.description.clone(),
+                        recipe,
+                        seconds: 2.0,
+                        created_unix: 0,
+                        timings: Timings::default(),
+                        editable: Ok(()),
+                    };
+                    queue.push_back(EngineEvent::Saved { job, song });
+                    queue.push_back(finished);
                 }
-                for done in 1..=2 {
-                    queue.push_back(EngineEvent::Stage {
-                        job,
-                        stage: Stage::Dit { window: 0, windows: 1 },
-                        done,
-                        total: 2,
-                    });
-                }
-                queue.push_back(EngineEvent::Audio {
-                    job,
-                    first_sample: 0,
-                    samples: vec![0.5, -0.5, 0.25, -0.25],
-                    sample_rate: 44100,
-                });
-                queue.push_back(EngineEvent::Finished { job, timings: Timings { total_s: 1.0, ..Timings::default() } });
             }
+            Request::Generate { job, .. } => song_events(&mut queue, *job),
             Request::Cancel { job } => {
                 // As the engine: that job's song stops (or never starts), the others go on.
                 queue.retain(|e| e.job() != Some(*job));
@@ -124,6 +122,24 @@ impl Engine for ScriptedEngine {
     fn is_remote(&self) -> bool {
         self.remote
     }
+}
+
+/// A short song's events for `job`: its stages, a little audio, its end.
+fn song_events(queue: &mut VecDeque<EngineEvent>, job: songloom_ui::contract::JobId) {
+    queue.push_back(EngineEvent::Stage { job, stage: Stage::Tokenize, done: 1, total: 1 });
+    for done in 1..=4 {
+        queue.push_back(EngineEvent::Stage { job, stage: Stage::ArFrames, done, total: 4 });
+    }
+    for done in 1..=2 {
+        queue.push_back(EngineEvent::Stage { job, stage: Stage::Dit { window: 0, windows: 1 }, done, total: 2 });
+    }
+    queue.push_back(EngineEvent::Audio {
+        job,
+        first_sample: 0,
+        samples: vec![0.5, -0.5, 0.25, -0.25],
+        sample_rate: 44100,
+    });
+    queue.push_back(EngineEvent::Finished { job, timings: Timings { total_s: 1.0, ..Timings::default() } });
 }
 
 pub fn harness(engine: ScriptedEngine) -> Harness<'static, SongloomApp<ScriptedEngine>> {
