@@ -1,7 +1,7 @@
 //! The window as pictures, at 1280x800, 800x600 and 1600x1000: the first run (the built-in model's
 //! banner), a song being made, a song whose playback waits for its next part, a song finished, a
-//! failed start, and a song's version in the player with a part of it selected (the version under
-//! its song in the library). Rendered by egui-wgpu on
+//! failed start, a song's version in the player with a part of it selected (the version under
+//! its song in the library), and three takes in their rows. Rendered by egui-wgpu on
 //! lavapipe and compared with `tests/snapshots/*.png`; write them anew with `UPDATE_SNAPSHOTS=1`.
 //! Without a software adapter the test says so and skips.
 
@@ -151,6 +151,34 @@ fn editing(h: &mut Harness<'static, SongloomApp<ScriptedEngine>>) {
     h.drop_at(at(0.4));
 }
 
+/// Three takes of the draft: the first being made (in the player), the second finished and in
+/// the library, the third cancelled.
+fn takes(h: &mut Harness<'static, SongloomApp<ScriptedEngine>>) {
+    h.state().engine().paused.set(true);
+    h.state_mut().settings.takes = 3;
+    h.state_mut().settings.keep_seed = true;
+    h.state_mut().draft.seed = 7;
+    h.state_mut().generate(0.0);
+    let queue = &h.state().engine().queue;
+    queue.borrow_mut().clear();
+    let second = SongEntry { id: 8, title: "Folk song in D".into(), seconds: 30.0, ..library_song() };
+    queue.borrow_mut().extend([
+        EngineEvent::Stage { job: 1, stage: Stage::ArFrames, done: 500, total: 750 },
+        EngineEvent::Audio {
+            job: 1,
+            first_sample: 0,
+            samples: (0..2 * 44_100 * 8).map(|i| ((i as f32) * 0.01).sin() * 0.4).collect(),
+            sample_rate: 44_100,
+        },
+        EngineEvent::Stage { job: 2, stage: Stage::ArFrames, done: 750, total: 750 },
+        EngineEvent::Saved { job: 2, song: second.clone() },
+        EngineEvent::Finished { job: 2, timings: Timings { total_s: 20.0, ..Timings::default() } },
+        EngineEvent::Library { songs: vec![second, library_song()] },
+        EngineEvent::Cancelled { job: 3 },
+    ]);
+    h.state().engine().paused.set(false);
+}
+
 /// One picture: the window with `draft` in it, then what `play` does to it.
 struct Scene {
     state: &'static str,
@@ -173,6 +201,7 @@ fn the_window_looks_as_committed_at_each_size() {
         Scene { state: "finished", draft: written_draft, play: finished },
         Scene { state: "error", draft: written_draft, play: failed },
         Scene { state: "editing", draft: written_draft, play: editing },
+        Scene { state: "takes", draft: written_draft, play: takes },
     ];
     let mut results = egui_kittest::SnapshotResults::new();
     for size in SIZES {
