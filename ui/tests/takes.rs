@@ -2,6 +2,7 @@
 //! songs of the draft at once, a job each with seeds the draft's, + 1, ...; each take has its own
 //! row (its progress, then Play, Keep and Discard), and a take cancelled alone leaves the others.
 
+#[allow(dead_code)]
 mod common;
 
 use common::{ScriptedEngine, harness};
