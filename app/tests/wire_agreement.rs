@@ -129,6 +129,49 @@ fn the_browser_client_reads_every_answer_of_the_server_as_the_server_writes_it()
     }
 }
 
+/// The page's takes: one request for three takes, answered with three ids, which the page follows
+/// as a job each: three songs of seeds 3, 4 and 5, each saved in the library on its own.
+#[test]
+fn the_browser_clients_takes_are_a_song_each_on_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_with(dir.path(), &["--listen", "127.0.0.1:0", "--batch", "4"]).0;
+    let recipe = Recipe { description: "three takes".into(), duration_s: 2.0, seed: 3, steps: 2, ..Recipe::default() };
+    let body = body_of(&client::takes_request(&recipe, 3));
+    assert_eq!(body["takes"], 3);
+    let (status, created) = server.json("POST", "/api/songs", Some(body));
+    assert_eq!(status, 201, "{created}");
+    let ids = client::song_ids(&agree::<SongCreated>(&created));
+    assert_eq!(ids.len(), 3, "{created}");
+    let mut saved = Vec::new();
+    for (k, &id) in ids.iter().enumerate() {
+        let (_, stream) = server.call("GET", &format!("/api/songs/{id}/events"), None);
+        let ends: Vec<Event> = SseReader::default()
+            .feed(&stream)
+            .iter()
+            .filter_map(|sse| serde_json::from_str::<Event>(&sse.data).ok())
+            .filter(|e| matches!(e, Event::Saved { .. } | Event::Error { .. } | Event::Cancelled))
+            .collect();
+        let Some(Event::Saved { library_id, .. }) = ends.first() else { panic!("take {} not saved: {ends:?}", k + 1) };
+        let status: SongStatus = agree(&server.wait(id));
+        assert_eq!((status.seed, &status.state), (3 + k as u64, &SongState::Finished { library_id: *library_id }));
+        saved.push(*library_id);
+    }
+    let (_, list) = server.json("GET", "/api/library", None);
+    let mut seeds: Vec<(i64, u64)> = agree::<LibraryList>(&list)
+        .songs
+        .into_iter()
+        .map(client::song_entry)
+        .map(|song| (song.id, song.recipe.seed))
+        .collect();
+    seeds.sort();
+    let mut expected: Vec<(i64, u64)> = saved.into_iter().zip([3, 4, 5]).collect();
+    expected.sort();
+    assert_eq!(seeds, expected);
+    // One take asks as a song alone does, and is answered with its id alone.
+    let one = body_of(&client::takes_request(&recipe, 1));
+    assert!(one.get("takes").is_none(), "{one}");
+}
+
 #[test]
 fn every_line_of_generate_json_is_a_wire_event() {
     let dir = tempfile::tempdir().unwrap();
