@@ -1,8 +1,8 @@
 //! `SongloomApp`: the window's contents, laid out from the panels of [`crate::panels`]: on the
 //! left what the song is (the built-in model's banner, compose, Generate with its Takes, Cancel,
-//! the progress and queue, each take's row, the parameters, the model), on the right what there is to hear (the player, one
-//! notice line, the library). It owns no thread, file or audio device: everything goes through an
-//! [`Engine`].
+//! the progress and queue, each take's row, the parameters, the model), on the right what there
+//! is to hear (the player, one notice line, the library). It owns no thread, file or audio
+//! device: everything goes through an [`Engine`].
 
 use crate::closing::{self, CloseAnswer, Closing};
 use crate::contract::{DeviceStatus, EditRequest, Engine, EngineEvent, JobId, MAX_TAKES, Recipe, Request, SongEntry};
@@ -180,7 +180,9 @@ impl<E: Engine> SongloomApp<E> {
 
     /// Takes a waiting song (or takes) out of the queue; the engine never starts it.
     pub fn unqueue(&mut self, id: JobId) {
-        let Some(at) = self.queue.iter().position(|q| q.id == id) else { return };
+        let Some(at) = self.queue.iter().position(|q| q.id == id) else {
+            return self.engine.send(Request::Cancel { job: id });
+        };
         let waiting = self.queue.remove(at);
         if waiting.takes.is_empty() {
             self.engine.send(Request::Cancel { job: id });
