@@ -6,9 +6,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use songloom_engine::pipeline::{BatchSong, Cancel, Event, Observer, Pipeline, Request, Stage, Stats, no_arrivals};
-use songloom_engine::{Error, Result};
-use songloom_tests::{cpu, tiny_model_dir};
+use songloom_engine::pipeline::{
+    BatchSong, Cancel, Event, MemoryRequest, Observer, Pipeline, Request, Stage, Stats, no_arrivals,
+};
+use songloom_engine::plan::WeightsChoice;
+use songloom_engine::{DeviceKind, Error, Precision, Result};
+use songloom_tests::{cpu, gpu_with, tiny_model_dir};
 
 /// What a run of one song made: its codes and its interleaved audio.
 #[derive(Clone, Default, PartialEq)]
@@ -48,6 +51,15 @@ fn requests() -> Vec<Request> {
     ]
 }
 
+/// Five songs: [`requests`] and two more, so a batch holds ten CFG rows (two launches of each
+/// decode product on CUDA, whose kernels take eight).
+fn five_requests() -> Vec<Request> {
+    let mut reqs = requests();
+    let more = |seed: u64, duration_s: f64| Request { seed, duration_s, ..reqs[0].clone() };
+    reqs.extend([more(6, 5.0), more(7, 7.5)]);
+    reqs
+}
+
 fn alone(pipeline: &Pipeline, req: &Request) -> Made {
     let made = Arc::new(Mutex::new(Made::default()));
     let events = collector(made.clone());
@@ -80,6 +92,19 @@ fn entry(req: &Request, cancel: Cancel) -> Entry {
 /// The check: the same codes and the same audio, bit for bit.
 fn same_song(a: &Made, b: &Made) -> bool {
     !a.codes.is_empty() && a.codes == b.codes && a.audio == b.audio
+}
+
+/// How `made` differs from `alone`, in words, for a failed check.
+fn difference(made: &Made, alone: &Made) -> String {
+    let frame = made.codes.iter().zip(&alone.codes).position(|(a, b)| a != b);
+    let largest = made.audio.iter().zip(&alone.audio).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+    format!(
+        "{} frames against {}, first differing frame {frame:?}; {} samples against {}, largest difference {largest:e}",
+        made.codes.len(),
+        alone.codes.len(),
+        made.audio.len(),
+        alone.audio.len()
+    )
 }
 
 /// Runs `reqs` as one batch: what each song made and how it ended.
@@ -188,5 +213,45 @@ fn a_cancelled_or_refused_song_leaves_the_others_as_they_are() {
     match outcome(&empty.outcome) {
         Ok(_) => assert!(same_song(&empty_made, &alone(&pipeline, &empty_req))),
         Err(e) => assert!(pipeline.check_song(&empty_req).is_err(), "refused in a batch only: {e}"),
+    }
+}
+
+/// On CUDA, in every AR weight format: a song in a batch of 1, 2, 3 and 5 songs (ten CFG rows, two
+/// launches of each decode product) is the song alone, codes and audio bit for bit. The decode
+/// products sum each row in the same order whatever the row count (cuda/decode_shapes.rs), and the
+/// rest of a song's work is its own.
+#[test]
+fn on_cuda_a_song_in_a_batch_is_the_song_alone() {
+    let model = tiny_model_dir();
+    let reqs = five_requests();
+    for weights in [WeightsChoice::Bf16, WeightsChoice::EightBit, WeightsChoice::FourBitAll] {
+        let device = match gpu_with(DeviceKind::Cuda, Precision::Reference) {
+            Ok(device) => device,
+            Err(e) => {
+                println!("cuda skipped: {e}");
+                return;
+            }
+        };
+        let memory = MemoryRequest { weights, max_memory_bytes: None, mode: None };
+        let plan = Pipeline::plan(&model, &device, memory, Some(&reqs[0])).unwrap();
+        let pipeline = Pipeline::load_planned(&model, device, &plan, &|_| {}).unwrap();
+        let singles: Vec<Made> = reqs.iter().map(|r| alone(&pipeline, r)).collect();
+        for n in [1, 2, 3, 5] {
+            let results = run_batch(&pipeline, &reqs[..n]);
+            for (i, (made, outcome)) in results.iter().enumerate() {
+                let stats = outcome.as_ref().expect("every song is told its outcome").as_ref().unwrap();
+                assert_eq!(stats.frames + 1, made.codes.len(), "{weights:?}: song {i} of {n}: frames and codes");
+                assert!(
+                    same_song(made, &singles[i]),
+                    "{weights:?}: song {i} of a batch of {n} differs from the song alone: {}",
+                    difference(made, &singles[i])
+                );
+            }
+            if n >= 2 {
+                // Negative control: songs swapped between rows fail the check.
+                assert!(!same_song(&results[0].0, &singles[1]) && !same_song(&results[1].0, &singles[0]));
+            }
+        }
+        println!("cuda {weights:?}: batches of 1, 2, 3 and 5 songs equal the songs alone");
     }
 }

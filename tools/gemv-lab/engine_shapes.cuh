@@ -38,30 +38,32 @@ GEMV_BF16_GROUP3(gemv_group3_bf16_k8_m8, __launch_bounds__(256), 8, 4, 8)
 
 // The decode products' kernels, from engine/src/cuda/decode_shapes.rs.
 GEMV_Q_PLAIN(gemv_q8_m2, __launch_bounds__(256, 4), 8, 2, 4, true, 8)
+GEMV_Q_PLAIN(gemv_q8_m4, __launch_bounds__(256), 8, 4, 4, true, 8)
+GEMV_Q_PLAIN(gemv_q8_m8, __launch_bounds__(256), 8, 8, 4, true, 8)
 GEMV_Q_ADD(gemv_add_q8_m2, __launch_bounds__(256, 4), 8, 2, 4, true, 8)
+GEMV_Q_ADD(gemv_add_q8_m4, __launch_bounds__(256), 8, 4, 4, true, 8)
+GEMV_Q_ADD(gemv_add_q8_m8, __launch_bounds__(256), 8, 8, 4, true, 8)
 GEMV_Q_SWIGLU(gemv_swiglu_q8_m2, __launch_bounds__(128, 4), 8, 2, 4, true, 4)
+GEMV_Q_SWIGLU(gemv_swiglu_q8_m4, __launch_bounds__(128), 8, 4, 4, true, 4)
+GEMV_Q_SWIGLU(gemv_swiglu_q8_m8, __launch_bounds__(128), 8, 8, 4, true, 4)
 GEMV_Q_GROUP3(gemv_group3_q8_m2, __launch_bounds__(256, 3), 8, 2, 8, true, 8)
-GEMV_Q_PLAIN(gemv_q8_m4, __launch_bounds__(256), 8, 4, 8, false, 8)
-GEMV_Q_ADD(gemv_add_q8_m4, __launch_bounds__(256), 8, 4, 8, false, 8)
-GEMV_Q_SWIGLU(gemv_swiglu_q8_m4, __launch_bounds__(128), 8, 4, 4, false, 4)
-GEMV_Q_GROUP3(gemv_group3_q8_m4, __launch_bounds__(256), 8, 4, 8, false, 8)
-GEMV_Q_PLAIN(gemv_q8_m8, __launch_bounds__(256), 8, 8, 8, false, 8)
-GEMV_Q_ADD(gemv_add_q8_m8, __launch_bounds__(256), 8, 8, 8, false, 8)
-GEMV_Q_SWIGLU(gemv_swiglu_q8_m8, __launch_bounds__(128), 8, 8, 4, false, 4)
-GEMV_Q_GROUP3(gemv_group3_q8_m8, __launch_bounds__(256), 8, 8, 8, false, 8)
+GEMV_Q_GROUP3(gemv_group3_q8_m4, __launch_bounds__(256), 8, 4, 8, true, 8)
+GEMV_Q_GROUP3(gemv_group3_q8_m8, __launch_bounds__(256), 8, 8, 8, true, 8)
 GEMV_Q_PLAIN(gemv_q4_m2, __launch_bounds__(128, 6), 4, 2, 4, true, 8)
+GEMV_Q_PLAIN(gemv_q4_m4, __launch_bounds__(128), 4, 4, 4, true, 8)
+GEMV_Q_PLAIN(gemv_q4_m8, __launch_bounds__(128), 4, 8, 4, true, 8)
 GEMV_Q_ADD(gemv_add_q4_m2_short, __launch_bounds__(128, 8), 4, 2, 2, true, 4)
+GEMV_Q_ADD(gemv_add_q4_m4_short, __launch_bounds__(128), 4, 4, 2, true, 4)
+GEMV_Q_ADD(gemv_add_q4_m8_short, __launch_bounds__(128), 4, 8, 2, true, 4)
 GEMV_Q_ADD(gemv_add_q4_m2, __launch_bounds__(128, 6), 4, 2, 4, true, 8)
+GEMV_Q_ADD(gemv_add_q4_m4, __launch_bounds__(128), 4, 4, 4, true, 8)
+GEMV_Q_ADD(gemv_add_q4_m8, __launch_bounds__(128), 4, 8, 4, true, 8)
 GEMV_Q_SWIGLU(gemv_swiglu_q4_m2, __launch_bounds__(128, 6), 4, 2, 2, true, 4)
+GEMV_Q_SWIGLU(gemv_swiglu_q4_m4, __launch_bounds__(128), 4, 4, 2, true, 4)
+GEMV_Q_SWIGLU(gemv_swiglu_q4_m8, __launch_bounds__(128), 4, 8, 2, true, 4)
 GEMV_Q_GROUP3(gemv_group3_q4_m2, __launch_bounds__(128, 6), 4, 2, 4, true, 8)
-GEMV_Q_PLAIN(gemv_q4_m4, __launch_bounds__(256), 4, 4, 8, false, 8)
-GEMV_Q_ADD(gemv_add_q4_m4, __launch_bounds__(256), 4, 4, 8, false, 8)
-GEMV_Q_SWIGLU(gemv_swiglu_q4_m4, __launch_bounds__(128), 4, 4, 4, false, 4)
-GEMV_Q_GROUP3(gemv_group3_q4_m4, __launch_bounds__(256), 4, 4, 8, false, 8)
-GEMV_Q_PLAIN(gemv_q4_m8, __launch_bounds__(256), 4, 8, 8, false, 8)
-GEMV_Q_ADD(gemv_add_q4_m8, __launch_bounds__(256), 4, 8, 8, false, 8)
-GEMV_Q_SWIGLU(gemv_swiglu_q4_m8, __launch_bounds__(128), 4, 8, 4, false, 4)
-GEMV_Q_GROUP3(gemv_group3_q4_m8, __launch_bounds__(256), 4, 8, 8, false, 8)
+GEMV_Q_GROUP3(gemv_group3_q4_m4, __launch_bounds__(128), 4, 4, 4, true, 8)
+GEMV_Q_GROUP3(gemv_group3_q4_m8, __launch_bounds__(128), 4, 8, 4, true, 8)
 
 // Rows of at most this many 16-byte loads are short.
 #define ENGINE_SHORT_ROW_LOADS 128
@@ -108,28 +110,30 @@ static const EngineShape ENGINE_SHAPES[] = {
     {"gemv_swiglu_bf16_k8_m8", 16, 2, 8, 4, 0, 128, 0, 0},
     {"gemv_group3_bf16_k8_m8", 16, 3, 8, 4, 0, 256, 0, 0},
     {"gemv_q8_m2", 8, 0, 2, 4, 0, 256, 2, 2},
+    {"gemv_q8_m4", 8, 0, 4, 4, 0, 256, 2, 2},
+    {"gemv_q8_m8", 8, 0, 8, 4, 0, 256, 2, 2},
     {"gemv_add_q8_m2", 8, 1, 2, 4, 0, 256, 2, 2},
+    {"gemv_add_q8_m4", 8, 1, 4, 4, 0, 256, 2, 2},
+    {"gemv_add_q8_m8", 8, 1, 8, 4, 0, 256, 2, 2},
     {"gemv_swiglu_q8_m2", 8, 2, 2, 4, 0, 128, 1, 1},
-    {"gemv_group3_q8_m2", 8, 3, 2, 8, 0, 256, 1, 1},
-    {"gemv_q8_m4", 8, 0, 4, 8, 0, 256, 1, 1},
-    {"gemv_add_q8_m4", 8, 1, 4, 8, 0, 256, 1, 1},
     {"gemv_swiglu_q8_m4", 8, 2, 4, 4, 0, 128, 1, 1},
-    {"gemv_group3_q8_m4", 8, 3, 4, 8, 0, 256, 1, 1},
-    {"gemv_q8_m8", 8, 0, 8, 8, 0, 256, 1, 1},
-    {"gemv_add_q8_m8", 8, 1, 8, 8, 0, 256, 1, 1},
     {"gemv_swiglu_q8_m8", 8, 2, 8, 4, 0, 128, 1, 1},
+    {"gemv_group3_q8_m2", 8, 3, 2, 8, 0, 256, 1, 1},
+    {"gemv_group3_q8_m4", 8, 3, 4, 8, 0, 256, 1, 1},
     {"gemv_group3_q8_m8", 8, 3, 8, 8, 0, 256, 1, 1},
     {"gemv_q4_m2", 4, 0, 2, 4, 0, 128, 1, 4},
+    {"gemv_q4_m4", 4, 0, 4, 4, 0, 128, 1, 4},
+    {"gemv_q4_m8", 4, 0, 8, 4, 0, 128, 1, 4},
     {"gemv_add_q4_m2_short", 4, 1, 2, 2, 1, 128, 2, 2},
+    {"gemv_add_q4_m4_short", 4, 1, 4, 2, 1, 128, 2, 2},
+    {"gemv_add_q4_m8_short", 4, 1, 8, 2, 1, 128, 2, 2},
     {"gemv_add_q4_m2", 4, 1, 2, 4, 2, 128, 4, 4},
+    {"gemv_add_q4_m4", 4, 1, 4, 4, 2, 128, 4, 4},
+    {"gemv_add_q4_m8", 4, 1, 8, 4, 2, 128, 4, 4},
     {"gemv_swiglu_q4_m2", 4, 2, 2, 2, 0, 128, 2, 2},
+    {"gemv_swiglu_q4_m4", 4, 2, 4, 2, 0, 128, 2, 2},
+    {"gemv_swiglu_q4_m8", 4, 2, 8, 2, 0, 128, 2, 2},
     {"gemv_group3_q4_m2", 4, 3, 2, 4, 0, 128, 2, 2},
-    {"gemv_q4_m4", 4, 0, 4, 8, 0, 256, 1, 1},
-    {"gemv_add_q4_m4", 4, 1, 4, 8, 0, 256, 1, 1},
-    {"gemv_swiglu_q4_m4", 4, 2, 4, 4, 0, 128, 1, 1},
-    {"gemv_group3_q4_m4", 4, 3, 4, 8, 0, 256, 1, 1},
-    {"gemv_q4_m8", 4, 0, 8, 8, 0, 256, 1, 1},
-    {"gemv_add_q4_m8", 4, 1, 8, 8, 0, 256, 1, 1},
-    {"gemv_swiglu_q4_m8", 4, 2, 8, 4, 0, 128, 1, 1},
-    {"gemv_group3_q4_m8", 4, 3, 8, 8, 0, 256, 1, 1},
+    {"gemv_group3_q4_m4", 4, 3, 4, 4, 0, 128, 2, 2},
+    {"gemv_group3_q4_m8", 4, 3, 8, 4, 0, 128, 2, 2},
 };

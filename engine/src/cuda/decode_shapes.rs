@@ -179,66 +179,95 @@ impl DecodeShape {
         self.partial_warps = warps;
         self
     }
+
+    /// The same kernel for `m` activation rows, named `name`. Its threads split a row as this
+    /// one's do, so each row's sums are added in the same order whatever the row count: a song's
+    /// products in a batch (two rows a song) are bit for bit its products alone. Without this
+    /// one's minimum of resident blocks, which would cap the registers more rows' sums need.
+    const fn at_rows(mut self, name: &'static str, m: usize) -> Self {
+        self.name = name;
+        self.m = m;
+        self.resident_blocks = None;
+        self
+    }
 }
 
 use DType::{Q4, Q8};
 use Family::{Add, Group3, Plain, Swiglu};
 
-/// The quantized kernels. At four and eight activation rows each family keeps its usual shape;
-/// at two (the CFG pair, the decode step's count) each takes the shape tools/gemv-lab measured
-/// fastest chained as the decode step runs them. Halving a block's rows halves its registers, so
-/// more blocks stay resident to hide the loads' latency; each thread then takes two loads of a
-/// row, so a block still reads as many bytes. Lean addressing saves the registers of a pointer a
-/// row; q4's kernels, whose 8 loads and 16 sums a row need about 128 registers, spill with it
-/// unless a block owns at most 4 rows.
+/// The quantized kernels of two activation rows (the CFG pair, one song's decode step), each the
+/// shape tools/gemv-lab measured fastest chained as the decode step runs them. Halving a block's
+/// rows halves its registers, so more blocks stay resident to hide the loads' latency; each thread
+/// then takes two loads of a row, so a block still reads as many bytes. Lean addressing saves the
+/// registers of a pointer a row; q4's kernels, whose 8 loads and 16 sums a row need about 128
+/// registers, spill with it unless a block owns at most 4 rows.
+// q8's plain and residual-add products (o_proj, down): 4 rows, lean, 4 blocks of 256 resident.
+const Q8_PLAIN: DecodeShape =
+    quant("gemv_q8_m2", Q8, Plain, 2).rows_per_block(4).lean().bounds(256, 4).loads_per_thread(2, 2);
+const Q8_ADD: DecodeShape =
+    quant("gemv_add_q8_m2", Q8, Add, 2).rows_per_block(4).lean().bounds(256, 4).loads_per_thread(2, 2);
+// q8's SwiGLU: its 8 rows (4 of each matrix) lean, 4 blocks of 128 resident.
+const Q8_SWIGLU: DecodeShape = quant("gemv_swiglu_q8_m2", Q8, Swiglu, 2).lean().bounds(128, 4);
+// q8's q/k/v: 8 rows lean, 3 blocks of 256 resident.
+const Q8_GROUP3: DecodeShape = quant("gemv_group3_q8_m2", Q8, Group3, 2).lean().bounds(256, 3);
+// q4's plain products: 4 rows, lean, 6 blocks of 128 resident (80 registers). A short row one load
+// a thread; a long one (down's 384 loads) four, on 96 threads: 8 blocks a multiprocessor then hold
+// the whole grid, where 128 threads leave a second wave.
+const Q4_PLAIN: DecodeShape =
+    quant("gemv_q4_m2", Q4, Plain, 2).rows_per_block(4).lean().bounds(128, 6).loads_per_thread(1, 4);
+// q4's residual-add product of a short row (o_proj): 2 rows, lean, 8 blocks of 128 resident, two
+// loads a thread, where the 4-row kernel's 6 blocks leave a second wave of its grid. The plain
+// products of short rows (4096 -> 1024, 4096 -> 12288) are slower this way.
+const Q4_ADD_SHORT: DecodeShape = quant("gemv_add_q4_m2_short", Q4, Add, 2)
+    .for_rows(RowLength::Short)
+    .rows_per_block(2)
+    .lean()
+    .bounds(128, 8)
+    .loads_per_thread(2, 2)
+    .partial_warps(4);
+const Q4_ADD_LONG: DecodeShape = quant("gemv_add_q4_m2", Q4, Add, 2)
+    .for_rows(RowLength::Long)
+    .rows_per_block(4)
+    .lean()
+    .bounds(128, 6)
+    .loads_per_thread(4, 4);
+// q4's SwiGLU: 4 rows (2 of each matrix), lean, 6 blocks of 128 resident, two loads a thread.
+const Q4_SWIGLU: DecodeShape =
+    quant("gemv_swiglu_q4_m2", Q4, Swiglu, 2).rows_per_block(2).lean().bounds(128, 6).loads_per_thread(2, 2);
+// q4's q/k/v: as its plain products, two loads a thread.
+const Q4_GROUP3: DecodeShape =
+    quant("gemv_group3_q4_m2", Q4, Group3, 2).rows_per_block(4).lean().bounds(128, 6).loads_per_thread(2, 2);
+
+/// The quantized kernels: each pair's shape ([`Q8_PLAIN`] ...), and the same at four and eight
+/// activation rows ([`DecodeShape::at_rows`]) for several songs' decode steps.
 pub const QUANT: &[DecodeShape] = &[
-    // q8's plain and residual-add products (o_proj, down): 4 rows, lean, 4 blocks of 256 resident.
-    quant("gemv_q8_m2", Q8, Plain, 2).rows_per_block(4).lean().bounds(256, 4).loads_per_thread(2, 2),
-    quant("gemv_add_q8_m2", Q8, Add, 2).rows_per_block(4).lean().bounds(256, 4).loads_per_thread(2, 2),
-    // q8's SwiGLU: its 8 rows (4 of each matrix) lean, 4 blocks of 128 resident.
-    quant("gemv_swiglu_q8_m2", Q8, Swiglu, 2).lean().bounds(128, 4),
-    // q8's q/k/v: 8 rows lean, 3 blocks of 256 resident.
-    quant("gemv_group3_q8_m2", Q8, Group3, 2).lean().bounds(256, 3),
-    quant("gemv_q8_m4", Q8, Plain, 4),
-    quant("gemv_add_q8_m4", Q8, Add, 4),
-    quant("gemv_swiglu_q8_m4", Q8, Swiglu, 4),
-    quant("gemv_group3_q8_m4", Q8, Group3, 4),
-    quant("gemv_q8_m8", Q8, Plain, 8),
-    quant("gemv_add_q8_m8", Q8, Add, 8),
-    quant("gemv_swiglu_q8_m8", Q8, Swiglu, 8),
-    quant("gemv_group3_q8_m8", Q8, Group3, 8),
-    // q4's plain products: 4 rows, lean, 6 blocks of 128 resident (80 registers). A short row one
-    // load a thread; a long one (down's 384 loads) four, on 96 threads: 8 blocks a multiprocessor
-    // then hold the whole grid, where 128 threads leave a second wave.
-    quant("gemv_q4_m2", Q4, Plain, 2).rows_per_block(4).lean().bounds(128, 6).loads_per_thread(1, 4),
-    // q4's residual-add product of a short row (o_proj): 2 rows, lean, 8 blocks of 128 resident,
-    // two loads a thread, where the 4-row kernel's 6 blocks leave a second wave of its grid. The
-    // plain products of short rows (4096 -> 1024, 4096 -> 12288) are slower this way.
-    quant("gemv_add_q4_m2_short", Q4, Add, 2)
-        .for_rows(RowLength::Short)
-        .rows_per_block(2)
-        .lean()
-        .bounds(128, 8)
-        .loads_per_thread(2, 2)
-        .partial_warps(4),
-    quant("gemv_add_q4_m2", Q4, Add, 2)
-        .for_rows(RowLength::Long)
-        .rows_per_block(4)
-        .lean()
-        .bounds(128, 6)
-        .loads_per_thread(4, 4),
-    // q4's SwiGLU: 4 rows (2 of each matrix), lean, 6 blocks of 128 resident, two loads a thread.
-    quant("gemv_swiglu_q4_m2", Q4, Swiglu, 2).rows_per_block(2).lean().bounds(128, 6).loads_per_thread(2, 2),
-    // q4's q/k/v: as its plain products, two loads a thread.
-    quant("gemv_group3_q4_m2", Q4, Group3, 2).rows_per_block(4).lean().bounds(128, 6).loads_per_thread(2, 2),
-    quant("gemv_q4_m4", Q4, Plain, 4),
-    quant("gemv_add_q4_m4", Q4, Add, 4),
-    quant("gemv_swiglu_q4_m4", Q4, Swiglu, 4),
-    quant("gemv_group3_q4_m4", Q4, Group3, 4),
-    quant("gemv_q4_m8", Q4, Plain, 8),
-    quant("gemv_add_q4_m8", Q4, Add, 8),
-    quant("gemv_swiglu_q4_m8", Q4, Swiglu, 8),
-    quant("gemv_group3_q4_m8", Q4, Group3, 8),
+    Q8_PLAIN,
+    Q8_PLAIN.at_rows("gemv_q8_m4", 4),
+    Q8_PLAIN.at_rows("gemv_q8_m8", 8),
+    Q8_ADD,
+    Q8_ADD.at_rows("gemv_add_q8_m4", 4),
+    Q8_ADD.at_rows("gemv_add_q8_m8", 8),
+    Q8_SWIGLU,
+    Q8_SWIGLU.at_rows("gemv_swiglu_q8_m4", 4),
+    Q8_SWIGLU.at_rows("gemv_swiglu_q8_m8", 8),
+    Q8_GROUP3,
+    Q8_GROUP3.at_rows("gemv_group3_q8_m4", 4),
+    Q8_GROUP3.at_rows("gemv_group3_q8_m8", 8),
+    Q4_PLAIN,
+    Q4_PLAIN.at_rows("gemv_q4_m4", 4),
+    Q4_PLAIN.at_rows("gemv_q4_m8", 8),
+    Q4_ADD_SHORT,
+    Q4_ADD_SHORT.at_rows("gemv_add_q4_m4_short", 4),
+    Q4_ADD_SHORT.at_rows("gemv_add_q4_m8_short", 8),
+    Q4_ADD_LONG,
+    Q4_ADD_LONG.at_rows("gemv_add_q4_m4", 4),
+    Q4_ADD_LONG.at_rows("gemv_add_q4_m8", 8),
+    Q4_SWIGLU,
+    Q4_SWIGLU.at_rows("gemv_swiglu_q4_m4", 4),
+    Q4_SWIGLU.at_rows("gemv_swiglu_q4_m8", 8),
+    Q4_GROUP3,
+    Q4_GROUP3.at_rows("gemv_group3_q4_m4", 4),
+    Q4_GROUP3.at_rows("gemv_group3_q4_m8", 8),
 ];
 
 macro_rules! bf16_shapes {
@@ -371,7 +400,7 @@ pub fn lab_source() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cuda::products::GEMV_MAX_ROWS;
+    use crate::cuda::products::GEMV_KERNEL_ROWS;
 
     const LAB_FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/gemv-lab/engine_shapes.cuh");
 
@@ -379,7 +408,7 @@ mod tests {
     fn every_product_has_one_kernel() {
         for dtype in [DType::BF16, Q8, Q4] {
             for family in Family::ALL {
-                for m in 1..=GEMV_MAX_ROWS {
+                for m in 1..=GEMV_KERNEL_ROWS {
                     for row_loads in [1, SHORT_ROW_LOADS, SHORT_ROW_LOADS + 1, 768] {
                         let shape = DecodeShape::find(dtype, family, m, row_loads)
                             .unwrap_or_else(|| panic!("no kernel for {dtype:?} {family:?} m={m} loads={row_loads}"));
@@ -392,6 +421,37 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// What orders a row's sums: the threads that split it (each summing every `threads`-th load,
+    /// in order), and for bf16 the warps its partial sums are added from. Rows per block and lean
+    /// addressing only place the sums (halving adds the same pairs as a butterfly).
+    fn reduction(s: &DecodeShape, row_loads: usize) -> (u32, u32) {
+        (s.threads(row_loads), if s.dtype == DType::BF16 { s.partial_warps } else { 0 })
+    }
+
+    #[test]
+    fn a_rows_sums_do_not_depend_on_the_row_count() {
+        for dtype in [DType::BF16, Q8, Q4] {
+            for family in Family::ALL {
+                for row_loads in [1, 64, SHORT_ROW_LOADS, SHORT_ROW_LOADS + 1, 384, 768] {
+                    let pair = DecodeShape::find(dtype, family, 2, row_loads).unwrap();
+                    for m in 1..=GEMV_KERNEL_ROWS {
+                        let shape = DecodeShape::find(dtype, family, m, row_loads).unwrap();
+                        assert_eq!(
+                            reduction(shape, row_loads),
+                            reduction(pair, row_loads),
+                            "{} sums a row of {row_loads} loads otherwise than {}",
+                            shape.name,
+                            pair.name
+                        );
+                    }
+                }
+            }
+        }
+        // The check tells shapes apart: the q8 pair's kernel with one load a thread does not pass.
+        let one_load = Q8_PLAIN.loads_per_thread(1, 1);
+        assert_ne!(reduction(&one_load, 128), reduction(&Q8_PLAIN, 128));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The CUDA backend's products: `linear` and its fused forms. cuBLAS GEMMs under the acoustic
 //! half's precision policy, bf16 GEMMs with their activations rounded once, and the decode step's
-//! GEMV kernels (kernels/gemv.cu) for up to 8 rows against bf16 weights.
+//! GEMV kernels (kernels/gemv.cu, kernels/gemv_quant.cu) for up to 32 rows, 8 a launch.
 
 use cudarc::cublas::sys as blas_sys;
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
@@ -28,8 +28,18 @@ fn compute_type(precision: Precision) -> blas_sys::cublasComputeType_t {
     }
 }
 
-/// The largest activation row count the decode-product (GEMV) kernels take.
-pub(super) const GEMV_MAX_ROWS: usize = 8;
+/// The most activation rows one decode-product (GEMV) kernel takes.
+pub(super) const GEMV_KERNEL_ROWS: usize = 8;
+
+/// The most activation rows the decode products take, launched [`GEMV_KERNEL_ROWS`] at a time:
+/// several songs' decode steps (two rows a song), each row summed as it is alone
+/// (decode_shapes.rs), so a song in a batch is the song alone. The CPU's bound (cpu/gemm.rs).
+pub(super) const GEMV_MAX_ROWS: usize = 32;
+
+/// The first row and the row count of each launch of a decode product of `m` rows.
+fn row_chunks(m: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..m).step_by(GEMV_KERNEL_ROWS).map(move |first| (first, (m - first).min(GEMV_KERNEL_ROWS)))
+}
 
 /// An input of the decode products: f32 for bf16 weights, quantized (kernels/gemv_quant.cu's
 /// `quantize_activations`) for quantized ones.
@@ -62,11 +72,15 @@ impl QuantInput {
 }
 
 impl DecodeInput<'_> {
-    pub(super) fn push(&self, b: &mut Overlapped) {
+    /// The input from activation row `first` on, of rows `k` long.
+    pub(super) fn push(&self, b: &mut Overlapped, first: usize, k: usize) {
         match self {
-            DecodeInput::F32(x) => b.input(*x),
+            DecodeInput::F32(x) => b.input_from(*x, first * k),
             DecodeInput::Quant(q) => {
-                b.input(&q.words).input_from(&q.words, q.scales_at()).input_from(&q.words, q.sums_at())
+                let groups = first * k / GROUP;
+                b.input_from(&q.words, first * k / 4)
+                    .input_from(&q.words, q.scales_at() + groups)
+                    .input_from(&q.words, q.sums_at() + 2 * groups)
             }
         };
     }
@@ -144,7 +158,7 @@ impl DecodeWeight<'_> {
     }
 }
 
-/// A decode product the fused GEMV kernels take: `x [m <= 8, k]` f32 against a bf16 weight with
+/// A decode product the fused GEMV kernels take: `x [m <= 32, k]` f32 against a bf16 weight with
 /// `k` a multiple of 8, or a quantized one with rows of whole loads. Returns `(m, k, n)` and the
 /// weight.
 pub(super) fn decode_product<'a>(x: &Tensor, w: &'a Tensor) -> Option<(usize, usize, usize, DecodeWeight<'a>)> {
@@ -247,17 +261,20 @@ impl CudaBackend {
             CudaStorage::Quant(q) if m <= GEMV_MAX_ROWS && k.is_multiple_of(GROUP) => {
                 let weight = DecodeWeight::Quant(q);
                 let input = self.decode_input(lane, x, m, k, &weight, None)?;
-                let launch = weight.launch(Family::Plain, m, k)?;
-                let mut b = Overlapped::new(&lane.stream, self.kernels.get(launch.kernel)?);
-                weight.push(&mut b);
-                input.push(&mut b);
-                b.output(&mut y);
-                weight.rows(&mut b, m);
-                b.int(ki).int(ni);
-                let cfg = launch.config(n);
-                // SAFETY: w holds [n, k] weights with k whole groups, the input [m, k] quantized,
-                // y [m, n]; the kernel waits before it reads the input or writes y.
-                unsafe { b.launch(cfg, self.overlap) }?;
+                for (first, rows) in row_chunks(m) {
+                    let launch = weight.launch(Family::Plain, rows, k)?;
+                    let mut b = Overlapped::new(&lane.stream, self.kernels.get(launch.kernel)?);
+                    weight.push(&mut b);
+                    input.push(&mut b, first, k);
+                    b.output_from(&mut y, first * n);
+                    weight.rows(&mut b, rows);
+                    b.int(ki).int(ni);
+                    let cfg = launch.config(n);
+                    // SAFETY: w holds [n, k] weights with k whole groups, the input [m, k]
+                    // quantized, y [m, n], rows [first, first + rows) of each launched; the kernel
+                    // waits before it reads the input or writes y.
+                    unsafe { b.launch(cfg, self.overlap) }?;
+                }
             }
             CudaStorage::Quant(q) => {
                 // Beyond the decode shapes (prefill): dequantized to bf16, then the bf16 products.
@@ -265,12 +282,15 @@ impl CudaBackend {
                 return self.matmul_nt(lane, x, m, k, &CudaStorage::BF16(bits), n);
             }
             CudaStorage::BF16(w) if m <= GEMV_MAX_ROWS && k.is_multiple_of(8) => {
-                let launch = DecodeWeight::Bf16(w).launch(Family::Plain, m, k)?;
-                let mut b = Overlapped::new(&lane.stream, self.kernels.get(launch.kernel)?);
-                b.input(w).input(x).output(&mut y).int(ki).int(ni);
-                // SAFETY: w is [n, k] with k a multiple of 8 (16-byte rows), x [m, k], y [m, n]; a
-                // block per its kernel's weight rows; the kernel waits before it reads x or writes y.
-                unsafe { b.launch(launch.config(n), self.overlap) }?;
+                for (first, rows) in row_chunks(m) {
+                    let launch = DecodeWeight::Bf16(w).launch(Family::Plain, rows, k)?;
+                    let mut b = Overlapped::new(&lane.stream, self.kernels.get(launch.kernel)?);
+                    b.input(w).input_from(x, first * k).output_from(&mut y, first * n).int(ki).int(ni);
+                    // SAFETY: w is [n, k] with k a multiple of 8 (16-byte rows), x [m, k], y [m, n],
+                    // rows [first, first + rows) of each launched; a block per its kernel's weight
+                    // rows; the kernel waits before it reads x or writes y.
+                    unsafe { b.launch(launch.config(n), self.overlap) }?;
+                }
             }
             CudaStorage::BF16(w) if m <= 8 => {
                 let warps_per_block = (BLOCK / 32) as usize;
@@ -493,16 +513,19 @@ impl ProductOps for CudaBackend {
         let mut y = self.alloc(&lane, m * n)?;
         let (ki, ni) = (k as i32, n as i32);
         let input = self.decode_input(&lane, self.f32s(x, Op::LinearAdd)?, m, k, &weight, None)?;
-        let launch = weight.launch(Family::Add, m, k)?;
-        let mut b = Overlapped::new(&lane.stream, self.kernels.get(launch.kernel)?);
-        weight.push(&mut b);
-        input.push(&mut b);
-        b.input(self.f32s(residual, Op::LinearAdd)?).output(&mut y);
-        weight.rows(&mut b, m);
-        b.int(ki).int(ni);
-        let cfg = launch.config(n);
-        // SAFETY: as the decode product in `matmul_nt`; the residual is [m, n] like y.
-        unsafe { b.launch(cfg, self.overlap) }?;
+        let residual = self.f32s(residual, Op::LinearAdd)?;
+        for (first, rows) in row_chunks(m) {
+            let launch = weight.launch(Family::Add, rows, k)?;
+            let mut b = Overlapped::new(&lane.stream, self.kernels.get(launch.kernel)?);
+            weight.push(&mut b);
+            input.push(&mut b, first, k);
+            b.input_from(residual, first * n).output_from(&mut y, first * n);
+            weight.rows(&mut b, rows);
+            b.int(ki).int(ni);
+            let cfg = launch.config(n);
+            // SAFETY: as the decode product in `matmul_nt`; the residual is [m, n] like y.
+            unsafe { b.launch(cfg, self.overlap) }?;
+        }
         self.wrap(&[m, n], y)
     }
 
@@ -523,19 +546,21 @@ impl ProductOps for CudaBackend {
         let (ki, ni, eps) = (k as i32, n as i32, norm.map_or(0.0, |n| n.eps));
         let norm_eps = norm_bits.map(|bits| (bits, eps));
         let input = self.decode_input(&lane, self.f32s(x, Op::LinearSwiglu)?, m, k, &g, norm_eps)?;
-        let launch = g.launch(Family::Swiglu, m, k)?;
-        let mut b = Overlapped::new(&lane.stream, self.kernels.get(launch.kernel)?);
-        g.push(&mut b);
-        u.push(&mut b);
-        input.push(&mut b);
-        input.push_norm(&mut b, norm_bits, eps);
-        b.output(&mut y);
-        g.rows(&mut b, m);
-        b.int(ki).int(ni);
-        let cfg = launch.config(n);
-        // SAFETY: as the decode product in `matmul_nt`, for two weights of the same shape; the norm
-        // weight, when given, holds k bf16 values (a null pointer otherwise).
-        unsafe { b.launch(cfg, self.overlap) }?;
+        for (first, rows) in row_chunks(m) {
+            let launch = g.launch(Family::Swiglu, rows, k)?;
+            let mut b = Overlapped::new(&lane.stream, self.kernels.get(launch.kernel)?);
+            g.push(&mut b);
+            u.push(&mut b);
+            input.push(&mut b, first, k);
+            input.push_norm(&mut b, norm_bits, eps);
+            b.output_from(&mut y, first * n);
+            g.rows(&mut b, rows);
+            b.int(ki).int(ni);
+            let cfg = launch.config(n);
+            // SAFETY: as the decode product in `matmul_nt`, for two weights of the same shape; the
+            // norm weight, when given, holds k bf16 values (a null pointer otherwise).
+            unsafe { b.launch(cfg, self.overlap) }?;
+        }
         self.wrap(&[m, n], y)
     }
 
@@ -554,23 +579,29 @@ impl ProductOps for CudaBackend {
         let (ki, n0i, n1i, n2i, eps) = (k as i32, n0 as i32, n1 as i32, n2 as i32, norm.map_or(0.0, |n| n.eps));
         let norm_eps = norm_bits.map(|bits| (bits, eps));
         let input = self.decode_input(&lane, self.f32s(x, Op::Linear3)?, m, k, &w0, norm_eps)?;
-        let launch = w0.launch(Family::Group3, m, k)?;
-        let mut b = Overlapped::new(&lane.stream, self.kernels.get(launch.kernel)?);
-        for weight in [w0, w1, w2] {
-            weight.push(&mut b);
+        for (first, rows) in row_chunks(m) {
+            let launch = w0.launch(Family::Group3, rows, k)?;
+            let mut b = Overlapped::new(&lane.stream, self.kernels.get(launch.kernel)?);
+            for weight in [w0, w1, w2] {
+                weight.push(&mut b);
+            }
+            b.output_from(&mut y0, first * n0).output_from(&mut y1, first * n1).output_from(&mut y2, first * n2);
+            input.push(&mut b, first, k);
+            input.push_norm(&mut b, norm_bits, eps);
+            w0.rows(&mut b, rows);
+            b.int(ki).int(n0i).int(n1i).int(n2i);
+            let per_block = launch.rows_per_block;
+            let blocks = n0.div_ceil(per_block) + n1.div_ceil(per_block) + n2.div_ceil(per_block);
+            let cfg = LaunchConfig {
+                grid_dim: (blocks as u32, 1, 1),
+                block_dim: (launch.threads, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: three decode products of one input, rows [first, first + rows) of each; the
+            // grid is their row groups back to back; the norm weight, when given, holds k bf16
+            // values (a null pointer otherwise).
+            unsafe { b.launch(cfg, self.overlap) }?;
         }
-        b.output(&mut y0).output(&mut y1).output(&mut y2);
-        input.push(&mut b);
-        input.push_norm(&mut b, norm_bits, eps);
-        w0.rows(&mut b, m);
-        b.int(ki).int(n0i).int(n1i).int(n2i);
-        let per_block = launch.rows_per_block;
-        let blocks = n0.div_ceil(per_block) + n1.div_ceil(per_block) + n2.div_ceil(per_block);
-        let cfg =
-            LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (launch.threads, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: three decode products of one input; the grid is their row groups back to back; the
-        // norm weight, when given, holds k bf16 values (a null pointer otherwise).
-        unsafe { b.launch(cfg, self.overlap) }?;
         Ok([self.wrap(&[m, n0], y0)?, self.wrap(&[m, n1], y1)?, self.wrap(&[m, n2], y2)?])
     }
 }
