@@ -255,3 +255,23 @@ fn on_cuda_a_song_in_a_batch_is_the_song_alone() {
         println!("cuda {weights:?}: batches of 1, 2, 3 and 5 songs equal the songs alone");
     }
 }
+
+/// Under a budget that holds one song's KV cache but not two, the second song of a batch waits for
+/// the first to leave the AR loop, then runs: it is not refused, and it is the song alone.
+#[test]
+fn a_song_that_does_not_fit_beside_the_others_waits_for_room() {
+    let model = tiny_model_dir();
+    let reqs = requests();
+    let memory = |max_memory_bytes| MemoryRequest { weights: WeightsChoice::Auto, max_memory_bytes, mode: None };
+    let peak = |req: &Request| Pipeline::plan(&model, &cpu(), memory(None), Some(req)).unwrap().peak_bytes;
+    let budget = peak(&reqs[0]).max(peak(&reqs[2])) + 1;
+    let plan = Pipeline::plan(&model, &cpu(), memory(Some(budget)), Some(&reqs[0])).unwrap();
+    let pipeline = Pipeline::load_planned(&model, cpu(), &plan, &|_| {}).unwrap();
+    assert_eq!(pipeline.batch_capacity(8), 1, "the budget holds one song");
+    assert!(pipeline.check_batch(&reqs[..2]).is_err(), "two songs do not fit at once");
+    let results = run_batch(&pipeline, &[reqs[0].clone(), reqs[2].clone()]);
+    for (i, (_, outcome)) in results.iter().enumerate() {
+        assert!(outcome.as_ref().expect("told").is_ok(), "song {i}: {:?}", outcome.as_ref().unwrap().as_ref().err());
+    }
+    assert!(same_song(&results[1].0, &alone(&pipeline, &reqs[2])), "the song that waited differs from the song alone");
+}

@@ -61,6 +61,23 @@ impl Done<'_> {
     }
 }
 
+/// `song` with its `done` guarded: dropped uncalled (its work lost to a thread that did not start
+/// or a panic), it tells the song so.
+fn guarded(song: BatchSong<'_>) -> BatchSong<'_> {
+    let guard = Done(Some(song.done));
+    BatchSong { done: Box::new(move |result| guard.call(result)), ..song }
+}
+
+/// What became of a song handed to the batch.
+enum Joining<'a> {
+    Joined(Joined<'a>, Running),
+    /// It could not run; it was told why.
+    Refused,
+    /// Its KV cache does not fit beside the songs running now, but would alone: it waits for one
+    /// of them to leave.
+    Later(BatchSong<'a>),
+}
+
 impl Drop for Done<'_> {
     fn drop(&mut self) {
         if let Some(done) = self.0.take() {
@@ -93,6 +110,7 @@ impl Pipeline {
     /// windows are made; phase by phase, the AR half runs for every song, then the acoustic half
     /// song after song (songs join only while the AR half runs).
     pub fn generate_batch<'a>(&self, songs: Vec<BatchSong<'a>>, arrivals: Arrivals<'_, 'a>) {
+        let songs: Vec<BatchSong<'a>> = songs.into_iter().map(guarded).collect();
         let events = |_: Event| {};
         let ar_half = match self.ar_half(&events) {
             Ok(half) => half,
@@ -191,15 +209,25 @@ impl Pipeline {
         if let Err(e) = priority {
             return waiting.into_iter().for_each(|s| (s.done)(Err(each_song(&e))));
         }
+        // Phase by phase, the songs that left the AR loop wait for it to end before their audio is
+        // made: songs stop joining once one has left, so a steady queue cannot hold them back.
+        let mut open = true;
         loop {
-            while let Some(song) = arrivals(batch.len() + waiting.len()) {
-                waiting.push_back(song);
+            while let Some(song) = open.then(|| arrivals(batch.len() + waiting.len())).flatten() {
+                waiting.push_back(guarded(song));
             }
             while let Some(song) = waiting.pop_front() {
                 let sizes: Vec<(usize, usize)> = running.values().map(|r| r.size).collect();
-                if let Some((joined, run)) = self.join_song(&mut batch, next_id, song, &sizes) {
-                    running.insert(next_id, run);
-                    start_acoustic(joined);
+                match self.join_song(&mut batch, next_id, song, &sizes) {
+                    Joining::Joined(joined, run) => {
+                        running.insert(next_id, run);
+                        start_acoustic(joined);
+                    }
+                    Joining::Refused => {}
+                    Joining::Later(song) => {
+                        waiting.push_front(song);
+                        break;
+                    }
                 }
                 next_id += 1;
             }
@@ -208,6 +236,7 @@ impl Pipeline {
             }
             match batch.step() {
                 Ok(left) => {
+                    open &= self.plan.mode == Mode::Streamed || left.is_empty();
                     for (id, result) in left {
                         if let Some(run) = running.remove(&id) {
                             let _ = run.ar_outcome.send((result, run.started.elapsed().as_secs_f64()));
@@ -226,27 +255,36 @@ impl Pipeline {
 
     /// Tokenizes and checks a song, runs its prefill and adds it to the batch; `others` are the
     /// prompt tokens and frames of the songs already running (for the memory plan). A song that
-    /// cannot join is told why.
+    /// cannot join is told why; one that fits alone but not beside them waits.
     fn join_song<'a>(
         &self,
         batch: &mut ArBatch<'_, 'a>,
         id: usize,
         mut song: BatchSong<'a>,
         others: &[(usize, usize)],
-    ) -> Option<(Joined<'a>, Running)> {
+    ) -> Joining<'a> {
         let prepared = (|| {
             song.cancel.check()?;
             let (prompt, max_frames) = self.prompt_and_frames(&song.req, song.prompt.take())?;
-            (song.events)(Event::Stage { stage: Stage::Tokenize, done: 1, total: 1 });
             let size = (prompt.cond.len(), max_frames);
-            self.plan.for_batch(&self.geometry, &[others, &[size]].concat())?;
-            Ok((prompt, max_frames, size))
+            if let Err(e) = self.plan.for_batch(&self.geometry, &[others, &[size]].concat()) {
+                if others.is_empty() || self.plan.for_batch(&self.geometry, &[size]).is_err() {
+                    return Err(e);
+                }
+                return Ok(Err(prompt));
+            }
+            (song.events)(Event::Stage { stage: Stage::Tokenize, done: 1, total: 1 });
+            Ok(Ok((prompt, max_frames, size)))
         })();
         let (prompt, max_frames, size) = match prepared {
-            Ok(prepared) => prepared,
+            Ok(Ok(prepared)) => prepared,
+            Ok(Err(prompt)) => {
+                song.prompt = Some(prompt);
+                return Joining::Later(song);
+            }
             Err(e) => {
                 (song.done)(Err(e));
-                return None;
+                return Joining::Refused;
             }
         };
         let tokenize_s = song.started.elapsed().as_secs_f64();
@@ -266,7 +304,7 @@ impl Pipeline {
             Ok(member) => member,
             Err(e) => {
                 (song.done)(Err(e));
-                return None;
+                return Joining::Refused;
             }
         };
         batch.join(member);
@@ -274,7 +312,7 @@ impl Pipeline {
         let running = Running { started: song.started, size, ar_outcome: outcome_tx };
         let done = Done(Some(std::mem::replace(&mut song.done, Box::new(|_| {}))));
         let joined = Joined { song, done, prompt, max_frames, tokenize_s, frames: frame_rx, ar_outcome: outcome_rx };
-        Some((joined, running))
+        Joining::Joined(joined, running)
     }
 
     /// A song's windows from its frames as they come, then its statistics and score, told to the
