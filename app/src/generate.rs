@@ -210,19 +210,28 @@ pub fn run(args: GenerateArgs) -> Result<()> {
 /// The most takes made at once (the wire's, so the server and the window say the same).
 pub use songloom_wire::MAX_TAKES;
 
-/// The files of `takes` takes: NAME-1.EXT, NAME-2.EXT, ... beside `out` (NAME and EXT its own), or
-/// song-1.wav, ... here (.flac with `--format flac`); each must be free unless `force`.
+/// The files of `takes` takes: NAME-1.EXT, NAME-2.EXT, ... beside `out` (NAME and EXT its own),
+/// each free unless `force`; without `out`, the first set of takes-1.wav ..., takes-2-1.wav ... (or
+/// .flac) whose files are all free here, apart from the song.wav, song-2.wav ... of single songs.
 pub fn take_files(out: Option<&Path>, format: Option<FileFormat>, force: bool, takes: usize) -> Result<Vec<OutFile>> {
     if !(1..=MAX_TAKES).contains(&takes) {
         bail!("--takes must be between 1 and {MAX_TAKES}, got {takes}");
     }
     let extension = format.map_or("wav", |f| f.extension());
-    let base = out.map_or_else(|| PathBuf::from(format!("song.{extension}")), Path::to_path_buf);
-    let stem = base.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "song".into());
-    let extension = base.extension().map_or(extension.to_string(), |e| e.to_string_lossy().into_owned());
-    (1..=takes)
-        .map(|k| out_file(Some(&base.with_file_name(format!("{stem}-{k}.{extension}"))), format, force))
-        .collect()
+    let named = |base: &Path, k: usize| {
+        let stem = base.file_stem().map_or_else(|| "takes".into(), |s| s.to_string_lossy().into_owned());
+        let extension = base.extension().map_or_else(|| extension.into(), |e| e.to_string_lossy().into_owned());
+        base.with_file_name(format!("{stem}-{k}.{extension}"))
+    };
+    let Some(base) = out else {
+        let first = PathBuf::from(format!("takes.{extension}"));
+        let base = (1..)
+            .map(|n| crate::wav::numbered(&first, n))
+            .find(|base| (1..=takes).all(|k| !named(base, k).exists()))
+            .expect("a free name");
+        return (1..=takes).map(|k| out_file(Some(&named(&base, k)), format, false)).collect();
+    };
+    (1..=takes).map(|k| out_file(Some(&named(base, k)), format, force)).collect()
 }
 
 /// What a `--takes` run makes: the first take's request and recipe (the others differ by seed),

@@ -221,10 +221,12 @@ impl Library {
         }
         let created_unix =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-        let on_disk = song_files(&self.songs_dir)?.into_iter().map(|(id, _)| id).max().unwrap_or(0);
         let path = self.path.clone();
         let in_db = |e| anyhow::anyhow!("the library database {}: {e}", path.display());
-        let tx = self.conn.transaction().map_err(in_db)?;
+        // Immediate: songs finishing together (takes, a server's batch) each wait for the write
+        // lock, where two deferred transactions reading the same largest id could not both write.
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(in_db)?;
+        let on_disk = song_files(&self.songs_dir)?.into_iter().map(|(id, _)| id).max().unwrap_or(0);
         let listed: i64 = tx.query_row("SELECT COALESCE(MAX(id), 0) FROM songs", [], |r| r.get(0)).map_err(in_db)?;
         let id = listed.max(on_disk) + 1;
         tx.execute(

@@ -712,4 +712,16 @@ fn takes_are_the_songs_their_seeds_make_alone() {
     let why = stderr_of(&r);
     assert!(!r.status.success() && why.contains("take-1.wav already exists"), "{why}");
     assert!(!dir.path().join("bad-1.wav").exists());
+    // Without --out, takes take the first set of free names, never a file already there.
+    std::fs::write(dir.path().join("takes-2.wav"), b"kept").unwrap();
+    for _ in 0..2 {
+        let mut args = song.to_vec();
+        args.extend(["--takes", "2"]);
+        let r = generate_in(dir.path(), &args);
+        assert!(r.status.success(), "{}", stderr_of(&r));
+    }
+    for name in ["takes-2-1.wav", "takes-2-2.wav", "takes-3-1.wav", "takes-3-2.wav"] {
+        assert!(!samples(&dir.path().join(name)).is_empty(), "{name}");
+    }
+    assert_eq!(std::fs::read(dir.path().join("takes-2.wav")).unwrap(), b"kept");
 }

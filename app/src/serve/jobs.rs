@@ -255,7 +255,6 @@ impl Jobs {
                 };
                 pipeline.generate_batch(vec![first], &arrivals);
             }
-            self.drop_old_audio();
         }
     }
 
@@ -278,15 +277,19 @@ impl Jobs {
         }
     }
 
-    /// The next queued song that is not an edit, marked running; `None` when there is none now
+    /// The first queued song, marked running, unless it is an edit (which waits for the batch to
+    /// end, and the songs behind it with it, keeping their places); `None` when there is none now
     /// or the server stops.
     fn next_to_join(&self) -> Option<(u64, SongJob, Cancel)> {
         let mut q = self.queue.lock().expect("not poisoned");
         if q.closed {
             return None;
         }
-        let at = q.waiting.iter().position(|id| q.jobs.get(id).is_some_and(|j| j.edit.is_none()))?;
-        let id = q.waiting.remove(at).expect("found");
+        let id = *q.waiting.front()?;
+        if q.jobs.get(&id).is_some_and(|j| j.edit.is_some()) {
+            return None;
+        }
+        q.waiting.pop_front();
         Some(q.start(id))
     }
 
@@ -308,6 +311,8 @@ impl Jobs {
                 job.state = State::Failed(message);
             }
         });
+        // Here rather than after a batch, which songs joining may keep running for hours.
+        self.drop_old_audio();
     }
 
     /// Frees the audio of songs over but the newest [`KEPT_AUDIO`].
