@@ -64,6 +64,17 @@ struct Players {
 }
 
 impl Players {
+    /// Hands the player to the song about to be made, at `sample_rate`: a new song, paused until
+    /// the window says the rest can play through.
+    fn follow_new_song(&self, sample_rate: u32) {
+        self.ensure(sample_rate);
+        self.follows_job.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.with_open(|p| {
+            p.new_song();
+            p.pause();
+        });
+    }
+
     /// Makes sure a player is open at `sample_rate` (or that it is known why none can be).
     fn ensure(&self, sample_rate: u32) {
         let _one_at_a_time = self.opening.lock().expect("not poisoned");
@@ -618,13 +629,7 @@ impl Worker {
         };
         let pipeline = &self.pipeline.as_ref().expect("loaded for the job").1;
         let (players, outbox) = (&self.players, &self.outbox);
-        players.ensure(pipeline.sample_rate());
-        players.follows_job.store(true, std::sync::atomic::Ordering::Relaxed);
-        // Held until the window says the rest can play through.
-        players.with_open(|p| {
-            p.new_song();
-            p.pause();
-        });
+        players.follow_new_song(pipeline.sample_rate());
         let finished = song_job::run(pipeline, &made, &WindowSink { job, outbox, players, plays: true }, cancel)?;
         players.for_job(Player::complete);
         let saved = finished.saved.expect("the job names the library");
@@ -655,12 +660,7 @@ impl Worker {
         };
         let pipeline = &self.pipeline.as_ref().expect("loaded for the takes").1;
         let (players, outbox) = (&self.players, &self.outbox);
-        players.ensure(pipeline.sample_rate());
-        players.follows_job.store(true, std::sync::atomic::Ordering::Relaxed);
-        players.with_open(|p| {
-            p.new_song();
-            p.pause();
-        });
+        players.follow_new_song(pipeline.sample_rate());
         let ends = TakeEnds { library_dir: &self.library_dir, librarian: &self.librarian, players, outbox, running };
         let ended: Vec<std::sync::atomic::AtomicBool> = started.iter().map(|_| Default::default()).collect();
         let batch = jobs
