@@ -75,8 +75,8 @@ pub struct GenerateArgs {
     #[arg(long)]
     save: bool,
     /// Make this many takes at once, seeds --seed, --seed + 1, ...: NAME-1.wav, NAME-2.wav, ...
-    /// (NAME from --out, else "song"); the first is played. They run as one batch, each the song
-    /// its seed makes alone.
+    /// (NAME from --out, else "takes", or "takes-2" ... when taken); the first is played. They run
+    /// as one batch, each the song its seed makes alone.
     #[arg(long, default_value_t = 1)]
     takes: usize,
     /// The library directory for `--save`; the user's data directory without it.
