@@ -225,7 +225,7 @@ async fn create_song(
         ..server.base.clone()
     };
     let takes = ask.takes.unwrap_or(1);
-    let most = crate::generate::MAX_TAKES;
+    let most = songloom_wire::MAX_TAKES;
     if !(1..=most).contains(&takes) {
         return Err(ApiError::bad(format!("takes must be 1 to {most} (got {takes})")));
     }

@@ -263,30 +263,24 @@ impl Pipeline {
         mut song: BatchSong<'a>,
         others: &[(usize, usize)],
     ) -> Joining<'a> {
-        let prepared = (|| {
-            song.cancel.check()?;
-            let (prompt, max_frames) = self.prompt_and_frames(&song.req, song.prompt.take())?;
-            let size = (prompt.cond.len(), max_frames);
-            if let Err(e) = self.plan.for_batch(&self.geometry, &[others, &[size]].concat()) {
-                if others.is_empty() || self.plan.for_batch(&self.geometry, &[size]).is_err() {
-                    return Err(e);
-                }
-                return Ok(Err(prompt));
-            }
-            (song.events)(Event::Stage { stage: Stage::Tokenize, done: 1, total: 1 });
-            Ok(Ok((prompt, max_frames, size)))
-        })();
-        let (prompt, max_frames, size) = match prepared {
-            Ok(Ok(prepared)) => prepared,
-            Ok(Err(prompt)) => {
-                song.prompt = Some(prompt);
-                return Joining::Later(song);
-            }
+        let checked = song.cancel.check().and_then(|()| self.prompt_and_frames(&song.req, song.prompt.take()));
+        let (prompt, max_frames) = match checked {
+            Ok(checked) => checked,
             Err(e) => {
                 (song.done)(Err(e));
                 return Joining::Refused;
             }
         };
+        let size = (prompt.cond.len(), max_frames);
+        if let Err(e) = self.plan.for_batch(&self.geometry, &[others, &[size]].concat()) {
+            if !others.is_empty() && self.plan.for_batch(&self.geometry, &[size]).is_ok() {
+                song.prompt = Some(prompt);
+                return Joining::Later(song);
+            }
+            (song.done)(Err(e));
+            return Joining::Refused;
+        }
+        (song.events)(Event::Stage { stage: Stage::Tokenize, done: 1, total: 1 });
         let tokenize_s = song.started.elapsed().as_secs_f64();
         let (frame_tx, frame_rx) = match self.plan.mode {
             Mode::Streamed => mpsc::sync_channel::<Frame>(2 * self.constants.chunk_frames),
