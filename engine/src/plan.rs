@@ -570,8 +570,9 @@ impl Plan {
     /// acoustic workspace: each song's windows run on its own thread and stream, and memory freed on
     /// one stream is not reused by another (measured: docs/BENCHMARKS.md, "Several songs at once").
     /// The songs' decode rows and depth frames are a few MB. Over the budget, the error says how
-    /// many songs like the longest of them fit.
-    pub fn for_batch(&self, geometry: &Geometry, songs: &[(usize, usize)]) -> Result<Plan> {
+    /// many songs like the longest of them fit. `rendering` more songs have left the AR loop but
+    /// still make their audio: streamed on a GPU, each still holds an acoustic workspace.
+    pub fn for_batch(&self, geometry: &Geometry, songs: &[(usize, usize)], rendering: usize) -> Result<Plan> {
         let Some(&longest) = songs.iter().max_by_key(|&&(prompt, frames)| prompt + frames) else {
             return Err(Error::Invalid("a batch needs at least one song".into()));
         };
@@ -579,7 +580,8 @@ impl Plan {
         let work = Workload { prompt: longest.0, frames: longest.1, ..self.workload };
         let one = geometry.plan_with_dit(self.formats, self.acoustic, self.mode, &work);
         let mut plan = Plan { budget_bytes: self.budget_bytes, ..one.clone() };
-        plan.part_bytes = self.batch_parts(one.part_bytes, songs.len(), songs.iter().map(|&song| kv(song)).sum());
+        let kv_bytes = songs.iter().map(|&song| kv(song)).sum();
+        plan.part_bytes = self.batch_parts(one.part_bytes, songs.len() + rendering, kv_bytes);
         plan.peak_bytes = plan.part_bytes.peak(self.mode);
         match self.budget_bytes {
             Some(budget) if plan.peak_bytes > budget => {
@@ -598,7 +600,8 @@ impl Plan {
         }
     }
 
-    /// The parts of one song's plan (`one`) for `songs` songs whose KV caches take `kv_bytes`.
+    /// The parts of one song's plan (`one`) for `songs` songs making audio, whose KV caches take
+    /// `kv_bytes`.
     fn batch_parts(&self, one: PartBytes, songs: usize, kv_bytes: u64) -> PartBytes {
         let per_song_acoustic = self.workload.gpu && self.mode == Mode::Streamed;
         let acoustic_workspace =
@@ -676,22 +679,30 @@ mod tests {
             (Workload { gpu: false, runtime_bytes: 0, ..Workload::on_gpu(Precision::Bf16, 300, 1500) }, Mode::Streamed),
         ] {
             let one = geometry.plan(ArFormats::BF16, mode, &work);
-            let batch = Plan { budget_bytes: None, ..one.clone() }.for_batch(&geometry, &songs).unwrap();
+            let batch = Plan { budget_bytes: None, ..one.clone() }.for_batch(&geometry, &songs, 0).unwrap();
             assert_eq!(batch.part_bytes.kv_cache, 2 * kv(300, 1500) + kv(120, 750));
             let workspaces = if work.gpu && mode == Mode::Streamed { 3 } else { 1 };
             assert_eq!(batch.part_bytes.acoustic_workspace, workspaces * one.part_bytes.acoustic_workspace);
             let own_workspace = if workspaces > 1 { one.part_bytes.acoustic_workspace } else { 0 };
             let each = kv(300, 1500) + own_workspace;
             // A budget with room for two long songs and a little more.
-            let budget =
-                Plan { budget_bytes: None, ..one.clone() }.for_batch(&geometry, &[(300, 1500); 2]).unwrap().peak_bytes
-                    + each / 2;
+            let budget = Plan { budget_bytes: None, ..one.clone() }
+                .for_batch(&geometry, &[(300, 1500); 2], 0)
+                .unwrap()
+                .peak_bytes
+                + each / 2;
             let planned = Plan { budget_bytes: Some(budget), ..one };
-            let err = planned.for_batch(&geometry, &[(300, 1500); 4]).unwrap_err().to_string();
+            let err = planned.for_batch(&geometry, &[(300, 1500); 4], 0).unwrap_err().to_string();
             assert!(err.contains("4 songs at once") && err.contains("at most 2 songs"), "{mode:?}: {err}");
-            assert!(planned.for_batch(&geometry, &[(300, 1500); 2]).is_ok());
-            assert!(planned.for_batch(&geometry, &[(300, 1500); 3]).is_err());
+            assert!(planned.for_batch(&geometry, &[(300, 1500); 2], 0).is_ok());
+            assert!(planned.for_batch(&geometry, &[(300, 1500); 3], 0).is_err());
             assert_eq!(planned.batch_capacity(&geometry, 8), 2);
+            // A song still making its audio holds its workspace (streamed on a GPU), not its cache.
+            let unbudgeted = Plan { budget_bytes: None, ..planned.clone() };
+            let peak = |rendering| unbudgeted.for_batch(&geometry, &[(300, 1500); 2], rendering).unwrap().peak_bytes;
+            assert_eq!(peak(1), peak(0) + own_workspace, "{mode:?}");
+            let fits_beside_one = planned.for_batch(&geometry, &[(300, 1500); 2], 1).is_ok();
+            assert_eq!(fits_beside_one, own_workspace <= each / 2, "{mode:?}");
         }
     }
 

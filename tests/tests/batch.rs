@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use songloom_engine::model_dir::ModelDir;
 use songloom_engine::pipeline::{
     BatchSong, Cancel, Event, MemoryRequest, Observer, Pipeline, Request, Stage, Stats, no_arrivals,
 };
-use songloom_engine::plan::WeightsChoice;
+use songloom_engine::plan::{Plan, WeightsChoice, Workload};
 use songloom_engine::{DeviceKind, Error, Precision, Result};
 use songloom_tests::{cpu, gpu_with, tiny_model_dir};
 
@@ -274,4 +275,59 @@ fn a_song_that_does_not_fit_beside_the_others_waits_for_room() {
         assert!(outcome.as_ref().expect("told").is_ok(), "song {i}: {:?}", outcome.as_ref().unwrap().as_ref().err());
     }
     assert!(same_song(&results[1].0, &alone(&pipeline, &reqs[2])), "the song that waited differs from the song alone");
+}
+
+/// Streamed on a GPU, a song that has left the AR loop keeps its acoustic workspace until its last
+/// window. Under a budget with room for one song, the next song waits for that song's audio to end,
+/// not only for it to leave the loop, and is then the song alone. The test uses a GPU's plan on the
+/// CPU, where only the plan's arithmetic differs.
+#[test]
+fn a_song_waits_for_room_held_by_the_audio_of_the_song_before() {
+    let model = tiny_model_dir();
+    let reqs = requests();
+    // The shorter song first, so the longer one fits alone under the budget.
+    let (first, second) = (reqs[2].clone(), reqs[0].clone());
+    let loaded = Pipeline::load(&model, cpu()).unwrap();
+    let size = |req: &Request| {
+        let prompt = loaded.encode_prompt(&req.description, &req.lyrics).unwrap();
+        (prompt.cond.len(), loaded.max_frames(req.duration_s).unwrap())
+    };
+    let geometry = ModelDir::open(&model).unwrap().geometry().unwrap();
+    let unbudgeted = loaded.loaded_plan().clone();
+    let on_gpu = Plan { workload: Workload { gpu: true, ..unbudgeted.workload }, ..unbudgeted };
+    let peak = |songs: &[(usize, usize)], rendering| on_gpu.for_batch(&geometry, songs, rendering).unwrap().peak_bytes;
+    let (a, b) = (size(&first), size(&second));
+    let budget = peak(&[a], 0).max(peak(&[b], 0));
+    assert!(peak(&[b], 1) > budget, "the budget must not hold the second song beside the first's audio");
+    let planned = Plan { budget_bytes: Some(budget), ..on_gpu };
+    let pipeline = Pipeline::load_planned(&model, cpu(), &planned, &|_| {}).unwrap();
+
+    // What happened, in order: (song, the event's name).
+    let log = Arc::new(Mutex::new(Vec::<(usize, &'static str)>::new()));
+    let mut entries: Vec<Entry> = [&first, &second].iter().map(|r| entry(r, Cancel::default())).collect();
+    for (i, e) in entries.iter_mut().enumerate() {
+        let (log, inner) = (log.clone(), e.song.events.clone());
+        e.song.events = Arc::new(move |event: Event| {
+            match &event {
+                Event::Stage { stage: Stage::Tokenize, .. } => log.lock().unwrap().push((i, "joined")),
+                Event::Finished { .. } => log.lock().unwrap().push((i, "finished")),
+                _ => {}
+            }
+            inner(event)
+        });
+    }
+    let (songs, rest): (Vec<BatchSong>, Vec<_>) = entries.into_iter().map(|e| (e.song, (e.made, e.outcome))).unzip();
+    pipeline.generate_batch(songs, &no_arrivals);
+    for (i, (_, outcome)) in rest.iter().enumerate() {
+        let outcome = outcome.lock().unwrap();
+        assert!(outcome.as_ref().expect("told").is_ok(), "song {i}: {:?}", outcome.as_ref().unwrap().as_ref().err());
+    }
+    let log = log.lock().unwrap().clone();
+    let at = |what| log.iter().position(|&e| e == what).unwrap_or_else(|| panic!("no {what:?} in {log:?}"));
+    assert!(
+        at((1, "joined")) > at((0, "finished")),
+        "the second song joined while the first still made its audio: {log:?}"
+    );
+    let made = rest[1].0.lock().unwrap().clone();
+    assert!(same_song(&made, &alone(&pipeline, &second)), "the song that waited differs from the song alone");
 }

@@ -7,7 +7,7 @@
 //! seeded streams).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::Instant;
 
 use super::ar::{ArBatch, ArRun, Frame, Member, Sinks};
@@ -97,6 +97,41 @@ struct Joined<'a> {
     ar_outcome: mpsc::Receiver<ArOutcome>,
 }
 
+/// How many songs' acoustic work is under way, streamed: each holds an acoustic workspace on the
+/// device until its last window, after its KV cache has gone with it from the AR loop.
+#[derive(Default)]
+struct Rendering {
+    songs: Mutex<usize>,
+    ended: Condvar,
+}
+
+impl Rendering {
+    fn count(&self) -> usize {
+        *self.songs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// One song more, until the returned guard drops (its work done, or dropped unstarted).
+    fn start(&self) -> RenderingSong<'_> {
+        *self.songs.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        RenderingSong(self)
+    }
+
+    /// Waits until fewer than `seen` songs render.
+    fn wait_below(&self, seen: usize) {
+        let songs = self.songs.lock().unwrap_or_else(|e| e.into_inner());
+        drop(self.ended.wait_while(songs, |n| *n >= seen).unwrap_or_else(|e| e.into_inner()));
+    }
+}
+
+struct RenderingSong<'r>(&'r Rendering);
+
+impl Drop for RenderingSong<'_> {
+    fn drop(&mut self) {
+        *self.0.songs.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        self.0.ended.notify_all();
+    }
+}
+
 /// The AR loop's side of a song that joined.
 struct Running {
     started: Instant,
@@ -124,6 +159,7 @@ impl Pipeline {
             Mode::Phased => None,
         };
         let turn = &Mutex::new(());
+        let rendering = &Rendering::default();
         std::thread::scope(|scope| {
             let ar_thread = std::thread::Builder::new().name("songloom-ar".into()).spawn_scoped(scope, move || {
                 let mut deferred = Vec::new();
@@ -131,8 +167,10 @@ impl Pipeline {
                     Some(half) => {
                         let half = half.clone();
                         let thread = std::thread::Builder::new().name("songloom-acoustic".into());
+                        let rendering_song = rendering.start();
                         // Should the thread not start, its song is told so as `joined` drops.
                         let _ = thread.spawn_scoped(scope, move || {
+                            let _rendering_song = rendering_song;
                             self.finish_batch_song(&half, joined, Some(turn));
                             let _ = self.device.end_thread();
                         });
@@ -146,6 +184,7 @@ impl Pipeline {
                     songs,
                     arrivals,
                     priority,
+                    rendering,
                     &mut start_acoustic,
                 );
                 // The songs were told their outcomes; a failure here leaves only a stream behind.
@@ -179,7 +218,7 @@ impl Pipeline {
             .iter()
             .map(|req| self.prompt_and_frames(req, None).map(|(prompt, frames)| (prompt.cond.len(), frames)))
             .collect::<Result<Vec<_>>>()?;
-        self.plan.for_batch(&self.geometry, &sizes).map(|_| ())
+        self.plan.for_batch(&self.geometry, &sizes, 0).map(|_| ())
     }
 
     /// A request's prompt (`given`, or its description and lyrics tokenized) and its frame limit,
@@ -201,6 +240,7 @@ impl Pipeline {
         songs: Vec<BatchSong<'a>>,
         arrivals: Arrivals<'_, 'a>,
         priority: Result<()>,
+        rendering: &Rendering,
         start_acoustic: &mut dyn FnMut(Joined<'a>),
     ) {
         let mut running: HashMap<usize, Running> = HashMap::new();
@@ -218,7 +258,10 @@ impl Pipeline {
             }
             while let Some(song) = waiting.pop_front() {
                 let sizes: Vec<(usize, usize)> = running.values().map(|r| r.size).collect();
-                match self.join_song(&mut batch, next_id, song, &sizes) {
+                // The running songs' acoustic work is counted with them.
+                let rendered = rendering.count();
+                let rendering_only = rendered.saturating_sub(running.len());
+                match self.join_song(&mut batch, next_id, song, &sizes, rendering_only) {
                     Joining::Joined(joined, run) => {
                         running.insert(next_id, run);
                         start_acoustic(joined);
@@ -226,6 +269,11 @@ impl Pipeline {
                     Joining::Refused => {}
                     Joining::Later(song) => {
                         waiting.push_front(song);
+                        // With no song left in the AR loop, room comes only as a song's audio ends.
+                        if batch.is_empty() {
+                            rendering.wait_below(rendered);
+                            continue;
+                        }
                         break;
                     }
                 }
@@ -254,14 +302,16 @@ impl Pipeline {
     }
 
     /// Tokenizes and checks a song, runs its prefill and adds it to the batch; `others` are the
-    /// prompt tokens and frames of the songs already running (for the memory plan). A song that
-    /// cannot join is told why; one that fits alone but not beside them waits.
+    /// prompt tokens and frames of the songs already running and `rendering` the songs that left
+    /// the loop but still make their audio (for the memory plan). A song that cannot join is told
+    /// why; one that fits alone but not beside them waits.
     fn join_song<'a>(
         &self,
         batch: &mut ArBatch<'_, 'a>,
         id: usize,
         mut song: BatchSong<'a>,
         others: &[(usize, usize)],
+        rendering: usize,
     ) -> Joining<'a> {
         let checked = song.cancel.check().and_then(|()| self.prompt_and_frames(&song.req, song.prompt.take()));
         let (prompt, max_frames) = match checked {
@@ -272,8 +322,9 @@ impl Pipeline {
             }
         };
         let size = (prompt.cond.len(), max_frames);
-        if let Err(e) = self.plan.for_batch(&self.geometry, &[others, &[size]].concat()) {
-            if !others.is_empty() && self.plan.for_batch(&self.geometry, &[size]).is_ok() {
+        if let Err(e) = self.plan.for_batch(&self.geometry, &[others, &[size]].concat(), rendering) {
+            let alone = self.plan.for_batch(&self.geometry, &[size], 0);
+            if (!others.is_empty() || rendering > 0) && alone.is_ok() {
                 song.prompt = Some(prompt);
                 return Joining::Later(song);
             }
