@@ -25,7 +25,8 @@ pub struct BenchArgs {
     /// Synthetic weights: `full` is the real checkpoint's geometry.
     #[arg(long, default_value = "full")]
     synthetic: String,
-    /// gemm, dit-block, dit-ops (each op of a DiT block timed alone), stages, song, batch (several
+    /// gemm, launch (what one small operation costs the host and the device), dit-block, dit-ops
+    /// (each op of a DiT block timed alone), stages, song, batch (several
     /// songs at once, `--songs`), precision (the
     /// fast policies' distance to exact f32 at full size, GPU only), quant (the weight formats'
     /// distances to bf16 at full size, GPU only) or all (all = gemm and dit-block, what a CPU can do).
@@ -61,6 +62,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             dit_block(&device, args.repeat)
         }
         "gemm" => gemm(&device, args.repeat),
+        "launch" => launch_cost(&device),
         "dit-block" => dit_block(&device, args.repeat),
         "dit-ops" => dit_ops(&device, args.repeat),
         "stages" => stages(device, memory, args.repeat),

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use super::queue::BindGroups;
 use crate::error::{Error, Result};
 
 /// The usages every pooled buffer has: bound to shaders, copied to and from.
@@ -53,6 +54,8 @@ pub struct Usage {
 pub struct Pool {
     device: wgpu::Device,
     account: Arc<Mutex<Account>>,
+    /// The queue's bind groups, which hold their buffers alive: cleared as the pool frees buffers.
+    bind_groups: Arc<BindGroups>,
 }
 
 /// A buffer of the pool: handed back to it when dropped.
@@ -84,8 +87,14 @@ impl Drop for GpuBuffer {
 }
 
 impl Pool {
-    pub fn new(device: wgpu::Device) -> Self {
-        Pool { device, account: Arc::default() }
+    pub fn new(device: wgpu::Device, bind_groups: Arc<BindGroups>) -> Self {
+        Pool { device, account: Arc::default(), bind_groups }
+    }
+
+    /// Frees the idle buffers, and the bind groups that would keep them.
+    fn drop_pool(&self, account: &mut Account) {
+        self.bind_groups.clear();
+        account.drop_pool();
     }
 
     fn account(&self) -> std::sync::MutexGuard<'_, Account> {
@@ -156,7 +165,7 @@ impl Pool {
         if let Some(budget) = account.budget
             && account.live + account.pooled + size > budget
         {
-            account.drop_pool();
+            self.drop_pool(&mut account);
         }
         Self::count(&mut account, size);
         Ok(())
@@ -189,7 +198,7 @@ impl Pool {
 
     /// Frees the pool's idle buffers.
     pub fn release(&self) {
-        self.account().drop_pool();
+        self.drop_pool(&mut self.account());
     }
 }
 

@@ -26,7 +26,7 @@ mod storage;
 use std::sync::Arc;
 
 use self::memory::{GpuBuffer, Pool};
-use self::queue::Queue;
+use self::queue::{BindGroups, Queue};
 use self::shaders::Program;
 pub use self::storage::WgpuStorage;
 use crate::device::{Backend, DeviceKind, DeviceOptions, MemoryUse, Op, Operand};
@@ -71,9 +71,10 @@ impl WgpuBackend {
     fn open(options: DeviceOptions, real_gpu_only: bool) -> Result<Self> {
         let opened = context::open(real_gpu_only)?;
         let description = context::describe(&opened);
-        let pool = Pool::new(opened.device.clone());
+        let bind_groups = Arc::new(BindGroups::default());
+        let pool = Pool::new(opened.device.clone(), bind_groups.clone());
         let unused = pool.upload(&[0; 16])?;
-        let shared = Arc::new(Shared { queue: Queue::new(opened.device, opened.queue), pool });
+        let shared = Arc::new(Shared { queue: Queue::new(opened.device, opened.queue, bind_groups), pool });
         Ok(WgpuBackend {
             shared,
             description,

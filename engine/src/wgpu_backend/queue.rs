@@ -1,7 +1,9 @@
 //! Recording work: every op's dispatches and copies go into one open command encoder, with their
 //! parameters in one uniform buffer, and are submitted together when the host needs a value
 //! back, when the device is waited for, or when a batch grows long. So a decode step, a depth
-//! frame or a DiT forward is a few submissions, not one per op.
+//! frame or a DiT forward is a few submissions, not one per op. The parameters sit at a dynamic
+//! offset, so a program's dispatches over the same buffers share one bind group, made once: in a
+//! decode step the pool hands out the same buffers frame after frame.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -31,10 +33,54 @@ fn pipeline_key(program: Program, formats: &[DType]) -> PipelineKey {
     (program, std::array::from_fn(|i| formats.get(i).copied()))
 }
 
+/// Bind groups kept at most: past this many the cache starts over.
+const MAX_BIND_GROUPS: usize = 4096;
+
 /// A compiled program and its bind group layout.
 pub struct Pipeline {
     pipeline: wgpu::ComputePipeline,
     layout: wgpu::BindGroupLayout,
+}
+
+/// A bind group's pipeline (by address: pipelines live as long as the queue) and its buffers.
+type BindGroupKey = (usize, Vec<(u32, wgpu::Buffer)>);
+
+/// The bind groups made so far. A bind group holds its buffers alive, so the pool clears the
+/// cache before it frees buffers ([`BindGroups::clear`]).
+#[derive(Default)]
+pub struct BindGroups(Mutex<HashMap<BindGroupKey, wgpu::BindGroup>>);
+
+impl BindGroups {
+    pub fn clear(&self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}
+
+/// The bind group layout entries `source` declares: the parameters (binding 0) at a dynamic
+/// offset, and each storage buffer read-only or not as declared.
+fn layout_entries(source: &str) -> Vec<wgpu::BindGroupLayoutEntry> {
+    const BINDING: &str = "@binding(";
+    source
+        .match_indices(BINDING)
+        .filter_map(|(at, _)| {
+            let rest = &source[at + BINDING.len()..];
+            let binding = rest[..rest.find(')')?].parse().ok()?;
+            let declared = &rest[rest.find("var<")? + "var<".len()..];
+            let ty = match declared[..declared.find('>')?].replace(' ', "").as_str() {
+                "uniform" => wgpu::BufferBindingType::Uniform,
+                "storage,read" => wgpu::BufferBindingType::Storage { read_only: true },
+                "storage,read_write" => wgpu::BufferBindingType::Storage { read_only: false },
+                _ => return None,
+            };
+            let has_dynamic_offset = ty == wgpu::BufferBindingType::Uniform;
+            Some(wgpu::BindGroupLayoutEntry {
+                binding,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer { ty, has_dynamic_offset, min_binding_size: None },
+                count: None,
+            })
+        })
+        .collect()
 }
 
 struct Batch {
@@ -61,6 +107,7 @@ pub struct Queue {
     batch: Mutex<Batch>,
     params: wgpu::Buffer,
     pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
+    bind_groups: Arc<BindGroups>,
     /// The first error the device reported outside an error scope (a bug, or a lost device).
     error: Arc<Mutex<Option<String>>>,
 }
@@ -77,7 +124,7 @@ pub fn fold(n: u32) -> Result<(u32, u32)> {
 }
 
 impl Queue {
-    pub fn new(device: wgpu::Device, queue: wgpu::Queue) -> Self {
+    pub fn new(device: wgpu::Device, queue: wgpu::Queue, bind_groups: Arc<BindGroups>) -> Self {
         let error: Arc<Mutex<Option<String>>> = Arc::default();
         let sink = error.clone();
         device.on_uncaptured_error(Arc::new(move |e| {
@@ -96,6 +143,7 @@ impl Queue {
             batch: Mutex::new(Batch { encoder: None, pass: None, in_pass: 0, params: Vec::new(), dispatches: 0 }),
             params,
             pipelines: Mutex::default(),
+            bind_groups,
             error,
         }
     }
@@ -107,9 +155,19 @@ impl Queue {
             return Ok(p.clone());
         }
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let source = program.source(formats);
+        let layout = self.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some(program.name()),
+            entries: &layout_entries(&source),
+        });
+        let pipeline_layout = self.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(program.name()),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
         let descriptor = wgpu::ShaderModuleDescriptor {
             label: Some(program.name()),
-            source: wgpu::ShaderSource::Wgsl(program.source(formats).into()),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
         };
         // SAFETY: the programs index only within the sizes the host checked and passed them, and
         // every loop ends (the conformance suite runs each); without the runtime checks wgpu would
@@ -118,7 +176,7 @@ impl Queue {
             unsafe { self.device.create_shader_module_trusted(descriptor, wgpu::ShaderRuntimeChecks::unchecked()) };
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(program.name()),
-            layout: None,
+            layout: Some(&pipeline_layout),
             module: &module,
             entry_point: Some("main"),
             compilation_options: Default::default(),
@@ -127,7 +185,6 @@ impl Queue {
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Gpu(format!("building shader {} for {formats:?}: {e}", program.name())));
         }
-        let layout = pipeline.get_bind_group_layout(0);
         let built = Arc::new(Pipeline { pipeline, layout });
         self.pipelines.lock().unwrap_or_else(|e| e.into_inner()).insert(key, built.clone());
         Ok(built)
@@ -155,11 +212,36 @@ impl Queue {
         batch.params.resize(offset as usize, 0);
         batch.params.extend(params.iter().flat_map(|v| v.to_le_bytes()));
         batch.dispatches += 1;
+        let group = self.bind_group(pipeline, buffers);
+        if batch.in_pass == PASS_DISPATCHES {
+            batch.end_pass();
+        }
+        if batch.pass.is_none() {
+            let pass = self.encoder(&mut batch).begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            batch.pass = Some(pass.forget_lifetime());
+        }
+        batch.in_pass += 1;
+        let pass = batch.pass.as_mut().expect("a pass was just opened");
+        pass.set_pipeline(&pipeline.pipeline);
+        pass.set_bind_group(0, &group, &[offset as u32]);
+        pass.dispatch_workgroups(workgroups.0, workgroups.1, 1);
+        Ok(())
+    }
+
+    /// The bind group of `pipeline` over `buffers` (with the parameters at binding 0), made on
+    /// first use.
+    fn bind_group(&self, pipeline: &Pipeline, buffers: &[(u32, &wgpu::Buffer)]) -> wgpu::BindGroup {
+        let key =
+            (std::ptr::from_ref(pipeline) as usize, buffers.iter().map(|&(binding, b)| (binding, b.clone())).collect());
+        let mut cache = self.bind_groups.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(group) = cache.get(&key) {
+            return group.clone();
+        }
         let mut entries = vec![wgpu::BindGroupEntry {
             binding: 0,
             resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                 buffer: &self.params,
-                offset,
+                offset: 0,
                 size: wgpu::BufferSize::new(PARAM_SLOT),
             }),
         }];
@@ -173,19 +255,11 @@ impl Queue {
             layout: &pipeline.layout,
             entries: &entries,
         });
-        if batch.in_pass == PASS_DISPATCHES {
-            batch.end_pass();
+        if cache.len() >= MAX_BIND_GROUPS {
+            cache.clear();
         }
-        if batch.pass.is_none() {
-            let pass = self.encoder(&mut batch).begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-            batch.pass = Some(pass.forget_lifetime());
-        }
-        batch.in_pass += 1;
-        let pass = batch.pass.as_mut().expect("a pass was just opened");
-        pass.set_pipeline(&pipeline.pipeline);
-        pass.set_bind_group(0, &group, &[]);
-        pass.dispatch_workgroups(workgroups.0, workgroups.1, 1);
-        Ok(())
+        cache.insert(key, group.clone());
+        group
     }
 
     fn encoder<'a>(&self, batch: &'a mut Batch) -> &'a mut wgpu::CommandEncoder {
