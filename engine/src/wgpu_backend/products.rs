@@ -33,6 +33,12 @@ const WIDE_MIN_ROWS: usize = 256;
 /// Output tile of the products on the matrix units (linear_coop.wgsl): rows of x, weight rows.
 const COOP_TILE: (usize, usize) = (128, 64);
 
+/// Rows rounded for the GEMV against quantized weights, and what rounding took from each group.
+struct Rounded {
+    rows: WgpuStorage,
+    lost: WgpuStorage,
+}
+
 /// What the decode GEMV does with its sums (gemv.wgsl's `EPILOGUE_*`).
 #[derive(Clone, Copy)]
 enum Epilogue<'a> {
@@ -86,9 +92,32 @@ impl WgpuBackend {
         }
     }
 
+    /// The rows of `x [m, k]` rounded as a GEMV against a quantized weight takes them
+    /// (quantize_rows.wgsl), and what rounding took from each group's sum; `None` where `k` holds
+    /// no whole groups.
+    fn rounded_rows(&self, op: Op, x: &Tensor) -> Result<Option<Rounded>> {
+        let &[m, k] = x.shape() else {
+            return Err(Error::Invalid(format!("{op:?}: rows to round must be [m, k], not {:?}", x.shape())));
+        };
+        if !k.is_multiple_of(GROUP) || m == 0 {
+            return Ok(None);
+        }
+        let src = self.f32s(x, op)?;
+        let groups = k / GROUP;
+        let rows = self.alloc(op, m * k)?;
+        let lost = self.alloc(op, m * groups)?;
+        let buffers = [(1, src.buffer()), (2, rows.buffer()), (3, lost.buffer())];
+        let total = m * groups;
+        let params = [word(op, total)?, bits(f32::NAN)];
+        self.run(Program::QuantizeRows, &[], &params, &buffers, word(op, total.div_ceil(256))?)?;
+        Ok(Some(Rounded { rows, lost }))
+    }
+
     /// The decode GEMV (gemv.wgsl) of `x [m <= 8, k]`, `k` a multiple of 4, with `norm` applied
     /// to the input first (float weights only: see [`gemv_input`](Self::gemv_input)) and
-    /// `epilogue` to the sums.
+    /// `epilogue` to the sums. Against a quantized weight the GEMV takes `x` rounded: `rounded`
+    /// where the caller rounded it once for several products, else rounded here.
+    #[allow(clippy::too_many_arguments)]
     fn gemv(
         &self,
         op: Op,
@@ -97,6 +126,7 @@ impl WgpuBackend {
         bias: Option<&Tensor>,
         norm: Option<RmsNorm>,
         epilogue: Epilogue,
+        rounded: Option<&Rounded>,
     ) -> Result<Tensor> {
         let (m, k, n) = shapes::linear(x, w, bias)?;
         let weight = self.matrix(w, op)?;
@@ -116,19 +146,12 @@ impl WgpuBackend {
         let out = self.alloc(op, m * n)?;
         let groups = k / GROUP;
         // Against a quantized weight the GEMV's rows go in rounded, with what rounding lost.
-        let rounded = if weight.dtype.is_quantized() && k.is_multiple_of(GROUP) && m > 0 {
-            let rounded = self.alloc(op, m * k)?;
-            let lost = self.alloc(op, m * groups)?;
-            let buffers = [(1, src.buffer()), (2, rounded.buffer()), (3, lost.buffer())];
-            let total = m * groups;
-            let params = [word(op, total)?, bits(f32::NAN)];
-            self.run(Program::QuantizeRows, &[], &params, &buffers, word(op, total.div_ceil(256))?)?;
-            Some((rounded, lost))
-        } else {
-            None
+        let rounded_here = match rounded {
+            None if weight.dtype.is_quantized() => self.rounded_rows(op, x)?,
+            _ => None,
         };
-        let (input, lost) = match &rounded {
-            Some((r, l)) => (r.buffer(), l.buffer()),
+        let (input, lost) = match rounded.or(rounded_here.as_ref()).filter(|_| weight.dtype.is_quantized()) {
+            Some(r) => (r.rows.buffer(), r.lost.buffer()),
             None => (src.buffer(), self.unused.raw()),
         };
         // A weight kept in pieces: each piece's product fills its columns of the output.
@@ -176,7 +199,7 @@ impl ProductOps for WgpuBackend {
         let op = Op::Linear;
         let (m, k, n) = shapes::linear(x, w, bias)?;
         if is_gemv(m, k) {
-            return self.gemv(op, x, w, bias, None, Epilogue::Plain);
+            return self.gemv(op, x, w, bias, None, Epilogue::Plain, None);
         }
         let src = self.f32s(x, op)?;
         let weight = self.matrix(w, op)?;
@@ -209,7 +232,7 @@ impl ProductOps for WgpuBackend {
         if !is_gemv(m, k) || residual.shape() != [m, n] {
             return composed::linear_add(self, x, w, residual);
         }
-        self.gemv(Op::LinearAdd, x, w, None, None, Epilogue::Add(residual))
+        self.gemv(Op::LinearAdd, x, w, None, None, Epilogue::Add(residual), None)
     }
 
     fn linear_swiglu(&self, x: &Tensor, norm: Option<RmsNorm>, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
@@ -222,7 +245,7 @@ impl ProductOps for WgpuBackend {
             return composed::linear_swiglu(self, x, norm, gate, up);
         }
         let (x, norm) = self.gemv_input(x, norm, g.dtype.is_quantized())?;
-        self.gemv(op, &x, gate, None, norm, Epilogue::Swiglu(up))
+        self.gemv(op, &x, gate, None, norm, Epilogue::Swiglu(up), None)
     }
 
     fn linear3(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
@@ -230,13 +253,12 @@ impl ProductOps for WgpuBackend {
         if !is_gemv(m, k) || !self.norm_fits(norm, k) {
             return composed::linear3(self, x, norm, w);
         }
-        // A quantized input is normalised once for the three.
-        let (x, norm) = self.gemv_input(x, norm, w.iter().any(|w| w.dtype().is_quantized()))?;
+        // A quantized input is normalised and rounded once for the three.
+        let quantized = w.iter().any(|w| w.dtype().is_quantized());
+        let (x, norm) = self.gemv_input(x, norm, quantized)?;
         let op = Op::Linear3;
-        Ok([
-            self.gemv(op, &x, w[0], None, norm, Epilogue::Plain)?,
-            self.gemv(op, &x, w[1], None, norm, Epilogue::Plain)?,
-            self.gemv(op, &x, w[2], None, norm, Epilogue::Plain)?,
-        ])
+        let rounded = if quantized { self.rounded_rows(op, &x)? } else { None };
+        let product = |w: &Tensor| self.gemv(op, &x, w, None, norm, Epilogue::Plain, rounded.as_ref());
+        Ok([product(w[0])?, product(w[1])?, product(w[2])?])
     }
 }
