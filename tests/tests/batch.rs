@@ -277,12 +277,10 @@ fn a_song_that_does_not_fit_beside_the_others_waits_for_room() {
     assert!(same_song(&results[1].0, &alone(&pipeline, &reqs[2])), "the song that waited differs from the song alone");
 }
 
-/// Streamed on a GPU, a song that has left the AR loop keeps its acoustic workspace until its last
-/// window. Under a budget with room for one song, the next song waits for that song's audio to end,
-/// not only for it to leave the loop, and is then the song alone. The test uses a GPU's plan on the
-/// CPU, where only the plan's arithmetic differs.
-#[test]
-fn a_song_waits_for_room_held_by_the_audio_of_the_song_before() {
+/// Two songs under a GPU's plan on the CPU (only the plan's arithmetic differs), with a budget
+/// that holds either alone but not the second beside the first's audio: the pipeline and the two
+/// requests.
+fn room_for_one_song() -> (Pipeline, Request, Request) {
     let model = tiny_model_dir();
     let reqs = requests();
     // The shorter song first, so the longer one fits alone under the budget.
@@ -300,22 +298,41 @@ fn a_song_waits_for_room_held_by_the_audio_of_the_song_before() {
     let budget = peak(&[a], 0).max(peak(&[b], 0));
     assert!(peak(&[b], 1) > budget, "the budget must not hold the second song beside the first's audio");
     let planned = Plan { budget_bytes: Some(budget), ..on_gpu };
-    let pipeline = Pipeline::load_planned(&model, cpu(), &planned, &|_| {}).unwrap();
+    (Pipeline::load_planned(&model, cpu(), &planned, &|_| {}).unwrap(), first, second)
+}
 
-    // What happened, in order: (song, the event's name).
-    let log = Arc::new(Mutex::new(Vec::<(usize, &'static str)>::new()));
-    let mut entries: Vec<Entry> = [&first, &second].iter().map(|r| entry(r, Cancel::default())).collect();
+/// What happened to two songs, in order: (song, "joined" | "finished" | "told").
+type Log = Arc<Mutex<Vec<(usize, &'static str)>>>;
+
+/// `entries` with their joins, their `Finished` events and their outcomes logged in `log`.
+fn logged(mut entries: Vec<Entry>, log: &Log) -> Vec<Entry> {
     for (i, e) in entries.iter_mut().enumerate() {
-        let (log, inner) = (log.clone(), e.song.events.clone());
+        let (seen, inner) = (log.clone(), e.song.events.clone());
         e.song.events = Arc::new(move |event: Event| {
             match &event {
-                Event::Stage { stage: Stage::Tokenize, .. } => log.lock().unwrap().push((i, "joined")),
-                Event::Finished { .. } => log.lock().unwrap().push((i, "finished")),
+                Event::Stage { stage: Stage::Tokenize, .. } => seen.lock().unwrap().push((i, "joined")),
+                Event::Finished { .. } => seen.lock().unwrap().push((i, "finished")),
                 _ => {}
             }
             inner(event)
         });
+        let (told, done) = (log.clone(), std::mem::replace(&mut e.song.done, Box::new(|_| {})));
+        e.song.done = Box::new(move |result| {
+            told.lock().unwrap().push((i, "told"));
+            done(result)
+        });
     }
+    entries
+}
+
+/// Streamed on a GPU, a song that has left the AR loop keeps its acoustic workspace until its last
+/// window. Under a budget with room for one song, the next song waits for that song's audio to end,
+/// not only for it to leave the loop, and is then the song alone.
+#[test]
+fn a_song_waits_for_room_held_by_the_audio_of_the_song_before() {
+    let (pipeline, first, second) = room_for_one_song();
+    let log = Log::default();
+    let entries = logged([&first, &second].iter().map(|r| entry(r, Cancel::default())).collect(), &log);
     let (songs, rest): (Vec<BatchSong>, Vec<_>) = entries.into_iter().map(|e| (e.song, (e.made, e.outcome))).unzip();
     pipeline.generate_batch(songs, &no_arrivals);
     for (i, (_, outcome)) in rest.iter().enumerate() {
@@ -330,4 +347,37 @@ fn a_song_waits_for_room_held_by_the_audio_of_the_song_before() {
     );
     let made = rest[1].0.lock().unwrap().clone();
     assert!(same_song(&made, &alone(&pipeline, &second)), "the song that waited differs from the song alone");
+}
+
+/// A song waiting for the room another song's audio holds is cancelled while that audio is still
+/// being made: it is told at once, not when the other song ends. The first song's `Score` event
+/// (after it left the AR loop, before its work ends) cancels the second and holds the first's
+/// audio until the second is told, or 10 s pass.
+#[test]
+fn a_song_waiting_for_room_hears_its_cancel() {
+    let (pipeline, first, second) = room_for_one_song();
+    let log = Log::default();
+    let cancel = Cancel::default();
+    let mut entries = logged(vec![entry(&first, Cancel::default()), entry(&second, cancel.clone())], &log);
+    let second_told = entries[1].outcome.clone();
+    let inner = entries[0].song.events.clone();
+    entries[0].song.events = Arc::new(move |event: Event| {
+        if let Event::Score(_) = event {
+            cancel.cancel();
+            let deadline = Instant::now() + std::time::Duration::from_secs(10);
+            while second_told.lock().unwrap().is_none() && Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+        inner(event)
+    });
+    let (songs, rest): (Vec<BatchSong>, Vec<_>) = entries.into_iter().map(|e| (e.song, (e.made, e.outcome))).unzip();
+    pipeline.generate_batch(songs, &no_arrivals);
+    let outcome = |i: usize| rest[i].1.lock().unwrap().take().expect("every song is told");
+    assert!(outcome(0).is_ok(), "the first song is unaffected");
+    assert!(matches!(outcome(1), Err(Error::Cancelled)), "the waiting song is told it was cancelled");
+    let log = log.lock().unwrap().clone();
+    let at = |what| log.iter().position(|&e| e == what).unwrap_or_else(|| panic!("no {what:?} in {log:?}"));
+    assert!(at((1, "told")) < at((0, "finished")), "the cancel was heard only after the first song ended: {log:?}");
+    assert!(!log.contains(&(1, "joined")), "the cancelled song never joined: {log:?}");
 }

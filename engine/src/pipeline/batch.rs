@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, mpsc};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::ar::{ArBatch, ArRun, Frame, Member, Sinks};
 use super::stream::{Song, StreamedAudio};
@@ -97,6 +97,10 @@ struct Joined<'a> {
     ar_outcome: mpsc::Receiver<ArOutcome>,
 }
 
+/// How often a song waiting for room, with no song left in the AR loop, is tried again (and its
+/// cancel heard).
+const WAITING_SONG_CHECK: Duration = Duration::from_millis(50);
+
 /// How many songs' acoustic work is under way, streamed: each holds an acoustic workspace on the
 /// device until its last window, after its KV cache has gone with it from the AR loop.
 #[derive(Default)]
@@ -116,10 +120,10 @@ impl Rendering {
         RenderingSong(self)
     }
 
-    /// Waits until fewer than `seen` songs render.
-    fn wait_below(&self, seen: usize) {
+    /// Waits until fewer than `seen` songs render, or `most` has passed.
+    fn wait_below(&self, seen: usize, most: Duration) {
         let songs = self.songs.lock().unwrap_or_else(|e| e.into_inner());
-        drop(self.ended.wait_while(songs, |n| *n >= seen).unwrap_or_else(|e| e.into_inner()));
+        drop(self.ended.wait_timeout_while(songs, most, |n| *n >= seen).unwrap_or_else(|e| e.into_inner()));
     }
 }
 
@@ -269,9 +273,10 @@ impl Pipeline {
                     Joining::Refused => {}
                     Joining::Later(song) => {
                         waiting.push_front(song);
-                        // With no song left in the AR loop, room comes only as a song's audio ends.
+                        // With no song left in the AR loop, room comes only as a song's audio ends;
+                        // the song is tried again now and then meanwhile, so a cancel is heard.
                         if batch.is_empty() {
-                            rendering.wait_below(rendered);
+                            rendering.wait_below(rendered, WAITING_SONG_CHECK);
                             continue;
                         }
                         break;

@@ -186,8 +186,9 @@ impl Queue {
             return Err(Error::Gpu(format!("building shader {} for {formats:?}: {e}", program.name())));
         }
         let built = Arc::new(Pipeline { pipeline, layout });
-        self.pipelines.lock().unwrap_or_else(|e| e.into_inner()).insert(key, built.clone());
-        Ok(built)
+        // Should another thread have built the same program meanwhile, its pipeline is kept: the
+        // bind groups are keyed by the address of the one pipeline of each key.
+        Ok(self.pipelines.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_insert(built).clone())
     }
 
     fn batch(&self) -> std::sync::MutexGuard<'_, Batch> {
