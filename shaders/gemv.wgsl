@@ -53,9 +53,7 @@ var<workgroup> squares: array<f32, 256>;
 // `with_squares`, `sq` over the first weight row's lanes into `squares[i * LANES]`.
 fn sum_lanes(lid: u32, acc: array<f32, MAX_M>, sq: array<f32, MAX_M>, with_squares: bool) {
     let lane = lid % LANES;
-    // Only the rows of x there are: the others' sums are never read.
-    let m = min(p.m, MAX_M);
-    for (var i = 0u; i < m; i++) {
+    for (var i = 0u; i < MAX_M; i++) {
         partial[i * 256u + lid] = acc[i];
         if with_squares && lid < LANES {
             squares[i * LANES + lid] = sq[i];
@@ -64,7 +62,7 @@ fn sum_lanes(lid: u32, acc: array<f32, MAX_M>, sq: array<f32, MAX_M>, with_squar
     workgroupBarrier();
     for (var stride = LANES / 2u; stride > 0u; stride = stride / 2u) {
         if lane < stride {
-            for (var i = 0u; i < m; i++) {
+            for (var i = 0u; i < MAX_M; i++) {
                 partial[i * 256u + lid] += partial[i * 256u + lid + stride];
                 if with_squares && lid < LANES {
                     squares[i * LANES + lid] += squares[i * LANES + lid + stride];
@@ -161,7 +159,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     sum_lanes(lid, acc, sq, norm);
     var gate: array<f32, MAX_M>;
-    for (var i = 0u; i < min(p.m, MAX_M); i++) {
+    for (var i = 0u; i < MAX_M; i++) {
         gate[i] = partial[i * 256u + lid];
     }
     if swiglu {
