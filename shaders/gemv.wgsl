@@ -1,8 +1,6 @@
 // `y [m, n] = x [m, k] @ w [n, k]^T (+ bias)` for at most 8 rows (decode steps), k a multiple of
-// 4: 32 threads a weight row, 8 weight rows a workgroup, so each weight is read once for every row
-// of x. A thread reads whole units of its row (`w_unit`: a vec4 of weights, two of q4's), UNROLL
-// of them before it uses them, so that several loads are in flight; the 32 lanes of a row read
-// adjacent units, so each load of a row's lanes is one run of memory. Against a quantized weight, `x` holds
+// 4: 32 threads a weight row, 8 weight rows a workgroup, each thread reading 4 weights at a time
+// (`w4`), so each weight is read once for every row of x. Against a quantized weight, `x` holds
 // the activations already rounded to int8 per group of 32 (quantize_rows.wgsl) and, for q4,
 // `lost` what the rounding took from each group's sum, counted at the middle of the codes: the
 // arithmetic of the CPU's and the CUDA kernels' integer products.
@@ -43,7 +41,6 @@ const EPILOGUE_SWIGLU: u32 = 2u;
 const LANES: u32 = 32u;
 const ROWS: u32 = 8u;
 const MAX_M: u32 = 8u;
-const UNROLL: u32 = 4u;
 var<workgroup> partial: array<f32, 2048>;
 // Each input row's squares, from the first weight row's lanes (every weight row's lanes read the
 // same inputs).
@@ -73,42 +70,12 @@ fn sum_lanes(lid: u32, acc: array<f32, MAX_M>, sq: array<f32, MAX_M>, with_squar
     }
 }
 
-// Adds unit `j` of a weight row (`wv`, and SwiGLU's second matrix's `uv`) times the rows of x to
-// the sums, and, with the norm, each input row's squares.
-fn add_unit(j: u32, wv: array<vec4<f32>, w_unit4s>, uv: array<vec4<f32>, w_unit4s>,
-            acc: ptr<function, array<f32, MAX_M>>, acc_up: ptr<function, array<f32, MAX_M>>,
-            sq: ptr<function, array<f32, MAX_M>>) {
-    let k4 = p.k / 4u;
-    let swiglu = p.epilogue == EPILOGUE_SWIGLU;
-    let norm = p.norm != 0u;
-    for (var c = 0u; c < w_unit4s; c++) {
-        let j4 = j * w_unit4s + c;
-        var gv = vec4<f32>(1.0);
-        if norm {
-            gv = gain4(4u * j4);
-        }
-        for (var i = 0u; i < MAX_M; i++) {
-            if i < p.m {
-                let xv = x[i * k4 + j4];
-                var h = xv;
-                if norm {
-                    (*sq)[i] += dot(xv, xv);
-                    h = xv * gv;
-                }
-                (*acc)[i] += dot(h, wv[c]);
-                if swiglu {
-                    (*acc_up)[i] += dot(h, uv[c]);
-                }
-            }
-        }
-    }
-}
-
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let lane = lid % LANES;
     let r = workgroup_index(wid, nwg) * ROWS + lid / LANES;
+    let k4 = p.k / 4u;
     let swiglu = p.epilogue == EPILOGUE_SWIGLU;
     let norm = p.norm != 0u;
     var acc: array<f32, MAX_M>;
@@ -116,30 +83,30 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var sq: array<f32, MAX_M>;
     // (The first weight row of a workgroup is never past the end, so its lanes sum the squares.)
     if r < p.n {
-        // A row's units (k is a multiple of a unit's weights: q4's rows hold whole groups).
-        let units = p.k / (4u * w_unit4s);
-        let row = r * units;
-        var j = lane;
-        while j + LANES * (UNROLL - 1u) < units {
-            var wv: array<array<vec4<f32>, w_unit4s>, UNROLL>;
-            var uv: array<array<vec4<f32>, w_unit4s>, UNROLL>;
-            for (var a = 0u; a < UNROLL; a++) {
-                wv[a] = w_unit(row + j + a * LANES);
-                if swiglu {
-                    uv[a] = up_unit(row + j + a * LANES);
+        for (var j = lane; j < k4; j += LANES) {
+            let wv = w4(r * p.k + 4u * j);
+            var uv = vec4<f32>(0.0);
+            if swiglu {
+                uv = up4(r * p.k + 4u * j);
+            }
+            var gv = vec4<f32>(1.0);
+            if norm {
+                gv = gain4(4u * j);
+            }
+            for (var i = 0u; i < MAX_M; i++) {
+                if i < p.m {
+                    let xv = x[i * k4 + j];
+                    var h = xv;
+                    if norm {
+                        sq[i] += dot(xv, xv);
+                        h = xv * gv;
+                    }
+                    acc[i] += dot(h, wv);
+                    if swiglu {
+                        acc_up[i] += dot(h, uv);
+                    }
                 }
             }
-            for (var a = 0u; a < UNROLL; a++) {
-                add_unit(j + a * LANES, wv[a], uv[a], &acc, &acc_up, &sq);
-            }
-            j += LANES * UNROLL;
-        }
-        for (; j < units; j += LANES) {
-            var uv: array<vec4<f32>, w_unit4s>;
-            if swiglu {
-                uv = up_unit(row + j);
-            }
-            add_unit(j, w_unit(row + j), uv, &acc, &acc_up, &sq);
         }
         if w_corrects_rounding {
             for (var g = lane; g < p.groups; g += LANES) {

@@ -95,9 +95,6 @@ impl Program {
         source.push_str(COMMON);
         for (&(name, binding), &dtype) in self.readers().iter().zip(formats) {
             source.push_str(&reader(name, binding, dtype));
-            if self == Program::Gemv {
-                source.push_str(&unit_reader(name, dtype));
-            }
         }
         source.push_str(self.body());
         source
@@ -209,72 +206,6 @@ fn reader(name: &str, binding: u32, dtype: DType) -> String {
     }
 }
 
-/// WGSL for the decode GEMV's loads: `const {name}_unit4s`, the vec4s in a unit (the fewest whole
-/// words of a tensor in `dtype` that hold whole vec4s: one vec4, or two for q4's eight codes a
-/// word), and `fn {name}_unit(u: u32) -> array<vec4<f32>, {name}_unit4s>`, unit `u` of the tensor
-/// as f32 (its elements from `4 * {name}_unit4s * u` on). A lane that reads whole units uses every
-/// byte it loads.
-fn unit_reader(name: &str, dtype: DType) -> String {
-    let half = |array: &str, index: &str| format!("unpack2x16float({name}_{array}[{index} >> 1u])[{index} & 1u]");
-    let bf16_pair = |word: &str| format!("bitcast<f32>({word} << 16u), bitcast<f32>({word} & 0xffff0000u)");
-    let (unit4s, body) = match dtype {
-        DType::F32 => (
-            1,
-            format!(
-                "    let i = 4u * u;\n    \
-                 return array(vec4<f32>({name}_data[i], {name}_data[i + 1u], {name}_data[i + 2u], {name}_data[i + 3u]));"
-            ),
-        ),
-        DType::BF16 => (
-            1,
-            format!(
-                "    let low = {name}_data[2u * u];\n    let high = {name}_data[2u * u + 1u];\n    \
-                 return array(vec4<f32>({}, {}));",
-                bf16_pair("low"),
-                bf16_pair("high")
-            ),
-        ),
-        DType::F16 => (
-            1,
-            format!(
-                "    return array(vec4<f32>(unpack2x16float({name}_data[2u * u]), unpack2x16float({name}_data[2u * u + 1u])));"
-            ),
-        ),
-        DType::Q8 => (
-            1,
-            format!(
-                "    let g = u / 8u;\n    let word = bitcast<i32>({name}_data[u]);\n    \
-                 let codes = vec4<i32>(word << 24u, word << 16u, word << 8u, word) >> vec4<u32>(24u);\n    \
-                 return array(vec4<f32>(codes) * {});",
-                half("scales", "g")
-            ),
-        ),
-        DType::Q4 => (
-            2,
-            format!(
-                "    let g = u / 4u;\n    let word = vec4<u32>({name}_data[u]);\n    \
-                 let scale = {};\n    let offset = vec4<f32>({});\n    \
-                 let low = (word >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(0xfu);\n    \
-                 let high = (word >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(0xfu);\n    \
-                 return array(vec4<f32>(low) * scale + offset, vec4<f32>(high) * scale + offset);",
-                half("scales", "g"),
-                half("offsets", "g")
-            ),
-        ),
-        DType::F8E4M3 => unreachable!("wgpu holds no fp8 tensor: `supports` refuses them"),
-    };
-    format!(
-        "const {name}_unit4s: u32 = {unit4s}u;\n\
-         fn {name}_unit(u: u32) -> array<vec4<f32>, {name}_unit4s> {{\n{body}\n}}\n"
-    )
-}
-
-/// Whether `program` is ever built with readers in `formats`: the GEMV reads SwiGLU's second
-/// matrix in the first's format, so the two readers' units match.
-pub fn is_built(program: Program, formats: &[DType]) -> bool {
-    program != Program::Gemv || formats[0] == formats[2]
-}
-
 /// Every program with every combination of reader formats it can be built with, for the test that
 /// validates them all.
 pub fn every_variant() -> Vec<(Program, Vec<DType>)> {
@@ -293,7 +224,7 @@ pub fn every_variant() -> Vec<(Program, Vec<DType>)> {
                 })
                 .collect();
         }
-        all.extend(combos.into_iter().filter(|formats| is_built(program, formats)).map(|formats| (program, formats)));
+        all.extend(combos.into_iter().map(|formats| (program, formats)));
     }
     all
 }
