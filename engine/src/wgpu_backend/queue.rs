@@ -347,3 +347,32 @@ impl Queue {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::layout_entries;
+    use crate::wgpu_backend::shaders::every_variant;
+
+    /// Every binding every program declares is in its layout: the parameters at binding 0 at a
+    /// dynamic offset, the rest storage buffers, the outputs writable.
+    #[test]
+    fn every_declared_binding_is_in_the_layout() {
+        for (program, formats) in every_variant() {
+            let source = program.source(&formats);
+            let entries = layout_entries(&source);
+            assert_eq!(entries.len(), source.matches("@binding(").count(), "{} {formats:?}", program.name());
+            let uniform = wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Uniform,
+                has_dynamic_offset: true,
+                min_binding_size: None,
+            };
+            assert!(entries.iter().any(|e| e.binding == 0 && e.ty == uniform), "{}", program.name());
+            let writable = wgpu::BufferBindingType::Storage { read_only: false };
+            let writes = entries.iter().any(|e| matches!(e.ty, wgpu::BindingType::Buffer { ty, .. } if ty == writable));
+            assert!(writes, "{}: no output", program.name());
+        }
+        // A declaration the parser does not know is left out, and the count above catches it.
+        let unknown = "@group(0) @binding(3) var<storage, read_write_twice> y: array<f32>;";
+        assert!(layout_entries(unknown).is_empty());
+    }
+}
