@@ -25,8 +25,8 @@ __device__ __forceinline__ float shortlist_value(const float* cond, const float*
     return g;
 }
 
-// logits [2, width] (conditional, unconditional); k <= width. out: [count, index[cap], cond[cap],
-// uncond[cap]] with count -1 when the shortlist cannot stand for the rows (more than cap entries
+// logits [2 * pairs, width] (conditional, unconditional, a pair a block); k <= width. out a pair:
+// [count, index[cap], cond[cap], uncond[cap]] with count -1 when the shortlist cannot stand for the rows (more than cap entries
 // tie at the threshold, a NaN among mode 0's values, or a threshold at the floor of the values).
 extern "C" __global__ void __launch_bounds__(SHORTLIST_THREADS)
     shortlist_top_k(const float* __restrict__ logits, int width, int mode, float scale, int k, int lo, int hi,
@@ -34,6 +34,9 @@ extern "C" __global__ void __launch_bounds__(SHORTLIST_THREADS)
     __shared__ unsigned hist[256];
     __shared__ unsigned prefix, remaining;
     __shared__ int count, invalid;
+    // A block a pair of rows (a batch's songs), each with its own list.
+    logits += (size_t)blockIdx.x * 2 * width;
+    out += (size_t)blockIdx.x * (1 + 3 * cap);
     const float* cond = logits;
     const float* uncond = logits + width;
     int t = threadIdx.x, lane = t & 31, warp = t >> 5;

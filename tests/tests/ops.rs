@@ -115,6 +115,42 @@ fn shortened_lists_are_the_host_rule() {
     }
 }
 
+/// A batch's lists, read back together, are each pair's own list: logit pairs of 8 forms stacked
+/// as one `[16, width]` tensor give, pair by pair, what each pair alone gives (the forms differ, so
+/// lists taken from the wrong rows do not pass).
+#[test]
+fn the_lists_of_a_batch_are_each_pair_alone() {
+    for device in devices() {
+        for (width, code_offset) in [(16_389usize, 5u32), (300, 2)] {
+            let rows = 100..100 + width as u32;
+            let c = PipelineConstants {
+                audio_end_id: 100,
+                code_offset: 100 + code_offset,
+                semantic_vocab_size: width as u32 - code_offset - 3,
+                ..Default::default()
+            };
+            let pairs: Vec<Vec<f32>> = (0..8u64)
+                .map(|form| {
+                    let (cond, uncond) = logit_rows(&mut Seeds::new(form + 10), width, form);
+                    [cond, uncond].concat()
+                })
+                .collect();
+            let logits = device.upload(Tensor::from_f32(&[16, width], pairs.concat()).unwrap()).unwrap();
+            for rule in [semantic_shortlist(&rows, &c), depth_shortlist(&c)] {
+                let each = device.candidates_each(&logits, &rule).unwrap();
+                assert_eq!(each.len(), 8);
+                for (form, (got, pair)) in each.iter().zip(&pairs).enumerate() {
+                    let pair = device.upload(Tensor::from_f32(&[2, width], pair.clone()).unwrap()).unwrap();
+                    let alone = device.candidates(&pair, &rule).unwrap();
+                    let what = format!("{} width {width} form {form}: {rule:?}", device.kind());
+                    assert_eq!(got.index, alone.index, "{what}");
+                    assert!(same_bits(&got.cond, &alone.cond) && same_bits(&got.uncond, &alone.uncond), "{what}");
+                }
+            }
+        }
+    }
+}
+
 /// The fast policies' attention at head dim 64 (the DiT's) runs on the tensor cores: in TF32 under
 /// `tf32` (inputs rounded to a 10-bit mantissa, about 5e-4 relative, summed over 64 dims and the
 /// keys; measured worst on the H200: 1.9e-4, docs/gpu-runs/2026-11-30-18-h200-tests-review.log), in

@@ -104,6 +104,70 @@ fn recorded_decode_steps_equal_op_by_op() {
     }
 }
 
+/// Hidden states of `steps` decode steps of three sequences at different lengths (a batch's
+/// songs), through [`LanguageModel::decode_many`] with a step that records or one that runs op by
+/// op, and whether the step was replayed.
+fn decode_many_run(device: &Device, lm: &LanguageModel, op_by_op: bool, steps: usize) -> (Vec<f32>, bool) {
+    let h = lm.config().hidden_size;
+    let mut caches: Vec<KvCache> = [9, 5, 2]
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| {
+            let mut cache = lm.new_cache(device, 2, len + steps + 1).unwrap();
+            let prompt = device.upload(noise(&[2 * len, h], 40 + i as u64)).unwrap();
+            lm.forward(device, &prompt, &mut cache).unwrap();
+            cache
+        })
+        .collect();
+    let mut step = if op_by_op { RecordedStep::op_by_op() } else { RecordedStep::Untried };
+    let mut out = Vec::new();
+    for s in 0..steps {
+        let input = device.upload(noise(&[6, h], 200 + s as u64)).unwrap();
+        let mut each: Vec<&mut KvCache> = caches.iter_mut().collect();
+        out.extend(lm.decode_many(device, &input, &mut each, &mut step).unwrap().to_f32_vec());
+    }
+    (out, step.is_replayed())
+}
+
+/// A batch's decode step, recorded once over the caches of three songs at different lengths and
+/// replayed, computes what running it op by op computes; and replaying it after one of the caches
+/// moved on alone is refused, not run at the wrong positions.
+#[test]
+fn a_decode_step_of_several_caches_records_and_replays() {
+    let model = ModelDir::open(&tiny_model_dir()).unwrap();
+    for device in devices() {
+        for format in [DType::BF16, DType::Q8] {
+            let lm = model.language_model(&device, None, format).unwrap();
+            let (direct, _) = decode_many_run(&device, &lm, true, 10);
+            let (recorded, replayed) = decode_many_run(&device, &lm, false, 10);
+            println!("{} {format}: several caches' decode step replayed: {replayed}", device.kind());
+            assert!(same_bits(&direct, &recorded), "{format} on {}: the recorded batch steps differ", device.kind());
+            if !records(&device) {
+                continue;
+            }
+            assert!(replayed, "{format}: the batch's decode step was not recorded");
+            let h = lm.config().hidden_size;
+            let mut caches: Vec<KvCache> = (0..2).map(|_| lm.new_cache(&device, 2, 16).unwrap()).collect();
+            let mut step = RecordedStep::Untried;
+            for s in 0..3 {
+                let input = device.upload(noise(&[4, h], 300 + s)).unwrap();
+                let mut each: Vec<&mut KvCache> = caches.iter_mut().collect();
+                lm.decode_many(&device, &input, &mut each, &mut step).unwrap();
+            }
+            assert!(step.is_replayed());
+            lm.decode(&device, &device.upload(noise(&[2, h], 400)).unwrap(), &mut caches[1]).unwrap();
+            let input = device.upload(noise(&[4, h], 500)).unwrap();
+            let mut each: Vec<&mut KvCache> = caches.iter_mut().collect();
+            let refused = lm.decode_many(&device, &input, &mut each, &mut step);
+            assert!(
+                refused.as_ref().is_err_and(|e| e.to_string().contains("moved apart")),
+                "a replay after one cache moved alone was not refused: {:?}",
+                refused.map(|_| ())
+            );
+        }
+    }
+}
+
 #[test]
 fn recorded_depth_frames_equal_op_by_op() {
     let model = ModelDir::open(&tiny_model_dir()).unwrap();
@@ -163,8 +227,9 @@ fn a_recording_that_does_not_move_with_the_cache_is_caught() {
                 let position = cache.len();
                 let shape = decode_shape(position, capacity, heads, head_dim);
                 let moving = mode != Some(false);
+                let positions = if moving { vec![position] } else { Vec::new() };
                 let y = step
-                    .run(&device, moving.then_some(position), &input, &[2, width], &mut |x| {
+                    .run(&device, &positions, &input, &[2, width], &mut |x| {
                         append_and_attend(&device, &mut cache, x, shape)
                     })
                     .unwrap();
@@ -202,7 +267,7 @@ fn a_step_over_a_long_cache_records_under_a_memory_budget() {
                 let position = cache.len();
                 let shape = decode_shape(position, capacity, heads, head_dim);
                 let y = step
-                    .run(&device, Some(position), &input, &[2, width], &mut |x| {
+                    .run(&device, &[position], &input, &[2, width], &mut |x| {
                         append_and_attend(&device, &mut cache, x, shape)
                     })
                     .unwrap();
@@ -271,7 +336,7 @@ fn a_failed_recording_runs_op_by_op_and_is_tried_again() {
                 let position = cache.len();
                 let shape = decode_shape(position, capacity, heads, head_dim);
                 let y = step
-                    .run(&device, Some(position), &input, &[2, width], &mut |x| {
+                    .run(&device, &[position], &input, &[2, width], &mut |x| {
                         calls += 1;
                         // The second call is the first recording where the device records.
                         if fail_first_recording && calls == 2 {

@@ -10,34 +10,72 @@ use crate::error::Result;
 use crate::tensor::{Storage, Tensor};
 
 impl CudaBackend {
-    /// The shortlist of `logits [2, width]` from one block on the device, or `None` when it cannot
-    /// stand for the rows (then every entry is read back).
-    pub(super) fn shortlist(&self, logits: &Tensor, width: usize, shortlist: &Shortlist) -> Result<Option<Candidates>> {
+    /// The shortlists of each pair of rows of `logits [2 * pairs, width]`, a block a pair, read
+    /// back at once; `None` for a pair whose list cannot stand for its rows (then every entry of
+    /// that pair is read back), and no lists at all where the rule keeps every entry.
+    pub(super) fn shortlists(
+        &self,
+        logits: &Tensor,
+        pairs: usize,
+        width: usize,
+        shortlist: &Shortlist,
+    ) -> Result<Option<Vec<Option<Candidates>>>> {
         let Some(DeviceShortlist { mode, k, scale, lo, hi, extra, cap }) = shortlist.on_device(width) else {
             return Ok(None);
         };
         let lane = self.lane()?;
-        let mut out = self.alloc(&lane, 1 + 3 * cap)?;
+        let packed_len = 1 + 3 * cap;
+        let mut out = self.alloc(&lane, pairs * packed_len)?;
         let (width32, k32, cap32, mode) = (width as i32, k as i32, cap as i32, mode as i32);
         let (lo, hi, extra) = (lo as i32, hi as i32, extra.map_or(-1, |e| e as i32));
-        let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
+        let cfg = LaunchConfig { grid_dim: (pairs as u32, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
         let mut b = lane.stream.launch_builder(self.kernels.get("shortlist_top_k")?);
         b.arg(self.f32s(logits, Op::Candidates)?).arg(&width32).arg(&mode).arg(&scale).arg(&k32);
         b.arg(&lo).arg(&hi).arg(&extra).arg(&cap32).arg(&mut out);
-        // SAFETY: logits hold 2 * width floats; the kernel writes at most 1 + 3 * cap floats of `out`.
+        // SAFETY: logits hold 2 * width floats a pair; block i writes at most 1 + 3 * cap floats of
+        // `out` from i * (1 + 3 * cap).
         unsafe { b.launch(cfg) }.map_err(gpu)?;
         let packed = lane.stream.clone_dtoh(&out).map_err(gpu)?;
-        Ok(Candidates::unpack(width, cap, &packed))
+        Ok(Some(packed.chunks(packed_len).map(|list| Candidates::unpack(width, cap, list)).collect()))
     }
 }
 
 impl SamplingOps for CudaBackend {
     fn candidates(&self, logits: &Tensor, shortlist: &Shortlist) -> Result<Candidates> {
-        if let ([2, width], Storage::Cuda(CudaStorage::F32(_))) = (logits.shape(), logits.storage())
-            && let Some(list) = self.shortlist(logits, *width, shortlist)?
-        {
-            return Ok(list);
-        }
-        Ok(Candidates::of_rows(self.to_host(logits)?))
+        Ok(self.candidates_each(logits, shortlist)?.remove(0))
     }
+
+    fn candidates_each(&self, logits: &Tensor, shortlist: &Shortlist) -> Result<Vec<Candidates>> {
+        let (&[rows, width], Storage::Cuda(CudaStorage::F32(_))) = (logits.shape(), logits.storage()) else {
+            return every_entry(self, logits);
+        };
+        if rows == 0 || rows % 2 != 0 {
+            return every_entry(self, logits);
+        }
+        let Some(lists) = self.shortlists(logits, rows / 2, width, shortlist)? else {
+            return every_entry(self, logits);
+        };
+        let mut pairs = Vec::with_capacity(lists.len());
+        for (i, list) in lists.into_iter().enumerate() {
+            pairs.push(match list {
+                Some(list) => list,
+                None => Candidates::of_rows(self.to_host(&self.slice_rows(logits, 2 * i, 2 * i + 2)?)?),
+            });
+        }
+        Ok(pairs)
+    }
+}
+
+/// Every entry of each pair of rows of `logits`.
+fn every_entry(backend: &CudaBackend, logits: &Tensor) -> Result<Vec<Candidates>> {
+    let rows = logits.shape().first().copied().unwrap_or(0);
+    if rows <= 2 {
+        return Ok(vec![Candidates::of_rows(backend.to_host(logits)?)]);
+    }
+    if rows % 2 != 0 {
+        return Err(crate::error::Error::Invalid(format!("logits of {rows} rows are not pairs of rows")));
+    }
+    let values = backend.to_host(logits)?;
+    let pair = values.len() / (rows / 2);
+    Ok(values.chunks(pair).map(|rows| Candidates::of_rows(rows.to_vec())).collect())
 }

@@ -81,9 +81,10 @@ pub trait Backend:
     /// Records the ops `step` queues on the calling thread instead of running them, to be run by
     /// [`replay_step`](Self::replay_step); `None` where this backend records nothing (the default).
     /// With `position` (the first cache row the step writes), replays may run the step at other
-    /// positions: the cache appends, rotary positions and attention lengths move with it. A step
-    /// that reads or writes the host, or frees a buffer made before it, cannot be recorded.
-    /// [`RecordedStep`](super::RecordedStep) manages both calls.
+    /// positions: the cache appends, rotary positions and attention lengths move with it (with
+    /// several caches, each by as much as the first). A step that reads or writes the host, or
+    /// frees a buffer made before it, cannot be recorded. [`RecordedStep`](super::RecordedStep)
+    /// manages both calls.
     fn record_step(
         &self,
         _position: Option<usize>,
@@ -240,5 +241,16 @@ pub trait SamplingOps: LayoutOps {
     /// every entry; the default reads back every entry.
     fn candidates(&self, logits: &Tensor, _shortlist: &Shortlist) -> Result<Candidates> {
         Ok(Candidates::of_rows(self.to_host(logits)?))
+    }
+
+    /// [`candidates`](Self::candidates) of each pair of rows of `logits [2 * pairs, width]` (a
+    /// batch's songs), read back together where the backend can; the default takes them one pair
+    /// at a time.
+    fn candidates_each(&self, logits: &Tensor, shortlist: &Shortlist) -> Result<Vec<Candidates>> {
+        let pairs = logits.shape().first().copied().unwrap_or(0) / 2;
+        if pairs == 1 {
+            return Ok(vec![self.candidates(logits, shortlist)?]);
+        }
+        (0..pairs).map(|i| self.candidates(&self.slice_rows(logits, 2 * i, 2 * i + 2)?, shortlist)).collect()
     }
 }

@@ -14,11 +14,13 @@ pub enum StepRecording {
     Cuda(crate::cuda::StepGraph),
 }
 
-/// A recording with the buffers it reads its input from and writes its output to.
+/// A recording with the buffers it reads its input from and writes its output to, and the
+/// positions it was recorded at.
 pub struct ReadyStep {
     recording: StepRecording,
     input: Tensor,
     output: Tensor,
+    positions: Vec<usize>,
 }
 
 /// A step run recorded where the device records steps, and directly elsewhere. The recording reads
@@ -49,16 +51,17 @@ pub enum RecordedStep {
 impl RecordedStep {
     /// Runs `step` on `input`, returning its output of shape `output_shape` as a tensor of the
     /// caller's. The first run runs it op by op, the second records it and replays the recording,
-    /// later runs only replay. `position`
-    /// is the first cache row the step writes where replays move it (a decode step), `None` where
-    /// every replay writes the rows the recording did.
+    /// later runs only replay. `positions` are the first cache row the step writes in each cache it
+    /// appends to, where replays move them (a decode step), none where every replay writes the rows
+    /// the recording did. A replay moves every cache by as much as the first: caches that moved
+    /// apart since the recording are an error.
     ///
     /// The step must not read host values that change between runs: a replay repeats what the
-    /// recording saw, but for the position.
+    /// recording saw, but for the positions.
     pub fn run(
         &mut self,
         device: &Device,
-        position: Option<usize>,
+        positions: &[usize],
         input: &Tensor,
         output_shape: &[usize],
         step: &mut dyn FnMut(&Tensor) -> Result<Tensor>,
@@ -68,17 +71,17 @@ impl RecordedStep {
                 *self = RecordedStep::Warm;
                 return step(input);
             }
-            RecordedStep::Warm => *self = Self::record(device, position, input, output_shape, step, 0)?,
+            RecordedStep::Warm => *self = Self::record(device, positions, input, output_shape, step, 0)?,
             RecordedStep::Retry { failures, wait: 0, .. } => {
                 let failures = *failures;
-                *self = Self::record(device, position, input, output_shape, step, failures)?;
+                *self = Self::record(device, positions, input, output_shape, step, failures)?;
             }
             RecordedStep::Retry { wait, .. } => *wait -= 1,
             _ => {}
         }
         match self {
             RecordedStep::Ready(ready) => {
-                let ReadyStep { recording, input: fixed, output } = &mut **ready;
+                let ReadyStep { recording, input: fixed, output, positions: at } = &mut **ready;
                 if input.shape() != fixed.shape() {
                     return Err(Error::Invalid(format!(
                         "a recorded step takes inputs of shape {:?}, not {:?}",
@@ -86,8 +89,16 @@ impl RecordedStep {
                         input.shape()
                     )));
                 }
+                let moved = |(&now, &then): (&usize, &usize)| now as i64 - then as i64;
+                let mut moves = positions.iter().zip(at.iter()).map(moved);
+                let first = moves.next();
+                if positions.len() != at.len() || moves.any(|m| Some(m) != first) {
+                    return Err(Error::Invalid(format!(
+                        "a step recorded for caches at {at:?} cannot replay at {positions:?}: they moved apart"
+                    )));
+                }
                 device.write_rows(fixed, input, 1, 0)?;
-                device.replay_step(recording, position)?;
+                device.replay_step(recording, positions.first().copied())?;
                 // A copy: the next replay overwrites the output.
                 device.slice_rows(output, 0, output.shape()[0])
             }
@@ -97,7 +108,7 @@ impl RecordedStep {
 
     fn record(
         device: &Device,
-        position: Option<usize>,
+        positions: &[usize],
         input: &Tensor,
         output_shape: &[usize],
         step: &mut dyn FnMut(&Tensor) -> Result<Tensor>,
@@ -109,12 +120,17 @@ impl RecordedStep {
         // Made before the recording, so the graph owns neither.
         let fixed = device.slice_rows(input, 0, input.shape()[0])?;
         let mut output = device.upload(Tensor::zeros(output_shape))?;
-        let recorded = device.record_step(position, &mut || {
+        let recorded = device.record_step(positions.first().copied(), &mut || {
             let out = step(&fixed)?;
             device.write_rows(&mut output, &out, 1, 0)
         });
         Ok(match recorded {
-            Ok(Some(recording)) => RecordedStep::Ready(Box::new(ReadyStep { recording, input: fixed, output })),
+            Ok(Some(recording)) => RecordedStep::Ready(Box::new(ReadyStep {
+                recording,
+                input: fixed,
+                output,
+                positions: positions.to_vec(),
+            })),
             Ok(None) => RecordedStep::Direct("the device records no steps".into()),
             Err(e) if failures + 1 >= RECORDING_TRIES => {
                 RecordedStep::Direct(format!("recording failed {RECORDING_TRIES} times, the last: {e}"))

@@ -188,7 +188,7 @@ impl DepthDecoder {
         let DepthFrame { cache, positions, calls } = frame;
         let shape = [cache.batch(), self.cfg.hidden_size];
         let out = calls[index]
-            .run(device, None, inputs, &shape, &mut |x| self.forward(device, cache, x, &positions[index], new))?;
+            .run(device, &[], inputs, &shape, &mut |x| self.forward(device, cache, x, &positions[index], new))?;
         cache.advance(new);
         Ok(out)
     }

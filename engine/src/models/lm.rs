@@ -12,7 +12,7 @@ use super::kv_cache::{KV_DTYPE, KvCache};
 use super::linear::{Linear, linear3};
 use super::swiglu::SwiGlu;
 use crate::config::LmConfig;
-use crate::device::{AttentionInputs, AttentionShape, Device, RmsNorm, Rotary};
+use crate::device::{AttentionInputs, AttentionShape, Device, RecordedStep, RmsNorm, Rotary};
 use crate::error::Result;
 use crate::tensor::{DType, Tensor};
 use crate::weights::VarBuilder;
@@ -116,7 +116,7 @@ impl LanguageModel {
         cache.check_room(1)?;
         let position = cache.len();
         let mut step = std::mem::take(&mut cache.step);
-        let out = step.run(device, Some(position), embeds, &[batch, self.cfg.hidden_size], &mut |input| {
+        let out = step.run(device, &[position], embeds, &[batch, self.cfg.hidden_size], &mut |input| {
             self.forward_at(device, input, cache)
         });
         cache.step = step;
@@ -130,7 +130,17 @@ impl LanguageModel {
     /// once, reading each weight once for the whole batch; attention runs against each cache alone,
     /// at its own length. On a backend whose product rows do not depend on one another (the CPU's
     /// decode products), each sequence's rows come out as [`decode`](Self::decode) alone makes them.
-    pub fn decode_many(&self, device: &Device, embeds: &Tensor, caches: &mut [&mut KvCache]) -> Result<Tensor> {
+    ///
+    /// Several caches run as `step` where the device records steps, recorded for these caches (in
+    /// this order) and replayed at their new lengths after: the caller keeps one `step` for as long
+    /// as the same caches decode together. One cache runs as [`decode`](Self::decode) does.
+    pub fn decode_many(
+        &self,
+        device: &Device,
+        embeds: &Tensor,
+        caches: &mut [&mut KvCache],
+        step: &mut RecordedStep,
+    ) -> Result<Tensor> {
         if let [cache] = caches {
             return self.decode(device, embeds, cache);
         }
@@ -144,11 +154,16 @@ impl LanguageModel {
         for cache in caches.iter() {
             cache.check_room(1)?;
         }
-        let x = self.layers_over(device, embeds, caches, 1)?;
+        let positions: Vec<usize> = caches.iter().map(|c| c.len()).collect();
+        let eps = self.cfg.rms_norm_eps as f32;
+        let out = step.run(device, &positions, embeds, &[rows, self.cfg.hidden_size], &mut |input| {
+            let x = self.layers_over(device, input, caches, 1)?;
+            device.rms_norm(&x, &self.norm, eps)
+        })?;
         for cache in caches.iter_mut() {
             cache.advance(1);
         }
-        device.rms_norm(&x, &self.norm, self.cfg.rms_norm_eps as f32)
+        Ok(out)
     }
 
     /// [`forward`](Self::forward) for every position: the final-norm hidden states of all rows,

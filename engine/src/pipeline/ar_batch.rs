@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::ar::{ArModels, ArRun, Chooser, Draw, FORCED_CHUNK, Forced, Frame, feedback_embedding, forced_chunk, timed};
 use super::sampling::{depth_probs, depth_shortlist, semantic_probs, semantic_shortlist};
 use super::{Cancel, Event, Stage};
-use crate::device::{Device, Shortlist};
+use crate::device::{Device, RecordedStep, Shortlist};
 use crate::error::Result;
 use crate::models::depth::DepthFrame;
 use crate::models::kv_cache::KvCache;
@@ -101,6 +101,9 @@ pub struct ArBatch<'m, 's> {
     rows: Range<u32>,
     semantic: Shortlist,
     residual: Shortlist,
+    /// The decode step of several songs, recorded for the songs it names (by id, in order) where
+    /// the device records steps; made again when they change.
+    decode_step: (Vec<usize>, RecordedStep),
 }
 
 /// How a song leaves the batch this frame.
@@ -110,7 +113,8 @@ impl<'m, 's> ArBatch<'m, 's> {
     pub fn new(m: ArModels<'m>) -> Self {
         let rows = m.lm.head_rows();
         let (semantic, residual) = (semantic_shortlist(&rows, m.constants), depth_shortlist(m.constants));
-        ArBatch { m, songs: Vec::new(), depth_frame: None, rows, semantic, residual }
+        let decode_step = (Vec::new(), RecordedStep::Untried);
+        ArBatch { m, songs: Vec::new(), depth_frame: None, rows, semantic, residual, decode_step }
     }
 
     /// The models the batch runs.
@@ -164,13 +168,12 @@ impl<'m, 's> ArBatch<'m, 's> {
         let count = self.songs.len();
         let hidden = stacked(device, self.songs.iter().map(|s| &s.last_hidden).collect())?;
         let logits = m.lm.logits(device, &hidden)?;
+        let candidates = waited_together(&mut self.songs, || device.candidates_each(&logits, &self.semantic))?;
         let mut tokens = vec![None; count];
-        for (i, song) in self.songs.iter_mut().enumerate() {
+        for ((i, song), candidates) in self.songs.iter_mut().enumerate().zip(candidates) {
             if exits[i].is_some() {
                 continue;
             }
-            let pair = pair_of(device, &logits, i, count)?;
-            let candidates = timed(&mut song.device_wait, || device.candidates(&pair, &self.semantic))?;
             let probs = semantic_probs(&candidates, self.rows.clone(), m.constants);
             match song.sinks.chooser.choose(song.next_frame, Draw::Semantic, &probs) {
                 Err(e) => exits[i] = Some(Err(e)),
@@ -200,18 +203,14 @@ impl<'m, 's> ArBatch<'m, 's> {
         let depth_frame = self.depth_frame.as_mut().expect("made above");
         let mut hidden = m.depth.start_frame(device, depth_frame, &lm_hidden, &c0_pairs)?;
         let mut codes: Vec<Vec<u32>> = tokens.iter().map(|&t| vec![t - c.code_offset]).collect();
-        // The conditional rows, read back once a frame.
-        let mut hiddens: Vec<Vec<Tensor>> = drawing
-            .iter()
-            .map(|&i| Ok(vec![device.slice_rows(&self.songs[i].last_hidden, 0, 1)?]))
-            .collect::<Result<_>>()?;
+        // Each codebook's hidden states of every song, `[2 * n, hidden]`, read back once a frame.
+        let width = lm_hidden.shape()[1];
+        let mut states = vec![lm_hidden.into_owned()];
         for k in 1..codebooks {
             let logits = m.depth.head_logits(device, k, &hidden)?;
-            for (d, &i) in drawing.iter().enumerate() {
-                hiddens[d].push(device.slice_rows(&hidden, 2 * d, 2 * d + 1)?);
+            let candidates = waited_together(&mut self.songs, || device.candidates_each(&logits, &self.residual))?;
+            for ((d, &i), candidates) in drawing.iter().enumerate().zip(candidates) {
                 let song = &mut self.songs[i];
-                let pair = pair_of(device, &logits, d, n)?;
-                let candidates = timed(&mut song.device_wait, || device.candidates(&pair, &self.residual))?;
                 // A song that failed this frame still fills its rows until the frame ends.
                 let code = match &exits[i] {
                     Some(_) => 0,
@@ -229,13 +228,24 @@ impl<'m, 's> ArBatch<'m, 's> {
             }
             if k + 1 < codebooks {
                 let entries: Vec<u32> = codes.iter().flat_map(|frame| [frame[k], frame[k]]).collect();
-                hidden = m.depth.step_each(device, depth_frame, k, &entries)?;
+                let next = m.depth.step_each(device, depth_frame, k, &entries)?;
+                states.push(std::mem::replace(&mut hidden, next));
             }
         }
+        if codebooks > 1 {
+            states.push(hidden);
+        }
+        let handing_on = drawing.iter().any(|&i| exits[i].is_none() && self.songs[i].next_frame > 0);
+        let states = if handing_on {
+            let all = device.cat_rows(&states.iter().collect::<Vec<_>>())?;
+            waited_together(&mut self.songs, || device.to_host(&all))?
+        } else {
+            Vec::new()
+        };
         let mut feeding = Vec::with_capacity(n);
         for (d, &i) in drawing.iter().enumerate() {
             if exits[i].is_none() {
-                exits[i] = self.hand_on(i, &codes[d], &hiddens[d])?;
+                exits[i] = self.hand_on(i, &codes[d], || frame_hidden(&states, width, n, d));
             }
             if exits[i].is_none() {
                 feeding.push(d);
@@ -248,9 +258,12 @@ impl<'m, 's> ArBatch<'m, 's> {
             feeding.iter().map(|&d| feedback_embedding(device, &m, &c0[d], &codes[d])).collect::<Result<_>>()?;
         let embeds = device.cat_rows(&feedback.iter().flat_map(|f| [f, f]).collect::<Vec<_>>())?;
         let fed: Vec<usize> = feeding.iter().map(|&d| drawing[d]).collect();
+        if self.decode_step.0 != fed.iter().map(|&i| self.songs[i].id).collect::<Vec<_>>() {
+            self.decode_step = (fed.iter().map(|&i| self.songs[i].id).collect(), RecordedStep::Untried);
+        }
         let mut caches: Vec<&mut KvCache> =
             self.songs.iter_mut().enumerate().filter(|(i, _)| fed.contains(i)).map(|(_, s)| &mut s.cache).collect();
-        let out = m.lm.decode_many(device, &embeds, &mut caches)?;
+        let out = m.lm.decode_many(device, &embeds, &mut caches, &mut self.decode_step.1)?;
         if let [i] = fed[..] {
             self.songs[i].last_hidden = out;
         } else {
@@ -261,24 +274,36 @@ impl<'m, 's> ArBatch<'m, 's> {
         Ok(())
     }
 
-    /// Records song `i`'s frame and hands it on (not the priming frame): whether the song leaves
-    /// now (its last frame, or its sink's error).
-    fn hand_on(&mut self, i: usize, codes: &[u32], hiddens: &[Tensor]) -> Result<Exit> {
-        let device = self.m.device;
+    /// Records song `i`'s frame and hands it on with its hidden states from `hidden` (not the
+    /// priming frame): whether the song leaves now (its last frame, or its sink's error).
+    fn hand_on(&mut self, i: usize, codes: &[u32], hidden: impl FnOnce() -> Vec<f32>) -> Exit {
         let song = &mut self.songs[i];
         song.run.codes.frames.push(codes.to_vec());
         if song.next_frame == 0 {
-            return Ok(None);
+            return None;
         }
-        let hidden = device.cat_rows(&hiddens.iter().collect::<Vec<_>>())?;
-        let hidden = timed(&mut song.device_wait, || device.to_host(&hidden))?;
-        if let Err(e) = (song.sinks.on_frame)(Frame { hidden, codes: codes.to_vec() }) {
-            return Ok(Some(Err(e)));
+        if let Err(e) = (song.sinks.on_frame)(Frame { hidden: hidden(), codes: codes.to_vec() }) {
+            return Some(Err(e));
         }
         song.run.frames += 1;
         song.progress(song.max_frames);
-        Ok(song.is_done().then_some(Ok(())))
+        song.is_done().then_some(Ok(()))
     }
+}
+
+/// Runs `read` (a read from the device, which waits for it), adding how long it took to the wait
+/// of each of `songs`: they waited together.
+fn waited_together<T>(songs: &mut [Member], read: impl FnOnce() -> Result<T>) -> Result<T> {
+    let mut waited = Duration::ZERO;
+    let value = timed(&mut waited, read);
+    songs.iter_mut().for_each(|s| s.device_wait += waited);
+    value
+}
+
+/// Song `d`'s conditional rows of a frame's hidden states `states` (each codebook's `[2 * n,
+/// width]`, one after the other): `[codebooks * width]`.
+fn frame_hidden(states: &[f32], width: usize, n: usize, d: usize) -> Vec<f32> {
+    states.chunks(2 * n * width).flat_map(|rows| &rows[2 * d * width..(2 * d + 1) * width]).copied().collect()
 }
 
 /// The rows of several songs as one tensor (the one song's own when alone).
@@ -287,9 +312,4 @@ fn stacked<'t>(device: &Device, parts: Vec<&'t Tensor>) -> Result<Cow<'t, Tensor
         [one] => Ok(Cow::Borrowed(one)),
         _ => Ok(Cow::Owned(device.cat_rows(&parts)?)),
     }
-}
-
-/// Song `i`'s CFG pair of rows of a batch's `[2 * count, ...]` tensor (all of it when alone).
-fn pair_of<'t>(device: &Device, rows: &'t Tensor, i: usize, count: usize) -> Result<Cow<'t, Tensor>> {
-    if count == 1 { Ok(Cow::Borrowed(rows)) } else { Ok(Cow::Owned(device.slice_rows(rows, 2 * i, 2 * i + 2)?)) }
 }

@@ -294,7 +294,7 @@ fn check_recorded_step(device: &Device) -> Result<(), String> {
         let step = |x: &songloom_engine::Tensor| device.add(&device.scale(x, 1.5)?, x);
         let want = step(&input).map_err(|e| e.to_string())?.to_f32_vec();
         let got =
-            recorded.run(device, None, &input, &[4, 16], &mut |x| step(x)).map_err(|e| e.to_string())?.to_f32_vec();
+            recorded.run(device, &[], &input, &[4, 16], &mut |x| step(x)).map_err(|e| e.to_string())?.to_f32_vec();
         if want.iter().zip(&got).any(|(a, b)| a.to_bits() != b.to_bits()) {
             return Err(format!("run {round} ({}) differs from the step run op by op", recorded.describe()));
         }
