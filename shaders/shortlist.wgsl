@@ -5,8 +5,9 @@
 // covers a guided value's last bit, which a driver may round once (a fused multiply-add) where the
 // host rounds twice; the host applies the exact rule to what comes back.
 //
-// out: [count, index[cap], cond[cap], uncond[cap]], count -1 where the list cannot stand for the
-// rows (more than cap entries, a NaN among mode 0's values, or a threshold at the values' floor).
+// logits: [2 * pairs, width], a workgroup a pair (a batch's songs). out, a pair's after another:
+// [count, index[cap], cond[cap], uncond[cap]], count -1 where the list cannot stand for the rows
+// (more than cap entries, a NaN among mode 0's values, or a threshold at the values' floor).
 
 struct Params {
     width: u32,
@@ -29,6 +30,9 @@ const THREADS: u32 = 256u;
 // The key of -inf, where mode 0's masked entries rank.
 const NEG_INF_KEY: u32 = 0x007fffffu;
 
+// Where this workgroup's pair starts in `logits` and its list in `out`.
+var<private> rows: u32;
+var<private> list: u32;
 var<workgroup> hist: array<atomic<u32>, 256>;
 var<workgroup> prefix: u32;
 var<workgroup> remaining: u32;
@@ -49,7 +53,7 @@ fn order_key(f: f32) -> u32 {
 }
 
 fn ranked_key(i: u32) -> u32 {
-    let c = logits[i];
+    let c = logits[rows + i];
     if p.mode == 0u {
         if (i >= p.lo && i < p.hi) || i == p.extra {
             if is_nan(c) {
@@ -59,7 +63,7 @@ fn ranked_key(i: u32) -> u32 {
         }
         return NEG_INF_KEY;
     }
-    let u = logits[p.width + i];
+    let u = logits[rows + p.width + i];
     let g = u + (c - u) * p.scale;
     let bits = bitcast<u32>(g);
     if is_nan(g) || bits == 0xff800000u {
@@ -72,7 +76,9 @@ fn ranked_key(i: u32) -> u32 {
 }
 
 @compute @workgroup_size(256)
-fn main(@builtin(local_invocation_index) t: u32) {
+fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    rows = wid.x * 2u * p.width;
+    list = wid.x * (1u + 3u * p.cap);
     if t == 0u {
         prefix = 0u;
         remaining = p.k;
@@ -112,9 +118,9 @@ fn main(@builtin(local_invocation_index) t: u32) {
         if ranked_key(i) >= low {
             let slot = atomicAdd(&count, 1u);
             if slot < p.cap {
-                out[1u + slot] = f32(i);
-                out[1u + p.cap + slot] = logits[i];
-                out[1u + 2u * p.cap + slot] = logits[p.width + i];
+                out[list + 1u + slot] = f32(i);
+                out[list + 1u + p.cap + slot] = logits[rows + i];
+                out[list + 1u + 2u * p.cap + slot] = logits[rows + p.width + i];
             }
         }
     }
@@ -126,9 +132,9 @@ fn main(@builtin(local_invocation_index) t: u32) {
         }
         let n = atomicLoad(&count);
         if atomicLoad(&invalid) != 0u || floor || n > p.cap {
-            out[0] = -1.0;
+            out[list] = -1.0;
         } else {
-            out[0] = f32(n);
+            out[list] = f32(n);
         }
     }
 }

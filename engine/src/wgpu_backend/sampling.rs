@@ -3,7 +3,7 @@
 
 use super::shaders::Program;
 use super::{WgpuBackend, bits, word};
-use crate::device::{Candidates, DeviceShortlist, Op, SamplingOps, Shortlist};
+use crate::device::{Candidates, DeviceShortlist, LayoutOps, Op, SamplingOps, Shortlist};
 use crate::error::Result;
 use crate::pipeline::sampling::shortlist;
 use crate::tensor::{DType, Tensor};
@@ -13,30 +13,60 @@ use crate::tensor::{DType, Tensor};
 const MARGIN: u32 = 64;
 
 impl WgpuBackend {
-    /// The entries the device keeps, ascending, or `None` where every entry must come back.
-    fn superset(&self, logits: &Tensor, width: usize, rule: &Shortlist) -> Result<Option<Candidates>> {
+    /// The entries the device keeps of each pair of rows of `logits [2 * pairs, width]`, ascending
+    /// (`None` for a pair whose every entry must come back), a workgroup a pair, read back at once;
+    /// no lists at all where the rule keeps every entry.
+    fn supersets(
+        &self,
+        logits: &Tensor,
+        pairs: usize,
+        width: usize,
+        rule: &Shortlist,
+    ) -> Result<Option<Vec<Option<Candidates>>>> {
         let op = Op::Candidates;
         let Some(DeviceShortlist { mode, k, scale, lo, hi, extra, cap }) = rule.on_device(width) else {
             return Ok(None);
         };
         let (lo, hi, extra) = (word(op, lo)?, word(op, hi)?, extra.map_or(Ok(u32::MAX), |e| word(op, e))?);
         let src = self.f32s(logits, op)?;
-        let out = self.alloc(op, 1 + 3 * cap)?;
+        let packed_len = 1 + 3 * cap;
+        let out = self.alloc(op, pairs * packed_len)?;
         let params = [word(op, width)?, mode, bits(scale), word(op, k)?, lo, hi, extra, word(op, cap)?, MARGIN];
-        self.run(Program::Shortlist, &[], &params, &[(1, src.buffer()), (2, out.buffer())], 1)?;
+        self.run(Program::Shortlist, &[], &params, &[(1, src.buffer()), (2, out.buffer())], word(op, pairs)?)?;
         let packed = out.to_host()?;
-        Ok(Candidates::unpack(width, cap, &packed))
+        Ok(Some(packed.chunks(packed_len).map(|list| Candidates::unpack(width, cap, list)).collect()))
     }
 }
 
 impl SamplingOps for WgpuBackend {
     fn candidates(&self, logits: &Tensor, rule: &Shortlist) -> Result<Candidates> {
-        if let [2, width] = *logits.shape()
+        Ok(self.candidates_each(logits, rule)?.remove(0))
+    }
+
+    fn candidates_each(&self, logits: &Tensor, rule: &Shortlist) -> Result<Vec<Candidates>> {
+        let rows = logits.shape().first().copied().unwrap_or(0);
+        if let [_, width] = *logits.shape()
+            && rows > 0
+            && rows % 2 == 0
             && logits.dtype() == DType::F32
-            && let Some(superset) = self.superset(logits, width, rule)?
+            && let Some(lists) = self.supersets(logits, rows / 2, width, rule)?
         {
-            return Ok(shortlist(&superset, rule));
+            let mut pairs = Vec::with_capacity(lists.len());
+            for (i, list) in lists.into_iter().enumerate() {
+                pairs.push(match list {
+                    Some(superset) => shortlist(&superset, rule),
+                    None => Candidates::of_rows(self.slice_rows(logits, 2 * i, 2 * i + 2)?.to_host()?),
+                });
+            }
+            return Ok(pairs);
         }
-        Ok(Candidates::of_rows(logits.to_host()?))
+        let values = logits.to_host()?;
+        if rows <= 2 {
+            return Ok(vec![Candidates::of_rows(values)]);
+        }
+        if rows % 2 != 0 {
+            return Err(crate::error::Error::Invalid(format!("logits of {rows} rows are not pairs of rows")));
+        }
+        Ok(values.chunks(values.len() / (rows / 2)).map(|pair| Candidates::of_rows(pair.to_vec())).collect())
     }
 }
