@@ -12,7 +12,7 @@ source scripts/device-unpack.sh
 for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
 icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 [ -f $icd ] && export VK_DRIVER_FILES=$icd
-B=/tmp/b/songloom
+B=/tmp/b/${MAIN_BIN:-songloom}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv > $R/smi.txt
 $B devices > $R/devices.txt 2>&1
 cat $R/smi.txt $R/devices.txt > $R/summary.txt
@@ -29,9 +29,10 @@ for d in ${MAIN_DEVICES-wgpu cuda}; do
   echo "main job on $d rc=$?" >> $R/summary.txt
 done
 # With songloom-prev packed (PREV= in scripts/device-pack.sh), each bench also runs on it, right
-# after this binary's, so the two versions are timed in the same lease; with NOCOOP=1, this binary
+# after this binary's, so the two versions are timed in the same lease (BINS names other binaries
+# of /tmp/b to run instead); with NOCOOP=1, this binary
 # again without the cooperative-matrix products (songloom-nocoop: SONGLOOM_WGPU_COOPERATIVE=0).
-bins=songloom; [ -x /tmp/b/songloom-prev ] && bins="$bins songloom-prev"
+bins=${BINS:-songloom $([ -x /tmp/b/songloom-prev ] && echo songloom-prev)}
 [ -n "${NOCOOP:-}" ] && bins="$bins songloom-nocoop"
 for what in ${WHAT-gemm stages}; do
   for d in ${DEVICES-wgpu cuda}; do
