@@ -30,7 +30,7 @@ impl CudaBackend {
         let (lo, hi, extra) = (lo as i32, hi as i32, extra.map_or(-1, |e| e as i32));
         let cfg = LaunchConfig { grid_dim: (pairs as u32, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
         let mut b = lane.stream.launch_builder(self.kernels.get("shortlist_top_k")?);
-        b.arg(self.f32s(logits, Op::Candidates)?).arg(&width32).arg(&mode).arg(&scale).arg(&k32);
+        b.arg(self.f32s(logits, Op::CandidatesEach)?).arg(&width32).arg(&mode).arg(&scale).arg(&k32);
         b.arg(&lo).arg(&hi).arg(&extra).arg(&cap32).arg(&mut out);
         // SAFETY: logits hold 2 * width floats a pair; block i writes at most 1 + 3 * cap floats of
         // `out` from i * (1 + 3 * cap).

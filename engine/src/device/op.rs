@@ -53,6 +53,7 @@ ops! {
     WriteRows => "write_rows", Cache;
     WriteKv => "write_kv", Cache;
     Candidates => "candidates", ReadBack;
+    CandidatesEach => "candidates_each", ReadBack;
     SiluMul => "silu_mul", Activation;
     Silu => "silu", Activation;
     Tanh => "tanh", Activation;

@@ -23,7 +23,7 @@ impl WgpuBackend {
         width: usize,
         rule: &Shortlist,
     ) -> Result<Option<Vec<Option<Candidates>>>> {
-        let op = Op::Candidates;
+        let op = Op::CandidatesEach;
         let Some(DeviceShortlist { mode, k, scale, lo, hi, extra, cap }) = rule.on_device(width) else {
             return Ok(None);
         };

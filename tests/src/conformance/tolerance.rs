@@ -37,6 +37,7 @@ pub fn tolerance(op: Op, dtype: DType, judge: Judge) -> Tolerance {
             | Op::Embedding
             | Op::ResampleNearest
             | Op::Candidates
+            | Op::CandidatesEach
             | Op::CountNonFinite,
             _,
             _,

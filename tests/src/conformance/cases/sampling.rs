@@ -24,6 +24,11 @@ pub fn cases() -> Vec<Case> {
     for dtype in FLOAT_DTYPES.into_iter().filter(|&d| d != DType::F32) {
         cases.push(candidates(300, 2, 0, true, dtype));
     }
+    for (width, code_offset) in [(16_389usize, 5u32), (300, 2)] {
+        for semantic in [true, false] {
+            cases.push(candidates_each(width, code_offset, semantic));
+        }
+    }
     cases
 }
 
@@ -90,6 +95,42 @@ fn candidates(width: usize, code_offset: u32, form: u64, semantic: bool, dtype: 
             let mut cond = i[0].values.clone();
             let uncond = cond.split_off(width);
             vec![probabilities(&Candidates::every(cond, uncond), semantic, &rows, &c)]
+        },
+    )
+}
+
+/// A batch's pairs, one of each form, stacked as `[16, width]`: each pair's probabilities as from
+/// its whole rows.
+fn candidates_each(width: usize, code_offset: u32, semantic: bool) -> Case {
+    let kind = if semantic { "semantic" } else { "depth" };
+    Case::new(
+        Op::CandidatesEach,
+        DType::F32,
+        format!("{kind} draws of 8 pairs, width {width}"),
+        |s| {
+            let rows: Vec<f32> = (0..8).flat_map(|form| logit_pair(s, width, form, DType::F32).values).collect();
+            vec![Input::new(&[16, width], DType::F32, rows)]
+        },
+        move |d, t| {
+            let (rows, c) = draw_of(width, code_offset);
+            let rule = if semantic { semantic_shortlist(&rows, &c) } else { depth_shortlist(&c) };
+            let mut probs = Vec::new();
+            for pair in d.candidates_each(&t[0], &rule)? {
+                probs.extend(probabilities(&pair, semantic, &rows, &c));
+            }
+            Ok(vec![Tensor::from_f32(&[probs.len()], probs)?])
+        },
+        move |i| {
+            let (rows, c) = draw_of(width, code_offset);
+            let pairs = i[0].values.chunks(2 * width);
+            vec![
+                pairs
+                    .flat_map(|pair| {
+                        let every = Candidates::every(pair[..width].to_vec(), pair[width..].to_vec());
+                        probabilities(&every, semantic, &rows, &c)
+                    })
+                    .collect(),
+            ]
         },
     )
 }
