@@ -6,10 +6,14 @@
 // arithmetic of the CPU's and the CUDA kernels' integer products.
 //
 // The decode step's fused forms, so a layer takes fewer dispatches: the input RMS-normalised on
-// the way (`norm`: each row's squares are summed by the lanes that read it anyway, and the
+// the way (`NORM`: each row's squares are summed by the lanes that read it anyway, and the
 // products scaled by the inverse root at the end; float weights only, a quantized weight's input
 // comes rounded from the normalised rows), and the epilogues `residual + x w^T` and SwiGLU's
 // `silu(x w^T) * (x up^T)` with the second matrix `up`.
+//
+// The rows of x, the epilogue and the norm are constants of each pipeline (overrides), so a
+// compiler sees fixed loop bounds and no epilogue it does not run: the plain product carries no
+// SwiGLU sums or squares, and two rows reduce two rows' sums, not eight.
 
 // `n` weight rows (a piece of a weight kept in pieces, whose columns of `y` start at `y_offset`
 // in rows `y_stride` wide).
@@ -21,16 +25,20 @@ struct Params {
     y_stride: u32,
     y_offset: u32,
     groups: u32,
-    // EPILOGUE_PLAIN, EPILOGUE_ADD or EPILOGUE_SWIGLU.
-    epilogue: u32,
-    // Whether x goes in RMS-normalised with `gain`, and the norm's epsilon.
-    norm: u32,
+    // The norm's epsilon, where NORM.
     eps: f32,
 }
 
 const EPILOGUE_PLAIN: u32 = 0u;
 const EPILOGUE_ADD: u32 = 1u;
 const EPILOGUE_SWIGLU: u32 = 2u;
+
+// Rows of x (p.m), at most MAX_M.
+override M: u32 = 8u;
+// EPILOGUE_PLAIN, EPILOGUE_ADD or EPILOGUE_SWIGLU.
+override EPILOGUE: u32 = 0u;
+// Whether x goes in RMS-normalised with `gain`.
+override NORM: bool = false;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
@@ -50,7 +58,7 @@ var<workgroup> squares: array<f32, 256>;
 // `with_squares`, `sq` over the first weight row's lanes into `squares[i * LANES]`.
 fn sum_lanes(lid: u32, acc: array<f32, MAX_M>, sq: array<f32, MAX_M>, with_squares: bool) {
     let lane = lid % LANES;
-    for (var i = 0u; i < MAX_M; i++) {
+    for (var i = 0u; i < M; i++) {
         partial[i * 256u + lid] = acc[i];
         if with_squares && lid < LANES {
             squares[i * LANES + lid] = sq[i];
@@ -59,7 +67,7 @@ fn sum_lanes(lid: u32, acc: array<f32, MAX_M>, sq: array<f32, MAX_M>, with_squar
     workgroupBarrier();
     for (var stride = LANES / 2u; stride > 0u; stride = stride / 2u) {
         if lane < stride {
-            for (var i = 0u; i < MAX_M; i++) {
+            for (var i = 0u; i < M; i++) {
                 partial[i * 256u + lid] += partial[i * 256u + lid + stride];
                 if with_squares && lid < LANES {
                     squares[i * LANES + lid] += squares[i * LANES + lid + stride];
@@ -76,8 +84,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let lane = lid % LANES;
     let r = workgroup_index(wid, nwg) * ROWS + lid / LANES;
     let k4 = p.k / 4u;
-    let swiglu = p.epilogue == EPILOGUE_SWIGLU;
-    let norm = p.norm != 0u;
+    let swiglu = EPILOGUE == EPILOGUE_SWIGLU;
+    let norm = NORM;
     var acc: array<f32, MAX_M>;
     var acc_up: array<f32, MAX_M>;
     var sq: array<f32, MAX_M>;
@@ -93,18 +101,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             if norm {
                 gv = gain4(4u * j);
             }
-            for (var i = 0u; i < MAX_M; i++) {
-                if i < p.m {
-                    let xv = x[i * k4 + j];
-                    var h = xv;
-                    if norm {
-                        sq[i] += dot(xv, xv);
-                        h = xv * gv;
-                    }
-                    acc[i] += dot(h, wv);
-                    if swiglu {
-                        acc_up[i] += dot(h, uv);
-                    }
+            for (var i = 0u; i < M; i++) {
+                let xv = x[i * k4 + j];
+                var h = xv;
+                if norm {
+                    sq[i] += dot(xv, xv);
+                    h = xv * gv;
+                }
+                acc[i] += dot(h, wv);
+                if swiglu {
+                    acc_up[i] += dot(h, uv);
                 }
             }
         }
@@ -115,18 +121,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 if swiglu {
                     middle_up = up_middle(r * p.groups + g);
                 }
-                for (var i = 0u; i < MAX_M; i++) {
-                    if i < p.m {
-                        acc[i] += middle * lost[i * p.groups + g];
-                        acc_up[i] += middle_up * lost[i * p.groups + g];
-                    }
+                for (var i = 0u; i < M; i++) {
+                    acc[i] += middle * lost[i * p.groups + g];
+                    acc_up[i] += middle_up * lost[i * p.groups + g];
                 }
             }
         }
     }
     sum_lanes(lid, acc, sq, norm);
     var gate: array<f32, MAX_M>;
-    for (var i = 0u; i < MAX_M; i++) {
+    for (var i = 0u; i < M; i++) {
         gate[i] = partial[i * 256u + lid];
     }
     if swiglu {
@@ -134,25 +138,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         sum_lanes(lid, acc_up, sq, false);
     }
     if lane == 0u && r < p.n {
-        for (var i = 0u; i < MAX_M; i++) {
-            if i < p.m {
-                var v = gate[i];
-                var scale = 1.0;
-                if norm {
-                    scale = 1.0 / sqrt(squares[i * LANES] / f32(p.k) + p.eps);
-                }
-                v *= scale;
-                if p.has_bias != 0u {
-                    v += bias(p.y_offset + r);
-                }
-                let at = i * p.y_stride + p.y_offset + r;
-                if p.epilogue == EPILOGUE_ADD {
-                    v = residual[at] + v;
-                } else if swiglu {
-                    v = silu(v) * (partial[i * 256u + lid] * scale);
-                }
-                y[at] = v;
+        for (var i = 0u; i < M; i++) {
+            var v = gate[i];
+            var scale = 1.0;
+            if norm {
+                scale = 1.0 / sqrt(squares[i * LANES] / f32(p.k) + p.eps);
             }
+            v *= scale;
+            if p.has_bias != 0u {
+                v += bias(p.y_offset + r);
+            }
+            let at = i * p.y_stride + p.y_offset + r;
+            if EPILOGUE == EPILOGUE_ADD {
+                v = residual[at] + v;
+            } else if swiglu {
+                v = silu(v) * (partial[i * 256u + lid] * scale);
+            }
+            y[at] = v;
         }
     }
 }

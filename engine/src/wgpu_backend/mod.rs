@@ -184,10 +184,23 @@ impl WgpuBackend {
         buffers: &[(u32, &wgpu::Buffer)],
         workgroups: u32,
     ) -> Result<()> {
+        self.run_specialized(program, formats, &[], params, buffers, workgroups)
+    }
+
+    /// [`run`](Self::run) of a program with override constants, at `overrides`.
+    fn run_specialized(
+        &self,
+        program: Program,
+        formats: &[DType],
+        overrides: &[u32],
+        params: &[u32],
+        buffers: &[(u32, &wgpu::Buffer)],
+        workgroups: u32,
+    ) -> Result<()> {
         if workgroups == 0 {
             return Ok(());
         }
-        self.run_grid(program, formats, params, buffers, queue::fold(workgroups)?)
+        self.dispatch(program, formats, overrides, params, buffers, queue::fold(workgroups)?)
     }
 
     /// [`run`](Self::run) with a two-dimensional grid of workgroups.
@@ -199,13 +212,25 @@ impl WgpuBackend {
         buffers: &[(u32, &wgpu::Buffer)],
         grid: (u32, u32),
     ) -> Result<()> {
+        self.dispatch(program, formats, &[], params, buffers, grid)
+    }
+
+    fn dispatch(
+        &self,
+        program: Program,
+        formats: &[DType],
+        overrides: &[u32],
+        params: &[u32],
+        buffers: &[(u32, &wgpu::Buffer)],
+        grid: (u32, u32),
+    ) -> Result<()> {
         if grid.0 == 0 || grid.1 == 0 {
             return Ok(());
         }
         if grid.0 > queue::MAX_WORKGROUPS || grid.1 > queue::MAX_WORKGROUPS {
             return Err(Error::Gpu(format!("a grid of {grid:?} workgroups is more than one dispatch holds")));
         }
-        let pipeline = self.shared.queue.pipeline(program, formats)?;
+        let pipeline = self.shared.queue.pipeline(program, formats, overrides)?;
         self.shared.queue.dispatch(&pipeline, params, buffers, grid)
     }
 

@@ -163,12 +163,8 @@ impl WgpuBackend {
             let up_reader: &WgpuStorage = up.unwrap_or(piece);
             let formats = [piece.dtype, readers.1.dtype, up_reader.dtype, gain.map_or(DType::F32, |g| g.dtype)];
             let mut params = piece_params(op, m, rows, k, bias.is_some(), n, first_row)?.to_vec();
-            params.extend([
-                word(op, groups)?,
-                epilogue.code(),
-                norm.is_some() as u32,
-                bits(norm.map_or(0.0, |nm| nm.eps)),
-            ]);
+            params.extend([word(op, groups)?, bits(norm.map_or(0.0, |nm| nm.eps))]);
+            let overrides = [word(op, m)?, epilogue.code(), norm.is_some() as u32];
             let mut buffers = vec![(1, input), (2, out.buffer()), (9, lost)];
             buffers.extend(weight_and_bias_bindings(readers));
             buffers.extend(tensor_bindings(10, up_reader));
@@ -177,7 +173,8 @@ impl WgpuBackend {
                 None => buffers.push((13, self.unused.raw())),
             }
             buffers.push((16, residual.map_or(self.unused.raw(), |r| r.buffer())));
-            self.run(Program::Gemv, &formats, &params, &buffers, word(op, rows.div_ceil(GEMV_ROWS))?)?;
+            let workgroups = word(op, rows.div_ceil(GEMV_ROWS))?;
+            self.run_specialized(Program::Gemv, &formats, &overrides, &params, &buffers, workgroups)?;
         }
         Ok(self.wrap(&[m, n], out))
     }

@@ -25,12 +25,21 @@ pub const MAX_WORKGROUPS: u32 = 65_535;
 /// Readers a program has at most.
 const MAX_READERS: usize = 4;
 
-/// A program and the formats of its readers, without allocating.
-type PipelineKey = (Program, [Option<DType>; MAX_READERS]);
+/// Override constants a program has at most.
+const MAX_OVERRIDES: usize = 3;
 
-fn pipeline_key(program: Program, formats: &[DType]) -> PipelineKey {
+/// A program, the formats of its readers and the values of its override constants, without
+/// allocating.
+type PipelineKey = (Program, [Option<DType>; MAX_READERS], [u32; MAX_OVERRIDES]);
+
+fn pipeline_key(program: Program, formats: &[DType], overrides: &[u32]) -> PipelineKey {
     assert!(formats.len() <= MAX_READERS, "a program has at most {MAX_READERS} readers");
-    (program, std::array::from_fn(|i| formats.get(i).copied()))
+    assert_eq!(overrides.len(), program.overrides().len(), "{}: a value for each override", program.name());
+    (
+        program,
+        std::array::from_fn(|i| formats.get(i).copied()),
+        std::array::from_fn(|i| overrides.get(i).copied().unwrap_or(0)),
+    )
 }
 
 /// Bind groups kept at most: past this many the cache starts over.
@@ -149,8 +158,10 @@ impl Queue {
     }
 
     /// The pipeline of `program` with readers in `formats`, compiled on first use.
-    pub fn pipeline(&self, program: Program, formats: &[DType]) -> Result<Arc<Pipeline>> {
-        let key = pipeline_key(program, formats);
+    /// `program` with readers in `formats` and its override constants (in the order of
+    /// [`Program::overrides`]) at `overrides`, compiled at its first use.
+    pub fn pipeline(&self, program: Program, formats: &[DType], overrides: &[u32]) -> Result<Arc<Pipeline>> {
+        let key = pipeline_key(program, formats, overrides);
         if let Some(p) = self.pipelines.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return Ok(p.clone());
         }
@@ -174,12 +185,14 @@ impl Queue {
         // add, bounds clamps on every access and counters on every loop, the loops unroll.
         let module =
             unsafe { self.device.create_shader_module_trusted(descriptor, wgpu::ShaderRuntimeChecks::unchecked()) };
+        let constants: Vec<(&str, f64)> =
+            program.overrides().iter().zip(overrides).map(|(&name, &value)| (name, f64::from(value))).collect();
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(program.name()),
             layout: Some(&pipeline_layout),
             module: &module,
             entry_point: Some("main"),
-            compilation_options: Default::default(),
+            compilation_options: wgpu::PipelineCompilationOptions { constants: &constants, ..Default::default() },
             cache: None,
         });
         if let Some(e) = pollster::block_on(scope.pop()) {

@@ -81,6 +81,15 @@ impl Program {
         }
     }
 
+    /// The program's override constants, each a `u32` or `bool` set when its pipeline is built.
+    pub fn overrides(self) -> &'static [&'static str] {
+        match self {
+            // x's rows, the epilogue's code and whether x is normalised on the way.
+            Program::Gemv => &["M", "EPILOGUE", "NORM"],
+            _ => &[],
+        }
+    }
+
     /// Whether the program runs on the matrix units through wgpu's experimental cooperative
     /// matrices (with f16 arithmetic): built only where the adapter offers both.
     pub fn is_cooperative(self) -> bool {
