@@ -1,6 +1,6 @@
 #!/bin/bash
 # Runs on the GPU machine over what .device/ holds (scripts/device-pack.sh, with the binary to
-# time against packed as songloom-$BASE): on CUDA the recorded-step tests (test-recorded) and the
+# time against packed as songloom-$BASE: BASE=prev for what `PREV=path` packs): on CUDA the recorded-step tests (test-recorded) and the
 # batch's lists (test-ops), `bench --what batch` of 8-bit songs of DURATION seconds (default 20)
 # for SONGS at once (default 1,4) on this binary and then on songloom-$BASE, then the stages on
 # wgpu through NVIDIA's Vulkan driver (the loader from .gl/) on both. Each part is cut at its
