@@ -26,8 +26,9 @@ __device__ __forceinline__ float shortlist_value(const float* cond, const float*
 }
 
 // logits [2 * pairs, width] (conditional, unconditional, a pair a block); k <= width. out a pair:
-// [count, index[cap], cond[cap], uncond[cap]] with count -1 when the shortlist cannot stand for the rows (more than cap entries
-// tie at the threshold, a NaN among mode 0's values, or a threshold at the floor of the values).
+// [count, index[cap], cond[cap], uncond[cap]] with count -1 when the shortlist cannot stand for
+// the rows (more than cap entries tie at the threshold, a NaN among mode 0's values, or a
+// threshold at the floor of the values).
 extern "C" __global__ void __launch_bounds__(SHORTLIST_THREADS)
     shortlist_top_k(const float* __restrict__ logits, int width, int mode, float scale, int k, int lo, int hi,
                     int extra, int cap, float* __restrict__ out) {

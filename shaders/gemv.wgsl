@@ -12,8 +12,8 @@
 // `silu(x w^T) * (x up^T)` with the second matrix `up`.
 //
 // The rows of x, the epilogue and the norm are constants of each pipeline (overrides), so a
-// compiler sees fixed loop bounds and no epilogue it does not run: the plain product carries no
-// SwiGLU sums or squares, and two rows reduce two rows' sums, not eight.
+// compiler sees fixed loop bounds and only the epilogue it runs: a product carries the sums of
+// its own rows alone, and the SwiGLU sums and the squares only where it needs them.
 
 // `n` weight rows (a piece of a weight kept in pieces, whose columns of `y` start at `y_offset`
 // in rows `y_stride` wide).
@@ -33,7 +33,7 @@ const EPILOGUE_PLAIN: u32 = 0u;
 const EPILOGUE_ADD: u32 = 1u;
 const EPILOGUE_SWIGLU: u32 = 2u;
 
-// Rows of x (p.m), at most MAX_M.
+// Rows of x, at most MAX_M (the loops' bound; p.m is the same number).
 override M: u32 = 8u;
 // EPILOGUE_PLAIN, EPILOGUE_ADD or EPILOGUE_SWIGLU.
 override EPILOGUE: u32 = 0u;

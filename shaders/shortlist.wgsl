@@ -31,8 +31,8 @@ const THREADS: u32 = 256u;
 const NEG_INF_KEY: u32 = 0x007fffffu;
 
 // Where this workgroup's pair starts in `logits` and its list in `out`.
-var<private> rows: u32;
-var<private> list: u32;
+var<private> pair_start: u32;
+var<private> list_start: u32;
 var<workgroup> hist: array<atomic<u32>, 256>;
 var<workgroup> prefix: u32;
 var<workgroup> remaining: u32;
@@ -53,7 +53,7 @@ fn order_key(f: f32) -> u32 {
 }
 
 fn ranked_key(i: u32) -> u32 {
-    let c = logits[rows + i];
+    let c = logits[pair_start + i];
     if p.mode == 0u {
         if (i >= p.lo && i < p.hi) || i == p.extra {
             if is_nan(c) {
@@ -63,7 +63,7 @@ fn ranked_key(i: u32) -> u32 {
         }
         return NEG_INF_KEY;
     }
-    let u = logits[rows + p.width + i];
+    let u = logits[pair_start + p.width + i];
     let g = u + (c - u) * p.scale;
     let bits = bitcast<u32>(g);
     if is_nan(g) || bits == 0xff800000u {
@@ -77,8 +77,8 @@ fn ranked_key(i: u32) -> u32 {
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    rows = wid.x * 2u * p.width;
-    list = wid.x * (1u + 3u * p.cap);
+    pair_start = wid.x * 2u * p.width;
+    list_start = wid.x * (1u + 3u * p.cap);
     if t == 0u {
         prefix = 0u;
         remaining = p.k;
@@ -118,9 +118,9 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
         if ranked_key(i) >= low {
             let slot = atomicAdd(&count, 1u);
             if slot < p.cap {
-                out[list + 1u + slot] = f32(i);
-                out[list + 1u + p.cap + slot] = logits[rows + i];
-                out[list + 1u + 2u * p.cap + slot] = logits[rows + p.width + i];
+                out[list_start + 1u + slot] = f32(i);
+                out[list_start + 1u + p.cap + slot] = logits[pair_start + i];
+                out[list_start + 1u + 2u * p.cap + slot] = logits[pair_start + p.width + i];
             }
         }
     }
@@ -132,9 +132,9 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
         }
         let n = atomicLoad(&count);
         if atomicLoad(&invalid) != 0u || floor || n > p.cap {
-            out[list] = -1.0;
+            out[list_start] = -1.0;
         } else {
-            out[list] = f32(n);
+            out[list_start] = f32(n);
         }
     }
 }

@@ -2,12 +2,11 @@
 //! dtype and the backend; fused kernels that do the composition's arithmetic bit for bit; a
 //! shortlisting backend's lists against the host rule; the fast precisions' attention bound.
 
-use songloom_engine::config::PipelineConstants;
 use songloom_engine::device::{Candidates, Conv1dParams, composed};
 use songloom_engine::pipeline::sampling::{depth_shortlist, semantic_shortlist, shortlist};
 use songloom_engine::{DType, DeviceKind, Op, Precision, Tensor};
 use songloom_tests::conformance::judge::Tolerance;
-use songloom_tests::conformance::{Seeds, all_cases, check_outputs, logit_rows};
+use songloom_tests::conformance::{Seeds, all_cases, check_outputs, draw_of, logit_rows};
 use songloom_tests::devices;
 
 fn noise(n: usize, seed: u64) -> Vec<f32> {
@@ -84,13 +83,7 @@ fn shortened_lists_are_the_host_rule() {
     for device in devices() {
         let mut shortened = 0;
         for (width, code_offset) in [(16_389usize, 5u32), (1024, 1), (300, 2)] {
-            let rows = 100..100 + width as u32;
-            let c = PipelineConstants {
-                audio_end_id: 100,
-                code_offset: 100 + code_offset,
-                semantic_vocab_size: width as u32 - code_offset - 3,
-                ..Default::default()
-            };
+            let (rows, c) = draw_of(width, code_offset);
             for form in 0..8u64 {
                 let (cond, uncond) = logit_rows(&mut Seeds::new(form), width, form);
                 let logits = device
@@ -122,13 +115,7 @@ fn shortened_lists_are_the_host_rule() {
 fn the_lists_of_a_batch_are_each_pair_alone() {
     for device in devices() {
         for (width, code_offset) in [(16_389usize, 5u32), (300, 2)] {
-            let rows = 100..100 + width as u32;
-            let c = PipelineConstants {
-                audio_end_id: 100,
-                code_offset: 100 + code_offset,
-                semantic_vocab_size: width as u32 - code_offset - 3,
-                ..Default::default()
-            };
+            let (rows, c) = draw_of(width, code_offset);
             let pairs: Vec<Vec<f32>> = (0..8u64)
                 .map(|form| {
                     let (cond, uncond) = logit_rows(&mut Seeds::new(form + 10), width, form);

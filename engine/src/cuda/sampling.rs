@@ -42,40 +42,28 @@ impl CudaBackend {
 
 impl SamplingOps for CudaBackend {
     fn candidates(&self, logits: &Tensor, shortlist: &Shortlist) -> Result<Candidates> {
-        Ok(self.candidates_each(logits, shortlist)?.remove(0))
+        match logits.shape() {
+            [2, _] => Ok(self.candidates_each(logits, shortlist)?.remove(0)),
+            _ => Ok(Candidates::of_rows(self.to_host(logits)?)),
+        }
     }
 
     fn candidates_each(&self, logits: &Tensor, shortlist: &Shortlist) -> Result<Vec<Candidates>> {
-        let (&[rows, width], Storage::Cuda(CudaStorage::F32(_))) = (logits.shape(), logits.storage()) else {
-            return every_entry(self, logits);
-        };
-        if rows == 0 || rows % 2 != 0 {
-            return every_entry(self, logits);
+        let rows = logits.shape().first().copied().unwrap_or(0);
+        if let (&[_, width], Storage::Cuda(CudaStorage::F32(_))) = (logits.shape(), logits.storage())
+            && rows > 0
+            && rows.is_multiple_of(2)
+            && let Some(lists) = self.shortlists(logits, rows / 2, width, shortlist)?
+        {
+            let mut each = Vec::with_capacity(lists.len());
+            for (i, list) in lists.into_iter().enumerate() {
+                each.push(match list {
+                    Some(list) => list,
+                    None => Candidates::of_rows(self.to_host(&self.slice_rows(logits, 2 * i, 2 * i + 2)?)?),
+                });
+            }
+            return Ok(each);
         }
-        let Some(lists) = self.shortlists(logits, rows / 2, width, shortlist)? else {
-            return every_entry(self, logits);
-        };
-        let mut pairs = Vec::with_capacity(lists.len());
-        for (i, list) in lists.into_iter().enumerate() {
-            pairs.push(match list {
-                Some(list) => list,
-                None => Candidates::of_rows(self.to_host(&self.slice_rows(logits, 2 * i, 2 * i + 2)?)?),
-            });
-        }
-        Ok(pairs)
+        Candidates::of_pairs(self.to_host(logits)?, rows)
     }
-}
-
-/// Every entry of each pair of rows of `logits`.
-fn every_entry(backend: &CudaBackend, logits: &Tensor) -> Result<Vec<Candidates>> {
-    let rows = logits.shape().first().copied().unwrap_or(0);
-    if rows <= 2 {
-        return Ok(vec![Candidates::of_rows(backend.to_host(logits)?)]);
-    }
-    if rows % 2 != 0 {
-        return Err(crate::error::Error::Invalid(format!("logits of {rows} rows are not pairs of rows")));
-    }
-    let values = backend.to_host(logits)?;
-    let pair = values.len() / (rows / 2);
-    Ok(values.chunks(pair).map(|rows| Candidates::of_rows(rows.to_vec())).collect())
 }

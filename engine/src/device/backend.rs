@@ -244,13 +244,8 @@ pub trait SamplingOps: LayoutOps {
     }
 
     /// [`candidates`](Self::candidates) of each pair of rows of `logits [2 * pairs, width]` (a
-    /// batch's songs), read back together where the backend can; the default takes them one pair
-    /// at a time.
-    fn candidates_each(&self, logits: &Tensor, shortlist: &Shortlist) -> Result<Vec<Candidates>> {
-        let pairs = logits.shape().first().copied().unwrap_or(0) / 2;
-        if pairs == 1 {
-            return Ok(vec![self.candidates(logits, shortlist)?]);
-        }
-        (0..pairs).map(|i| self.candidates(&self.slice_rows(logits, 2 * i, 2 * i + 2)?, shortlist)).collect()
+    /// batch's songs), read back together; the default reads back every entry.
+    fn candidates_each(&self, logits: &Tensor, _shortlist: &Shortlist) -> Result<Vec<Candidates>> {
+        Candidates::of_pairs(self.to_host(logits)?, logits.shape().first().copied().unwrap_or(0))
     }
 }

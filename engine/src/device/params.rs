@@ -149,6 +149,22 @@ impl Candidates {
         let uncond = cond.split_off(cond.len() / 2);
         Self::every(cond, uncond)
     }
+
+    /// Every entry of each pair of `rows` rows read back from the device (`[2 * pairs, width]`;
+    /// two rows or fewer are one pair, as [`of_rows`](Self::of_rows) takes them).
+    pub fn of_pairs(values: Vec<f32>, rows: usize) -> Result<Vec<Self>> {
+        if rows <= 2 {
+            return Ok(vec![Self::of_rows(values)]);
+        }
+        let pair = values.len() / (rows / 2);
+        if !rows.is_multiple_of(2) || pair == 0 {
+            return Err(Error::Invalid(format!(
+                "logits of {rows} rows of {} values are not pairs of rows",
+                values.len() / rows
+            )));
+        }
+        Ok(values.chunks(pair).map(|p| Self::of_rows(p.to_vec())).collect())
+    }
 }
 
 /// How urgent a thread's work is ([`Backend::set_thread_priority`](super::Backend::set_thread_priority)).
@@ -266,4 +282,19 @@ fn check_conv(
         return Err(Error::shape(op.name(), detail));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_of_rows_are_split_and_odd_rows_refused() {
+        let each = Candidates::of_pairs((0..12).map(|v| v as f32).collect(), 6).unwrap();
+        assert_eq!(each.len(), 3);
+        assert_eq!((each[1].cond.clone(), each[1].uncond.clone()), (vec![4.0, 5.0], vec![6.0, 7.0]));
+        assert_eq!(Candidates::of_pairs(vec![1.0, 2.0], 2).unwrap().len(), 1);
+        assert!(Candidates::of_pairs((0..6).map(|v| v as f32).collect(), 3).is_err());
+        assert!(Candidates::of_pairs(Vec::new(), 4).is_err());
+    }
 }

@@ -53,8 +53,9 @@ impl RecordedStep {
     /// caller's. The first run runs it op by op, the second records it and replays the recording,
     /// later runs only replay. `positions` are the first cache row the step writes in each cache it
     /// appends to, where replays move them (a decode step), none where every replay writes the rows
-    /// the recording did. A replay moves every cache by as much as the first: caches that moved
-    /// apart since the recording are an error.
+    /// the recording did. A replay moves every cache by as much as the first: where the caches
+    /// moved apart since the recording (or are others), the recording is dropped and the step runs
+    /// op by op, to be recorded again.
     ///
     /// The step must not read host values that change between runs: a replay repeats what the
     /// recording saw, but for the positions.
@@ -79,22 +80,21 @@ impl RecordedStep {
             RecordedStep::Retry { wait, .. } => *wait -= 1,
             _ => {}
         }
+        if let RecordedStep::Ready(ready) = self
+            && moved_apart(&ready.positions, positions)
+        {
+            // The recording's caches are not where it put them: it no longer stands for this step.
+            *self = RecordedStep::Untried;
+            return step(input);
+        }
         match self {
             RecordedStep::Ready(ready) => {
-                let ReadyStep { recording, input: fixed, output, positions: at } = &mut **ready;
+                let ReadyStep { recording, input: fixed, output, .. } = &mut **ready;
                 if input.shape() != fixed.shape() {
                     return Err(Error::Invalid(format!(
                         "a recorded step takes inputs of shape {:?}, not {:?}",
                         fixed.shape(),
                         input.shape()
-                    )));
-                }
-                let moved = |(&now, &then): (&usize, &usize)| now as i64 - then as i64;
-                let mut moves = positions.iter().zip(at.iter()).map(moved);
-                let first = moves.next();
-                if positions.len() != at.len() || moves.any(|m| Some(m) != first) {
-                    return Err(Error::Invalid(format!(
-                        "a step recorded for caches at {at:?} cannot replay at {positions:?}: they moved apart"
                     )));
                 }
                 device.write_rows(fixed, input, 1, 0)?;
@@ -157,4 +157,11 @@ impl RecordedStep {
     pub fn is_replayed(&self) -> bool {
         matches!(self, RecordedStep::Ready(_))
     }
+}
+
+/// Whether caches recorded at `at` stand at `now` other than all moved by one amount.
+fn moved_apart(at: &[usize], now: &[usize]) -> bool {
+    let mut moves = now.iter().zip(at).map(|(&now, &then)| now as i64 - then as i64);
+    let first = moves.next();
+    at.len() != now.len() || moves.any(|m| Some(m) != first)
 }

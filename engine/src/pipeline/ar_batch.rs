@@ -101,9 +101,15 @@ pub struct ArBatch<'m, 's> {
     rows: Range<u32>,
     semantic: Shortlist,
     residual: Shortlist,
-    /// The decode step of several songs, recorded for the songs it names (by id, in order) where
-    /// the device records steps; made again when they change.
-    decode_step: (Vec<usize>, RecordedStep),
+    decode_step: BatchStep,
+}
+
+/// The decode step of several songs, recorded for the songs it names (by id, in order) where the
+/// device records steps: it bakes in their caches, so it is made again when they change.
+#[derive(Default)]
+struct BatchStep {
+    songs: Vec<usize>,
+    step: RecordedStep,
 }
 
 /// How a song leaves the batch this frame.
@@ -113,8 +119,7 @@ impl<'m, 's> ArBatch<'m, 's> {
     pub fn new(m: ArModels<'m>) -> Self {
         let rows = m.lm.head_rows();
         let (semantic, residual) = (semantic_shortlist(&rows, m.constants), depth_shortlist(m.constants));
-        let decode_step = (Vec::new(), RecordedStep::Untried);
-        ArBatch { m, songs: Vec::new(), depth_frame: None, rows, semantic, residual, decode_step }
+        ArBatch { m, songs: Vec::new(), depth_frame: None, rows, semantic, residual, decode_step: BatchStep::default() }
     }
 
     /// The models the batch runs.
@@ -158,6 +163,10 @@ impl<'m, 's> ArBatch<'m, 's> {
             }
         }
         self.songs = kept;
+        if left.iter().any(|(id, _)| self.decode_step.songs.contains(id)) {
+            // Its caches are gone with the songs.
+            self.decode_step = BatchStep::default();
+        }
         Ok(left)
     }
 
@@ -168,7 +177,9 @@ impl<'m, 's> ArBatch<'m, 's> {
         let count = self.songs.len();
         let hidden = stacked(device, self.songs.iter().map(|s| &s.last_hidden).collect())?;
         let logits = m.lm.logits(device, &hidden)?;
-        let candidates = waited_together(&mut self.songs, || device.candidates_each(&logits, &self.semantic))?;
+        let every: Vec<usize> = (0..count).collect();
+        let candidates = waited_together(&mut self.songs, &every, || device.candidates_each(&logits, &self.semantic))?;
+        check_lists(&candidates, count)?;
         let mut tokens = vec![None; count];
         for ((i, song), candidates) in self.songs.iter_mut().enumerate().zip(candidates) {
             if exits[i].is_some() {
@@ -208,7 +219,9 @@ impl<'m, 's> ArBatch<'m, 's> {
         let mut states = vec![lm_hidden.into_owned()];
         for k in 1..codebooks {
             let logits = m.depth.head_logits(device, k, &hidden)?;
-            let candidates = waited_together(&mut self.songs, || device.candidates_each(&logits, &self.residual))?;
+            let candidates =
+                waited_together(&mut self.songs, drawing, || device.candidates_each(&logits, &self.residual))?;
+            check_lists(&candidates, n)?;
             for ((d, &i), candidates) in drawing.iter().enumerate().zip(candidates) {
                 let song = &mut self.songs[i];
                 // A song that failed this frame still fills its rows until the frame ends.
@@ -238,7 +251,7 @@ impl<'m, 's> ArBatch<'m, 's> {
         let handing_on = drawing.iter().any(|&i| exits[i].is_none() && self.songs[i].next_frame > 0);
         let states = if handing_on {
             let all = device.cat_rows(&states.iter().collect::<Vec<_>>())?;
-            waited_together(&mut self.songs, || device.to_host(&all))?
+            waited_together(&mut self.songs, drawing, || device.to_host(&all))?
         } else {
             Vec::new()
         };
@@ -258,12 +271,13 @@ impl<'m, 's> ArBatch<'m, 's> {
             feeding.iter().map(|&d| feedback_embedding(device, &m, &c0[d], &codes[d])).collect::<Result<_>>()?;
         let embeds = device.cat_rows(&feedback.iter().flat_map(|f| [f, f]).collect::<Vec<_>>())?;
         let fed: Vec<usize> = feeding.iter().map(|&d| drawing[d]).collect();
-        if self.decode_step.0 != fed.iter().map(|&i| self.songs[i].id).collect::<Vec<_>>() {
-            self.decode_step = (fed.iter().map(|&i| self.songs[i].id).collect(), RecordedStep::Untried);
+        let ids: Vec<usize> = fed.iter().map(|&i| self.songs[i].id).collect();
+        if self.decode_step.songs != ids {
+            self.decode_step = BatchStep { songs: ids, step: RecordedStep::Untried };
         }
         let mut caches: Vec<&mut KvCache> =
             self.songs.iter_mut().enumerate().filter(|(i, _)| fed.contains(i)).map(|(_, s)| &mut s.cache).collect();
-        let out = m.lm.decode_many(device, &embeds, &mut caches, &mut self.decode_step.1)?;
+        let out = m.lm.decode_many(device, &embeds, &mut caches, &mut self.decode_step.step)?;
         if let [i] = fed[..] {
             self.songs[i].last_hidden = out;
         } else {
@@ -292,12 +306,20 @@ impl<'m, 's> ArBatch<'m, 's> {
 }
 
 /// Runs `read` (a read from the device, which waits for it), adding how long it took to the wait
-/// of each of `songs`: they waited together.
-fn waited_together<T>(songs: &mut [Member], read: impl FnOnce() -> Result<T>) -> Result<T> {
+/// of each song of `songs` named in `waiting`: they waited together.
+fn waited_together<T>(songs: &mut [Member], waiting: &[usize], read: impl FnOnce() -> Result<T>) -> Result<T> {
     let mut waited = Duration::ZERO;
     let value = timed(&mut waited, read);
-    songs.iter_mut().for_each(|s| s.device_wait += waited);
+    waiting.iter().for_each(|&i| songs[i].device_wait += waited);
     value
+}
+
+/// An error unless the device sent back a list for each of the `songs` pairs of logits.
+fn check_lists(lists: &[crate::device::Candidates], songs: usize) -> Result<()> {
+    if lists.len() != songs {
+        return Err(crate::error::Error::Gpu(format!("{} sampling lists came back for {songs} songs", lists.len())));
+    }
+    Ok(())
 }
 
 /// Song `d`'s conditional rows of a frame's hidden states `states` (each codebook's `[2 * n,

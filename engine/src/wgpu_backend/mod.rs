@@ -184,23 +184,10 @@ impl WgpuBackend {
         buffers: &[(u32, &wgpu::Buffer)],
         workgroups: u32,
     ) -> Result<()> {
-        self.run_specialized(program, formats, &[], params, buffers, workgroups)
-    }
-
-    /// [`run`](Self::run) of a program with override constants, at `overrides`.
-    fn run_specialized(
-        &self,
-        program: Program,
-        formats: &[DType],
-        overrides: &[u32],
-        params: &[u32],
-        buffers: &[(u32, &wgpu::Buffer)],
-        workgroups: u32,
-    ) -> Result<()> {
         if workgroups == 0 {
             return Ok(());
         }
-        self.dispatch(program, formats, overrides, params, buffers, queue::fold(workgroups)?)
+        self.dispatch(program, formats, &[], params, buffers, queue::fold(workgroups)?)
     }
 
     /// [`run`](Self::run) with a two-dimensional grid of workgroups.
@@ -215,6 +202,8 @@ impl WgpuBackend {
         self.dispatch(program, formats, &[], params, buffers, grid)
     }
 
+    /// Records `grid` workgroups of `program` with its override constants at `overrides` (in the
+    /// order of [`Program::overrides`]).
     fn dispatch(
         &self,
         program: Program,

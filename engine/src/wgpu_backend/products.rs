@@ -13,7 +13,7 @@ use std::borrow::Cow;
 
 use super::shaders::Program;
 use super::storage::WgpuStorage;
-use super::{WgpuBackend, bits, tensor_bindings, weight_and_bias_bindings, word};
+use super::{WgpuBackend, bits, queue, tensor_bindings, weight_and_bias_bindings, word};
 use crate::device::{ElementwiseOps, NormOps, Op, ProductOps, RmsNorm, composed};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
@@ -173,8 +173,8 @@ impl WgpuBackend {
                 None => buffers.push((13, self.unused.raw())),
             }
             buffers.push((16, residual.map_or(self.unused.raw(), |r| r.buffer())));
-            let workgroups = word(op, rows.div_ceil(GEMV_ROWS))?;
-            self.run_specialized(Program::Gemv, &formats, &overrides, &params, &buffers, workgroups)?;
+            let grid = queue::fold(word(op, rows.div_ceil(GEMV_ROWS))?)?;
+            self.dispatch(Program::Gemv, &formats, &overrides, &params, &buffers, grid)?;
         }
         Ok(self.wrap(&[m, n], out))
     }

@@ -157,7 +157,6 @@ impl Queue {
         }
     }
 
-    /// The pipeline of `program` with readers in `formats`, compiled on first use.
     /// `program` with readers in `formats` and its override constants (in the order of
     /// [`Program::overrides`]) at `overrides`, compiled at its first use.
     pub fn pipeline(&self, program: Program, formats: &[DType], overrides: &[u32]) -> Result<Arc<Pipeline>> {

@@ -40,33 +40,29 @@ impl WgpuBackend {
 
 impl SamplingOps for WgpuBackend {
     fn candidates(&self, logits: &Tensor, rule: &Shortlist) -> Result<Candidates> {
-        Ok(self.candidates_each(logits, rule)?.remove(0))
+        match logits.shape() {
+            [2, _] => Ok(self.candidates_each(logits, rule)?.remove(0)),
+            _ => Ok(Candidates::of_rows(logits.to_host()?)),
+        }
     }
 
     fn candidates_each(&self, logits: &Tensor, rule: &Shortlist) -> Result<Vec<Candidates>> {
         let rows = logits.shape().first().copied().unwrap_or(0);
         if let [_, width] = *logits.shape()
             && rows > 0
-            && rows % 2 == 0
+            && rows.is_multiple_of(2)
             && logits.dtype() == DType::F32
             && let Some(lists) = self.supersets(logits, rows / 2, width, rule)?
         {
-            let mut pairs = Vec::with_capacity(lists.len());
+            let mut each = Vec::with_capacity(lists.len());
             for (i, list) in lists.into_iter().enumerate() {
-                pairs.push(match list {
+                each.push(match list {
                     Some(superset) => shortlist(&superset, rule),
                     None => Candidates::of_rows(self.slice_rows(logits, 2 * i, 2 * i + 2)?.to_host()?),
                 });
             }
-            return Ok(pairs);
+            return Ok(each);
         }
-        let values = logits.to_host()?;
-        if rows <= 2 {
-            return Ok(vec![Candidates::of_rows(values)]);
-        }
-        if rows % 2 != 0 {
-            return Err(crate::error::Error::Invalid(format!("logits of {rows} rows are not pairs of rows")));
-        }
-        Ok(values.chunks(values.len() / (rows / 2)).map(|pair| Candidates::of_rows(pair.to_vec())).collect())
+        Candidates::of_pairs(logits.to_host()?, rows)
     }
 }

@@ -23,7 +23,7 @@ use songloom_engine::{CpuStorage, DType, Device, DeviceKind, Error, Op, Precisio
 use self::judge::compare;
 use self::tolerance::{Judge, tolerance};
 
-pub use self::cases::{all_cases, logit_rows};
+pub use self::cases::{all_cases, draw_of, logit_rows};
 
 /// Every dtype a case can put under test: the weight formats, quantized ones included, for the ops
 /// that take weights (where a shape allows whole groups of [`GROUP`](songloom_engine::quant::GROUP)).

@@ -8,7 +8,7 @@ mod norms;
 mod products;
 mod sampling;
 
-pub use sampling::logit_rows;
+pub use sampling::{draw_of, logit_rows};
 
 use super::{Case, Input};
 

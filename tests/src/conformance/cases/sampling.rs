@@ -26,8 +26,11 @@ pub fn cases() -> Vec<Case> {
     }
     for (width, code_offset) in [(16_389usize, 5u32), (300, 2)] {
         for semantic in [true, false] {
-            cases.push(candidates_each(width, code_offset, semantic));
+            cases.push(candidates_each(width, code_offset, semantic, DType::F32));
         }
+    }
+    for dtype in FLOAT_DTYPES.into_iter().filter(|&d| d != DType::F32) {
+        cases.push(candidates_each(300, 2, true, dtype));
     }
     cases
 }
@@ -63,7 +66,7 @@ pub fn logit_rows(s: &mut Seeds, width: usize, form: u64) -> (Vec<f32>, Vec<f32>
 }
 
 /// The sampleable rows and constants of a logit pair `width` wide.
-fn draw_of(width: usize, code_offset: u32) -> (Range<u32>, PipelineConstants) {
+pub fn draw_of(width: usize, code_offset: u32) -> (Range<u32>, PipelineConstants) {
     let constants = PipelineConstants {
         audio_end_id: 100,
         code_offset: 100 + code_offset,
@@ -101,15 +104,15 @@ fn candidates(width: usize, code_offset: u32, form: u64, semantic: bool, dtype: 
 
 /// A batch's pairs, one of each form, stacked as `[16, width]`: each pair's probabilities as from
 /// its whole rows.
-fn candidates_each(width: usize, code_offset: u32, semantic: bool) -> Case {
+fn candidates_each(width: usize, code_offset: u32, semantic: bool, dtype: DType) -> Case {
     let kind = if semantic { "semantic" } else { "depth" };
     Case::new(
         Op::CandidatesEach,
-        DType::F32,
+        dtype,
         format!("{kind} draws of 8 pairs, width {width}"),
-        |s| {
-            let rows: Vec<f32> = (0..8).flat_map(|form| logit_pair(s, width, form, DType::F32).values).collect();
-            vec![Input::new(&[16, width], DType::F32, rows)]
+        move |s| {
+            let rows: Vec<f32> = (0..8).flat_map(|form| logit_pair(s, width, form, dtype).values).collect();
+            vec![Input::new(&[16, width], dtype, rows)]
         },
         move |d, t| {
             let (rows, c) = draw_of(width, code_offset);
