@@ -41,13 +41,6 @@ impl CudaBackend {
 }
 
 impl SamplingOps for CudaBackend {
-    fn candidates(&self, logits: &Tensor, shortlist: &Shortlist) -> Result<Candidates> {
-        match logits.shape() {
-            [2, _] => Ok(self.candidates_each(logits, shortlist)?.remove(0)),
-            _ => Ok(Candidates::of_rows(self.to_host(logits)?)),
-        }
-    }
-
     fn candidates_each(&self, logits: &Tensor, shortlist: &Shortlist) -> Result<Vec<Candidates>> {
         let rows = logits.shape().first().copied().unwrap_or(0);
         if let (&[_, width], Storage::Cuda(CudaStorage::F32(_))) = (logits.shape(), logits.storage())
@@ -55,14 +48,10 @@ impl SamplingOps for CudaBackend {
             && rows.is_multiple_of(2)
             && let Some(lists) = self.shortlists(logits, rows / 2, width, shortlist)?
         {
-            let mut each = Vec::with_capacity(lists.len());
-            for (i, list) in lists.into_iter().enumerate() {
-                each.push(match list {
-                    Some(list) => list,
-                    None => Candidates::of_rows(self.to_host(&self.slice_rows(logits, 2 * i, 2 * i + 2)?)?),
-                });
-            }
-            return Ok(each);
+            // A pair whose list cannot stand for its rows comes back whole.
+            let pair =
+                |i: usize| Ok(Candidates::of_rows(self.to_host(&self.slice_rows(logits, 2 * i, 2 * i + 2)?)?));
+            return lists.into_iter().enumerate().map(|(i, list)| list.map_or_else(|| pair(i), Ok)).collect();
         }
         Candidates::of_pairs(self.to_host(logits)?, rows)
     }

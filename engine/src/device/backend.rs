@@ -238,9 +238,13 @@ pub trait ConvOps {
 /// What the sampler reads of the logits.
 pub trait SamplingOps: LayoutOps {
     /// The entries of `logits [2, width]` (conditional, unconditional) that `shortlist` keeps, or
-    /// every entry; the default reads back every entry.
-    fn candidates(&self, logits: &Tensor, _shortlist: &Shortlist) -> Result<Candidates> {
-        Ok(Candidates::of_rows(self.to_host(logits)?))
+    /// every entry: the one pair's of [`candidates_each`](Self::candidates_each).
+    fn candidates(&self, logits: &Tensor, shortlist: &Shortlist) -> Result<Candidates> {
+        let [2, _] = logits.shape() else { return Ok(Candidates::of_rows(self.to_host(logits)?)) };
+        self.candidates_each(logits, shortlist)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| crate::Error::Gpu("no sampling list came back for a pair of rows".into()))
     }
 
     /// [`candidates`](Self::candidates) of each pair of rows of `logits [2 * pairs, width]` (a

@@ -39,13 +39,6 @@ impl WgpuBackend {
 }
 
 impl SamplingOps for WgpuBackend {
-    fn candidates(&self, logits: &Tensor, rule: &Shortlist) -> Result<Candidates> {
-        match logits.shape() {
-            [2, _] => Ok(self.candidates_each(logits, rule)?.remove(0)),
-            _ => Ok(Candidates::of_rows(logits.to_host()?)),
-        }
-    }
-
     fn candidates_each(&self, logits: &Tensor, rule: &Shortlist) -> Result<Vec<Candidates>> {
         let rows = logits.shape().first().copied().unwrap_or(0);
         if let [_, width] = *logits.shape()
@@ -54,14 +47,11 @@ impl SamplingOps for WgpuBackend {
             && logits.dtype() == DType::F32
             && let Some(lists) = self.supersets(logits, rows / 2, width, rule)?
         {
-            let mut each = Vec::with_capacity(lists.len());
-            for (i, list) in lists.into_iter().enumerate() {
-                each.push(match list {
-                    Some(superset) => shortlist(&superset, rule),
-                    None => Candidates::of_rows(self.slice_rows(logits, 2 * i, 2 * i + 2)?.to_host()?),
-                });
-            }
-            return Ok(each);
+            // A pair whose list cannot stand for its rows comes back whole.
+            let pair = |i: usize| Ok(Candidates::of_rows(self.slice_rows(logits, 2 * i, 2 * i + 2)?.to_host()?));
+            let exact =
+                |(i, list): (usize, Option<Candidates>)| list.map_or_else(|| pair(i), |s| Ok(shortlist(&s, rule)));
+            return lists.into_iter().enumerate().map(exact).collect();
         }
         Candidates::of_pairs(logits.to_host()?, rows)
     }
