@@ -717,6 +717,7 @@ fn batch(device: Device, memory: MemoryRequest, duration: f64, steps: usize, son
             }
         }));
         let outcomes: Vec<Mutex<Option<songloom_engine::Result<Stats>>>> = (0..n).map(|_| Mutex::new(None)).collect();
+        let tally_before = pipeline.acoustic_tally();
         let started = Instant::now();
         let batch: Vec<BatchSong> = outcomes
             .iter()
@@ -747,11 +748,16 @@ fn batch(device: Device, memory: MemoryRequest, duration: f64, steps: usize, son
             stats.iter().map(|s| format!("{:.2}", s.time_to_first_audio_s.unwrap_or(f64::NAN))).collect();
         let ar_frame_ms = stats.iter().map(|s| s.ar_s / s.frames as f64).sum::<f64>() / n as f64 * 1e3;
         let windows: usize = stats.iter().map(|s| s.windows).sum();
-        let busy_s: f64 = stats.iter().map(|s| s.acoustic_s).sum();
+        // The acoustic thread's busy time serves every song at once; a song's own busy spans
+        // overlap the others'.
+        let tally = pipeline.acoustic_tally();
+        let busy_s = tally.busy_s - tally_before.busy_s;
+        let passes = tally.passes - tally_before.passes;
+        let windows_a_pass = (tally.windows_stepped - tally_before.windows_stepped) as f64 / passes.max(1) as f64;
         let dit_tflops = windows as f64 * steps as f64 * 2.0 * dit_flops(690.0) / busy_s / 1e12;
         let one = *one_song_s.get_or_insert(total_s);
         say!(
-            "{n} song(s) of {duration:.0} s at once: {total_s:.2} s ({:.2}x one song's), {:.0} songs an hour; first audio [{}] s; AR frame {ar_frame_ms:.2} ms; acoustic busy {busy_s:.2} s for {windows} windows, DiT at {dit_tflops:.1} TFLOP/s over it",
+            "{n} song(s) of {duration:.0} s at once: {total_s:.2} s ({:.2}x one song's), {:.0} songs an hour; first audio [{}] s; AR frame {ar_frame_ms:.2} ms; acoustic busy {busy_s:.2} s for {windows} windows ({passes} DiT passes of {windows_a_pass:.2} windows on average), DiT at {dit_tflops:.1} TFLOP/s over it",
             total_s / one,
             n as f64 * 3600.0 / total_s,
             first_audio.join(", "),

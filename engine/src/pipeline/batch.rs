@@ -1,17 +1,19 @@
 //! Several songs at once (takes, a server's queue): one AR loop over all of them ([`ArBatch`]),
-//! each song's windows on an acoustic thread of its own, the songs taking turns at the acoustic
-//! half a window at a time (one window's workspace on the device, as for one song). Songs handed
+//! streamed, each song's windows made on one acoustic thread for all of them, where on a GPU the
+//! windows ready at once take their flow steps together ([`super::acoustic_worker`]). Songs handed
 //! over while the batch runs join it at the next frame. A song made in a batch is the song made
 //! alone with the same recipe and seed: on the CPU the same codes and the same audio, bit for bit
-//! (the decode products' rows do not depend on one another, and each song samples from its own
-//! seeded streams).
+//! (the decode products' rows do not depend on one another, each song samples from its own seeded
+//! streams, and its windows go through the DiT alone); on a GPU the same codes, and audio within
+//! the f32 rounding of the DiT's products over several windows.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
+use super::acoustic_worker::AcousticWorker;
 use super::ar::{ArBatch, ArRun, Frame, Member, Sinks};
-use super::stream::{Song, StreamedAudio};
+use super::stream::{Song, SongWorker, StreamedAudio};
 use super::windows::window_starts;
 use super::{AcousticHalf, Cancel, Event, Observer, Pipeline, Request, RngChooser, Stage, Stats};
 use crate::device::ThreadPriority;
@@ -162,20 +164,30 @@ impl Pipeline {
             },
             Mode::Phased => None,
         };
-        let turn = &Mutex::new(());
         let rendering = &Rendering::default();
         std::thread::scope(|scope| {
+            // Streamed, every song's windows run on one thread, several songs' flow steps at once.
+            let worker = acoustic_half.clone().and_then(|half| {
+                let (worker, jobs) = AcousticWorker::new();
+                let thread = std::thread::Builder::new().name("songloom-acoustic".into());
+                let started = thread.spawn_scoped(scope, move || {
+                    self.serve_windows(&half, jobs);
+                    let _ = self.device.end_thread();
+                });
+                started.is_ok().then_some(worker)
+            });
             let ar_thread = std::thread::Builder::new().name("songloom-ar".into()).spawn_scoped(scope, move || {
                 let mut deferred = Vec::new();
                 let mut start_acoustic = |joined: Joined<'a>| match &acoustic_half {
+                    // Without the worker's thread, each song makes its windows on its own.
                     Some(half) => {
-                        let half = half.clone();
-                        let thread = std::thread::Builder::new().name("songloom-acoustic".into());
+                        let (half, worker) = (half.clone(), worker.clone());
+                        let thread = std::thread::Builder::new().name("songloom-song".into());
                         let rendering_song = rendering.start();
                         // Should the thread not start, its song is told so as `joined` drops.
                         let _ = thread.spawn_scoped(scope, move || {
                             let _rendering_song = rendering_song;
-                            self.finish_batch_song(&half, joined, Some(turn));
+                            self.finish_batch_song(&half, joined, worker);
                             let _ = self.device.end_thread();
                         });
                     }
@@ -367,8 +379,10 @@ impl Pipeline {
 
     /// A song's windows from its frames as they come, then its statistics and score, told to the
     /// song.
-    fn finish_batch_song(&self, half: &AcousticHalf, joined: Joined<'_>, turn: Option<&Mutex<()>>) {
+    fn finish_batch_song<'a>(&self, half: &AcousticHalf, joined: Joined<'a>, worker: Option<AcousticWorker<'a>>) {
         let Joined { song, done, prompt, max_frames, tokenize_s, frames, ar_outcome } = joined;
+        let worker =
+            worker.map(|worker| SongWorker { worker, events: song.events.clone(), cancel: song.cancel.clone() });
         let outcome = self.schedule(song.req.steps).and_then(|schedule| {
             let observer = Observer { events: &*song.events, cancel: &song.cancel };
             let run = Song {
@@ -379,10 +393,10 @@ impl Pipeline {
                 resume: None,
                 started: song.started,
                 observer,
-                turn,
             };
             let expected_windows = window_starts(max_frames, &self.constants).len();
-            let acoustic: Result<StreamedAudio> = self.stream_windows(half, &run, frames, expected_windows);
+            let acoustic: Result<StreamedAudio> =
+                self.stream_windows(half, &run, frames, expected_windows, worker.as_ref());
             let ar = ar_outcome.recv().unwrap_or_else(|_| {
                 (Err(Error::Invalid("the AR loop stopped".into())), song.started.elapsed().as_secs_f64())
             });
@@ -400,7 +414,7 @@ impl Pipeline {
 }
 
 /// An error that stopped every song of a batch, for each of them.
-fn each_song(e: &Error) -> Error {
+pub(super) fn each_song(e: &Error) -> Error {
     match e {
         Error::Cancelled => Error::Cancelled,
         Error::OverBudget { wanted, in_use, budget } => {

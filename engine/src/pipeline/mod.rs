@@ -2,6 +2,7 @@
 //! stage once; a song runs streamed ([`Pipeline::generate`], in `stream`) or in the reference's
 //! order, stage after stage ([`Pipeline::generate_sequential`]), with the same audio.
 
+mod acoustic_worker;
 pub mod ar;
 mod ar_batch;
 mod batch;
@@ -15,9 +16,11 @@ mod stream;
 pub mod windows;
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+pub use self::acoustic_worker::AcousticTally;
 use self::ar::{ArModels, Chooser, Draw, Frame};
 pub use self::batch::{Arrivals, BatchSong, EventSink, no_arrivals};
 pub use self::events::{Cancel, Event, Half, MAX_DURATION_S, Observer, Request, Stage, Stats};
@@ -47,6 +50,10 @@ pub struct Pipeline {
     geometry: Geometry,
     plan: Plan,
     halves: Halves,
+    /// What the batches' acoustic threads have done so far.
+    acoustic_tally: Mutex<AcousticTally>,
+    /// Whether the windows of a batch's songs take their flow steps together.
+    windows_together: AtomicBool,
 }
 
 /// Draws from our seeded RNG, a stream of its own for each draw of each frame: what frame `f`
@@ -65,6 +72,7 @@ impl Chooser for RngChooser {
 }
 
 /// Window noise from per-window streams of the seed, so it does not depend on timing.
+#[derive(Clone, Copy)]
 pub struct SeededNoise {
     pub seed: u64,
 }
@@ -177,7 +185,18 @@ impl Pipeline {
         let constants = model.constants.clone();
         device.set_memory_limit(plan.budget_bytes)?;
         let halves = Halves::load(Weights::Dir(model), plan, &device, &constants, events)?;
-        Ok(Pipeline { device, constants, prompt: Some(prompt), scheduler, geometry, plan: plan.clone(), halves })
+        let kind = device.kind();
+        Ok(Pipeline {
+            device,
+            constants,
+            prompt: Some(prompt),
+            scheduler,
+            geometry,
+            plan: plan.clone(),
+            halves,
+            acoustic_tally: Mutex::default(),
+            windows_together: AtomicBool::new(acoustic_worker::windows_together(kind)),
+        })
     }
 
     /// The plan for synthetic weights at the real geometry, for a song of `prompt` tokens and
@@ -208,6 +227,7 @@ impl Pipeline {
         let geometry = synthetic_geometry(&constants);
         device.set_memory_limit(plan.budget_bytes)?;
         let halves = Halves::load(Weights::Synthetic { seed }, plan, &device, &constants, events)?;
+        let kind = device.kind();
         Ok(Pipeline {
             device,
             constants,
@@ -216,6 +236,8 @@ impl Pipeline {
             geometry,
             plan: plan.clone(),
             halves,
+            acoustic_tally: Mutex::default(),
+            windows_together: AtomicBool::new(acoustic_worker::windows_together(kind)),
         })
     }
 

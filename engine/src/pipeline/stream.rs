@@ -2,15 +2,19 @@
 //! through a bounded channel; a window starts as soon as its frames exist, and its audio leaves
 //! the engine, in order, as soon as it is final (the window after it decides where it is cut).
 
-use std::sync::{Mutex, mpsc};
+use std::sync::mpsc;
 use std::time::Instant;
 
 use std::sync::Arc;
 
+use super::acoustic_worker::{AcousticWorker, WindowJob};
 use super::ar::{self, ArRun, Chooser, Codes, Frame, Prefix, WithoutEnd};
 use super::score::Score;
 use super::windows::{Carry, crop, run_window, window_starts};
-use super::{AcousticHalf, ArHalf, Event, Observer, Pipeline, Request, RngChooser, Stats, interleave, stereo_span};
+use super::{
+    AcousticHalf, ArHalf, Cancel, Event, EventSink, Observer, Pipeline, Request, RngChooser, Stats, interleave,
+    stereo_span,
+};
 use crate::device::ThreadPriority;
 use crate::error::{Error, Result};
 use crate::models::scheduler::FlowMatchEuler;
@@ -63,7 +67,7 @@ impl Pipeline {
         }
         let tokenize_s = started.elapsed().as_secs_f64();
         let schedule = self.schedule(req.steps)?;
-        let song = Song { prompt, req, max_frames, schedule: &schedule, resume, started, observer, turn: None };
+        let song = Song { prompt, req, max_frames, schedule: &schedule, resume, started, observer };
         let halves = match self.plan.mode {
             Mode::Streamed => self.run_streamed(&song),
             Mode::Phased => self.run_phased(&song),
@@ -165,7 +169,7 @@ impl Pipeline {
             });
             // When this returns (an error included) the receiver is dropped, and the AR thread stops at
             // its next frame.
-            let acoustic = self.stream_windows(&acoustic_half, song, rx, expected_windows);
+            let acoustic = self.stream_windows(&acoustic_half, song, rx, expected_windows, None);
             let ar = match ar_thread {
                 Ok(handle) => {
                     handle.join().unwrap_or_else(|_| (Err(Error::Invalid("the AR thread failed".into())), 0.0))
@@ -200,18 +204,21 @@ impl Pipeline {
             let _ = tx.send(frame);
         }
         drop(tx);
-        let acoustic =
-            self.acoustic_half(observer.events).and_then(|half| self.stream_windows(&half, song, rx, expected_windows));
+        let acoustic = self
+            .acoustic_half(observer.events)
+            .and_then(|half| self.stream_windows(&half, song, rx, expected_windows, None));
         ((ar_result, ar_end), acoustic)
     }
 
-    /// The acoustic thread: collects frames, runs each window as soon as it can, emits audio.
+    /// The acoustic thread: collects frames, runs each window as soon as it can (on this thread, or
+    /// on `worker`'s with other songs' windows), emits audio.
     pub(super) fn stream_windows(
         &self,
         half: &AcousticHalf,
         song: &Song,
         frames_rx: mpsc::Receiver<Frame>,
         expected_windows: usize,
+        worker: Option<&SongWorker>,
     ) -> Result<StreamedAudio> {
         let Song { req, schedule, started, observer, resume, .. } = *song;
         let c = &self.constants;
@@ -293,21 +300,33 @@ impl Pipeline {
                 carry = Carry::resumed(&acoustic, &rows(previous, previous + c.chunk_frames)?, seam)?;
             }
             let frames = rows(start, end)?;
-            // Songs of a batch take turns at the acoustic half, a window at a time.
-            let _turn = song.turn.map(|turn| turn.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
             let busy_from = started.elapsed().as_secs_f64();
-            let window = run_window(
-                &acoustic,
-                k,
-                // Once the AR loop has ended, the windows its frames make; until then those planned.
-                if ended { window_starts(count, c).len() } else { expected_windows }.max(k + 1),
-                &self.device.upload(frames)?,
-                &mut carry,
-                &mut noise,
-                observer,
-            )?;
-            let wave = self.device.to_host(&window.waveform)?;
-            out.seams.push(carry.seam(&self.device)?.unwrap_or_default());
+            // Once the AR loop has ended, the windows its frames make; until then those planned.
+            let windows_expected = if ended { window_starts(count, c).len() } else { expected_windows }.max(k + 1);
+            let (wave, seam) = match worker {
+                None => {
+                    let frames = self.device.upload(frames)?;
+                    let window = run_window(&acoustic, k, windows_expected, &frames, &mut carry, &mut noise, observer)?;
+                    (self.device.to_host(&window.waveform)?, carry.seam(&self.device)?.unwrap_or_default())
+                }
+                Some(worker) => {
+                    let audio = worker.worker.run(|reply| WindowJob {
+                        index: k,
+                        windows_expected,
+                        frames,
+                        carry: std::mem::take(&mut carry),
+                        noise,
+                        schedule: schedule.clone(),
+                        guidance: req.guidance,
+                        events: worker.events.clone(),
+                        cancel: worker.cancel.clone(),
+                        reply,
+                    })?;
+                    carry = audio.carry;
+                    (audio.waveform, audio.seam)
+                }
+            };
+            out.seams.push(seam);
             out.busy_spans.push((busy_from, started.elapsed().as_secs_f64()));
             let n = wave.len() / 2;
             // Known last: the loop ended and no later window exists.
@@ -359,8 +378,14 @@ pub(super) struct Song<'a> {
     pub(super) resume: Option<&'a Resume<'a>>,
     pub(super) started: Instant,
     pub(super) observer: Observer<'a>,
-    /// Held while a window runs, when other songs share the acoustic half.
-    pub(super) turn: Option<&'a Mutex<()>>,
+}
+
+/// A batch's song whose windows run on the batch's [`AcousticWorker`]: the worker and what the
+/// song's windows report to.
+pub(super) struct SongWorker<'w> {
+    pub(super) worker: AcousticWorker<'w>,
+    pub(super) events: EventSink<'w>,
+    pub(super) cancel: Cancel,
 }
 
 /// The AR half's run and when it ended, and the acoustic half's audio.

@@ -8,7 +8,7 @@ use crate::config::PipelineConstants;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::models::condition::ConditionEncoder;
-use crate::models::dit::Dit;
+use crate::models::dit::{Dit, DitInput};
 use crate::models::scheduler::{FlowMatchEuler, cfg_combine, overlap_blend, replace_prefix};
 use crate::models::vocoder::Vocoder;
 use crate::tensor::Tensor;
@@ -65,6 +65,15 @@ impl Carry {
         Ok(Carry { latent: Some(latent), condition: Some(device.slice_rows(&condition, start, end)?) })
     }
 
+    /// The same carry on the host, for a song whose windows run on another thread's stream.
+    pub fn to_host(&self, device: &Device) -> Result<Carry> {
+        let host = |t: &Tensor| Tensor::from_f32(t.shape(), device.to_host(t)?);
+        Ok(Carry {
+            latent: self.latent.as_ref().map(host).transpose()?,
+            condition: self.condition.as_ref().map(host).transpose()?,
+        })
+    }
+
     /// The latents carried to the next window, `[channels, overlap]` row-major (a score's seam).
     pub fn seam(&self, device: &Device) -> Result<Option<Vec<f32>>> {
         self.latent.as_ref().map(|l| device.to_host(l)).transpose()
@@ -94,57 +103,177 @@ pub fn run_window(
     noise: &mut dyn NoiseSource,
     observer: Observer,
 ) -> Result<WindowOut> {
-    let (c, device) = (m.constants, m.device);
-    let mut condition = m.condition.forward(device, &device.upload(frames.clone())?)?;
-    let length = condition.shape()[0];
-    let overlap = carry.latent.as_ref().map_or(0, |l| l.shape()[1].min(length));
-    let previous = match (&carry.latent, &carry.condition) {
-        (Some(latent), Some(cond)) if overlap > 0 => {
-            let cond_prefix = device.slice_rows(cond, 0, overlap)?;
-            condition = device.cat_rows(&[&cond_prefix, &device.slice_rows(&condition, overlap, length)?])?;
-            Some(device.transpose(&device.slice_rows(&device.transpose(latent)?, 0, overlap)?)?)
-        }
-        _ => None,
-    };
-    let channels = m.dit.config().in_channels;
-    let mut latents = device.upload(noise.noise(index, channels, length)?)?;
-    let noise_prompt = match previous {
-        Some(_) => Some(device.transpose(&device.slice_rows(&device.transpose(&latents)?, 0, overlap)?)?),
-        None => None,
-    };
-    let zeros = device.upload(Tensor::zeros(condition.shape()))?;
-    let stage = Stage::Dit { window: index, windows: windows_expected };
-    for (i, &t) in m.schedule.timesteps.iter().enumerate() {
+    let mut window = Denoising::begin(m, index, windows_expected, frames, carry, noise)?;
+    while !window.denoised(m) {
         observer.cancel.check()?;
-        if let (Some(prev), Some(prompt)) = (&previous, &noise_prompt) {
-            latents = overlap_blend(device, &latents, prompt, prev, t)?;
-        }
+        window.prepare(m)?;
+        let [conditioned, unconditioned] = window.inputs(m);
         let [v_cond, v_uncond] = if m.cfg_batched {
-            m.dit.forward_cfg(device, &latents, t, &condition, &zeros)?
+            pair(m.dit.forward_batch(m.device, &[conditioned, unconditioned])?)?
         } else {
-            [m.dit.forward(device, &latents, t, &condition)?, m.dit.forward(device, &latents, t, &zeros)?]
+            [m.dit.forward_batch(m.device, &[conditioned])?, m.dit.forward_batch(m.device, &[unconditioned])?]
+                .map(|mut v| v.remove(0))
         };
-        let velocity = cfg_combine(device, &v_cond, &v_uncond, m.guidance)?;
-        latents = m.schedule.step(device, i, &latents, &velocity)?;
-        (observer.events)(Event::Stage { stage, done: i + 1, total: m.schedule.len() });
+        window.advance(m, &v_cond, &v_uncond, observer)?;
     }
-    if let Some(prev) = &previous {
-        latents = replace_prefix(device, &latents, prev)?;
-    }
-    finite(device, &latents, "DiT", index)?;
-    let (start, end) = carried_span(length, c);
-    let latents_t = device.transpose(&latents)?;
-    carry.latent = Some(device.transpose(&device.slice_rows(&latents_t, start, end)?)?);
-    carry.condition = Some(device.slice_rows(&condition, start, end)?);
     observer.cancel.check()?;
-    let waveform = m.vocoder.forward(device, &latents)?;
-    finite(device, &waveform, "vocoder", index)?;
-    (observer.events)(Event::Stage {
-        stage: Stage::Vocoder { window: index, windows: windows_expected },
-        done: 1,
-        total: 1,
-    });
-    Ok(WindowOut { latents, waveform })
+    window.finish(m, carry, observer)
+}
+
+fn pair(velocities: Vec<Tensor>) -> Result<[Tensor; 2]> {
+    velocities
+        .try_into()
+        .map_err(|v: Vec<Tensor>| Error::Invalid(format!("the DiT gave {} velocities for a CFG pair", v.len())))
+}
+
+/// One flow step of each of `windows` (each with its song's models and observer), the CFG pairs
+/// of the windows of one length through the DiT as one batch: more rows for each product than a
+/// window alone has. A window's velocity is the one it gets alone within the f32 bound (a batch
+/// changes how the products are blocked, not what they sum).
+pub fn step_together(windows: &mut [(&AcousticModels, &mut Denoising, Observer)]) -> Result<()> {
+    let Some((first, ..)) = windows.first() else { return Ok(()) };
+    let (dit, device) = (first.dit, first.device);
+    for (m, window, _) in windows.iter_mut() {
+        window.prepare(m)?;
+    }
+    let mut lengths: Vec<usize> = windows.iter().map(|(_, w, _)| w.length()).collect();
+    lengths.sort_unstable();
+    lengths.dedup();
+    let mut velocities: Vec<Option<[Tensor; 2]>> = (0..windows.len()).map(|_| None).collect();
+    for length in lengths {
+        let members: Vec<usize> = (0..windows.len()).filter(|&i| windows[i].1.length() == length).collect();
+        let inputs: Vec<DitInput> = members.iter().flat_map(|&i| windows[i].1.inputs(windows[i].0)).collect();
+        let mut out = dit.forward_batch(device, &inputs)?.into_iter();
+        for &i in &members {
+            velocities[i] = out.next().zip(out.next()).map(|(c, u)| [c, u]);
+        }
+    }
+    for ((m, window, observer), velocity) in windows.iter_mut().zip(velocities) {
+        let [v_cond, v_uncond] = velocity.ok_or_else(|| Error::Invalid("the DiT gave too few velocities".into()))?;
+        window.advance(m, &v_cond, &v_uncond, *observer)?;
+    }
+    Ok(())
+}
+
+/// A window between its conditioning and its vocoding: its latents, how far its flow steps have
+/// gone, and what it needs for the rest. Several songs' windows can take their steps together
+/// ([`Dit::forward_batch`]); a window's own ops are the same either way.
+pub struct Denoising {
+    index: usize,
+    windows_expected: usize,
+    condition: Tensor,
+    /// The unconditioned branch's condition.
+    zeros: Tensor,
+    latents: Tensor,
+    /// The previous window's latents over the overlap, and this window's noise there.
+    previous: Option<(Tensor, Tensor)>,
+    /// The flow steps taken.
+    steps_done: usize,
+}
+
+impl Denoising {
+    /// Window `index` conditioned on its frames `[n, layers * hidden]` and what the window before
+    /// handed on, its latents drawn from `noise`.
+    pub fn begin(
+        m: &AcousticModels,
+        index: usize,
+        windows_expected: usize,
+        frames: &Tensor,
+        carry: &Carry,
+        noise: &mut dyn NoiseSource,
+    ) -> Result<Denoising> {
+        let device = m.device;
+        let mut condition = m.condition.forward(device, &device.upload(frames.clone())?)?;
+        let length = condition.shape()[0];
+        let overlap = carry.latent.as_ref().map_or(0, |l| l.shape()[1].min(length));
+        let previous = match (&carry.latent, &carry.condition) {
+            (Some(latent), Some(cond)) if overlap > 0 => {
+                let (latent, cond) = (device.upload(latent.clone())?, device.upload(cond.clone())?);
+                let cond_prefix = device.slice_rows(&cond, 0, overlap)?;
+                condition = device.cat_rows(&[&cond_prefix, &device.slice_rows(&condition, overlap, length)?])?;
+                Some(device.transpose(&device.slice_rows(&device.transpose(&latent)?, 0, overlap)?)?)
+            }
+            _ => None,
+        };
+        let channels = m.dit.config().in_channels;
+        let latents = device.upload(noise.noise(index, channels, length)?)?;
+        let previous = match previous {
+            Some(previous) => {
+                let prompt = device.transpose(&device.slice_rows(&device.transpose(&latents)?, 0, overlap)?)?;
+                Some((previous, prompt))
+            }
+            None => None,
+        };
+        let zeros = device.upload(Tensor::zeros(condition.shape()))?;
+        Ok(Denoising { index, windows_expected, condition, zeros, latents, previous, steps_done: 0 })
+    }
+
+    /// Whether every flow step has been taken.
+    pub fn denoised(&self, m: &AcousticModels) -> bool {
+        self.steps_done == m.schedule.len()
+    }
+
+    /// How many latents the window has (windows of one length go through the DiT together).
+    pub fn length(&self) -> usize {
+        self.latents.shape()[1]
+    }
+
+    /// Pulls the overlap onto the previous window's latents along the flow path, before a step.
+    pub fn prepare(&mut self, m: &AcousticModels) -> Result<()> {
+        if let Some((previous, prompt)) = &self.previous {
+            self.latents = overlap_blend(m.device, &self.latents, prompt, previous, self.t(m))?;
+        }
+        Ok(())
+    }
+
+    /// The next step's CFG pair, conditioned then unconditioned ([`prepare`](Self::prepare) first).
+    pub fn inputs(&self, m: &AcousticModels) -> [DitInput<'_>; 2] {
+        let (latents, t) = (&self.latents, self.t(m));
+        [&self.condition, &self.zeros].map(|condition| DitInput { latents, t, condition })
+    }
+
+    fn t(&self, m: &AcousticModels) -> f32 {
+        m.schedule.timesteps[self.steps_done]
+    }
+
+    /// Takes the step whose CFG pair gave `v_cond` and `v_uncond`.
+    pub fn advance(
+        &mut self,
+        m: &AcousticModels,
+        v_cond: &Tensor,
+        v_uncond: &Tensor,
+        observer: Observer,
+    ) -> Result<()> {
+        let velocity = cfg_combine(m.device, v_cond, v_uncond, m.guidance)?;
+        self.latents = m.schedule.step(m.device, self.steps_done, &self.latents, &velocity)?;
+        self.steps_done += 1;
+        let stage = Stage::Dit { window: self.index, windows: self.windows_expected };
+        (observer.events)(Event::Stage { stage, done: self.steps_done, total: m.schedule.len() });
+        Ok(())
+    }
+
+    /// The denoised window vocoded; `carry` gets what it hands the next window.
+    pub fn finish(self, m: &AcousticModels, carry: &mut Carry, observer: Observer) -> Result<WindowOut> {
+        let (c, device, index) = (m.constants, m.device, self.index);
+        let mut latents = self.latents;
+        if let Some((previous, _)) = &self.previous {
+            latents = replace_prefix(device, &latents, previous)?;
+        }
+        finite(device, &latents, "DiT", index)?;
+        let (start, end) = carried_span(latents.shape()[1], c);
+        let latents_t = device.transpose(&latents)?;
+        carry.latent = Some(device.transpose(&device.slice_rows(&latents_t, start, end)?)?);
+        carry.condition = Some(device.slice_rows(&self.condition, start, end)?);
+        observer.cancel.check()?;
+        let waveform = m.vocoder.forward(device, &latents)?;
+        finite(device, &waveform, "vocoder", index)?;
+        (observer.events)(Event::Stage {
+            stage: Stage::Vocoder { window: index, windows: self.windows_expected },
+            done: 1,
+            total: 1,
+        });
+        Ok(WindowOut { latents, waveform })
+    }
 }
 
 /// An error unless every value of a stage's output is finite (a NaN in a weight would otherwise
