@@ -1,11 +1,14 @@
 //! What `songloom devices` advises for the real model: on each GPU that runs here, the plan a
 //! 60 s song would load under (`--precision bf16`, the device's free memory) and what that plan
-//! measured on an H200 (docs/BENCHMARKS.md); on the CPU, what its measured DiT speed implies.
-//! Every figure for a device other than the one measured is labelled an estimate.
+//! measured on an H200 (docs/BENCHMARKS.md), or through wgpu, what the adapter's own rates imply
+//! ([`crate::estimate`]); on the CPU, what its measured DiT speed implies. Every figure for a
+//! device other than the one measured is labelled an estimate.
 
 use songloom_engine::pipeline::{MemoryRequest, Pipeline};
 use songloom_engine::plan::{ArFormats, Mode, PLANNED_SONG_FRAMES, PLANNED_SONG_PROMPT, Plan};
 use songloom_engine::{DType, Device, DeviceChoice, DeviceKind, DeviceOptions, Precision};
+
+use crate::estimate::{self, Estimate, SongWork};
 
 /// 60 s songs on one H200 by plan, from docs/BENCHMARKS.md (session 20 for the 8-bit plan, session
 /// 16 for the other streamed ones, "the tiers with a bf16 KV cache, in one lease" for the phased):
@@ -27,13 +30,33 @@ fn measured(plan: &Plan) -> Option<f64> {
         .map(|m| m.3)
 }
 
-/// What the wgpu backend measured on the H200 through Vulkan (docs/BENCHMARKS.md, "wgpu backend"):
-/// a 60 s song phase by phase in 430.6 s, 18 times CUDA's, before the DiT ran on the matrix units,
-/// which took its forward pair from 681 to 159 ms (the song not measured again).
-const WGPU_SPEED: &str = "on the H200 through Vulkan a 60 s song took 431 s phase by phase with the wgpu shaders, \
-     18 times CUDA's time, before the DiT ran on the tensor cores through cooperative matrices, which made its \
-     steps 4.3 times faster (docs/BENCHMARKS.md); other GPUs scale with their memory bandwidth and FP32 rate, \
-     or their f16 matrix rate where wgpu offers cooperative matrices";
+/// On the H200 under CUDA, a 60 s song (8-bit, 15.3 s) took this many times the estimate its
+/// stages' rates give (docs/BENCHMARKS.md, session 26): what the two halves cost each other on one
+/// GPU, which the probe does not see.
+const HALVES_SHARING_ONE_GPU: f64 = 1.3;
+
+/// The estimate for a GPU through wgpu: its rates probed now, a 60 s song's work over them.
+fn wgpu_estimate(device: &Device, plan: &Plan) -> String {
+    let rates = match estimate::probe(device, plan) {
+        Ok(rates) => rates,
+        Err(e) => return format!("its speed could not be probed: {e}"),
+    };
+    let song = Estimate::of(&SongWork::of(plan, 60.0, 30), &rates, plan.mode);
+    format!(
+        "an estimate from this adapter's rates, probed now (decode products read {:.0} GB/s of {} weights, DiT \
+         products {:.1} TFLOP/s, vocoder convolutions {:.2} TFLOP/s): a 60 s song in about {:.0} s, first audio after \
+         about {:.0} s (AR half {:.0} s, acoustic half {:.0} s); it leaves out the host's share and the halves \
+         slowing each other, which made a song on the H200 {HALVES_SHARING_ONE_GPU}x its estimate",
+        rates.weights_gb_s,
+        plan.formats.lm,
+        rates.matrix_tflop_s,
+        rates.conv_tflop_s,
+        song.song_s,
+        song.first_audio_s,
+        song.ar_s,
+        song.acoustic_s,
+    )
+}
 
 pub fn for_device(kind: DeviceKind) -> String {
     if kind == DeviceKind::Cpu {
@@ -42,15 +65,17 @@ pub fn for_device(kind: DeviceKind) -> String {
             .into();
     }
     let options = DeviceOptions { precision: Precision::Bf16, ..DeviceOptions::default() };
-    let plan = Device::open(DeviceChoice::Kind(kind), options).and_then(|device| {
-        Pipeline::synthetic_plan(&device, MemoryRequest::default(), PLANNED_SONG_PROMPT, PLANNED_SONG_FRAMES)
+    let planned = Device::open(DeviceChoice::Kind(kind), options).and_then(|device| {
+        let plan =
+            Pipeline::synthetic_plan(&device, MemoryRequest::default(), PLANNED_SONG_PROMPT, PLANNED_SONG_FRAMES)?;
+        Ok((device, plan))
     });
-    match plan {
+    match planned {
         Err(e) => format!("the real model here: {e}"),
-        Ok(plan) => {
+        Ok((device, plan)) => {
             let speed = match measured(&plan) {
-                // The H200 table is CUDA's; the shaders are timed apart, per stage.
-                _ if kind == DeviceKind::Wgpu => WGPU_SPEED.into(),
+                // The H200 table is CUDA's; the shaders have their own speeds.
+                _ if kind == DeviceKind::Wgpu => wgpu_estimate(&device, &plan),
                 Some(seconds) => format!(
                     "a 60 s song took {seconds:.1} s under this plan on an H200; on this GPU, an estimate: about that \
                      times the H200's memory bandwidth (4.8 TB/s) over this one's"

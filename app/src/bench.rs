@@ -18,6 +18,7 @@ use songloom_engine::weights::VarBuilder;
 use songloom_engine::{DType, Device, DeviceChoice, DeviceKind, DeviceOptions, Precision, Tensor};
 
 use crate::engine_args::EngineArgs;
+use crate::estimate::{decode_step_bytes, depth_frame_bytes, dit_flops};
 use crate::output::say;
 
 #[derive(Args)]
@@ -227,15 +228,6 @@ fn gemm(device: &Device, repeat: usize) -> Result<()> {
     Ok(())
 }
 
-/// DiT FLOPs of one forward at `seq` tokens (GEMMs and attention).
-fn dit_flops(seq: f64) -> f64 {
-    let cfg = DitConfig::default();
-    let inner = cfg.inner_dim() as f64;
-    let concat = (2 * cfg.in_channels + cfg.condition_dim) as f64;
-    let per_block = 2.0 * seq * inner * (4.0 * inner + 3.0 * cfg.ff_inner_dim as f64) + 4.0 * seq * seq * inner;
-    cfg.num_layers as f64 * per_block + 2.0 * seq * concat * (concat + inner)
-}
-
 /// One DiT block at sequence 690 (a full 689-latent window plus the time token): the difference
 /// between a two-block and a one-block model, so the shared input and output projections cancel.
 fn dit_block(device: &Device, repeat: usize) -> Result<()> {
@@ -392,16 +384,8 @@ fn stages(device: Device, memory: MemoryRequest, repeat: usize) -> Result<()> {
         lm.logits(device, &hidden)?;
         Ok(())
     })?;
-    let (h, i, q, kv) = (
-        cfg.hidden_size,
-        cfg.intermediate_size,
-        cfg.num_attention_heads * cfg.head_dim,
-        cfg.num_key_value_heads * cfg.head_dim,
-    );
-    let layer_params = h * q * 2 + h * kv * 2 + 3 * h * i;
     let head_rows = lm.head_rows().len();
-    let weight_bytes = (cfg.num_hidden_layers * layer_params) as f64 * formats.lm.bits_per_weight() / 8.0
-        + 2.0 * (head_rows * h) as f64;
+    let weight_bytes = decode_step_bytes(cfg, head_rows, formats.lm);
     say!(
         "LM prefill 2x{prompt_len}: {:.1} ms; decode step (batch 2, lm_head over {head_rows} rows): {:.3} ms, {:.0} GB/s of {} weights ({:.2} GB; floor at 4.3 TB/s {:.3} ms)",
         prefill_s * 1e3,
@@ -456,13 +440,7 @@ fn stages(device: Device, memory: MemoryRequest, repeat: usize) -> Result<()> {
     let mut direct = depth.new_frame(device, 2)?.op_by_op();
     workspace(device, plan.budget_bytes, "depth frame", || frame_of(&mut direct))?;
     let (frame, direct_issued) = latency(device, repeat.max(20), || frame_of(&mut direct))?;
-    // A frame runs the depth layers 7 times (the start and 6 steps) and 7 heads, each reading its
-    // weights again (they are larger than the L2 cache).
-    let d = depth.config();
-    let depth_layer_params = 4 * d.hidden_size * d.hidden_size + 3 * d.hidden_size * d.intermediate_size;
-    let depth_bytes = (7 * d.num_layers * depth_layer_params + 7 * d.audio_vocab_size * d.hidden_size) as f64
-        * formats.depth.bits_per_weight()
-        / 8.0;
+    let depth_bytes = depth_frame_bytes(depth.config(), formats.depth);
     say!(
         "depth frame (7 codebooks, batch 2, {} weights): {:.3} ms, {:.0} GB/s of {:.2} GB read; the host issued it in {:.3} ms",
         formats.depth,

@@ -8,6 +8,7 @@ mod desktop;
 mod edit_cli;
 mod edit_job;
 mod engine_args;
+mod estimate;
 mod flac;
 mod generate;
 mod library;
