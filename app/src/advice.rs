@@ -33,7 +33,7 @@ fn measured(plan: &Plan) -> Option<f64> {
 /// On the H200 under CUDA, a 60 s song (8-bit, 15.3 s) took this many times the estimate its
 /// stages' rates give (docs/BENCHMARKS.md, session 26): what the two halves cost each other on one
 /// GPU, which the probe does not see.
-const HALVES_SHARING_ONE_GPU: f64 = 1.3;
+const HALVES_SHARING_ONE_GPU: f64 = 1.25;
 
 /// The estimate for a GPU through wgpu: its rates probed now, a 60 s song's work over them.
 fn wgpu_estimate(device: &Device, plan: &Plan) -> String {

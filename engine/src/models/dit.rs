@@ -240,6 +240,7 @@ impl Dit {
 }
 
 /// One window of a batched DiT forward ([`Dit::forward_batch`]).
+#[derive(Clone, Copy)]
 pub struct DitInput<'a> {
     /// `[channels, length]`.
     pub latents: &'a Tensor,

@@ -15,7 +15,6 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::Instant;
 
-use super::batch::each_song;
 use super::windows::{AcousticModels, Carry, Denoising, step_together};
 use super::{AcousticHalf, Cancel, EventSink, Observer, Pipeline, SeededNoise};
 use crate::device::DeviceKind;
@@ -134,7 +133,7 @@ impl Pipeline {
             }
             arrived.extend(jobs.try_iter());
             for job in arrived {
-                let a = Active {
+                let mut a = Active {
                     schedule: job.schedule,
                     guidance: job.guidance,
                     events: job.events,
@@ -145,6 +144,7 @@ impl Pipeline {
                 let models = self.acoustic(half, &a.schedule, a.guidance);
                 let mut noise = job.noise;
                 let begun = a.cancel.check().and_then(|()| {
+                    a.carry = std::mem::take(&mut a.carry).to_device(&self.device)?;
                     Denoising::begin(&models, job.index, job.windows_expected, &job.frames, &a.carry, &mut noise)
                 });
                 match begun {
@@ -189,13 +189,14 @@ impl Pipeline {
                     .zip(&active[group.clone()])
                     .map(|((m, w), a)| (m, w, a.observer()))
                     .collect();
+                let stepped = step_together(&mut step);
                 self.tally(|t| {
-                    t.passes += 1;
+                    t.passes += stepped.passes;
                     t.windows_stepped += step.len();
                 });
-                if let Err(e) = step_together(&mut step) {
-                    // A failed step leaves its windows' latents unknown: each of them ends.
-                    group.for_each(|i| failed[i] = Some(each_song(&e)));
+                for (i, outcome) in group.zip(stepped.outcomes) {
+                    // A window whose step failed has latents no one knows: it ends.
+                    failed[i] = outcome.err();
                 }
             }
             drop(models);

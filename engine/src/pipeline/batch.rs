@@ -167,31 +167,37 @@ impl Pipeline {
         let rendering = &Rendering::default();
         std::thread::scope(|scope| {
             // Streamed, every song's windows run on one thread, several songs' flow steps at once.
-            let worker = acoustic_half.clone().and_then(|half| {
-                let (worker, jobs) = AcousticWorker::new();
-                let thread = std::thread::Builder::new().name("songloom-acoustic".into());
-                let started = thread.spawn_scoped(scope, move || {
-                    self.serve_windows(&half, jobs);
-                    let _ = self.device.end_thread();
-                });
-                started.is_ok().then_some(worker)
-            });
+            let worker = match acoustic_half.clone() {
+                Some(half) => {
+                    let (worker, jobs) = AcousticWorker::new();
+                    let thread = std::thread::Builder::new().name("songloom-acoustic".into());
+                    let started = thread.spawn_scoped(scope, move || {
+                        self.serve_windows(&half, jobs);
+                        let _ = self.device.end_thread();
+                    });
+                    if let Err(e) = started {
+                        let e = Error::Invalid(format!("cannot start the acoustic thread: {e}"));
+                        return songs.into_iter().for_each(|s| (s.done)(Err(each_song(&e))));
+                    }
+                    Some(worker)
+                }
+                None => None,
+            };
             let ar_thread = std::thread::Builder::new().name("songloom-ar".into()).spawn_scoped(scope, move || {
                 let mut deferred = Vec::new();
-                let mut start_acoustic = |joined: Joined<'a>| match &acoustic_half {
-                    // Without the worker's thread, each song makes its windows on its own.
-                    Some(half) => {
+                let mut start_acoustic = |joined: Joined<'a>| match (&acoustic_half, &worker) {
+                    (Some(half), Some(worker)) => {
                         let (half, worker) = (half.clone(), worker.clone());
                         let thread = std::thread::Builder::new().name("songloom-song".into());
                         let rendering_song = rendering.start();
                         // Should the thread not start, its song is told so as `joined` drops.
                         let _ = thread.spawn_scoped(scope, move || {
                             let _rendering_song = rendering_song;
-                            self.finish_batch_song(&half, joined, worker);
+                            self.finish_batch_song(&half, joined, Some(worker));
                             let _ = self.device.end_thread();
                         });
                     }
-                    None => deferred.push(joined),
+                    _ => deferred.push(joined),
                 };
                 // The AR loop is the songs' critical path.
                 let priority = self.device.set_thread_priority(ThreadPriority::Critical);

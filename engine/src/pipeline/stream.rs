@@ -221,6 +221,8 @@ impl Pipeline {
         worker: Option<&SongWorker>,
     ) -> Result<StreamedAudio> {
         let Song { req, schedule, started, observer, resume, .. } = *song;
+        // A resumed song's carry is made on this thread's stream: its windows stay here.
+        let worker = worker.filter(|_| resume.is_none());
         let c = &self.constants;
         let acoustic = self.acoustic(half, schedule, req.guidance);
         let hop = self.geometry.vocoder.hop_length();

@@ -3,6 +3,7 @@
 //! steps under CFG against zero conditioning while its first latents are pulled onto the previous
 //! window's, vocoded whole and cropped.
 
+use super::batch::each_song;
 use super::{Event, Observer, Stage};
 use crate::config::PipelineConstants;
 use crate::device::Device;
@@ -65,6 +66,12 @@ impl Carry {
         Ok(Carry { latent: Some(latent), condition: Some(device.slice_rows(&condition, start, end)?) })
     }
 
+    /// The carry on the device, from the host (where [`to_host`](Self::to_host) left it).
+    pub fn to_device(self, device: &Device) -> Result<Carry> {
+        let up = |t: Tensor| device.upload(t);
+        Ok(Carry { latent: self.latent.map(up).transpose()?, condition: self.condition.map(up).transpose()? })
+    }
+
     /// The same carry on the host, for a song whose windows run on another thread's stream.
     pub fn to_host(&self, device: &Device) -> Result<Carry> {
         let host = |t: &Tensor| Tensor::from_f32(t.shape(), device.to_host(t)?);
@@ -106,53 +113,70 @@ pub fn run_window(
     let mut window = Denoising::begin(m, index, windows_expected, frames, carry, noise)?;
     while !window.denoised(m) {
         observer.cancel.check()?;
-        window.prepare(m)?;
-        let [conditioned, unconditioned] = window.inputs(m);
-        let [v_cond, v_uncond] = if m.cfg_batched {
-            pair(m.dit.forward_batch(m.device, &[conditioned, unconditioned])?)?
-        } else {
-            [m.dit.forward_batch(m.device, &[conditioned])?, m.dit.forward_batch(m.device, &[unconditioned])?]
-                .map(|mut v| v.remove(0))
-        };
-        window.advance(m, &v_cond, &v_uncond, observer)?;
+        let mut alone = [(m, &mut window, observer)];
+        step_together(&mut alone).outcomes.into_iter().try_for_each(|outcome| outcome)?;
     }
     observer.cancel.check()?;
     window.finish(m, carry, observer)
 }
 
-fn pair(velocities: Vec<Tensor>) -> Result<[Tensor; 2]> {
-    velocities
-        .try_into()
-        .map_err(|v: Vec<Tensor>| Error::Invalid(format!("the DiT gave {} velocities for a CFG pair", v.len())))
+/// What [`step_together`] did: each window's outcome, and how many DiT passes it took.
+pub struct Stepped {
+    pub outcomes: Vec<Result<()>>,
+    pub passes: usize,
 }
 
 /// One flow step of each of `windows` (each with its song's models and observer), the CFG pairs
-/// of the windows of one length through the DiT as one batch: more rows for each product than a
-/// window alone has. A window's velocity is the one it gets alone within the f32 bound (a batch
-/// changes how the products are blocked, not what they sum).
-pub fn step_together(windows: &mut [(&AcousticModels, &mut Denoising, Observer)]) -> Result<()> {
-    let Some((first, ..)) = windows.first() else { return Ok(()) };
-    let (dit, device) = (first.dit, first.device);
-    for (m, window, _) in windows.iter_mut() {
-        window.prepare(m)?;
-    }
-    let mut lengths: Vec<usize> = windows.iter().map(|(_, w, _)| w.length()).collect();
+/// of the windows of one length through the DiT as one batch (or, under `cfg_batched: false`,
+/// their conditioned branches and then their unconditioned ones): more rows for each product than
+/// a window alone has. A window's velocity is the one it gets alone within the f32 bound (a batch
+/// changes how the products are blocked, not what they sum). A failed DiT pass fails the windows
+/// in it; a window's own op fails it alone.
+pub fn step_together(windows: &mut [(&AcousticModels, &mut Denoising, Observer)]) -> Stepped {
+    let n = windows.len();
+    let mut outcomes: Vec<Result<()>> = windows.iter_mut().map(|(m, window, _)| window.prepare(m)).collect();
+    let Some((first, ..)) = windows.first() else { return Stepped { outcomes, passes: 0 } };
+    let (dit, device, cfg_batched) = (first.dit, first.device, first.cfg_batched);
+    let mut lengths: Vec<usize> = (0..n).filter(|&i| outcomes[i].is_ok()).map(|i| windows[i].1.length()).collect();
     lengths.sort_unstable();
     lengths.dedup();
-    let mut velocities: Vec<Option<[Tensor; 2]>> = (0..windows.len()).map(|_| None).collect();
+    let branches: &[&[usize]] = if cfg_batched { &[&[0, 1]] } else { &[&[0], &[1]] };
+    let mut velocities: Vec<[Option<Tensor>; 2]> = (0..n).map(|_| [None, None]).collect();
+    let mut passes = 0;
     for length in lengths {
-        let members: Vec<usize> = (0..windows.len()).filter(|&i| windows[i].1.length() == length).collect();
-        let inputs: Vec<DitInput> = members.iter().flat_map(|&i| windows[i].1.inputs(windows[i].0)).collect();
-        let mut out = dit.forward_batch(device, &inputs)?.into_iter();
-        for &i in &members {
-            velocities[i] = out.next().zip(out.next()).map(|(c, u)| [c, u]);
+        for &branch in branches {
+            let members: Vec<usize> =
+                (0..n).filter(|&i| outcomes[i].is_ok() && windows[i].1.length() == length).collect();
+            let inputs: Vec<DitInput> = members
+                .iter()
+                .flat_map(|&i| {
+                    let pair = windows[i].1.inputs(windows[i].0);
+                    branch.iter().map(move |&b| pair[b])
+                })
+                .collect();
+            passes += 1;
+            match dit.forward_batch(device, &inputs) {
+                Ok(out) => {
+                    let mut out = out.into_iter();
+                    for &i in &members {
+                        for &b in branch {
+                            velocities[i][b] = out.next();
+                        }
+                    }
+                }
+                Err(e) => members.iter().for_each(|&i| outcomes[i] = Err(each_song(&e))),
+            }
         }
     }
-    for ((m, window, observer), velocity) in windows.iter_mut().zip(velocities) {
-        let [v_cond, v_uncond] = velocity.ok_or_else(|| Error::Invalid("the DiT gave too few velocities".into()))?;
-        window.advance(m, &v_cond, &v_uncond, *observer)?;
+    for (i, (m, window, observer)) in windows.iter_mut().enumerate() {
+        if outcomes[i].is_ok() {
+            outcomes[i] = match std::mem::take(&mut velocities[i]) {
+                [Some(v_cond), Some(v_uncond)] => window.advance(m, &v_cond, &v_uncond, *observer),
+                _ => Err(Error::Invalid("the DiT gave fewer velocities than it was given windows".into())),
+            };
+        }
     }
-    Ok(())
+    Stepped { outcomes, passes }
 }
 
 /// A window between its conditioning and its vocoding: its latents, how far its flow steps have
@@ -188,10 +212,9 @@ impl Denoising {
         let overlap = carry.latent.as_ref().map_or(0, |l| l.shape()[1].min(length));
         let previous = match (&carry.latent, &carry.condition) {
             (Some(latent), Some(cond)) if overlap > 0 => {
-                let (latent, cond) = (device.upload(latent.clone())?, device.upload(cond.clone())?);
-                let cond_prefix = device.slice_rows(&cond, 0, overlap)?;
+                let cond_prefix = device.slice_rows(cond, 0, overlap)?;
                 condition = device.cat_rows(&[&cond_prefix, &device.slice_rows(&condition, overlap, length)?])?;
-                Some(device.transpose(&device.slice_rows(&device.transpose(&latent)?, 0, overlap)?)?)
+                Some(device.transpose(&device.slice_rows(&device.transpose(latent)?, 0, overlap)?)?)
             }
             _ => None,
         };
