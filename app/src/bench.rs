@@ -679,6 +679,12 @@ fn batch(device: Device, memory: MemoryRequest, duration: f64, steps: usize, son
     pipeline.device.synchronize()?;
     report_memory(&pipeline.device, "after loading");
     say!("songs like these that fit the plan's budget at once: {}", pipeline.batch_capacity(64));
+    let ceiling = product_ceiling(&pipeline.device)?;
+    if let Some((tflop_s, format)) = ceiling {
+        say!(
+            "the ceiling the DiT is held against: a large {format} product (8192x4096 -> 4096) at {tflop_s:.1} TFLOP/s"
+        );
+    }
     let mut one_song_s = None;
     // The first song (seed 1, the same prompt) in every batch: its codes and audio against its
     // run in the first batch timed, to show a song in a batch is the song alone.
@@ -735,10 +741,14 @@ fn batch(device: Device, memory: MemoryRequest, duration: f64, steps: usize, son
         let dit_tflops = windows as f64 * steps as f64 * 2.0 * dit_flops(690.0) / busy_s / 1e12;
         let one = *one_song_s.get_or_insert(total_s);
         say!(
-            "{n} song(s) of {duration:.0} s at once: {total_s:.2} s ({:.2}x one song's), {:.0} songs an hour; first audio [{}] s; AR frame {ar_frame_ms:.2} ms; acoustic busy {busy_s:.2} s for {windows} windows ({passes} DiT passes of {windows_a_pass:.2} windows on average), DiT at {dit_tflops:.1} TFLOP/s over it",
+            "{n} song(s) of {duration:.0} s at once: {total_s:.2} s ({:.2}x one song's), {:.0} songs an hour; first audio [{}] s; AR frame {ar_frame_ms:.2} ms; acoustic busy {busy_s:.2} s for {windows} windows ({passes} DiT passes of {windows_a_pass:.2} windows on average), DiT at {dit_tflops:.1} TFLOP/s over it{}",
             total_s / one,
             n as f64 * 3600.0 / total_s,
             first_audio.join(", "),
+            ceiling.map_or(String::new(), |(tflop_s, _)| format!(
+                ", {:.0} % of the ceiling",
+                100.0 * dit_tflops / tflop_s
+            )),
         );
         report_memory(&pipeline.device, &format!("after {n} song(s)"));
         let made = std::mem::take(&mut *made.lock().expect("not poisoned"));
@@ -761,6 +771,22 @@ fn batch(device: Device, memory: MemoryRequest, duration: f64, steps: usize, son
     }
     report_kernels();
     Ok(())
+}
+
+/// On a GPU, the rate a large product reaches in the precision's product format (the DiT's
+/// matrices' form under bf16), and that format: what the DiT's rate inside a song is held against.
+fn product_ceiling(device: &Device) -> Result<Option<(f64, DType)>> {
+    if device.kind() == DeviceKind::Cpu {
+        return Ok(None);
+    }
+    let (m, k, n) = (8192, 4096, 4096);
+    let x = device.fill_uniform(&[m, k], DType::F32, 1, -0.01, 0.01)?;
+    let w = device.product_weight(device.fill_uniform(&[n, k], DType::F32, 2, -0.01, 0.01)?)?;
+    let secs = median_of(device, 5, || {
+        device.linear(&x, &w, None)?;
+        Ok(())
+    })?;
+    Ok(Some((2.0 * (m * k * n) as f64 / secs / 1e12, w.dtype())))
 }
 
 /// A 300-token prompt of synthetic ids (synthetic weights have no tokenizer), its unconditional
