@@ -1,4 +1,5 @@
-//! The vocoder's 1-D convolutions and Snake (conv.wgsl, snake.wgsl).
+//! The vocoder's 1-D convolutions and Snake (conv_tiled.wgsl for the forward convolutions,
+//! conv.wgsl for the transposed ones, snake.wgsl).
 
 use super::shaders::Program;
 use super::{WgpuBackend, tensor_bindings, weight_and_bias_bindings, word};
@@ -19,7 +20,42 @@ struct ConvSizes {
     step: usize,
 }
 
+/// Whether forward convolutions run as tiled implicit products (`SONGLOOM_WGPU_CONV_TILED=0` runs
+/// them a thread an output, as the transposed ones, to time against).
+fn tiled() -> bool {
+    std::env::var("SONGLOOM_WGPU_CONV_TILED").map_or(true, |v| v != "0")
+}
+
+/// conv_tiled.wgsl's tile: output channels by times.
+const CONV_TILE: usize = 64;
+
 impl WgpuBackend {
+    /// A forward convolution as an implicit product, a 64 x 64 tile of `y` a workgroup.
+    fn conv_tiled(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, sizes: ConvSizes) -> Result<Tensor> {
+        let op = Op::Conv1d;
+        let ConvSizes { c_in, t, c_out, k, t_out, padding, step } = sizes;
+        let src = self.f32s(x, op)?;
+        let readers = self.weight_and_bias(op, w, bias)?;
+        let out = self.alloc(op, c_out * t_out)?;
+        let mut buffers = vec![(1, src.buffer()), (2, out.buffer())];
+        buffers.extend(weight_and_bias_bindings(readers));
+        let params = [
+            word(op, c_in)?,
+            word(op, t)?,
+            word(op, c_out)?,
+            word(op, k)?,
+            word(op, t_out)?,
+            word(op, padding)?,
+            word(op, step)?,
+            bias.is_some() as u32,
+        ];
+        let grid = (word(op, t_out.div_ceil(CONV_TILE))?, word(op, c_out.div_ceil(CONV_TILE))?);
+        if grid.0 > 0 && grid.1 > 0 {
+            self.run_grid(Program::ConvTiled, &[readers.0.dtype, readers.1.dtype], &params, &buffers, grid)?;
+        }
+        Ok(self.wrap(&[c_out, t_out], out))
+    }
+
     fn conv(&self, op: Op, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, sizes: ConvSizes) -> Result<Tensor> {
         let ConvSizes { c_in, t, c_out, k, t_out, padding, step } = sizes;
         let src = self.f32s(x, op)?;
@@ -56,7 +92,13 @@ impl ConvOps for WgpuBackend {
             padding: p.padding,
             step: p.dilation,
         };
-        self.conv(Op::Conv1d, x, w, bias, sizes)
+        // A tile of few output channels is mostly idle threads (the vocoder's last convolution has
+        // one); a grid dimension holds at most 65535 workgroups (WebGPU's default limit).
+        if tiled() && sizes.c_out >= CONV_TILE / 2 && sizes.t_out.div_ceil(CONV_TILE) <= 65_535 {
+            self.conv_tiled(x, w, bias, sizes)
+        } else {
+            self.conv(Op::Conv1d, x, w, bias, sizes)
+        }
     }
 
     fn conv_transpose1d(

@@ -57,6 +57,7 @@ programs! {
     Gemv => "gemv";
     QuantizeRows => "quantize_rows";
     Conv => "conv";
+    ConvTiled => "conv_tiled";
     Snake => "snake";
     CountNonFinite => "count_non_finite";
     Shortlist => "shortlist";
@@ -68,7 +69,9 @@ impl Program {
         match self {
             Program::Gather => &[("table", 3)],
             Program::Norms => &[("weight", 3), ("bias", 6)],
-            Program::Linear | Program::LinearWide | Program::LinearCoop | Program::Conv => &[("w", 3), ("bias", 6)],
+            Program::Linear | Program::LinearWide | Program::LinearCoop | Program::Conv | Program::ConvTiled => {
+                &[("w", 3), ("bias", 6)]
+            }
             // SwiGLU's second matrix from 10, the input norm's weight from 13 (lost at 9, the
             // residual at 16).
             Program::Gemv => &[("w", 3), ("bias", 6), ("up", 10), ("gain", 13)],

@@ -14,7 +14,7 @@ pub fn cases() -> Vec<Case> {
     for dtype in WEIGHT_DTYPES {
         for (k, dilation, padding) in [(1, 1, 0), (3, 1, 1), (7, 3, 9), (7, 9, 27), (8, 1, 4)] {
             if fits(dtype, C_OUT * C_IN * k) {
-                cases.push(conv1d(k, dilation, padding, dtype, false));
+                cases.push(conv1d(Sizes::SMALL, k, dilation, padding, dtype, false));
             }
         }
         for stride in [2usize, 3, 4, 8] {
@@ -23,25 +23,40 @@ pub fn cases() -> Vec<Case> {
             }
         }
     }
-    cases.push(conv1d(3, 1, 1, DType::F32, true));
+    cases.push(conv1d(Sizes::SMALL, 3, 1, 1, DType::F32, true));
+    // Across a GPU's tiles of output channels and times, and its slices of c_in x k.
+    cases.push(conv1d(Sizes { c_in: 3, len: 150, c_out: 70 }, 7, 3, 9, DType::F32, false));
     cases
 }
 
-fn conv1d(k: usize, dilation: usize, padding: usize, dtype: DType, poison: bool) -> Case {
-    let t_out = LEN + 2 * padding - dilation * (k - 1);
+/// A convolution's input channels and length, and its output channels.
+#[derive(Clone, Copy)]
+struct Sizes {
+    c_in: usize,
+    len: usize,
+    c_out: usize,
+}
+
+impl Sizes {
+    const SMALL: Sizes = Sizes { c_in: C_IN, len: LEN, c_out: C_OUT };
+}
+
+fn conv1d(sizes: Sizes, k: usize, dilation: usize, padding: usize, dtype: DType, poison: bool) -> Case {
+    let Sizes { c_in, len, c_out } = sizes;
+    let t_out = len + 2 * padding - dilation * (k - 1);
     Case::new(
         Op::Conv1d,
         dtype,
         format!(
-            "{C_IN}x{LEN} by {C_OUT}x{C_IN}x{k}, dilation {dilation}, padding {padding}{}",
+            "{c_in}x{len} by {c_out}x{c_in}x{k}, dilation {dilation}, padding {padding}{}",
             if poison { ", a NaN" } else { "" }
         ),
-        |s| {
-            let x = s.random(&[C_IN, LEN], DType::F32);
+        move |s| {
+            let x = s.random(&[c_in, len], DType::F32);
             vec![
-                if poison { x.with(f32::NAN, &[LEN + 11]) } else { x },
-                s.random(&[C_OUT, C_IN, k], dtype),
-                s.random(&[C_OUT], DType::F32),
+                if poison { x.with(f32::NAN, &[len + 11]) } else { x },
+                s.random(&[c_out, c_in, k], dtype),
+                s.random(&[c_out], DType::F32),
             ]
         },
         move |d, t| {
@@ -49,15 +64,15 @@ fn conv1d(k: usize, dilation: usize, padding: usize, dtype: DType, poison: bool)
         },
         move |i| {
             let (x, w, b) = (&i[0].values, &i[1].values, &i[2].values);
-            let mut y = vec![0.0f32; C_OUT * t_out];
-            for co in 0..C_OUT {
+            let mut y = vec![0.0f32; c_out * t_out];
+            for co in 0..c_out {
                 for to in 0..t_out {
                     let mut acc = b[co];
-                    for ci in 0..C_IN {
+                    for ci in 0..c_in {
                         for j in 0..k {
                             let src = to as isize + (j * dilation) as isize - padding as isize;
-                            if src >= 0 && (src as usize) < LEN {
-                                acc += w[(co * C_IN + ci) * k + j] * x[ci * LEN + src as usize];
+                            if src >= 0 && (src as usize) < len {
+                                acc += w[(co * c_in + ci) * k + j] * x[ci * len + src as usize];
                             }
                         }
                     }
