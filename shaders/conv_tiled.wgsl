@@ -6,7 +6,9 @@
 // value read from storage serves 64 products instead of one.
 // `w(i)` and `bias(i)` read the parameters' format.
 
+// conv.wgsl's parameters: `op` is always 0 (forward) here.
 struct Params {
+    op: u32,
     c_in: u32,
     t: u32,
     c_out: u32,

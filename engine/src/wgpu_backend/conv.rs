@@ -30,32 +30,8 @@ fn tiled() -> bool {
 const CONV_TILE: usize = 64;
 
 impl WgpuBackend {
-    /// A forward convolution as an implicit product, a 64 x 64 tile of `y` a workgroup.
-    fn conv_tiled(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, sizes: ConvSizes) -> Result<Tensor> {
-        let op = Op::Conv1d;
-        let ConvSizes { c_in, t, c_out, k, t_out, padding, step } = sizes;
-        let src = self.f32s(x, op)?;
-        let readers = self.weight_and_bias(op, w, bias)?;
-        let out = self.alloc(op, c_out * t_out)?;
-        let mut buffers = vec![(1, src.buffer()), (2, out.buffer())];
-        buffers.extend(weight_and_bias_bindings(readers));
-        let params = [
-            word(op, c_in)?,
-            word(op, t)?,
-            word(op, c_out)?,
-            word(op, k)?,
-            word(op, t_out)?,
-            word(op, padding)?,
-            word(op, step)?,
-            bias.is_some() as u32,
-        ];
-        let grid = (word(op, t_out.div_ceil(CONV_TILE))?, word(op, c_out.div_ceil(CONV_TILE))?);
-        if grid.0 > 0 && grid.1 > 0 {
-            self.run_grid(Program::ConvTiled, &[readers.0.dtype, readers.1.dtype], &params, &buffers, grid)?;
-        }
-        Ok(self.wrap(&[c_out, t_out], out))
-    }
-
+    /// A convolution: forward ones with enough output channels as implicit products, a 64 x 64
+    /// tile of `y` a workgroup (conv_tiled.wgsl); the others a thread an output (conv.wgsl).
     fn conv(&self, op: Op, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, sizes: ConvSizes) -> Result<Tensor> {
         let ConvSizes { c_in, t, c_out, k, t_out, padding, step } = sizes;
         let src = self.f32s(x, op)?;
@@ -75,7 +51,16 @@ impl WgpuBackend {
             bias.is_some() as u32,
         ];
         let formats = [readers.0.dtype, readers.1.dtype];
-        self.run(Program::Conv, &formats, &params, &buffers, word(op, (c_out * t_out).div_ceil(256))?)?;
+        let grid = (t_out.div_ceil(CONV_TILE), c_out.div_ceil(CONV_TILE));
+        // A tile of few output channels is mostly idle threads (the vocoder's last convolution has
+        // one); a grid dimension holds at most 65535 workgroups (WebGPU's default limit).
+        if op == Op::Conv1d && tiled() && c_out >= CONV_TILE / 2 && grid.0 <= 65_535 {
+            if t_out > 0 {
+                self.run_grid(Program::ConvTiled, &formats, &params, &buffers, (word(op, grid.0)?, word(op, grid.1)?))?;
+            }
+        } else {
+            self.run(Program::Conv, &formats, &params, &buffers, word(op, (c_out * t_out).div_ceil(256))?)?;
+        }
         Ok(self.wrap(&[c_out, t_out], out))
     }
 }
@@ -92,13 +77,7 @@ impl ConvOps for WgpuBackend {
             padding: p.padding,
             step: p.dilation,
         };
-        // A tile of few output channels is mostly idle threads (the vocoder's last convolution has
-        // one); a grid dimension holds at most 65535 workgroups (WebGPU's default limit).
-        if tiled() && sizes.c_out >= CONV_TILE / 2 && sizes.t_out.div_ceil(CONV_TILE) <= 65_535 {
-            self.conv_tiled(x, w, bias, sizes)
-        } else {
-            self.conv(Op::Conv1d, x, w, bias, sizes)
-        }
+        self.conv(Op::Conv1d, x, w, bias, sizes)
     }
 
     fn conv_transpose1d(
