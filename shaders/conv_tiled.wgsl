@@ -42,21 +42,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var s = 0u; s < depth; s += SLICE) {
         for (var i = 0u; i < 4u; i++) {
             let e = lid + i * 256u;
+            // Neighbouring threads read neighbouring taps of a weight row, and neighbouring times
+            // of an input row.
+            let w_kk = s + e % SLICE;
+            let w_co = co0 + e / SLICE;
+            var wv = 0.0;
+            if w_kk < depth && w_co < p.c_out {
+                wv = w(w_co * depth + w_kk);
+            }
+            ws[(e % SLICE) * TILE + e / SLICE] = wv;
             let kk = s + e / TILE;
             let lane = e % TILE;
-            var wv = 0.0;
             var xv = 0.0;
             if kk < depth {
-                if co0 + lane < p.c_out {
-                    wv = w((co0 + lane) * depth + kk);
-                }
-                let ci = kk / p.k;
                 let src = i32(t0 + lane + (kk % p.k) * p.dilation) - i32(p.padding);
                 if t0 + lane < p.t_out && src >= 0 && u32(src) < p.t {
-                    xv = x[ci * p.t + u32(src)];
+                    xv = x[(kk / p.k) * p.t + u32(src)];
                 }
             }
-            ws[e] = wv;
             xs[e] = xv;
         }
         workgroupBarrier();
