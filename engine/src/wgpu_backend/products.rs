@@ -11,7 +11,7 @@
 
 use std::borrow::Cow;
 
-use super::shaders::Program;
+use super::shaders::{Program, per_chunk};
 use super::storage::WgpuStorage;
 use super::{WgpuBackend, bits, queue, tensor_bindings, weight_and_bias_bindings, word};
 use crate::device::{ElementwiseOps, NormOps, Op, ProductOps, RmsNorm, composed};
@@ -66,9 +66,10 @@ fn piece_params(op: Op, m: usize, rows: usize, k: usize, bias: bool, n: usize, f
     Ok([word(op, m)?, word(op, rows)?, word(op, k)?, bias as u32, word(op, n)?, word(op, first_row)?])
 }
 
-/// Whether `x [m, k]` goes through the decode GEMV.
-fn is_gemv(m: usize, k: usize) -> bool {
-    m <= GEMV_MAX_ROWS && k.is_multiple_of(4)
+/// Whether `x [m, k]` goes through the decode GEMV against `w`: a few rows, against weight rows
+/// of whole 16-byte chunks (gemv.wgsl reads them a chunk at a time).
+fn is_gemv(m: usize, k: usize, w: &Tensor) -> bool {
+    m <= GEMV_MAX_ROWS && k.is_multiple_of(per_chunk(w.dtype()))
 }
 
 impl WgpuBackend {
@@ -113,7 +114,7 @@ impl WgpuBackend {
         Ok(Some(Rounded { rows, lost }))
     }
 
-    /// The decode GEMV (gemv.wgsl) of `x [m <= 8, k]`, `k` a multiple of 4, with `norm` applied
+    /// The decode GEMV (gemv.wgsl) of `x [m <= 8, k]` ([`is_gemv`]), with `norm` applied
     /// to the input first (float weights only: see [`gemv_input`](Self::gemv_input)) and
     /// `epilogue` to the sums. Against a quantized weight the GEMV takes `x` rounded: `rounded`
     /// where the caller rounded it once for several products, else rounded here.
@@ -157,6 +158,12 @@ impl WgpuBackend {
         // A weight kept in pieces: each piece's product fills its columns of the output.
         for (first_row, piece) in weight.pieces() {
             let rows = piece.len.checked_div(k).unwrap_or(n);
+            if !k.is_multiple_of(per_chunk(piece.dtype)) {
+                return Err(Error::Invalid(format!(
+                    "{op:?}: the GEMV takes rows of whole 16-byte chunks, not {k} {:?}",
+                    piece.dtype
+                )));
+            }
             let readers = self.with_bias(op, piece, bias)?;
             // Where there is no second matrix or norm, the weight stands in for the first and an
             // f32 reader of the unused buffer for the second; neither is read.
@@ -195,7 +202,7 @@ impl ProductOps for WgpuBackend {
     fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         let op = Op::Linear;
         let (m, k, n) = shapes::linear(x, w, bias)?;
-        if is_gemv(m, k) {
+        if is_gemv(m, k, w) {
             return self.gemv(op, x, w, bias, None, Epilogue::Plain, None);
         }
         let src = self.f32s(x, op)?;
@@ -226,7 +233,7 @@ impl ProductOps for WgpuBackend {
 
     fn linear_add(&self, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
         let (m, k, n) = shapes::linear(x, w, None)?;
-        if !is_gemv(m, k) || residual.shape() != [m, n] {
+        if !is_gemv(m, k, w) || residual.shape() != [m, n] {
             return composed::linear_add(self, x, w, residual);
         }
         self.gemv(Op::LinearAdd, x, w, None, None, Epilogue::Add(residual), None)
@@ -238,7 +245,7 @@ impl ProductOps for WgpuBackend {
         let (g, u) = (self.matrix(gate, op)?, self.matrix(up, op)?);
         // The two matrices are read side by side: one shape and format, each whole.
         let paired = gate.shape() == up.shape() && g.dtype == u.dtype && g.pieces.is_empty() && u.pieces.is_empty();
-        if !is_gemv(m, k) || !paired || !self.norm_fits(norm, k) {
+        if !is_gemv(m, k, gate) || !paired || !self.norm_fits(norm, k) {
             return composed::linear_swiglu(self, x, norm, gate, up);
         }
         let (x, norm) = self.gemv_input(x, norm, g.dtype.is_quantized())?;
@@ -247,7 +254,7 @@ impl ProductOps for WgpuBackend {
 
     fn linear3(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
         let (m, k, _) = shapes::linear(x, w[0], None)?;
-        if !is_gemv(m, k) || !self.norm_fits(norm, k) {
+        if !w.iter().all(|w| is_gemv(m, k, w)) || !self.norm_fits(norm, k) {
             return composed::linear3(self, x, norm, w);
         }
         // A quantized input is normalised and rounded once for the three.

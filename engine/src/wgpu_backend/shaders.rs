@@ -84,6 +84,12 @@ impl Program {
         }
     }
 
+    /// The readers the program takes 16 bytes at a time (see [`chunk_reader`]): the decode
+    /// GEMV's weights.
+    fn reads_in_chunks(self, reader: &str) -> bool {
+        matches!(self, Program::Gemv) && matches!(reader, "w" | "up")
+    }
+
     /// The program's override constants, each a `u32` or `bool` set when its pipeline is built.
     pub fn overrides(self) -> &'static [&'static str] {
         match self {
@@ -106,7 +112,12 @@ impl Program {
         let mut source = String::from(if self.is_cooperative() { COOPERATIVE_PREAMBLE } else { "" });
         source.push_str(COMMON);
         for (&(name, binding), &dtype) in self.readers().iter().zip(formats) {
-            source.push_str(&reader(name, binding, dtype));
+            let text = if self.reads_in_chunks(name) {
+                chunk_reader(name, binding, dtype)
+            } else {
+                reader(name, binding, dtype)
+            };
+            source.push_str(&text);
         }
         source.push_str(self.body());
         source
@@ -128,15 +139,14 @@ pub fn bindings_of(dtype: DType) -> u32 {
 
 /// WGSL for `fn {name}(i: u32) -> f32`, element `i` of a tensor in `dtype` read as f32, and
 /// `fn {name}4(i: u32) -> vec4<f32>`, elements `i..i + 4` for `i` a multiple of 4, with its
-/// bindings from `binding` on; and, for the decode products, `{name}_corrects_rounding` and
-/// `{name}_middle(g)`, q4's `offset + 7.5 * scale` of group `g` (the quantized layouts: `quant`).
+/// bindings from `binding` on; and, for the decode products, the rounding correction of [`middle`]
+/// (the quantized layouts: `quant`).
 fn reader(name: &str, binding: u32, dtype: DType) -> String {
     let data = |ty: &str| format!("@group(0) @binding({binding}) var<storage, read> {name}_data: array<{ty}>;\n");
     let scales = format!("@group(0) @binding({}) var<storage, read> {name}_scales: array<u32>;\n", binding + 1);
     let offsets = format!("@group(0) @binding({}) var<storage, read> {name}_offsets: array<u32>;\n", binding + 2);
-    let half = |array: &str, index: &str| format!("unpack2x16float({name}_{array}[{index} >> 1u])[{index} & 1u]");
-    let no_middle =
-        format!("const {name}_corrects_rounding: bool = false;\nfn {name}_middle(g: u32) -> f32 {{ return 0.0; }}\n");
+    let half = |array: &str, index: &str| half(name, array, index);
+    let rounding = middle(name, dtype);
     let scalar = |body: &str| format!("fn {name}(i: u32) -> f32 {{\n{body}\n}}\n");
     let vector = |body: &str| format!("fn {name}4(i: u32) -> vec4<f32> {{\n{body}\n}}\n");
     let bf16_pair = "vec2<f32>(bitcast<f32>(word << 16u), bitcast<f32>(word & 0xffff0000u))";
@@ -147,7 +157,7 @@ fn reader(name: &str, binding: u32, dtype: DType) -> String {
             vector(&format!(
                 "    return vec4<f32>({name}_data[i], {name}_data[i + 1u], {name}_data[i + 2u], {name}_data[i + 3u]);"
             )),
-            no_middle,
+            rounding,
         ]
         .concat(),
         DType::BF16 => [
@@ -160,7 +170,7 @@ fn reader(name: &str, binding: u32, dtype: DType) -> String {
                 "    var word = {name}_data[i >> 1u];\n    let low = {bf16_pair};\n    \
                  word = {name}_data[(i >> 1u) + 1u];\n    return vec4<f32>(low, {bf16_pair});"
             )),
-            no_middle,
+            rounding,
         ]
         .concat(),
         DType::F16 => [
@@ -169,7 +179,7 @@ fn reader(name: &str, binding: u32, dtype: DType) -> String {
             vector(&format!(
                 "    return vec4<f32>(unpack2x16float({name}_data[i >> 1u]), unpack2x16float({name}_data[(i >> 1u) + 1u]));"
             )),
-            no_middle,
+            rounding,
         ]
         .concat(),
         DType::Q8 => [
@@ -186,7 +196,7 @@ fn reader(name: &str, binding: u32, dtype: DType) -> String {
                  return vec4<f32>(codes) * {};",
                 half("scales", "g")
             )),
-            no_middle,
+            rounding,
         ]
         .concat(),
         DType::Q4 => [
@@ -206,16 +216,96 @@ fn reader(name: &str, binding: u32, dtype: DType) -> String {
                 half("scales", "g"),
                 half("offsets", "g")
             )),
-            format!(
-                "const {name}_corrects_rounding: bool = true;\n\
-                 fn {name}_middle(g: u32) -> f32 {{ return {} + 7.5 * {}; }}\n",
-                half("offsets", "g"),
-                half("scales", "g")
-            ),
+            rounding,
         ]
         .concat(),
         DType::F8E4M3 => unreachable!("wgpu holds no fp8 tensor: `supports` refuses them"),
     }
+}
+
+/// WGSL for element `index` of the f16 array `{name}_{array}` (two to a word), as f32.
+fn half(name: &str, array: &str, index: &str) -> String {
+    format!("unpack2x16float({name}_{array}[{index} >> 1u])[{index} & 1u]")
+}
+
+/// WGSL for the decode products' rounding correction of a tensor in `dtype`: whether it applies
+/// (`{name}_corrects_rounding`) and `{name}_middle(g)`, q4's `offset + 7.5 * scale` of group `g`.
+fn middle(name: &str, dtype: DType) -> String {
+    if dtype == DType::Q4 {
+        let (offset, scale) = (half(name, "offsets", "g"), half(name, "scales", "g"));
+        format!(
+            "const {name}_corrects_rounding: bool = true;\n\
+             fn {name}_middle(g: u32) -> f32 {{ return {offset} + 7.5 * {scale}; }}\n"
+        )
+    } else {
+        format!("const {name}_corrects_rounding: bool = false;\nfn {name}_middle(g: u32) -> f32 {{ return 0.0; }}\n")
+    }
+}
+
+/// How many elements of a tensor in `dtype` 16 bytes hold: a chunk of [`chunk_reader`].
+pub fn per_chunk(dtype: DType) -> usize {
+    match dtype {
+        DType::F32 => 4,
+        DType::BF16 | DType::F16 => 8,
+        DType::Q8 => 16,
+        DType::Q4 => 32,
+        DType::F8E4M3 => 16,
+    }
+}
+
+/// WGSL reading a weight in `dtype` 16 bytes at a time, its rows whole chunks long, with its
+/// bindings from `binding` on: `{name}_PER_CHUNK` elements a chunk, `{name}_load(c)` chunk `c`,
+/// `{name}_scale(c)` the scale and offset of its group (1 and 0 for floats; a chunk is never
+/// longer than a group), `{name}_part(raw, scale, q)` its elements `4q..4q + 4` as f32, and the
+/// rounding correction of [`middle`]. A chunk of q8 is half a group, of q4 a whole one.
+fn chunk_reader(name: &str, binding: u32, dtype: DType) -> String {
+    let data = format!("@group(0) @binding({binding}) var<storage, read> {name}_data: array<vec4<u32>>;\n");
+    let scales = format!("@group(0) @binding({}) var<storage, read> {name}_scales: array<u32>;\n", binding + 1);
+    let offsets = format!("@group(0) @binding({}) var<storage, read> {name}_offsets: array<u32>;\n", binding + 2);
+    let per_chunk = format!("const {name}_PER_CHUNK: u32 = {}u;\n", per_chunk(dtype));
+    let load = format!("fn {name}_load(c: u32) -> vec4<u32> {{ return {name}_data[c]; }}\n");
+    let scale = |body: &str| format!("fn {name}_scale(c: u32) -> vec2<f32> {{\n    {body}\n}}\n");
+    let no_scale = scale("return vec2<f32>(1.0, 0.0);");
+    let part =
+        |body: &str| format!("fn {name}_part(raw: vec4<u32>, scale: vec2<f32>, q: u32) -> vec4<f32> {{\n{body}\n}}\n");
+    let bf16 = |word: &str| format!("bitcast<f32>({word} << 16u), bitcast<f32>({word} & 0xffff0000u)");
+    let (header, scale, part) = match dtype {
+        DType::F32 => (data, no_scale, part("    return bitcast<vec4<f32>>(raw);")),
+        DType::BF16 => (
+            data,
+            no_scale,
+            part(&format!(
+                "    let low = raw[2u * q];\n    let high = raw[2u * q + 1u];\n    return vec4<f32>({}, {});",
+                bf16("low"),
+                bf16("high")
+            )),
+        ),
+        DType::F16 => (
+            data,
+            no_scale,
+            part("    return vec4<f32>(unpack2x16float(raw[2u * q]), unpack2x16float(raw[2u * q + 1u]));"),
+        ),
+        DType::Q8 => (
+            data + &scales,
+            scale(&format!("return vec2<f32>({}, 0.0);", half(name, "scales", "(c >> 1u)"))),
+            part(
+                "    let word = bitcast<i32>(raw[q]);\n    \
+                 let codes = vec4<i32>(word << 24u, word << 16u, word << 8u, word) >> vec4<u32>(24u);\n    \
+                 return vec4<f32>(codes) * scale.x;",
+            ),
+        ),
+        DType::Q4 => (
+            data + &scales + &offsets,
+            scale(&format!("return vec2<f32>({}, {});", half(name, "scales", "c"), half(name, "offsets", "c"))),
+            part(
+                "    let word = raw[q >> 1u] >> (16u * (q & 1u));\n    \
+                 let codes = (vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(0xfu);\n    \
+                 return vec4<f32>(codes) * scale.x + vec4<f32>(scale.y);",
+            ),
+        ),
+        DType::F8E4M3 => unreachable!("wgpu holds no fp8 tensor: `supports` refuses them"),
+    };
+    [header, per_chunk, load, scale, part, middle(name, dtype)].concat()
 }
 
 /// Every program with every combination of reader formats it can be built with, for the test that
