@@ -215,7 +215,8 @@ fn gemm(device: &Device, repeat: usize) -> Result<()> {
     for (label, m, k, n, dtype) in shapes {
         let x = filled(device, &[m, k], 1e-3)?;
         let weight = || -> Result<Tensor> {
-            let w = filled(device, &[n, k], 1e-3)?;
+            // Made on the device: the copies of a decode product's weight run to 512 MB.
+            let w = device.fill_uniform(&[n, k], DType::F32, 7, 0.0, 1e-3)?;
             Ok(match dtype {
                 Some(dtype) => device.cast(&w, dtype)?,
                 None => device.product_weight(w)?,
