@@ -1,8 +1,9 @@
 //! Matrix products `x [m, k] @ w [n, k]^T (+ bias)`: up to 8 rows the decode GEMV (gemv.wgsl),
 //! which reads each weight once for every row, beyond that the tiled GEMM (linear.wgsl), and from
 //! 256 rows (k a multiple of 4) the GEMM of larger tiles and 16-byte loads (linear_wide.wgsl). Against
-//! a quantized weight the GEMV takes its input rounded as the integer decode products do
-//! (quantize_rows.wgsl), the arithmetic the CPU and CUDA share; the GEMM dequantizes as it reads.
+//! a quantized weight the GEMV is the integer one (gemv_int8.wgsl), its input rounded to int8
+//! codes (quantize_rows.wgsl), the arithmetic the CPU and CUDA share; the GEMM dequantizes as it
+//! reads.
 //! Where the adapter offers cooperative matrices, an f16 weight's product beyond the decode shapes
 //! runs on the matrix units (linear_coop.wgsl), its input rounded to f16 (as CUDA's beyond them
 //! round theirs to bf16).
@@ -11,7 +12,7 @@
 
 use std::borrow::Cow;
 
-use super::shaders::{Program, per_chunk};
+use super::shaders::Program;
 use super::storage::WgpuStorage;
 use super::{WgpuBackend, bits, queue, tensor_bindings, weight_and_bias_bindings, word};
 use crate::device::{ElementwiseOps, NormOps, Op, ProductOps, RmsNorm, composed};
@@ -33,10 +34,14 @@ const WIDE_MIN_ROWS: usize = 256;
 /// Output tile of the products on the matrix units (linear_coop.wgsl): rows of x, weight rows.
 const COOP_TILE: (usize, usize) = (128, 64);
 
-/// Rows rounded for the GEMV against quantized weights, and what rounding took from each group.
+/// Rows rounded for the integer GEMV (quantize_rows.wgsl): their int8 codes, four to a word, in
+/// the order the weight's format takes them; each group's scale, then what rounding took from its
+/// sum.
 struct Rounded {
-    rows: WgpuStorage,
-    lost: WgpuStorage,
+    codes: WgpuStorage,
+    groups: WgpuStorage,
+    /// The weight format the codes are ordered for.
+    format: DType,
 }
 
 /// What the decode GEMV does with its sums (gemv.wgsl's `EPILOGUE_*`).
@@ -66,10 +71,9 @@ fn piece_params(op: Op, m: usize, rows: usize, k: usize, bias: bool, n: usize, f
     Ok([word(op, m)?, word(op, rows)?, word(op, k)?, bias as u32, word(op, n)?, word(op, first_row)?])
 }
 
-/// Whether `x [m, k]` goes through the decode GEMV against `w`: a few rows, against weight rows
-/// of whole 16-byte chunks (gemv.wgsl reads them a chunk at a time).
-fn is_gemv(m: usize, k: usize, w: &Tensor) -> bool {
-    m <= GEMV_MAX_ROWS && k.is_multiple_of(per_chunk(w.dtype()))
+/// Whether `x [m, k]` goes through the decode GEMV.
+fn is_gemv(m: usize, k: usize) -> bool {
+    m <= GEMV_MAX_ROWS && k.is_multiple_of(4)
 }
 
 impl WgpuBackend {
@@ -93,10 +97,9 @@ impl WgpuBackend {
         }
     }
 
-    /// The rows of `x [m, k]` rounded as a GEMV against a quantized weight takes them
-    /// (quantize_rows.wgsl), and what rounding took from each group's sum; `None` where `k` holds
-    /// no whole groups.
-    fn rounded_rows(&self, op: Op, x: &Tensor) -> Result<Option<Rounded>> {
+    /// The rows of `x [m, k]` rounded as the integer GEMV against a `format` weight takes them
+    /// (quantize_rows.wgsl); `None` where `k` holds no whole groups.
+    fn rounded_rows(&self, op: Op, x: &Tensor, format: DType) -> Result<Option<Rounded>> {
         let &[m, k] = x.shape() else {
             return Err(Error::Invalid(format!("{op:?}: rows to round must be [m, k], not {:?}", x.shape())));
         };
@@ -104,20 +107,20 @@ impl WgpuBackend {
             return Ok(None);
         }
         let src = self.f32s(x, op)?;
-        let groups = k / GROUP;
-        let rows = self.alloc(op, m * k)?;
-        let lost = self.alloc(op, m * groups)?;
-        let buffers = [(1, src.buffer()), (2, rows.buffer()), (3, lost.buffer())];
-        let total = m * groups;
-        let params = [word(op, total)?, bits(f32::NAN)];
+        let total = m * (k / GROUP);
+        let codes = self.alloc(op, m * k / 4)?;
+        let groups = self.alloc(op, 2 * total)?;
+        let buffers = [(1, src.buffer()), (2, codes.buffer()), (3, groups.buffer())];
+        let params = [word(op, total)?, bits(f32::NAN), (format == DType::Q4) as u32];
         self.run(Program::QuantizeRows, &[], &params, &buffers, word(op, total.div_ceil(256))?)?;
-        Ok(Some(Rounded { rows, lost }))
+        Ok(Some(Rounded { codes, groups, format }))
     }
 
-    /// The decode GEMV (gemv.wgsl) of `x [m <= 8, k]` ([`is_gemv`]), with `norm` applied
-    /// to the input first (float weights only: see [`gemv_input`](Self::gemv_input)) and
-    /// `epilogue` to the sums. Against a quantized weight the GEMV takes `x` rounded: `rounded`
-    /// where the caller rounded it once for several products, else rounded here.
+    /// The decode GEMV of `x [m <= 8, k]`, `k` a multiple of 4, with `norm` applied to the input
+    /// first (float weights only: see [`gemv_input`](Self::gemv_input)) and `epilogue` to the
+    /// sums: gemv.wgsl against a float weight, gemv_int8.wgsl against a quantized one, which
+    /// takes `x` rounded: `rounded` where the caller rounded it once for several products of its
+    /// format, else rounded here.
     #[allow(clippy::too_many_arguments)]
     fn gemv(
         &self,
@@ -146,42 +149,49 @@ impl WgpuBackend {
         let gain = norm.map(|nm| self.storage(nm.weight, op)).transpose()?;
         let out = self.alloc(op, m * n)?;
         let groups = k / GROUP;
-        // Against a quantized weight the GEMV's rows go in rounded, with what rounding lost.
+        // Against a quantized weight the GEMV is the integer one, its rows rounded for the format.
+        let quantized = weight.dtype.is_quantized();
         let rounded_here = match rounded {
-            None if weight.dtype.is_quantized() => self.rounded_rows(op, x)?,
+            Some(r) if r.format == weight.dtype => None,
+            _ if quantized => self.rounded_rows(op, x, weight.dtype)?,
             _ => None,
         };
-        let (input, lost) = match rounded.or(rounded_here.as_ref()).filter(|_| weight.dtype.is_quantized()) {
-            Some(r) => (r.rows.buffer(), r.lost.buffer()),
-            None => (src.buffer(), self.unused.raw()),
+        let rounded = rounded.filter(|r| r.format == weight.dtype).or(rounded_here.as_ref());
+        let (program, input, x_groups) = match rounded {
+            Some(r) if quantized => (Program::GemvInt8, r.codes.buffer(), Some(r.groups.buffer())),
+            None if quantized => {
+                return Err(Error::Invalid(format!("{op:?}: a quantized weight's rows must be whole groups, not {k}")));
+            }
+            _ => (Program::Gemv, src.buffer(), None),
         };
         // A weight kept in pieces: each piece's product fills its columns of the output.
         for (first_row, piece) in weight.pieces() {
             let rows = piece.len.checked_div(k).unwrap_or(n);
-            if !k.is_multiple_of(per_chunk(piece.dtype)) {
-                return Err(Error::Invalid(format!(
-                    "{op:?}: the GEMV takes rows of whole 16-byte chunks, not {k} {:?}",
-                    piece.dtype
-                )));
-            }
             let readers = self.with_bias(op, piece, bias)?;
             // Where there is no second matrix or norm, the weight stands in for the first and an
             // f32 reader of the unused buffer for the second; neither is read.
             let up_reader: &WgpuStorage = up.unwrap_or(piece);
-            let formats = [piece.dtype, readers.1.dtype, up_reader.dtype, gain.map_or(DType::F32, |g| g.dtype)];
+            let mut formats = vec![piece.dtype, readers.1.dtype, up_reader.dtype];
             let mut params = piece_params(op, m, rows, k, bias.is_some(), n, first_row)?.to_vec();
             params.extend([word(op, groups)?, bits(norm.map_or(0.0, |nm| nm.eps))]);
-            let overrides = [word(op, m)?, epilogue.code(), norm.is_some() as u32];
-            let mut buffers = vec![(1, input), (2, out.buffer()), (9, lost)];
+            let mut overrides = vec![word(op, m)?, epilogue.code()];
+            let mut buffers = vec![(1, input), (2, out.buffer())];
             buffers.extend(weight_and_bias_bindings(readers));
             buffers.extend(tensor_bindings(10, up_reader));
-            match gain {
-                Some(g) => buffers.extend(tensor_bindings(13, g)),
-                None => buffers.push((13, self.unused.raw())),
+            match x_groups {
+                Some(g) => buffers.push((9, g)),
+                None => {
+                    formats.push(gain.map_or(DType::F32, |g| g.dtype));
+                    overrides.push(norm.is_some() as u32);
+                    match gain {
+                        Some(g) => buffers.extend(tensor_bindings(13, g)),
+                        None => buffers.push((13, self.unused.raw())),
+                    }
+                }
             }
             buffers.push((16, residual.map_or(self.unused.raw(), |r| r.buffer())));
             let grid = queue::fold(word(op, rows.div_ceil(GEMV_ROWS))?)?;
-            self.dispatch(Program::Gemv, &formats, &overrides, &params, &buffers, grid)?;
+            self.dispatch(program, &formats, &overrides, &params, &buffers, grid)?;
         }
         Ok(self.wrap(&[m, n], out))
     }
@@ -202,7 +212,7 @@ impl ProductOps for WgpuBackend {
     fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         let op = Op::Linear;
         let (m, k, n) = shapes::linear(x, w, bias)?;
-        if is_gemv(m, k, w) {
+        if is_gemv(m, k) {
             return self.gemv(op, x, w, bias, None, Epilogue::Plain, None);
         }
         let src = self.f32s(x, op)?;
@@ -233,7 +243,7 @@ impl ProductOps for WgpuBackend {
 
     fn linear_add(&self, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
         let (m, k, n) = shapes::linear(x, w, None)?;
-        if !is_gemv(m, k, w) || residual.shape() != [m, n] {
+        if !is_gemv(m, k) || residual.shape() != [m, n] {
             return composed::linear_add(self, x, w, residual);
         }
         self.gemv(Op::LinearAdd, x, w, None, None, Epilogue::Add(residual), None)
@@ -245,7 +255,7 @@ impl ProductOps for WgpuBackend {
         let (g, u) = (self.matrix(gate, op)?, self.matrix(up, op)?);
         // The two matrices are read side by side: one shape and format, each whole.
         let paired = gate.shape() == up.shape() && g.dtype == u.dtype && g.pieces.is_empty() && u.pieces.is_empty();
-        if !is_gemv(m, k, gate) || !paired || !self.norm_fits(norm, k) {
+        if !is_gemv(m, k) || !paired || !self.norm_fits(norm, k) {
             return composed::linear_swiglu(self, x, norm, gate, up);
         }
         let (x, norm) = self.gemv_input(x, norm, g.dtype.is_quantized())?;
@@ -254,14 +264,18 @@ impl ProductOps for WgpuBackend {
 
     fn linear3(&self, x: &Tensor, norm: Option<RmsNorm>, w: [&Tensor; 3]) -> Result<[Tensor; 3]> {
         let (m, k, _) = shapes::linear(x, w[0], None)?;
-        if !w.iter().all(|w| is_gemv(m, k, w)) || !self.norm_fits(norm, k) {
+        if !is_gemv(m, k) || !self.norm_fits(norm, k) {
             return composed::linear3(self, x, norm, w);
         }
         // A quantized input is normalised and rounded once for the three.
         let quantized = w.iter().any(|w| w.dtype().is_quantized());
         let (x, norm) = self.gemv_input(x, norm, quantized)?;
         let op = Op::Linear3;
-        let rounded = if quantized { self.rounded_rows(op, &x)? } else { None };
+        // Rounded once where the three share a quantized format (each product rounds its own
+        // otherwise).
+        let format = w[0].dtype();
+        let shared = format.is_quantized() && w.iter().all(|w| w.dtype() == format);
+        let rounded = if shared { self.rounded_rows(op, &x, format)? } else { None };
         let product = |w: &Tensor| self.gemv(op, &x, w, None, norm, Epilogue::Plain, rounded.as_ref());
         Ok([product(w[0])?, product(w[1])?, product(w[2])?])
     }

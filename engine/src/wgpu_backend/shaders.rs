@@ -6,6 +6,7 @@
 use crate::tensor::DType;
 
 const COMMON: &str = include_str!("../../../shaders/common.wgsl");
+const GEMV_SUMS: &str = include_str!("../../../shaders/gemv_sums.wgsl");
 const COOPERATIVE_PREAMBLE: &str = "enable f16;\nenable wgpu_cooperative_matrix;\n";
 
 /// Declares [`Program`] from one list: each program's variant and its file in `shaders/`
@@ -55,6 +56,7 @@ programs! {
     LinearWide => "linear_wide";
     LinearCoop => "linear_coop";
     Gemv => "gemv";
+    GemvInt8 => "gemv_int8";
     QuantizeRows => "quantize_rows";
     Conv => "conv";
     ConvTiled => "conv_tiled";
@@ -75,6 +77,7 @@ impl Program {
             // SwiGLU's second matrix from 10, the input norm's weight from 13 (lost at 9, the
             // residual at 16).
             Program::Gemv => &[("w", 3), ("bias", 6), ("up", 10), ("gain", 13)],
+            Program::GemvInt8 => &[("w", 3), ("bias", 6), ("up", 10)],
             Program::Snake => &[("alpha", 3)],
             // The keys from 3, the values from 6 (room for a quantized reader's three bindings).
             Program::Attention | Program::AttentionTiled | Program::AttentionCoop | Program::AttentionSplit => {
@@ -84,10 +87,23 @@ impl Program {
         }
     }
 
-    /// The readers the program takes 16 bytes at a time (see [`chunk_reader`]): the decode
+    /// The readers the program takes 16 bytes at a time (see [`chunk_reader`]): the integer
     /// GEMV's weights.
     fn reads_in_chunks(self, reader: &str) -> bool {
-        matches!(self, Program::Gemv) && matches!(reader, "w" | "up")
+        matches!(self, Program::GemvInt8) && matches!(reader, "w" | "up")
+    }
+
+    /// The formats a reader of the program can take.
+    pub fn formats_of(self, reader: &str) -> &'static [DType] {
+        if self.reads_in_chunks(reader) { &[DType::Q8, DType::Q4] } else { &READER_FORMATS }
+    }
+
+    /// WGSL the program shares with others, placed after the readers.
+    fn shared(self) -> &'static str {
+        match self {
+            Program::Gemv | Program::GemvInt8 => GEMV_SUMS,
+            _ => "",
+        }
     }
 
     /// The program's override constants, each a `u32` or `bool` set when its pipeline is built.
@@ -95,6 +111,7 @@ impl Program {
         match self {
             // x's rows, the epilogue's code and whether x is normalised on the way.
             Program::Gemv => &["M", "EPILOGUE", "NORM"],
+            Program::GemvInt8 => &["M", "EPILOGUE"],
             _ => &[],
         }
     }
@@ -119,6 +136,7 @@ impl Program {
             };
             source.push_str(&text);
         }
+        source.push_str(self.shared());
         source.push_str(self.body());
         source
     }
@@ -242,70 +260,25 @@ fn middle(name: &str, dtype: DType) -> String {
     }
 }
 
-/// How many elements of a tensor in `dtype` 16 bytes hold: a chunk of [`chunk_reader`].
-pub fn per_chunk(dtype: DType) -> usize {
-    match dtype {
-        DType::F32 => 4,
-        DType::BF16 | DType::F16 => 8,
-        DType::Q8 => 16,
-        DType::Q4 => 32,
-        DType::F8E4M3 => 16,
-    }
-}
-
-/// WGSL reading a weight in `dtype` 16 bytes at a time, its rows whole chunks long, with its
-/// bindings from `binding` on: `{name}_PER_CHUNK` elements a chunk, `{name}_load(c)` chunk `c`,
-/// `{name}_scale(c)` the scale and offset of its group (1 and 0 for floats; a chunk is never
-/// longer than a group), `{name}_part(raw, scale, q)` its elements `4q..4q + 4` as f32, and the
-/// rounding correction of [`middle`]. A chunk of q8 is half a group, of q4 a whole one.
+/// WGSL reading a quantized weight 16 bytes at a time, its rows whole chunks long, with its
+/// bindings from `binding` on: `{name}_PER_CHUNK` codes a chunk (16 of q8, half a group; 32 of
+/// q4, a whole one), `{name}_load(c)` chunk `c` and `{name}_scale(c)` the scale and offset of its
+/// group (offset 0 for q8).
 fn chunk_reader(name: &str, binding: u32, dtype: DType) -> String {
-    let data = format!("@group(0) @binding({binding}) var<storage, read> {name}_data: array<vec4<u32>>;\n");
     let scales = format!("@group(0) @binding({}) var<storage, read> {name}_scales: array<u32>;\n", binding + 1);
     let offsets = format!("@group(0) @binding({}) var<storage, read> {name}_offsets: array<u32>;\n", binding + 2);
-    let per_chunk = format!("const {name}_PER_CHUNK: u32 = {}u;\n", per_chunk(dtype));
-    let load = format!("fn {name}_load(c: u32) -> vec4<u32> {{ return {name}_data[c]; }}\n");
-    let scale = |body: &str| format!("fn {name}_scale(c: u32) -> vec2<f32> {{\n    {body}\n}}\n");
-    let no_scale = scale("return vec2<f32>(1.0, 0.0);");
-    let part =
-        |body: &str| format!("fn {name}_part(raw: vec4<u32>, scale: vec2<f32>, q: u32) -> vec4<f32> {{\n{body}\n}}\n");
-    let bf16 = |word: &str| format!("bitcast<f32>({word} << 16u), bitcast<f32>({word} & 0xffff0000u)");
-    let (header, scale, part) = match dtype {
-        DType::F32 => (data, no_scale, part("    return bitcast<vec4<f32>>(raw);")),
-        DType::BF16 => (
-            data,
-            no_scale,
-            part(&format!(
-                "    let low = raw[2u * q];\n    let high = raw[2u * q + 1u];\n    return vec4<f32>({}, {});",
-                bf16("low"),
-                bf16("high")
-            )),
-        ),
-        DType::F16 => (
-            data,
-            no_scale,
-            part("    return vec4<f32>(unpack2x16float(raw[2u * q]), unpack2x16float(raw[2u * q + 1u]));"),
-        ),
-        DType::Q8 => (
-            data + &scales,
-            scale(&format!("return vec2<f32>({}, 0.0);", half(name, "scales", "(c >> 1u)"))),
-            part(
-                "    let word = bitcast<i32>(raw[q]);\n    \
-                 let codes = vec4<i32>(word << 24u, word << 16u, word << 8u, word) >> vec4<u32>(24u);\n    \
-                 return vec4<f32>(codes) * scale.x;",
-            ),
-        ),
-        DType::Q4 => (
-            data + &scales + &offsets,
-            scale(&format!("return vec2<f32>({}, {});", half(name, "scales", "c"), half(name, "offsets", "c"))),
-            part(
-                "    let word = raw[q >> 1u] >> (16u * (q & 1u));\n    \
-                 let codes = (vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(0xfu);\n    \
-                 return vec4<f32>(codes) * scale.x + vec4<f32>(scale.y);",
-            ),
-        ),
-        DType::F8E4M3 => unreachable!("wgpu holds no fp8 tensor: `supports` refuses them"),
+    let (per_chunk, group, extra, offset) = match dtype {
+        DType::Q8 => (16, "(c >> 1u)", String::new(), "0.0".to_string()),
+        DType::Q4 => (32, "c", offsets, half(name, "offsets", "c")),
+        other => unreachable!("{other:?} weights are not read in chunks"),
     };
-    [header, per_chunk, load, scale, part, middle(name, dtype)].concat()
+    format!(
+        "@group(0) @binding({binding}) var<storage, read> {name}_data: array<vec4<u32>>;\n{scales}{extra}\
+         const {name}_PER_CHUNK: u32 = {per_chunk}u;\n\
+         fn {name}_load(c: u32) -> vec4<u32> {{ return {name}_data[c]; }}\n\
+         fn {name}_scale(c: u32) -> vec2<f32> {{ return vec2<f32>({}, {offset}); }}\n",
+        half(name, "scales", group)
+    )
 }
 
 /// Every program with every combination of reader formats it can be built with, for the test that
@@ -314,11 +287,11 @@ pub fn every_variant() -> Vec<(Program, Vec<DType>)> {
     let mut all = Vec::new();
     for program in Program::ALL {
         let mut combos: Vec<Vec<DType>> = vec![Vec::new()];
-        for _ in program.readers() {
+        for &(reader, _) in program.readers() {
             combos = combos
                 .into_iter()
                 .flat_map(|c| {
-                    READER_FORMATS.iter().map(move |&d| {
+                    program.formats_of(reader).iter().map(move |&d| {
                         let mut next = c.clone();
                         next.push(d);
                         next
