@@ -169,33 +169,48 @@ fn missing(server: &Server) -> Option<String> {
     (status != 200).then(|| "the web page is not built into this songloom (run scripts/build-web.sh)".into())
 }
 
-#[test]
-fn a_song_is_made_played_and_exported_in_a_browser() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path());
-    if let Some(why) = missing(&server) {
-        assert!(std::env::var_os("SONGLOOM_REQUIRE_BROWSER").is_none(), "the browser test must run here: {why}");
-        println!("skipped: {why}");
-        return;
-    }
-    let driver = Driver::start();
-    let downloads = dir.path().join("downloads");
-    std::fs::create_dir_all(&downloads).unwrap();
+/// A browser session on the page `server` serves, drawn and ready, downloads going to `downloads`.
+fn open_page<'a>(driver: &'a Driver, server: &Server, dir: &Path, downloads: &Path) -> Session<'a> {
     let prefs = json!({"download.default_directory": downloads, "download.prompt_for_download": false});
     let chrome = json!({"binary": CHROMIUM, "prefs": prefs, "args": [
         "--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,800",
         "--autoplay-policy=no-user-gesture-required", "--use-angle=swiftshader", "--enable-unsafe-swiftshader",
-        format!("--user-data-dir={}", dir.path().join("chromium").display()),
+        format!("--user-data-dir={}", dir.join("chromium").display()),
     ]});
     let capabilities =
         json!({"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": chrome}}});
     let (status, answer) = json_call(&driver.addr, "POST", "/session", Some(capabilities));
     assert_eq!(status, 200, "a browser session: {answer}");
-    let session = Session { driver: &driver, id: answer["value"]["sessionId"].as_str().unwrap().to_string() };
-
+    let session = Session { driver, id: answer["value"]["sessionId"].as_str().unwrap().to_string() };
     session.command("POST", "/url", Some(json!({"url": format!("http://{}/", server.addr)})));
     let ready = "return window.songloomLandmarks && window.songloomLandmarks.generate ? true : false;";
     session.wait_for("the page to draw", Duration::from_secs(60), ready, |v| v == true);
+    session
+}
+
+/// Whether the test can run, skipping it (with the reason printed) where it cannot.
+fn can_run(server: &Server) -> bool {
+    match missing(server) {
+        None => true,
+        Some(why) => {
+            assert!(std::env::var_os("SONGLOOM_REQUIRE_BROWSER").is_none(), "the browser test must run here: {why}");
+            println!("skipped: {why}");
+            false
+        }
+    }
+}
+
+#[test]
+fn a_song_is_made_played_and_exported_in_a_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    if !can_run(&server) {
+        return;
+    }
+    let driver = Driver::start();
+    let downloads = dir.path().join("downloads");
+    std::fs::create_dir_all(&downloads).unwrap();
+    let session = open_page(&driver, &server, dir.path(), &downloads);
 
     session.click("description");
     session.type_text("a bright folk tune on a plucked guitar");
@@ -268,6 +283,73 @@ fn a_song_is_made_played_and_exported_in_a_browser() {
 
     std::thread::sleep(Duration::from_millis(500));
     let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser/page.png");
+    session.screenshot(&shot);
+    println!("screenshot: {}", shot.display());
+}
+
+/// The library's songs, newest first.
+fn library(server: &Server) -> Vec<Value> {
+    let (_, songs) = server.json("GET", "/api/library", None);
+    songs["songs"].as_array().unwrap().clone()
+}
+
+/// Polls the library until `done` takes its songs, or fails the test.
+fn wait_for_library(server: &Server, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let start = Instant::now();
+    loop {
+        let songs = library(server);
+        if done(&songs) {
+            return songs;
+        }
+        assert!(start.elapsed() < Duration::from_secs(240), "waited for {what}; the library: {songs:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Takes from the page: Takes set to 2 beside Generate makes two songs of the draft together, one
+/// seed apart, each in its row with its own progress; Discard on the second deletes it from the
+/// library, Keep on the first keeps it and its row goes. The server batches two songs at once.
+#[test]
+fn takes_are_made_kept_and_discarded_in_a_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _) = Server::start_with(dir.path(), &["--listen", "127.0.0.1:0", "--batch", "2"]);
+    if !can_run(&server) {
+        return;
+    }
+    let driver = Driver::start();
+    let downloads = dir.path().join("downloads");
+    std::fs::create_dir_all(&downloads).unwrap();
+    let session = open_page(&driver, &server, dir.path(), &downloads);
+
+    session.click("description");
+    session.type_text("slow waltz, solo cello, a little sad");
+    session.click("takes");
+    session.select_all();
+    session.type_text("2\n");
+    session.click("generate");
+
+    let songs = wait_for_library(&server, "two takes", |songs| songs.len() == 2);
+    let mut seeds: Vec<u64> = songs.iter().map(|s| s["recipe"]["seed"].as_u64().unwrap()).collect();
+    seeds.sort();
+    assert_eq!(seeds[1], seeds[0] + 1, "the takes' seeds are one apart: {songs:?}");
+    for song in &songs {
+        assert_eq!(song["recipe"]["description"], "slow waltz, solo cello, a little sad", "{song}");
+    }
+    let second = songs.iter().find(|s| s["recipe"]["seed"] == seeds[1]).unwrap()["id"].clone();
+
+    // Each take's row gets its Keep and Discard once its song is in the library.
+    let both = "const l = window.songloomLandmarks || {}; return !!(l.keep_take_1 && l.discard_take_2);";
+    session.wait_for("both takes' buttons", Duration::from_secs(30), both, |v| v == true);
+    session.click("discard_take_2");
+    let kept = wait_for_library(&server, "take 2 deleted", |songs| songs.len() == 1);
+    assert_ne!(kept[0]["id"], second, "Discard deleted take 2, not take 1");
+    assert_eq!(kept[0]["recipe"]["seed"].as_u64(), Some(seeds[0]));
+    session.click("keep_take_1");
+    let gone = "const l = window.songloomLandmarks || {}; return !l.keep_take_1 && !l.discard_take_2;";
+    session.wait_for("the takes' rows to go", Duration::from_secs(10), gone, |v| v == true);
+    assert_eq!(library(&server).len(), 1, "Keep left the song in the library");
+
+    let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser/takes.png");
     session.screenshot(&shot);
     println!("screenshot: {}", shot.display());
 }

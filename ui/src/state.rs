@@ -135,26 +135,30 @@ pub struct Landmarks {
     pub description: Option<egui::Rect>,
     pub lyrics: Option<egui::Rect>,
     pub generate: Option<egui::Rect>,
+    /// The Takes field beside Generate.
+    pub takes: Option<egui::Rect>,
     /// The newest library song's Export button.
     pub export: Option<egui::Rect>,
     /// The player's Extend button and its length field, for the song loaded there.
     pub extend: Option<egui::Rect>,
     pub extend_by: Option<egui::Rect>,
+    /// The takes' rows' Keep and Discard buttons, named `keep_take_N` and `discard_take_N`.
+    pub take_buttons: Vec<(String, egui::Rect)>,
 }
 
 impl Landmarks {
     /// Each drawn landmark by name.
-    pub fn all(&self) -> Vec<(&'static str, egui::Rect)> {
-        [
+    pub fn all(&self) -> Vec<(String, egui::Rect)> {
+        let fixed = [
             ("description", self.description),
             ("lyrics", self.lyrics),
             ("generate", self.generate),
+            ("takes", self.takes),
             ("export", self.export),
             ("extend", self.extend),
             ("extend_by", self.extend_by),
-        ]
-        .into_iter()
-        .filter_map(|(name, rect)| Some((name, rect?)))
-        .collect()
+        ];
+        let fixed = fixed.into_iter().filter_map(|(name, rect)| Some((name.to_string(), rect?)));
+        fixed.chain(self.take_buttons.iter().cloned()).collect()
     }
 }

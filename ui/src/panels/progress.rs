@@ -31,9 +31,11 @@ impl Panel for ProgressPanel {
                 ctx.send(Command::Generate);
             }
             let label = ui.label("Takes");
-            ui.add(egui::DragValue::new(&mut ctx.settings.takes).range(1..=MAX_TAKES))
+            let takes = ui
+                .add(egui::DragValue::new(&mut ctx.settings.takes).range(1..=MAX_TAKES))
                 .labelled_by(label.id)
                 .on_hover_text("How many songs of the draft Generate makes at once: seeds the seed, the seed + 1, ...");
+            ctx.landmarks.takes = Some(takes.rect);
             if ui.add_enabled(ctx.running, egui::Button::new("Cancel")).clicked() {
                 ctx.send(Command::Cancel);
             }

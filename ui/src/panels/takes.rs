@@ -16,14 +16,16 @@ pub struct TakesPanel;
 
 impl Panel for TakesPanel {
     fn ui(&mut self, ui: &mut egui::Ui, ctx: &mut PanelContext<'_>) {
+        ctx.landmarks.take_buttons.clear();
         if ctx.takes.is_empty() {
             return;
         }
         ui.add_space(4.0);
         ui.strong("Takes");
         let mut commands = Vec::new();
+        let buttons = &mut ctx.landmarks.take_buttons;
         for take in ctx.takes {
-            ui.push_id(("take", take.job), |ui| take_ui(ui, take, ctx.now_s, &mut commands));
+            ui.push_id(("take", take.job), |ui| take_ui(ui, take, ctx.now_s, &mut commands, buttons));
         }
         for command in commands {
             ctx.send(command);
@@ -38,8 +40,15 @@ fn named_button(ui: &mut egui::Ui, enabled: bool, text: &str, label: String) -> 
     button
 }
 
-/// One take's row: its name and seed, its progress or end, and its buttons.
-fn take_ui(ui: &mut egui::Ui, take: &Take, now_s: f64, commands: &mut Vec<Command>) {
+/// One take's row: its name and seed, its progress or end, and its buttons (Keep and Discard
+/// recorded in `buttons`).
+fn take_ui(
+    ui: &mut egui::Ui,
+    take: &Take,
+    now_s: f64,
+    commands: &mut Vec<Command>,
+    buttons: &mut Vec<(String, egui::Rect)>,
+) {
     let n = take.number;
     let p = &take.progress;
     ui.horizontal(|ui| {
@@ -72,11 +81,13 @@ fn take_ui(ui: &mut egui::Ui, take: &Take, now_s: f64, commands: &mut Vec<Comman
             commands.push(Command::Send(Request::PlaySong { id: song.id }));
         }
         let keep = named_button(ui, true, "Keep", format!("Keep take {n}")).on_hover_text("It stays in the library");
+        buttons.push((format!("keep_take_{n}"), keep.rect));
         if keep.clicked() {
             commands.push(Command::KeepTake(take.job));
         }
         let discard = named_button(ui, song.is_some(), "Discard", format!("Discard take {n}"))
             .on_hover_text("Deletes it from the library (Undo there brings it back for a few seconds)");
+        buttons.push((format!("discard_take_{n}"), discard.rect));
         if discard.clicked() {
             commands.push(Command::DiscardTake(take.job));
         }
