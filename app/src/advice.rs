@@ -8,7 +8,7 @@ use songloom_engine::pipeline::{MemoryRequest, Pipeline};
 use songloom_engine::plan::{ArFormats, Mode, PLANNED_SONG_FRAMES, PLANNED_SONG_PROMPT, Plan};
 use songloom_engine::{DType, Device, DeviceChoice, DeviceKind, DeviceOptions, Precision};
 
-use crate::estimate::{self, Estimate, SongWork};
+use crate::estimate::{self, Estimate, Halves, SongWork};
 
 /// 60 s songs on one H200 by plan, from docs/BENCHMARKS.md (session 20 for the 8-bit plan, session
 /// 16 for the other streamed ones, "the tiers with a bf16 KV cache, in one lease" for the phased):
@@ -30,23 +30,25 @@ fn measured(plan: &Plan) -> Option<f64> {
         .map(|m| m.3)
 }
 
-/// On the H200 under CUDA, a 60 s song (8-bit, 15.3 s) took this many times the estimate its
-/// stages' rates give (docs/BENCHMARKS.md, session 26): what the two halves cost each other on one
-/// GPU, which the probe does not see.
-const HALVES_SHARING_ONE_GPU: f64 = 1.25;
+/// Through Vulkan on an H100, a 60 s song (8-bit, 102.7 s) took this many times the estimate its
+/// stages' rates give with the halves in turns (docs/BENCHMARKS.md, session 27): the host's share
+/// of each frame (sampling, reading the codes back), which the probe does not see.
+const HOST_SHARE_THROUGH_WGPU: f64 = 1.17;
 
-/// The estimate for a GPU through wgpu: its rates probed now, a 60 s song's work over them.
+/// The estimate for a GPU through wgpu: its rates probed now, a 60 s song's work over them, the
+/// halves taking turns on its one queue.
 fn wgpu_estimate(device: &Device, plan: &Plan) -> String {
     let rates = match estimate::probe(device, plan) {
         Ok(rates) => rates,
         Err(e) => return format!("its speed could not be probed: {e}"),
     };
-    let song = Estimate::of(&SongWork::of(plan, 60.0, 30), &rates, plan.mode);
+    let song = Estimate::of(&SongWork::of(plan, 60.0, 30), &rates, plan.mode, Halves::InTurns);
     format!(
         "an estimate from this adapter's rates, probed now (decode products read {:.0} GB/s of {} weights, DiT \
          products {:.1} TFLOP/s, vocoder convolutions {:.2} TFLOP/s): a 60 s song in about {:.0} s, first audio after \
-         about {:.0} s (AR half {:.0} s, acoustic half {:.0} s); it leaves out the host's share and the halves \
-         slowing each other, which made a song on the H200 {HALVES_SHARING_ONE_GPU}x its estimate",
+         about {:.0} s (AR half {:.0} s, acoustic half {:.0} s, taking turns on the adapter's one queue); it leaves \
+         out the host's share of each frame, which made a song through Vulkan on an H100 {HOST_SHARE_THROUGH_WGPU}x \
+         its estimate",
         rates.weights_gb_s,
         plan.formats.lm,
         rates.matrix_tflop_s,
