@@ -35,20 +35,37 @@ fn measured(plan: &Plan) -> Option<f64> {
 /// of each frame (sampling, reading the codes back), which the probe does not see.
 const HOST_SHARE_THROUGH_WGPU: f64 = 1.17;
 
-/// The estimate for a GPU through wgpu: its rates probed now, a 60 s song's work over them, the
-/// halves taking turns on its one queue.
-fn wgpu_estimate(device: &Device, plan: &Plan) -> String {
+/// On the H200 under CUDA, a 60 s song (8-bit, 15.3 s) took this many times the estimate its
+/// stages' rates give with the halves side by side (docs/BENCHMARKS.md, session 26): what they
+/// cost each other on one GPU.
+const HALVES_SHARING_ONE_GPU: f64 = 1.25;
+
+/// An estimate from the device's rates, probed now: a 60 s song's work over them, the halves
+/// side by side (CUDA's streams) or in turns (wgpu's one queue).
+fn probed_estimate(device: &Device, plan: &Plan, halves: Halves) -> String {
     let rates = match estimate::probe(device, plan) {
         Ok(rates) => rates,
         Err(e) => return format!("its speed could not be probed: {e}"),
     };
-    let song = Estimate::of(&SongWork::of(plan, 60.0, 30), &rates, plan.mode, Halves::InTurns);
+    let song = Estimate::of(&SongWork::of(plan, 60.0, 30), &rates, plan.mode, halves);
+    let (how, left_out) = match halves {
+        Halves::InTurns => (
+            "taking turns on the adapter's one queue",
+            format!(
+                "the host's share of each frame, which made a song through Vulkan on an H100 {HOST_SHARE_THROUGH_WGPU}x its estimate"
+            ),
+        ),
+        Halves::AtOnce => (
+            "side by side",
+            format!(
+                "the host's share and the halves slowing each other, which made a song on the H200 {HALVES_SHARING_ONE_GPU}x its estimate"
+            ),
+        ),
+    };
     format!(
-        "an estimate from this adapter's rates, probed now (decode products read {:.0} GB/s of {} weights, DiT \
+        "an estimate from this device's rates, probed now (decode products read {:.0} GB/s of {} weights, DiT \
          products {:.1} TFLOP/s, vocoder convolutions {:.2} TFLOP/s): a 60 s song in about {:.0} s, first audio after \
-         about {:.0} s (AR half {:.0} s, acoustic half {:.0} s, taking turns on the adapter's one queue); it leaves \
-         out the host's share of each frame, which made a song through Vulkan on an H100 {HOST_SHARE_THROUGH_WGPU}x \
-         its estimate",
+         about {:.0} s (AR half {:.0} s, acoustic half {:.0} s, {how}); it leaves out {left_out}",
         rates.weights_gb_s,
         plan.formats.lm,
         rates.matrix_tflop_s,
@@ -77,12 +94,12 @@ pub fn for_device(kind: DeviceKind) -> String {
         Ok((device, plan)) => {
             let speed = match measured(&plan) {
                 // The H200 table is CUDA's; the shaders have their own speeds.
-                _ if kind == DeviceKind::Wgpu => wgpu_estimate(&device, &plan),
+                _ if kind == DeviceKind::Wgpu => probed_estimate(&device, &plan, Halves::InTurns),
                 Some(seconds) => format!(
                     "a 60 s song took {seconds:.1} s under this plan on an H200; on this GPU, an estimate: about that \
                      times the H200's memory bandwidth (4.8 TB/s) over this one's"
                 ),
-                None => "this plan has not been timed; docs/BENCHMARKS.md has the measured ones".into(),
+                None => probed_estimate(&device, &plan, Halves::AtOnce),
             };
             format!("the real model here (a 60 s song, --precision bf16): {}; {speed}", plan.describe())
         }
