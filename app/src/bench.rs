@@ -7,6 +7,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use songloom_engine::config::{DitConfig, PipelineConstants, VocoderConfig};
+use songloom_engine::device::{Conv1dParams, ConvTranspose1dParams};
 use songloom_engine::models::depth::DepthFrame;
 use songloom_engine::models::dit::Dit;
 use songloom_engine::models::vocoder::Vocoder;
@@ -26,7 +27,8 @@ pub struct BenchArgs {
     /// Synthetic weights: `full` is the real checkpoint's geometry.
     #[arg(long, default_value = "full")]
     synthetic: String,
-    /// gemm, launch (what one small operation costs the host and the device), dit-block, dit-ops
+    /// gemm, conv (the vocoder's convolutions), launch (what one small operation costs the host and
+    /// the device), dit-block, dit-ops
     /// (each op of a DiT block timed alone), stages, song, batch (several
     /// songs at once, `--songs`), precision (the
     /// fast policies' distance to exact f32 at full size, GPU only), quant (the weight formats'
@@ -64,6 +66,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         }
         "gemm" => gemm(&device, args.repeat),
         "launch" => launch_cost(&device),
+        "conv" => convolutions(&device, args.repeat),
         "dit-block" => dit_block(&device, args.repeat),
         "dit-ops" => dit_ops(&device, args.repeat),
         "stages" => stages(device, memory, args.repeat),
@@ -85,7 +88,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         }
         other => {
             bail!(
-                "unknown benchmark `{other}` (expected gemm, dit-block, dit-ops, stages, song, batch, edits, precision, quant or all)"
+                "unknown benchmark `{other}` (expected gemm, conv, dit-block, dit-ops, stages, song, batch, edits, precision, quant or all)"
             )
         }
     }
@@ -242,6 +245,35 @@ fn gemm(device: &Device, repeat: usize) -> Result<()> {
         let flops = 2.0 * (m * k * n) as f64;
         let label = if dtype.is_none() { format!("{label} ({})", weights[0].dtype()) } else { label.to_string() };
         say!("{label:<48} {:>10.3} {:>12.1} {:>10.1}", secs * 1e3, flops / secs / 1e9, weight_bytes / secs / 1e9);
+    }
+    Ok(())
+}
+
+/// The vocoder's convolutions at its shapes: a residual unit's (kernel 7, dilation 3) and an
+/// upsampling one (stride 4, kernel 8), each over a stretch of samples.
+fn convolutions(device: &Device, repeat: usize) -> Result<()> {
+    say!("{:<56} {:>10} {:>12}", "convolution", "ms", "GFLOP/s");
+    // (label, c_in, c_out, kernel, input length, dilation or stride, padding, transposed)
+    let shapes = [
+        ("residual 192 -> 192, kernel 7, dilation 3, 2048 samples", 192, 192, 7, 2048, 3, 9, false),
+        ("upsampling 384 -> 192, kernel 8, stride 4, 512 -> 2048", 384, 192, 8, 512, 4, 2, true),
+    ];
+    for (label, c_in, c_out, kernel, length, step, padding, transposed) in shapes {
+        let x = device.fill_uniform(&[c_in, length], DType::F32, 1, 0.0, 0.01)?;
+        let (secs, t_out) = if transposed {
+            let w = device.fill_uniform(&[c_in, c_out, kernel], DType::F32, 2, 0.0, 0.01)?;
+            let params = ConvTranspose1dParams::new(&x, &w, step, padding)?;
+            let secs = median_of(device, repeat, || Ok(device.conv_transpose1d(&x, &w, None, &params).map(drop)?))?;
+            (secs, params.t_out())
+        } else {
+            let w = device.fill_uniform(&[c_out, c_in, kernel], DType::F32, 2, 0.0, 0.01)?;
+            let params = Conv1dParams::new(&x, &w, padding, step)?;
+            let secs = median_of(device, repeat, || Ok(device.conv1d(&x, &w, None, &params).map(drop)?))?;
+            (secs, params.t_out())
+        };
+        // A transposed convolution's products: each input sample meets every tap once.
+        let macs = if transposed { c_in * c_out * kernel * length } else { c_in * c_out * kernel * t_out };
+        say!("{label:<56} {:>10.3} {:>12.1}", secs * 1e3, 2.0 * macs as f64 / secs / 1e9);
     }
     Ok(())
 }
