@@ -1,12 +1,16 @@
-// A forward 1-D convolution as an implicit matrix product: y[co, t] is the sum over kk = ci * k + j
-// of w[co, ci, j] * x[ci, t + j * dilation - padding], in that order of kk (the order conv.wgsl
-// sums in, so the two give the same bits; a tap that falls in the padding adds w * 0). A workgroup
-// makes a 64 x 64 tile of y (output channels by times), each of its 256 threads a 4 x 4 block,
-// and stages the tile's weights and its im2col columns 16 kk at a time in workgroup memory: each
-// value read from storage serves 64 products instead of one.
+// 1-D convolutions as implicit matrix products, in conv.wgsl's order of sums (so the two give the
+// same bits; a tap that falls outside x adds w * 0). A workgroup makes a 64 x 64 tile of the
+// product (output channels by columns), each of its 256 threads a 4 x 4 block, and stages the
+// tile's weights and its im2col columns 16 deep at a time in workgroup memory: each value read
+// from storage serves 64 products instead of one.
+// - Forward (`op` 0): y[co, t] is the sum over kk = ci * k + j of w[co, ci, j] *
+//   x[ci, t + j * dilation - padding]; a column is a time.
+// - Transposed (`op` 1, stride s): the outputs t with (t + padding) % s = r (a phase, one per
+//   y-row of tiles) take the taps j = r + tap * s < k alone, at x[ci, m - tap] for t = s * m + r -
+//   padding; a column is an m, and kk = tap * c_in + ci (conv.wgsl's order: j, then ci).
 // `w(i)` and `bias(i)` read the parameters' format.
 
-// conv.wgsl's parameters: `op` is always 0 (forward) here.
+// conv.wgsl's parameters.
 struct Params {
     op: u32,
     c_in: u32,
@@ -15,7 +19,8 @@ struct Params {
     k: u32,
     t_out: u32,
     padding: u32,
-    dilation: u32,
+    // forward: the dilation; transposed: the stride.
+    step: u32,
     has_bias: u32,
 }
 
@@ -30,12 +35,68 @@ const SLICE: u32 = 16u;
 var<workgroup> ws: array<f32, 1024>;
 var<workgroup> xs: array<f32, 1024>;
 
+// The taps of a transposed convolution's phase (its kernel over its stride, rounded up).
+fn taps() -> u32 {
+    return (p.k + p.step - 1u) / p.step;
+}
+
+// Weight `kk` of output channel `co` (of phase `r` where transposed), 0 where there is none.
+fn weight_at(co: u32, kk: u32, r: u32) -> f32 {
+    if co >= p.c_out {
+        return 0.0;
+    }
+    if p.op == 0u {
+        if kk >= p.c_in * p.k {
+            return 0.0;
+        }
+        return w(co * p.c_in * p.k + kk);
+    }
+    let j = r + (kk / p.c_in) * p.step;
+    if kk >= p.c_in * taps() || j >= p.k {
+        return 0.0;
+    }
+    return w(((kk % p.c_in) * p.c_out + co) * p.k + j);
+}
+
+// The output time of column `col` (of phase `r` where transposed), as i32: outside [0, t_out)
+// where the column makes no output.
+fn time_of(col: u32, r: u32) -> i32 {
+    if p.op == 0u {
+        return i32(col);
+    }
+    return i32(col * p.step + r) - i32(p.padding);
+}
+
+// x's value for `kk` of column `col` (of phase `r` where transposed), 0 outside x.
+fn input_at(kk: u32, col: u32, r: u32) -> f32 {
+    let t = time_of(col, r);
+    if t < 0 || u32(t) >= p.t_out {
+        return 0.0;
+    }
+    var ci = kk / p.k;
+    var src = i32(col + (kk % p.k) * p.step) - i32(p.padding);
+    if p.op == 1u {
+        ci = kk % p.c_in;
+        src = i32(col) - i32(kk / p.c_in);
+    }
+    if ci >= p.c_in || src < 0 || u32(src) >= p.t {
+        return 0.0;
+    }
+    return x[ci * p.t + u32(src)];
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let t0 = wid.x * TILE;
-    let co0 = wid.y * TILE;
-    let depth = p.c_in * p.k;
-    // The thread's block: channels co0 + 4 row .. + 3, times t0 + 4 col .. + 3.
+    let col0 = wid.x * TILE;
+    // Transposed, the y-rows of tiles run over the phases, each over the output channels.
+    let co_tiles = (p.c_out + TILE - 1u) / TILE;
+    let co0 = (wid.y % co_tiles) * TILE;
+    let r = wid.y / co_tiles;
+    var depth = p.c_in * p.k;
+    if p.op == 1u {
+        depth = p.c_in * taps();
+    }
+    // The thread's block: channels co0 + 4 row .. + 3, columns col0 + 4 col .. + 3.
     let row = lid / 16u;
     let col = lid % 16u;
     var acc: array<f32, 16>;
@@ -44,38 +105,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             let e = lid + i * 256u;
             // Neighbouring threads read neighbouring taps of a weight row, and neighbouring times
             // of an input row.
-            let w_kk = s + e % SLICE;
-            let w_co = co0 + e / SLICE;
-            var wv = 0.0;
-            if w_kk < depth && w_co < p.c_out {
-                wv = w(w_co * depth + w_kk);
-            }
-            ws[(e % SLICE) * TILE + e / SLICE] = wv;
-            let kk = s + e / TILE;
-            let lane = e % TILE;
+            ws[(e % SLICE) * TILE + e / SLICE] = weight_at(co0 + e / SLICE, s + e % SLICE, r);
             var xv = 0.0;
-            if kk < depth {
-                let src = i32(t0 + lane + (kk % p.k) * p.dilation) - i32(p.padding);
-                if t0 + lane < p.t_out && src >= 0 && u32(src) < p.t {
-                    xv = x[(kk / p.k) * p.t + u32(src)];
-                }
+            if s + e / TILE < depth {
+                xv = input_at(s + e / TILE, col0 + e % TILE, r);
             }
             xs[e] = xv;
         }
         workgroupBarrier();
         let slice = min(SLICE, depth - s);
         for (var j = 0u; j < slice; j++) {
-            for (var r = 0u; r < 4u; r++) {
-                let a = ws[j * TILE + row * 4u + r];
+            for (var a = 0u; a < 4u; a++) {
+                let wa = ws[j * TILE + row * 4u + a];
                 for (var c = 0u; c < 4u; c++) {
-                    acc[r * 4u + c] = fma(a, xs[j * TILE + col * 4u + c], acc[r * 4u + c]);
+                    acc[a * 4u + c] = fma(wa, xs[j * TILE + col * 4u + c], acc[a * 4u + c]);
                 }
             }
         }
         workgroupBarrier();
     }
-    for (var r = 0u; r < 4u; r++) {
-        let co = co0 + row * 4u + r;
+    for (var a = 0u; a < 4u; a++) {
+        let co = co0 + row * 4u + a;
         if co >= p.c_out {
             continue;
         }
@@ -84,13 +134,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             b = bias(co);
         }
         for (var c = 0u; c < 4u; c++) {
-            let t = t0 + col * 4u + c;
-            if t < p.t_out {
-                var v = acc[r * 4u + c];
+            let t = time_of(col0 + col * 4u + c, r);
+            if t >= 0 && u32(t) < p.t_out {
+                var v = acc[a * 4u + c];
                 if p.has_bias != 0u {
                     v += b;
                 }
-                y[co * p.t_out + t] = v;
+                y[co * p.t_out + u32(t)] = v;
             }
         }
     }

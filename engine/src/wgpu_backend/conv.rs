@@ -1,5 +1,5 @@
-//! The vocoder's 1-D convolutions and Snake (conv_tiled.wgsl for the forward convolutions,
-//! conv.wgsl for the transposed ones, snake.wgsl).
+//! The vocoder's 1-D convolutions and Snake (conv_tiled.wgsl for convolutions of many output
+//! channels, conv.wgsl for the others, snake.wgsl).
 
 use super::shaders::Program;
 use super::{WgpuBackend, tensor_bindings, weight_and_bias_bindings, word};
@@ -20,8 +20,8 @@ struct ConvSizes {
     step: usize,
 }
 
-/// Whether forward convolutions run as tiled implicit products (`SONGLOOM_WGPU_CONV_TILED=0` runs
-/// them a thread an output, as the transposed ones, to time against).
+/// Whether convolutions run as tiled implicit products (`SONGLOOM_WGPU_CONV_TILED=0` runs them a
+/// thread an output, to time against).
 fn tiled() -> bool {
     std::env::var("SONGLOOM_WGPU_CONV_TILED").map_or(true, |v| v != "0")
 }
@@ -30,8 +30,9 @@ fn tiled() -> bool {
 const CONV_TILE: usize = 64;
 
 impl WgpuBackend {
-    /// A convolution: forward ones with enough output channels as implicit products, a 64 x 64
-    /// tile of `y` a workgroup (conv_tiled.wgsl); the others a thread an output (conv.wgsl).
+    /// A convolution: with enough output channels as an implicit product, a 64 x 64 tile a
+    /// workgroup (conv_tiled.wgsl; a transposed one's phases each a row of tiles); the others a
+    /// thread an output (conv.wgsl).
     fn conv(&self, op: Op, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, sizes: ConvSizes) -> Result<Tensor> {
         let ConvSizes { c_in, t, c_out, k, t_out, padding, step } = sizes;
         let src = self.f32s(x, op)?;
@@ -51,10 +52,16 @@ impl WgpuBackend {
             bias.is_some() as u32,
         ];
         let formats = [readers.0.dtype, readers.1.dtype];
-        let grid = (t_out.div_ceil(CONV_TILE), c_out.div_ceil(CONV_TILE));
+        // Columns of the product: times, or a transposed convolution's inputs (`t_out` over its
+        // stride, each phase of them a row of tiles).
+        let (columns, phases) = match op {
+            Op::ConvTranspose1d => ((t_out + padding).div_ceil(step.max(1)), step.max(1)),
+            _ => (t_out, 1),
+        };
+        let grid = (columns.div_ceil(CONV_TILE), phases * c_out.div_ceil(CONV_TILE));
         // A tile of few output channels is mostly idle threads (the vocoder's last convolution has
         // one); a grid dimension holds at most 65535 workgroups (WebGPU's default limit).
-        if op == Op::Conv1d && tiled() && c_out >= CONV_TILE / 2 && grid.0 <= 65_535 {
+        if tiled() && c_out >= CONV_TILE / 2 && grid.0 <= 65_535 && grid.1 <= 65_535 {
             if t_out > 0 {
                 self.run_grid(Program::ConvTiled, &formats, &params, &buffers, (word(op, grid.0)?, word(op, grid.1)?))?;
             }

@@ -19,13 +19,17 @@ pub fn cases() -> Vec<Case> {
         }
         for stride in [2usize, 3, 4, 8] {
             if fits(dtype, C_IN * C_OUT * 2 * stride) {
-                cases.push(conv_transpose1d(stride, dtype));
+                cases.push(conv_transpose1d(Sizes::SMALL, stride, 2 * stride, stride.div_ceil(2), dtype));
             }
         }
     }
     cases.push(conv1d(Sizes::SMALL, 3, 1, 1, DType::F32, true));
-    // Across a GPU's tiles of output channels and times, and its slices of c_in x k.
+    // Across a GPU's tiles of output channels and times, and its slices of c_in x k; transposed,
+    // its phases too, with a kernel the vocoder's (2 x stride) and one that is not a multiple of
+    // the stride.
     cases.push(conv1d(Sizes { c_in: 3, len: 150, c_out: 70 }, 7, 3, 9, DType::F32, false));
+    cases.push(conv_transpose1d(Sizes { c_in: 20, len: 150, c_out: 70 }, 4, 8, 2, DType::F32));
+    cases.push(conv_transpose1d(Sizes { c_in: 9, len: 90, c_out: 40 }, 3, 7, 1, DType::BF16));
     cases
 }
 
@@ -84,16 +88,17 @@ fn conv1d(sizes: Sizes, k: usize, dilation: usize, padding: usize, dtype: DType,
     )
 }
 
-/// The vocoder's upsampling convolutions: kernel `2 * stride`, padding `ceil(stride / 2)`.
-fn conv_transpose1d(stride: usize, dtype: DType) -> Case {
-    let (k, padding) = (2 * stride, stride.div_ceil(2));
-    let t_out = (LEN - 1) * stride + k - 2 * padding;
+/// A transposed convolution (the vocoder's upsampling ones: kernel `2 * stride`, padding
+/// `ceil(stride / 2)`).
+fn conv_transpose1d(sizes: Sizes, stride: usize, k: usize, padding: usize, dtype: DType) -> Case {
+    let Sizes { c_in, len, c_out } = sizes;
+    let t_out = (len - 1) * stride + k - 2 * padding;
     Case::new(
         Op::ConvTranspose1d,
         dtype,
-        format!("{C_IN}x{LEN} by {C_IN}x{C_OUT}x{k}, stride {stride}, padding {padding}"),
-        |s| {
-            vec![s.random(&[C_IN, LEN], DType::F32), s.random(&[C_IN, C_OUT, k], dtype), s.random(&[C_OUT], DType::F32)]
+        format!("{c_in}x{len} by {c_in}x{c_out}x{k}, stride {stride}, padding {padding}"),
+        move |s| {
+            vec![s.random(&[c_in, len], DType::F32), s.random(&[c_in, c_out, k], dtype), s.random(&[c_out], DType::F32)]
         },
         move |d, t| {
             let params = ConvTranspose1dParams::new(&t[0], &t[1], stride, padding)?;
@@ -101,14 +106,14 @@ fn conv_transpose1d(stride: usize, dtype: DType) -> Case {
         },
         move |i| {
             let (x, w, b) = (&i[0].values, &i[1].values, &i[2].values);
-            let mut y: Vec<f32> = (0..C_OUT * t_out).map(|at| b[at / t_out]).collect();
-            for ci in 0..C_IN {
-                for ti in 0..LEN {
-                    for co in 0..C_OUT {
+            let mut y: Vec<f32> = (0..c_out * t_out).map(|at| b[at / t_out]).collect();
+            for ci in 0..c_in {
+                for ti in 0..len {
+                    for co in 0..c_out {
                         for j in 0..k {
                             let pos = (ti * stride + j) as isize - padding as isize;
                             if pos >= 0 && (pos as usize) < t_out {
-                                y[co * t_out + pos as usize] += w[(ci * C_OUT + co) * k + j] * x[ci * LEN + ti];
+                                y[co * t_out + pos as usize] += w[(ci * c_out + co) * k + j] * x[ci * len + ti];
                             }
                         }
                     }
