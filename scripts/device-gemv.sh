@@ -1,6 +1,7 @@
 # Runs on the GPU machine over .device/ (songloom and songloom-prev packed, .gl/ carried): the
 # wgpu decode products through Vulkan, this binary against songloom-prev (`bench --what gemm`,
-# weights past the caches), then this binary's wgpu stages (8-bit weights). SONG=1 runs a 60 s
+# weights past the caches), the vocoder's convolutions tiled and not (`bench --what conv`), then
+# this binary's wgpu stages (8-bit weights). SONG=1 runs a 60 s
 # 8-bit song through Vulkan instead, nvidia-smi sampling the memory. The summary is written as it
 # goes, so a lease cut short still returns what was done.
 source scripts/device-unpack.sh
@@ -18,6 +19,10 @@ fi
 for b in songloom-prev songloom; do
   timeout 90 /tmp/b/$b bench --device wgpu --what gemm --precision bf16 > $OUT/gemm-$b.txt 2>&1
   { echo "== gemm wgpu $b rc=$?"; cat $OUT/gemm-$b.txt; } >> $S
+done
+for tiled in 0 1; do
+  SONGLOOM_WGPU_CONV_TILED=$tiled timeout 60 /tmp/b/songloom bench --device wgpu --what conv > $OUT/conv-tiled$tiled.txt 2>&1
+  { echo "== conv wgpu, tiled $tiled, rc=$?"; cat $OUT/conv-tiled$tiled.txt; } >> $S
 done
 timeout ${STAGES_LIMIT:-200} /tmp/b/songloom bench --device wgpu --what stages --precision bf16 --weights 8bit > $OUT/stages.txt 2>&1
 { echo "== wgpu stages 8-bit rc=$?"; cat $OUT/stages.txt; } >> $S
