@@ -43,8 +43,9 @@ pub fn cases() -> Vec<Case> {
         for (m, k, n) in LINEAR_SHAPES.into_iter().filter(|s| rows_fit(s.1)) {
             cases.push(linear(m, k, n, dtype, false, Poison::None));
         }
-        for (m, k, n) in
-            [(3, 264, 130), (100, 130, 129), (40, 256, 130), (300, 260, 130)].into_iter().filter(|s| rows_fit(s.1))
+        for (m, k, n) in [(3, 264, 130), (2, 64, 33), (100, 130, 129), (40, 256, 130), (300, 260, 130)]
+            .into_iter()
+            .filter(|s| rows_fit(s.1))
         {
             cases.push(linear(m, k, n, dtype, true, Poison::None));
         }
