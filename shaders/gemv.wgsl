@@ -12,36 +12,10 @@
 // compiler sees fixed loop bounds and only the epilogue it runs: a product carries the sums of
 // its own rows alone, and the SwiGLU sums and the squares only where it needs them.
 
-// `n` weight rows (a piece of a weight kept in pieces, whose columns of `y` start at `y_offset`
-// in rows `y_stride` wide).
-struct Params {
-    m: u32,
-    n: u32,
-    k: u32,
-    has_bias: u32,
-    y_stride: u32,
-    y_offset: u32,
-    // Groups of 32 in a row (the host's parameters are gemv_int8.wgsl's too).
-    groups: u32,
-    // The norm's epsilon, where NORM.
-    eps: f32,
-}
-
-const EPILOGUE_PLAIN: u32 = 0u;
-const EPILOGUE_ADD: u32 = 1u;
-const EPILOGUE_SWIGLU: u32 = 2u;
-
-// Rows of x, at most MAX_M (the loops' bound; p.m is the same number).
-override M: u32 = 8u;
-// EPILOGUE_PLAIN, EPILOGUE_ADD or EPILOGUE_SWIGLU.
-override EPILOGUE: u32 = 0u;
 // Whether x goes in RMS-normalised with `gain`.
 override NORM: bool = false;
 
-@group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> y: array<f32>;
-@group(0) @binding(16) var<storage, read> residual: array<f32>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

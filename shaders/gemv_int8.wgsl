@@ -14,35 +14,10 @@
 // The epilogues `residual + x w^T` and SwiGLU's `silu(x w^T) * (x up^T)` with the second matrix
 // `up` (in w's format); x's rows and the epilogue are constants of each pipeline (overrides).
 
-// `n` weight rows (a piece of a weight kept in pieces, whose columns of `y` start at `y_offset`
-// in rows `y_stride` wide), rows `groups` groups of 32 long; gemv.wgsl's parameters.
-struct Params {
-    m: u32,
-    n: u32,
-    k: u32,
-    has_bias: u32,
-    y_stride: u32,
-    y_offset: u32,
-    groups: u32,
-    eps: f32,
-}
-
-const EPILOGUE_PLAIN: u32 = 0u;
-const EPILOGUE_ADD: u32 = 1u;
-const EPILOGUE_SWIGLU: u32 = 2u;
-
-// Rows of x, at most MAX_M (the loops' bound; p.m is the same number).
-override M: u32 = 8u;
-// EPILOGUE_PLAIN, EPILOGUE_ADD or EPILOGUE_SWIGLU.
-override EPILOGUE: u32 = 0u;
-
-@group(0) @binding(0) var<uniform> p: Params;
 // x's codes, `k / 16` vectors a row.
 @group(0) @binding(1) var<storage, read> x: array<vec4<u32>>;
-@group(0) @binding(2) var<storage, read_write> y: array<f32>;
 // x's group scales (`m * groups`), then what rounding took from each group's sum (as many).
 @group(0) @binding(9) var<storage, read> x_groups: array<f32>;
-@group(0) @binding(16) var<storage, read> residual: array<f32>;
 
 const ONES: u32 = 0x01010101u;
 const LOW_NIBBLES: u32 = 0x0f0f0f0fu;

@@ -1,5 +1,34 @@
-// What both decode GEMVs (gemv.wgsl, gemv_int8.wgsl) share: 32 lanes a weight row, 8 weight rows a
-// workgroup of 256, at most 8 rows of x, and the sum of each weight row's lanes.
+// What both decode GEMVs (gemv.wgsl, gemv_int8.wgsl) share: their parameters, epilogues and
+// outputs; 32 lanes a weight row, 8 weight rows a workgroup of 256, at most 8 rows of x, and the
+// sum of each weight row's lanes.
+
+// `n` weight rows (a piece of a weight kept in pieces, whose columns of `y` start at `y_offset`
+// in rows `y_stride` wide), rows `groups` groups of 32 long.
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+    has_bias: u32,
+    y_stride: u32,
+    y_offset: u32,
+    groups: u32,
+    // gemv.wgsl's norm's epsilon, where NORM.
+    eps: f32,
+}
+
+const EPILOGUE_PLAIN: u32 = 0u;
+const EPILOGUE_ADD: u32 = 1u;
+const EPILOGUE_SWIGLU: u32 = 2u;
+
+// Rows of x, at most MAX_M (the loops' bound; p.m is the same number).
+override M: u32 = 8u;
+// EPILOGUE_PLAIN, EPILOGUE_ADD or EPILOGUE_SWIGLU.
+override EPILOGUE: u32 = 0u;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+// The epilogue's residual, where EPILOGUE_ADD.
+@group(0) @binding(16) var<storage, read> residual: array<f32>;
 
 const LANES: u32 = 32u;
 const ROWS: u32 = 8u;

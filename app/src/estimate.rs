@@ -216,6 +216,16 @@ mod tests {
         geometry.choose(WeightsChoice::EightBit, Some(Mode::Streamed), None, None, &work).unwrap()
     }
 
+    /// The rates at which `work`'s stages take a frame (decode step and depth frame), a DiT pair and
+    /// a vocoder window in these times, in seconds.
+    fn rates_of_stages(work: &SongWork, frame_s: f64, pair_s: f64, window_s: f64) -> Rates {
+        Rates {
+            weights_gb_s: work.frame_bytes / frame_s / 1e9,
+            matrix_tflop_s: work.pair_flops / pair_s / 1e12,
+            conv_tflop_s: work.vocoder_flops / window_s / 1e12,
+        }
+    }
+
     /// The counts agree with what `bench --what stages` reported on the H200 at the real geometry
     /// (docs/BENCHMARKS.md): 7.51 GB of q8 LM weights a step (lm_head in bf16 included), 4.27 GB a
     /// depth frame, 6.98 TFLOP a DiT pair; and the vocoder's count with its time on the H200 (64.8 ms
@@ -240,11 +250,7 @@ mod tests {
     #[test]
     fn the_stage_rates_of_the_h200_give_its_song() {
         let work = SongWork::of(&plan_8bit(), 60.0, 30);
-        let rates = Rates {
-            weights_gb_s: work.frame_bytes / 5.6e-3 / 1e9,
-            matrix_tflop_s: work.pair_flops / 24.3e-3 / 1e12,
-            conv_tflop_s: work.vocoder_flops / 64.8e-3 / 1e12,
-        };
+        let rates = rates_of_stages(&work, 5.6e-3, 24.3e-3, 64.8e-3);
         let streamed = Estimate::of(&work, &rates, Mode::Streamed, Halves::AtOnce);
         assert!((12.0..12.5).contains(&streamed.song_s), "{streamed:?}");
         assert!((1.0..2.4).contains(&streamed.first_audio_s), "{streamed:?}");
@@ -261,11 +267,7 @@ mod tests {
     #[test]
     fn the_vulkan_stage_rates_of_an_h100_give_its_song() {
         let work = SongWork::of(&plan_8bit(), 60.0, 30);
-        let rates = Rates {
-            weights_gb_s: work.frame_bytes / 17.43e-3 / 1e9,
-            matrix_tflop_s: work.pair_flops / 131.1e-3 / 1e12,
-            conv_tflop_s: work.vocoder_flops / 495.0e-3 / 1e12,
-        };
+        let rates = rates_of_stages(&work, 17.43e-3, 131.1e-3, 495.0e-3);
         let turns = Estimate::of(&work, &rates, Mode::Streamed, Halves::InTurns);
         assert!((86.0..90.0).contains(&turns.song_s), "{turns:?}");
         assert!((turns.song_s - (turns.ar_s + turns.acoustic_s)).abs() < 1e-9);

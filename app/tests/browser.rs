@@ -169,8 +169,16 @@ fn missing(server: &Server) -> Option<String> {
     (status != 200).then(|| "the web page is not built into this songloom (run scripts/build-web.sh)".into())
 }
 
-/// A browser session on the page `server` serves, drawn and ready, downloads going to `downloads`.
-fn open_page<'a>(driver: &'a Driver, server: &Server, dir: &Path, downloads: &Path) -> Session<'a> {
+/// Where a browser session's downloads go, under the test's `dir`.
+fn downloads(dir: &Path) -> PathBuf {
+    dir.join("downloads")
+}
+
+/// A browser session on the page `server` serves, drawn and ready, downloads going to
+/// [`downloads`] of `dir`.
+fn open_page<'a>(driver: &'a Driver, server: &Server, dir: &Path) -> Session<'a> {
+    let downloads = downloads(dir);
+    std::fs::create_dir_all(&downloads).unwrap();
     let prefs = json!({"download.default_directory": downloads, "download.prompt_for_download": false});
     let chrome = json!({"binary": CHROMIUM, "prefs": prefs, "args": [
         "--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,800",
@@ -208,9 +216,7 @@ fn a_song_is_made_played_and_exported_in_a_browser() {
         return;
     }
     let driver = Driver::start();
-    let downloads = dir.path().join("downloads");
-    std::fs::create_dir_all(&downloads).unwrap();
-    let session = open_page(&driver, &server, dir.path(), &downloads);
+    let session = open_page(&driver, &server, dir.path());
 
     session.click("description");
     session.type_text("a bright folk tune on a plucked guitar");
@@ -237,6 +243,7 @@ fn a_song_is_made_played_and_exported_in_a_browser() {
     println!("played to frame {played} of {frames}");
 
     // Export: the browser downloads the song's WAV, the same samples as the library's file.
+    let downloads = downloads(dir.path());
     session.click("export");
     let start = Instant::now();
     let file = loop {
@@ -317,9 +324,7 @@ fn takes_are_made_kept_and_discarded_in_a_browser() {
         return;
     }
     let driver = Driver::start();
-    let downloads = dir.path().join("downloads");
-    std::fs::create_dir_all(&downloads).unwrap();
-    let session = open_page(&driver, &server, dir.path(), &downloads);
+    let session = open_page(&driver, &server, dir.path());
 
     session.click("description");
     session.type_text("slow waltz, solo cello, a little sad");
