@@ -1,23 +1,6 @@
 // 1-D convolutions of `x [c_in, t]`, one thread an output element: forward (`op` 0, stride 1,
 // `w [c_out, c_in, k]`) and transposed (`op` 1, `w [c_in, c_out, k]`, as torch lays them out).
-// `w(i)` and `bias(i)` read the parameters' format.
-
-struct Params {
-    op: u32,
-    c_in: u32,
-    t: u32,
-    c_out: u32,
-    k: u32,
-    t_out: u32,
-    padding: u32,
-    // forward: the dilation; transposed: the stride.
-    step: u32,
-    has_bias: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+// `w(i)` and `bias(i)` read the parameters' format; the parameters are conv_params.wgsl's.
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

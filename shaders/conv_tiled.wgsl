@@ -8,25 +8,7 @@
 // - Transposed (`op` 1, stride s): the outputs t with (t + padding) % s = r (a phase, one per
 //   y-row of tiles) take the taps j = r + tap * s < k alone, at x[ci, m - tap] for t = s * m + r -
 //   padding; a column is an m, and kk = tap * c_in + ci (conv.wgsl's order: j, then ci).
-// `w(i)` and `bias(i)` read the parameters' format.
-
-// conv.wgsl's parameters.
-struct Params {
-    op: u32,
-    c_in: u32,
-    t: u32,
-    c_out: u32,
-    k: u32,
-    t_out: u32,
-    padding: u32,
-    // forward: the dilation; transposed: the stride.
-    step: u32,
-    has_bias: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+// `w(i)` and `bias(i)` read the parameters' format; the parameters are conv_params.wgsl's.
 
 const TILE: u32 = 64u;
 const SLICE: u32 = 16u;

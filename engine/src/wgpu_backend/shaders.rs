@@ -7,6 +7,7 @@ use crate::tensor::DType;
 
 const COMMON: &str = include_str!("../../../shaders/common.wgsl");
 const GEMV_SUMS: &str = include_str!("../../../shaders/gemv_sums.wgsl");
+const CONV_PARAMS: &str = include_str!("../../../shaders/conv_params.wgsl");
 const COOPERATIVE_PREAMBLE: &str = "enable f16;\nenable wgpu_cooperative_matrix;\n";
 
 /// Declares [`Program`] from one list: each program's variant and its file in `shaders/`
@@ -102,6 +103,7 @@ impl Program {
     fn shared(self) -> &'static str {
         match self {
             Program::Gemv | Program::GemvInt8 => GEMV_SUMS,
+            Program::Conv | Program::ConvTiled => CONV_PARAMS,
             _ => "",
         }
     }
