@@ -199,6 +199,10 @@ fn gemm(device: &Device, repeat: usize) -> Result<()> {
         ("DiT attention proj 690x2048 -> 2048", 690, 2048, 2048, None),
         ("DiT ff_in 690x2048 -> 16384", 690, 2048, 16384, None),
         ("DiT ff_out 690x8192 -> 2048", 690, 8192, 2048, None),
+        // A CFG pair, as a denoising step runs them.
+        ("DiT pair attention proj 1380x2048 -> 2048", 1380, 2048, 2048, None),
+        ("DiT pair ff_in 1380x2048 -> 16384", 1380, 2048, 16384, None),
+        ("DiT pair ff_out 1380x8192 -> 2048", 1380, 8192, 2048, None),
         ("LM decode q_proj 2x4096 -> 4096 (bf16)", 2, 4096, 4096, Some(DType::BF16)),
         ("LM decode gate_proj 2x4096 -> 12288 (bf16)", 2, 4096, 12288, Some(DType::BF16)),
         ("LM prefill gate_proj 448x4096 -> 12288 (bf16)", 448, 4096, 12288, Some(DType::BF16)),
