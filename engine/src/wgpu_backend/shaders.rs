@@ -88,15 +88,25 @@ impl Program {
         }
     }
 
-    /// The readers the program takes 16 bytes at a time (see [`chunk_reader`]): the integer
-    /// GEMV's weights.
+    /// The readers the program takes a chunk at a time, one load each: the float GEMV's weights
+    /// 4 values a load ([`float_chunk_reader`]); the integer GEMV's weights and the f16 weight of
+    /// the products on the matrix units 16 bytes a load ([`chunk_reader`]).
     fn reads_in_chunks(self, reader: &str) -> bool {
-        matches!(self, Program::GemvInt8) && matches!(reader, "w" | "up")
+        match self {
+            Program::Gemv | Program::GemvInt8 => matches!(reader, "w" | "up"),
+            Program::LinearCoop => reader == "w",
+            _ => false,
+        }
     }
 
     /// The formats a reader of the program can take.
     pub fn formats_of(self, reader: &str) -> &'static [DType] {
-        if self.reads_in_chunks(reader) { &[DType::Q8, DType::Q4] } else { &READER_FORMATS }
+        match self {
+            Program::Gemv if self.reads_in_chunks(reader) => &[DType::F32, DType::BF16, DType::F16],
+            Program::GemvInt8 if self.reads_in_chunks(reader) => &[DType::Q8, DType::Q4],
+            Program::LinearCoop if self.reads_in_chunks(reader) => &[DType::F16],
+            _ => &READER_FORMATS,
+        }
     }
 
     /// WGSL the program shares with others, placed after the readers.
@@ -131,7 +141,9 @@ impl Program {
         let mut source = String::from(if self.is_cooperative() { COOPERATIVE_PREAMBLE } else { "" });
         source.push_str(COMMON);
         for (&(name, binding), &dtype) in self.readers().iter().zip(formats) {
-            let text = if self.reads_in_chunks(name) {
+            let text = if self.reads_in_chunks(name) && self == Program::Gemv {
+                float_chunk_reader(name, binding, dtype)
+            } else if self.reads_in_chunks(name) {
                 chunk_reader(name, binding, dtype)
             } else {
                 reader(name, binding, dtype)
@@ -262,11 +274,36 @@ fn middle(name: &str, dtype: DType) -> String {
     }
 }
 
-/// WGSL reading a quantized weight 16 bytes at a time, its rows whole chunks long, with its
-/// bindings from `binding` on: `{name}_PER_CHUNK` codes a chunk (16 of q8, half a group; 32 of
-/// q4, a whole one), `{name}_load(c)` chunk `c` and `{name}_scale(c)` the scale and offset of its
-/// group (offset 0 for q8).
+/// WGSL reading a float weight 4 values a load (16 bytes of f32, 8 of bf16 or f16), with its
+/// binding at `binding`: `{name}_chunk(c)`, values `4c .. 4c + 4` as f32.
+fn float_chunk_reader(name: &str, binding: u32, dtype: DType) -> String {
+    let (element, body) = match dtype {
+        DType::F32 => ("vec4<f32>", "v".to_string()),
+        DType::BF16 => (
+            "vec2<u32>",
+            "vec4<f32>(bitcast<f32>(v.x << 16u), bitcast<f32>(v.x & 0xffff0000u), \
+             bitcast<f32>(v.y << 16u), bitcast<f32>(v.y & 0xffff0000u))"
+                .to_string(),
+        ),
+        DType::F16 => ("vec2<u32>", "vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y))".to_string()),
+        other => unreachable!("{other:?} weights are not read 4 values a load"),
+    };
+    format!(
+        "@group(0) @binding({binding}) var<storage, read> {name}_data: array<{element}>;\n\
+         fn {name}_chunk(c: u32) -> vec4<f32> {{\n    let v = {name}_data[c];\n    return {body};\n}}\n"
+    )
+}
+
+/// WGSL reading a weight 16 bytes at a time, its rows whole chunks long, with its bindings from
+/// `binding` on: `{name}_PER_CHUNK` values a chunk (16 of q8, half a group; 32 of q4, a whole one;
+/// 8 of f16), `{name}_load(c)` chunk `c`, and for the quantized formats `{name}_scale(c)` the
+/// scale and offset of its group (offset 0 for q8).
 fn chunk_reader(name: &str, binding: u32, dtype: DType) -> String {
+    let data = format!("@group(0) @binding({binding}) var<storage, read> {name}_data: array<vec4<u32>>;\n");
+    let load = format!("fn {name}_load(c: u32) -> vec4<u32> {{ return {name}_data[c]; }}\n");
+    if dtype == DType::F16 {
+        return format!("{data}const {name}_PER_CHUNK: u32 = 8u;\n{load}");
+    }
     let scales = format!("@group(0) @binding({}) var<storage, read> {name}_scales: array<u32>;\n", binding + 1);
     let offsets = format!("@group(0) @binding({}) var<storage, read> {name}_offsets: array<u32>;\n", binding + 2);
     let (per_chunk, group, extra, offset) = match dtype {
@@ -275,9 +312,7 @@ fn chunk_reader(name: &str, binding: u32, dtype: DType) -> String {
         other => unreachable!("{other:?} weights are not read in chunks"),
     };
     format!(
-        "@group(0) @binding({binding}) var<storage, read> {name}_data: array<vec4<u32>>;\n{scales}{extra}\
-         const {name}_PER_CHUNK: u32 = {per_chunk}u;\n\
-         fn {name}_load(c: u32) -> vec4<u32> {{ return {name}_data[c]; }}\n\
+        "{data}{scales}{extra}const {name}_PER_CHUNK: u32 = {per_chunk}u;\n{load}\
          fn {name}_scale(c: u32) -> vec2<f32> {{ return vec2<f32>({}, {offset}); }}\n",
         half(name, "scales", group)
     )
