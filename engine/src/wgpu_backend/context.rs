@@ -18,9 +18,14 @@ pub struct Opened {
     pub cooperative: bool,
 }
 
+/// Workgroup memory the cooperative programs take at most (linear_coop.wgsl: two staged slices of
+/// 128 rows x 72 halves, and a fragment of f32 sums for each of its 8 subgroups).
+const COOPERATIVE_WORKGROUP_BYTES: u32 = 2 * 128 * 72 * 2 + 8 * 256 * 4;
+
 /// Whether the adapter can run the cooperative programs (linear_coop.wgsl, attention_coop.wgsl):
 /// cooperative matrices of 16 x 16 x 16 f16 inputs into f32 sums, f16 arithmetic, and subgroups of
-/// exactly 32 lanes (the programs count a workgroup's subgroups as runs of 32 invocations).
+/// exactly 32 lanes (the programs count a workgroup's subgroups as runs of 32 invocations), and
+/// the workgroup memory they stage their tiles in.
 /// `SONGLOOM_WGPU_COOPERATIVE=0` turns them off, to time the backend without them.
 fn runs_cooperative_programs(adapter: &wgpu::Adapter, info: &wgpu::AdapterInfo) -> bool {
     let wanted = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16;
@@ -32,6 +37,7 @@ fn runs_cooperative_programs(adapter: &wgpu::Adapter, info: &wgpu::AdapterInfo) 
     std::env::var("SONGLOOM_WGPU_COOPERATIVE").map_or(true, |v| v != "0")
         && adapter.features().contains(wanted)
         && (info.subgroup_min_size, info.subgroup_max_size) == (32, 32)
+        && adapter.limits().max_compute_workgroup_storage_size >= COOPERATIVE_WORKGROUP_BYTES
         && adapter.cooperative_matrix_properties().iter().any(f16_into_f32)
 }
 

@@ -32,7 +32,7 @@ const WIDE_TILE: usize = 128;
 /// From this many rows on, the 128-row tiles are mostly full.
 const WIDE_MIN_ROWS: usize = 256;
 /// Output tile of the products on the matrix units (linear_coop.wgsl): rows of x, weight rows.
-const COOP_TILE: (usize, usize) = (128, 64);
+const COOP_TILE: (usize, usize) = (128, 128);
 
 /// Rows rounded for the integer GEMV (quantize_rows.wgsl): their int8 codes, four to a word, in
 /// the order the weight's format takes them; each group's scale, then what rounding took from its
@@ -226,9 +226,10 @@ impl ProductOps for WgpuBackend {
             let params = piece_params(op, m, rows, k, bias.is_some(), n, first_row)?;
             let mut buffers = vec![(1, src.buffer()), (2, out.buffer())];
             buffers.extend(weight_and_bias_bindings(readers));
-            // The wide GEMM reads x four values at a time, as does the product on the matrix
-            // units, which takes f16 weights only (their inputs are f16). Tiles: (x rows, weight rows).
-            let (program, tile) = if self.cooperative && piece.dtype == DType::F16 && k.is_multiple_of(4) {
+            // The wide GEMM reads x four values at a time; the product on the matrix units too,
+            // and takes f16 weights only (their inputs are f16), 8 a load. Tiles: (x rows, weight
+            // rows).
+            let (program, tile) = if self.cooperative && piece.dtype == DType::F16 && k.is_multiple_of(8) {
                 (Program::LinearCoop, COOP_TILE)
             } else if m >= WIDE_MIN_ROWS && k.is_multiple_of(4) {
                 (Program::LinearWide, (WIDE_TILE, WIDE_TILE))
