@@ -1,34 +1,47 @@
-# Runs on the GPU machine over .device/ (songloom and songloom-prev packed, .gl/ carried). First,
-# where packed (TESTS=conformance), the conformance suite through Vulkan, which the int8 GEMV and
-# the tiled transposed convolutions have not yet passed on a GPU. Then the wgpu decode products,
-# this binary against songloom-prev (`bench --what gemm`, weights past the caches), the vocoder's
-# convolutions tiled and not (`bench --what conv`), and this binary's wgpu stages (8-bit weights).
-# SONG=1 runs a 60 s 8-bit song through Vulkan instead, nvidia-smi sampling the memory. The summary
-# is written as it goes, so a lease cut short still returns what was done.
+# Runs on the GPU machine over .device/ (songloom and songloom-prev packed, .gl/ carried) the
+# parts named in PARTS (default "conformance gemm conv stages"), writing a summary as it goes, so
+# a lease cut short still returns what was done:
+# - conformance: where packed (TESTS=conformance), the conformance suite through Vulkan;
+# - gemm: the wgpu products, songloom-prev then songloom (`bench --what gemm`, decode weights
+#   past the caches);
+# - conv: the vocoder's convolutions, tiled and not (`bench --what conv`);
+# - stages: the wgpu stages of each binary in STAGES_BINS (default songloom), WEIGHTS (default
+#   8bit) the AR weights;
+# - song: a 60 s song through Vulkan with WEIGHTS, nvidia-smi sampling the memory.
 source scripts/device-unpack.sh
 S=$OUT/summary.txt
+PARTS=${PARTS:-conformance gemm conv stages}
+WEIGHTS=${WEIGHTS:-8bit}
 nvidia-smi --query-gpu=name --format=csv,noheader | tee -a $S
 for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
 icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; [ -f $icd ] && export VK_DRIVER_FILES=$icd
-if [ -x /tmp/b/test-conformance ]; then
+has() { case " $PARTS " in *" $1 "*) return 0;; esac; return 1; }
+if has conformance && [ -x /tmp/b/test-conformance ]; then
   SONGLOOM_TEST_DEVICES=wgpu timeout 120 /tmp/b/test-conformance every_backend --nocapture > $OUT/conformance.log 2>&1
-  { echo "== conformance through Vulkan rc=$?"; grep -h "cases passed\|failures on\|test result" $OUT/conformance.log; } >> $S
+  { echo "== conformance through Vulkan rc=$?"; grep -h "cases passed\|failures on\|test result\|FAIL\|worst" $OUT/conformance.log | grep -v "worst 0.00e0" | head -80; } >> $S
 fi
-if [ "${SONG:-0}" = 1 ]; then
+if has gemm; then
+  for b in songloom-prev songloom; do
+    timeout 90 /tmp/b/$b bench --device wgpu --what gemm --precision bf16 > $OUT/gemm-$b.txt 2>&1
+    { echo "== gemm wgpu $b rc=$?"; cat $OUT/gemm-$b.txt; } >> $S
+  done
+fi
+if has conv; then
+  for tiled in 0 1; do
+    SONGLOOM_WGPU_CONV_TILED=$tiled timeout 60 /tmp/b/songloom bench --device wgpu --what conv > $OUT/conv-tiled$tiled.txt 2>&1
+    { echo "== conv wgpu, tiled $tiled, rc=$?"; cat $OUT/conv-tiled$tiled.txt; } >> $S
+  done
+fi
+if has stages; then
+  for b in ${STAGES_BINS:-songloom}; do
+    timeout ${STAGES_LIMIT:-220} /tmp/b/$b bench --device wgpu --what stages --precision bf16 --weights $WEIGHTS > $OUT/stages-$b.txt 2>&1
+    { echo "== wgpu stages $b $WEIGHTS rc=$?"; cat $OUT/stages-$b.txt; } >> $S
+  done
+fi
+if has song; then
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 > $OUT/smi.txt &
-  timeout ${SONG_LIMIT:-400} /tmp/b/songloom bench --device wgpu --what song --duration 60 --precision bf16 --weights 8bit > $OUT/wgpu-song.txt 2>&1
+  timeout ${SONG_LIMIT:-300} /tmp/b/songloom bench --device wgpu --what song --duration 60 --precision bf16 --weights $WEIGHTS > $OUT/wgpu-song.txt 2>&1
   rc=$?; kill %1
-  { echo "== wgpu song 60 s rc=$rc, nvidia-smi peak $(sort -n $OUT/smi.txt | tail -1) MiB"; cat $OUT/wgpu-song.txt; } >> $S
-  cat $S; exit 0
+  { echo "== wgpu song 60 s $WEIGHTS rc=$rc, nvidia-smi peak $(sort -n $OUT/smi.txt | tail -1) MiB"; cat $OUT/wgpu-song.txt; } >> $S
 fi
-for b in songloom-prev songloom; do
-  timeout 90 /tmp/b/$b bench --device wgpu --what gemm --precision bf16 > $OUT/gemm-$b.txt 2>&1
-  { echo "== gemm wgpu $b rc=$?"; cat $OUT/gemm-$b.txt; } >> $S
-done
-for tiled in 0 1; do
-  SONGLOOM_WGPU_CONV_TILED=$tiled timeout 60 /tmp/b/songloom bench --device wgpu --what conv > $OUT/conv-tiled$tiled.txt 2>&1
-  { echo "== conv wgpu, tiled $tiled, rc=$?"; cat $OUT/conv-tiled$tiled.txt; } >> $S
-done
-timeout ${STAGES_LIMIT:-200} /tmp/b/songloom bench --device wgpu --what stages --precision bf16 --weights 8bit > $OUT/stages.txt 2>&1
-{ echo "== wgpu stages 8-bit rc=$?"; cat $OUT/stages.txt; } >> $S
 cat $S
