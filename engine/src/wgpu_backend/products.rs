@@ -97,6 +97,45 @@ impl WgpuBackend {
         }
     }
 
+    /// Whether a product against `weight` with rows `k` long runs on the matrix units
+    /// (linear_coop.wgsl), which take f16 weights only (their inputs are f16), 8 a load.
+    fn on_matrix_units(&self, weight: &WgpuStorage, k: usize) -> bool {
+        self.cooperative && weight.dtype == DType::F16 && k.is_multiple_of(8)
+    }
+
+    /// `x [m, k] @ w [n, k]^T (+ bias)` beyond the GEMV's rows, or with `glu` (on the matrix
+    /// units only) its GLU `[m, n / 2]`.
+    fn product(&self, op: Op, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, glu: bool) -> Result<Tensor> {
+        let (m, k, n) = shapes::linear(x, w, bias)?;
+        let src = self.f32s(x, op)?;
+        let weight = self.matrix(w, op)?;
+        let width = if glu { n / 2 } else { n };
+        let out = self.alloc(op, m * width)?;
+        // A weight kept in pieces: each piece's product fills its columns of the output.
+        for (first_row, piece) in weight.pieces() {
+            let rows = piece.len.checked_div(k).unwrap_or(n);
+            let readers = self.with_bias(op, piece, bias)?;
+            let formats = [piece.dtype, readers.1.dtype];
+            let params = piece_params(op, m, rows, k, bias.is_some(), width, first_row)?;
+            let mut buffers = vec![(1, src.buffer()), (2, out.buffer())];
+            buffers.extend(weight_and_bias_bindings(readers));
+            // The wide GEMM reads x four values at a time. Tiles: (x rows, output columns).
+            let (program, tile) = if self.on_matrix_units(piece, k) {
+                (Program::LinearCoop, if glu { (COOP_TILE.0, COOP_TILE.1 / 2) } else { COOP_TILE })
+            } else if m >= WIDE_MIN_ROWS && k.is_multiple_of(4) {
+                (Program::LinearWide, (WIDE_TILE, WIDE_TILE))
+            } else {
+                (Program::Linear, (TILE, TILE))
+            };
+            // Under the GLU, two weight rows make an output column.
+            let columns = if glu { rows / 2 } else { rows };
+            let grid = (word(op, columns.div_ceil(tile.1))?, word(op, m.div_ceil(tile.0))?);
+            let overrides = if program == Program::LinearCoop { vec![glu as u32] } else { Vec::new() };
+            self.dispatch(program, &formats, &overrides, &params, &buffers, grid)?;
+        }
+        Ok(self.wrap(&[m, width], out))
+    }
+
     /// The rows of `x [m, k]` rounded as the integer GEMV against a `format` weight takes them
     /// (quantize_rows.wgsl); `None` where `k` holds no whole groups.
     fn rounded_rows(&self, op: Op, x: &Tensor, format: DType) -> Result<Option<Rounded>> {
@@ -210,38 +249,23 @@ impl ProductOps for WgpuBackend {
     }
 
     fn linear(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
-        let op = Op::Linear;
-        let (m, k, n) = shapes::linear(x, w, bias)?;
+        let (m, k, _) = shapes::linear(x, w, bias)?;
         if is_gemv(m, k) {
-            return self.gemv(op, x, w, bias, None, Epilogue::Plain, None);
+            return self.gemv(Op::Linear, x, w, bias, None, Epilogue::Plain, None);
         }
-        let src = self.f32s(x, op)?;
-        let weight = self.matrix(w, op)?;
-        let out = self.alloc(op, m * n)?;
-        // A weight kept in pieces: each piece's product fills its columns of the output.
-        for (first_row, piece) in weight.pieces() {
-            let rows = piece.len.checked_div(k).unwrap_or(n);
-            let readers = self.with_bias(op, piece, bias)?;
-            let formats = [piece.dtype, readers.1.dtype];
-            let params = piece_params(op, m, rows, k, bias.is_some(), n, first_row)?;
-            let mut buffers = vec![(1, src.buffer()), (2, out.buffer())];
-            buffers.extend(weight_and_bias_bindings(readers));
-            // The wide GEMM reads x four values at a time; the product on the matrix units too,
-            // and takes f16 weights only (their inputs are f16), 8 a load. Tiles: (x rows, weight
-            // rows).
-            let (program, tile) = if self.cooperative && piece.dtype == DType::F16 && k.is_multiple_of(8) {
-                (Program::LinearCoop, COOP_TILE)
-            } else if m >= WIDE_MIN_ROWS && k.is_multiple_of(4) {
-                (Program::LinearWide, (WIDE_TILE, WIDE_TILE))
-            } else {
-                (Program::Linear, (TILE, TILE))
-            };
-            let grid = (word(op, rows.div_ceil(tile.1))?, word(op, m.div_ceil(tile.0))?);
-            self.run_grid(program, &formats, &params, &buffers, grid)?;
-        }
-        Ok(self.wrap(&[m, n], out))
+        self.product(Op::Linear, x, w, bias, false)
     }
 
+    /// On the matrix units the GLU is the product's epilogue (its halves never written out);
+    /// elsewhere the product, then the GLU.
+    fn linear_glu(&self, x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        let (m, k, n) = shapes::linear(x, w, bias)?;
+        let weight = self.matrix(w, Op::LinearGlu)?;
+        if is_gemv(m, k) || !n.is_multiple_of(2) || !weight.pieces.is_empty() || !self.on_matrix_units(weight, k) {
+            return composed::linear_glu(self, x, w, bias);
+        }
+        self.product(Op::LinearGlu, x, w, bias, true)
+    }
     fn linear_add(&self, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
         let (m, k, n) = shapes::linear(x, w, None)?;
         if !is_gemv(m, k) || residual.shape() != [m, n] {

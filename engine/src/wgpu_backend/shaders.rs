@@ -124,6 +124,8 @@ impl Program {
             // x's rows, the epilogue's code and whether x is normalised on the way.
             Program::Gemv => &["M", "EPILOGUE", "NORM"],
             Program::GemvInt8 => &["M", "EPILOGUE"],
+            // Whether the product's halves meet in the GLU.
+            Program::LinearCoop => &["GLU"],
             _ => &[],
         }
     }
@@ -351,8 +353,9 @@ mod tests {
     /// DX12 adapter has (the backend refuses an adapter without them), nothing optional.
     /// A cooperative program is told the device has f16 arithmetic and cooperative matrices too,
     /// and is also written out as SPIR-V (what wgpu hands Vulkan), which catches what naga's
-    /// SPIR-V writer cannot express.
-    fn validate(source: &str) -> Result<(), String> {
+    /// SPIR-V writer cannot express: with its override constants (booleans there) all false, then
+    /// all true.
+    fn validate(source: &str, overrides: &[&str]) -> Result<(), String> {
         let module = naga::front::wgsl::parse_str(source).map_err(|e| e.emit_to_string(source))?;
         let cooperative = source.starts_with(COOPERATIVE_PREAMBLE);
         let mut capabilities = naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32;
@@ -363,8 +366,15 @@ mod tests {
             .validate(&module)
             .map_err(|e| e.emit_to_string(source))?;
         if cooperative {
-            naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
-                .map_err(|e| format!("SPIR-V: {e}"))?;
+            for value in [0.0, 1.0] {
+                let mut constants = naga::back::PipelineConstants::default();
+                constants.extend(overrides.iter().map(|name| (name.to_string(), value)));
+                let (module, info) =
+                    naga::back::pipeline_constants::process_overrides(&module, &info, None, &constants)
+                        .map_err(|e| format!("overrides at {value}: {e}"))?;
+                naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
+                    .map_err(|e| format!("SPIR-V with overrides at {value}: {e}"))?;
+            }
         }
         Ok(())
     }
@@ -374,7 +384,7 @@ mod tests {
         let variants = every_variant();
         assert!(variants.len() > Program::ALL.len(), "the reader formats multiply the programs");
         for (program, formats) in variants {
-            if let Err(e) = validate(&program.source(&formats)) {
+            if let Err(e) = validate(&program.source(&formats), program.overrides()) {
                 panic!("{} {formats:?}: {e}", program.name());
             }
         }
@@ -384,8 +394,8 @@ mod tests {
     #[test]
     fn a_broken_shader_fails_validation() {
         let source = Program::Unary.source(&[]).replace("y[i] = silu(v);", "y[i] = silu(v) + p.n;");
-        assert!(validate(&source).is_err(), "an f32 plus a u32 is refused");
+        assert!(validate(&source, &[]).is_err(), "an f32 plus a u32 is refused");
         let half = Program::Gather.source(&[DType::F16]);
-        assert!(validate(&half).is_ok());
+        assert!(validate(&half, &[]).is_ok());
     }
 }

@@ -43,7 +43,9 @@ pub fn cases() -> Vec<Case> {
         for (m, k, n) in LINEAR_SHAPES.into_iter().filter(|s| rows_fit(s.1)) {
             cases.push(linear(m, k, n, dtype, false, Poison::None));
         }
-        for (m, k, n) in [(3, 264, 130), (2, 64, 33), (100, 130, 129), (40, 256, 130), (300, 260, 130)]
+        // (260, 96, 200): a whole 128 x 128 tile of the products on the matrix units, its sums
+        // started from the bias.
+        for (m, k, n) in [(3, 264, 130), (2, 64, 33), (100, 130, 129), (40, 256, 130), (300, 260, 130), (260, 96, 200)]
             .into_iter()
             .filter(|s| rows_fit(s.1))
         {
@@ -62,7 +64,10 @@ pub fn cases() -> Vec<Case> {
             }
         }
         cases.push(linear_add(2, 64, 33, dtype, Poison::Nan));
-        for (m, k, two_f) in [(7, 24, 32), (3, 16, 10), (690, 64, 64)].into_iter().filter(|s| rows_fit(s.1)) {
+        // (260, 96, 300): the GLU on the matrix units over three tiles of output columns.
+        for (m, k, two_f) in
+            [(7, 24, 32), (3, 16, 10), (690, 64, 64), (260, 96, 300)].into_iter().filter(|s| rows_fit(s.1))
+        {
             cases.push(linear_glu(m, k, two_f, dtype));
         }
         cases.push(product_weight(dtype));
