@@ -2,8 +2,8 @@
 # parts named in PARTS (default "conformance gemm conv stages"), writing a summary as it goes, so
 # a lease cut short still returns what was done:
 # - conformance: where packed (TESTS=conformance), the conformance suite through Vulkan;
-# - gemm: the wgpu products, songloom-prev then songloom (`bench --what gemm`, decode weights
-#   past the caches);
+# - gemm: the wgpu products of each binary in GEMM_BINS (default songloom-prev songloom;
+#   `bench --what gemm`, decode weights past the caches);
 # - conv: the vocoder's convolutions, tiled and not (`bench --what conv`);
 # - stages: the wgpu stages of each binary in STAGES_BINS (default songloom), WEIGHTS (default
 #   8bit) the AR weights;
@@ -21,7 +21,7 @@ if has conformance && [ -x /tmp/b/test-conformance ]; then
   { echo "== conformance through Vulkan rc=$?"; grep -h "cases passed\|failures on\|test result\|FAIL\|worst" $OUT/conformance.log | grep -v "worst 0.00e0" | head -80; } >> $S
 fi
 if has gemm; then
-  for b in songloom-prev songloom; do
+  for b in ${GEMM_BINS:-songloom-prev songloom}; do
     timeout 90 /tmp/b/$b bench --device wgpu --what gemm --precision bf16 > $OUT/gemm-$b.txt 2>&1
     { echo "== gemm wgpu $b rc=$?"; cat $OUT/gemm-$b.txt; } >> $S
   done
