@@ -2,7 +2,7 @@
 // cooperative matrices: 16 x 16 x 16 products of f16 inputs into f32 sums, a subgroup of 32 lanes
 // each. The host takes this program only where the adapter offers that shape with subgroups of 32
 // and the weight is f16 with rows a multiple of 8 long (the DiT's matrices under the bf16 policy
-// on such an adapter): x is rounded to f16 as it is loaded, as the CUDA backend rounds it to bf16
+// on such an adapter): x is rounded to f16 as it is staged, as the CUDA backend rounds it to bf16
 // for its tensor cores.
 //
 // With `GLU`, the product's halves meet in the GLU on the way out: `y [m, n / 2] = silu(h [:, n /
@@ -73,15 +73,15 @@ fn weight_row(n0: u32, t: u32) -> u32 {
     return n0 + t;
 }
 
-// Vec4 `e` of a slice of DEPTH depths of x (row `e / (DEPTH / 4)`) from row `m0` and depth `k0`,
-// as f16; zeros past the ends.
-fn load_x(m0: u32, k0: u32, e: u32) -> vec4<f16> {
+// Vec4 `e` of a slice of DEPTH depths of x (row `e / (DEPTH / 4)`) from row `m0` and depth `k0`;
+// zeros past the ends.
+fn load_x(m0: u32, k0: u32, e: u32) -> vec4<f32> {
     let row = m0 + e / (DEPTH / 4u);
     let kk = k0 + 4u * (e % (DEPTH / 4u));
     if row < p.m && kk < p.k {
-        return vec4<f16>(x[(row * p.k + kk) / 4u]);
+        return x[(row * p.k + kk) / 4u];
     }
-    return vec4<f16>();
+    return vec4<f32>();
 }
 
 // Chunk `e` of a slice of w (tile row `e / (DEPTH / 8)`), 8 halves as 4 words.
@@ -180,8 +180,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var c11 = c01;
     var c12 = c02;
     var c13 = c03;
-    // The next slice waits in registers, x already rounded to f16.
-    var xa = array<vec4<f16>, X_LOADS>();
+    // The next slice waits in registers, rounded to f16 only as it is staged: rounding as it
+    // arrives would wait for each load right there.
+    var xa = array<vec4<f32>, X_LOADS>();
     var wa = array<vec4<u32>, W_LOADS>();
     for (var r = 0u; r < X_LOADS; r++) {
         xa[r] = load_x(m0, 0u, lid + 256u * r);
@@ -193,7 +194,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         workgroupBarrier();
         for (var r = 0u; r < X_LOADS; r++) {
             let e = lid + 256u * r;
-            xs[(e / (DEPTH / 4u)) * ROW4 + e % (DEPTH / 4u)] = xa[r];
+            xs[(e / (DEPTH / 4u)) * ROW4 + e % (DEPTH / 4u)] = vec4<f16>(xa[r]);
         }
         for (var r = 0u; r < W_LOADS; r++) {
             let e = lid + 256u * r;
