@@ -14,8 +14,20 @@ use crate::tensor::DType;
 
 /// Bytes of parameters each dispatch gets (the largest uniform offset alignment WebGPU allows).
 const PARAM_SLOT: u64 = 256;
-/// Dispatches a batch holds before it is submitted without waiting.
+/// Dispatches a batch holds at most before it is submitted without waiting.
 const BATCH_DISPATCHES: usize = 1024;
+/// Dispatches a batch holds by default: the device starts on a decode step's first ops while the
+/// host still records the rest, each submission costing the host its own overhead.
+const SUBMIT_DISPATCHES: usize = 64;
+
+/// Dispatches a batch holds before it is submitted without waiting: [`SUBMIT_DISPATCHES`], or
+/// `SONGLOOM_WGPU_SUBMIT_DISPATCHES` (at most [`BATCH_DISPATCHES`]), to time others.
+fn batch_dispatches() -> usize {
+    std::env::var("SONGLOOM_WGPU_SUBMIT_DISPATCHES")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .map_or(SUBMIT_DISPATCHES, |n| n.clamp(1, BATCH_DISPATCHES))
+}
 /// Dispatches one compute pass holds: a pass a dispatch costs the host microseconds each, and
 /// lavapipe's recording of one pass grows worse than linearly with its dispatches.
 const PASS_DISPATCHES: usize = 64;
@@ -115,6 +127,8 @@ pub struct Queue {
     queue: wgpu::Queue,
     batch: Mutex<Batch>,
     params: wgpu::Buffer,
+    /// Dispatches a batch holds before it is submitted ([`batch_dispatches`]).
+    batch_dispatches: usize,
     pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
     bind_groups: Arc<BindGroups>,
     /// The first error the device reported outside an error scope (a bug, or a lost device).
@@ -151,6 +165,7 @@ impl Queue {
             queue,
             batch: Mutex::new(Batch { encoder: None, pass: None, in_pass: 0, params: Vec::new(), dispatches: 0 }),
             params,
+            batch_dispatches: batch_dispatches(),
             pipelines: Mutex::default(),
             bind_groups,
             error,
@@ -218,7 +233,7 @@ impl Queue {
     ) -> Result<()> {
         assert!(params.len() * 4 <= PARAM_SLOT as usize, "parameters fit their slot");
         let mut batch = self.batch();
-        if batch.dispatches == BATCH_DISPATCHES {
+        if batch.dispatches == self.batch_dispatches {
             self.submit(&mut batch, None)?;
         }
         let offset = (batch.dispatches as u64) * PARAM_SLOT;
