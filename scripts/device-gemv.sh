@@ -1,13 +1,15 @@
 # Runs on the GPU machine over .device/ (songloom and songloom-prev packed, .gl/ carried) the
 # parts named in PARTS (default "conformance gemm conv stages"), writing a summary as it goes, so
 # a lease cut short still returns what was done:
-# - conformance: where packed (TESTS=conformance), the conformance suite through Vulkan;
+# - conformance: where packed (TESTS=conformance), the conformance suite through Vulkan; the
+#   run stops there if it fails;
 # - gemm: the wgpu products of each binary in GEMM_BINS (default songloom-prev songloom;
 #   `bench --what gemm`, decode weights past the caches);
 # - conv: the vocoder's convolutions, tiled and not (`bench --what conv`);
 # - stages: the wgpu stages of each binary in STAGES_BINS (default songloom), WEIGHTS (default
 #   8bit) the AR weights;
 # - song: a 60 s song through Vulkan with WEIGHTS, nvidia-smi sampling the memory.
+# TAG goes into the stages' and song's file names (runs of the script with other settings).
 source scripts/device-unpack.sh
 S=$OUT/summary.txt
 PARTS=${PARTS:-conformance gemm conv stages}
@@ -18,7 +20,10 @@ icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; [ -f $icd ] && export 
 has() { case " $PARTS " in *" $1 "*) return 0;; esac; return 1; }
 if has conformance && [ -x /tmp/b/test-conformance ]; then
   SONGLOOM_TEST_DEVICES=wgpu timeout 120 /tmp/b/test-conformance every_backend --nocapture > $OUT/conformance.log 2>&1
-  { echo "== conformance through Vulkan rc=$?"; grep -h "cases passed\|failures on\|test result\|FAIL\|worst" $OUT/conformance.log | grep -v "worst 0.00e0" | head -80; } >> $S
+  rc=$?
+  { echo "== conformance through Vulkan rc=$rc"; grep -h "cases passed\|failures on\|test result\|FAIL\|worst" $OUT/conformance.log | grep -v "worst 0.00e0" | head -80; } >> $S
+  # The timings of a binary that computes wrong products are not worth the lease.
+  [ $rc = 0 ] || { cat $S; exit 1; }
 fi
 if has gemm; then
   for b in ${GEMM_BINS:-songloom-prev songloom}; do
@@ -34,14 +39,14 @@ if has conv; then
 fi
 if has stages; then
   for b in ${STAGES_BINS:-songloom}; do
-    timeout ${STAGES_LIMIT:-220} /tmp/b/$b bench --device wgpu --what stages --precision bf16 --weights $WEIGHTS > $OUT/stages-$b.txt 2>&1
-    { echo "== wgpu stages $b $WEIGHTS rc=$?"; cat $OUT/stages-$b.txt; } >> $S
+    timeout ${STAGES_LIMIT:-220} /tmp/b/$b bench --device wgpu --what stages --precision bf16 --weights $WEIGHTS > $OUT/stages-$b$TAG.txt 2>&1
+    { echo "== wgpu stages $b $WEIGHTS $TAG rc=$?"; cat $OUT/stages-$b$TAG.txt; } >> $S
   done
 fi
 if has song; then
-  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 > $OUT/smi.txt &
-  timeout ${SONG_LIMIT:-300} /tmp/b/songloom bench --device wgpu --what song --duration 60 --precision bf16 --weights $WEIGHTS > $OUT/wgpu-song.txt 2>&1
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 > $OUT/smi$TAG.txt &
+  timeout ${SONG_LIMIT:-300} /tmp/b/songloom bench --device wgpu --what song --duration 60 --precision bf16 --weights $WEIGHTS > $OUT/wgpu-song$TAG.txt 2>&1
   rc=$?; kill %1
-  { echo "== wgpu song 60 s $WEIGHTS rc=$rc, nvidia-smi peak $(sort -n $OUT/smi.txt | tail -1) MiB"; cat $OUT/wgpu-song.txt; } >> $S
+  { echo "== wgpu song 60 s $WEIGHTS $TAG rc=$rc, nvidia-smi peak $(sort -n $OUT/smi$TAG.txt | tail -1) MiB"; cat $OUT/wgpu-song$TAG.txt; } >> $S
 fi
 cat $S
