@@ -252,20 +252,27 @@ fn gemm(device: &Device, repeat: usize) -> Result<()> {
         let label = if dtype.is_none() { format!("{label} ({})", weights[0].dtype()) } else { label.to_string() };
         say!("{label:<48} {:>10.3} {:>12.1} {:>10.1}", secs * 1e3, flops / secs / 1e9, weight_bytes / secs / 1e9);
     }
-    // The DiT's ff_in for a CFG pair with its bias and GLU, as a block runs it.
+    // The DiT's ff_in for a CFG pair with its bias and GLU, as a block runs it, and without
+    // each of them.
     let (m, k, n) = (1380, 2048, 16384);
     let x = filled(device, &[m, k], 1e-3)?;
     let w = device.product_weight(device.fill_uniform(&[n, k], DType::F32, 7, 0.0, 1e-3)?)?;
     let bias = filled(device, &[n], 1e-2)?;
     let calls = 5;
-    let secs = median_of(device, repeat, || {
-        for _ in 0..calls {
-            device.linear_glu(&x, &w, Some(&bias))?;
-        }
-        Ok(())
-    })? / calls as f64;
-    let label = format!("DiT pair ff_in + bias + GLU {m}x{k} -> {n} ({})", w.dtype());
-    say!("{label:<48} {:>10.3} {:>12.1}", secs * 1e3, 2.0 * (m * k * n) as f64 / secs / 1e9);
+    for (what, glu, bias) in [("bias", false, Some(&bias)), ("GLU", true, None), ("bias + GLU", true, Some(&bias))] {
+        let secs = median_of(device, repeat, || {
+            for _ in 0..calls {
+                if glu {
+                    device.linear_glu(&x, &w, bias)?;
+                } else {
+                    device.linear(&x, &w, bias)?;
+                }
+            }
+            Ok(())
+        })? / calls as f64;
+        let label = format!("DiT pair ff_in + {what} {m}x{k} -> {n} ({})", w.dtype());
+        say!("{label:<48} {:>10.3} {:>12.1}", secs * 1e3, 2.0 * (m * k * n) as f64 / secs / 1e9);
+    }
     Ok(())
 }
 
