@@ -1,8 +1,9 @@
 # Runs on the GPU machine over .device/ (songloom and songloom-prev packed, .gl/ carried) the
 # parts named in PARTS (default "conformance gemm conv stages"), writing a summary as it goes, so
 # a lease cut short still returns what was done:
-# - conformance: where packed (TESTS=conformance), the conformance suite through Vulkan; the
-#   run stops there if it fails;
+# - conformance: where packed (TESTS=conformance), the conformance suite through Vulkan, q8 and
+#   q4 products on the matrix units included (SONGLOOM_WGPU_COOP_QUANTIZED=1); the run stops
+#   there if it fails;
 # - gemm: the wgpu products of each binary in GEMM_BINS (default songloom-prev songloom;
 #   `bench --what gemm`, decode weights past the caches);
 # - conv: the vocoder's convolutions, tiled and not (`bench --what conv`);
@@ -19,7 +20,7 @@ for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
 icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; [ -f $icd ] && export VK_DRIVER_FILES=$icd
 has() { case " $PARTS " in *" $1 "*) return 0;; esac; return 1; }
 if has conformance && [ -x /tmp/b/test-conformance ]; then
-  SONGLOOM_TEST_DEVICES=wgpu timeout 120 /tmp/b/test-conformance every_backend --nocapture > $OUT/conformance.log 2>&1
+  SONGLOOM_WGPU_COOP_QUANTIZED=1 SONGLOOM_TEST_DEVICES=wgpu timeout 120 /tmp/b/test-conformance every_backend --nocapture > $OUT/conformance.log 2>&1
   rc=$?
   { echo "== conformance through Vulkan rc=$rc"; grep -h "cases passed\|failures on\|test result\|FAIL\|worst" $OUT/conformance.log | grep -v "worst 0.00e0" | head -80; } >> $S
   # The timings of a binary that computes wrong products are not worth the lease.

@@ -2,8 +2,9 @@
 // cooperative matrices: 16 x 16 x 16 products of f16 inputs into f32 sums, a subgroup of 32 lanes
 // each. The host takes this program only where the adapter offers that shape with subgroups of 32
 // and the weight is f16 with rows a multiple of 8 long (the DiT's matrices under the bf16 policy
-// on such an adapter): x is rounded to f16 as it is staged, as the CUDA backend rounds it to bf16
-// for its tensor cores.
+// on such an adapter), or q8 or q4 (the DiT under the smaller memory plans): x is rounded to f16
+// as it is staged, as the CUDA backend rounds it to bf16 for its tensor cores, and a quantized
+// weight's values too, each its code times its group's scale (plus offset).
 //
 // With `GLU`, the product's halves meet in the GLU on the way out: `y [m, n / 2] = silu(h [:, n /
 // 2 ..]) * h [:, .. n / 2]` for `h = x w^T (+ bias)`, so `h` is never written.
@@ -13,8 +14,8 @@
 // products. Under GLU a tile's 128 weight rows are 64 of each half, the same output columns, and
 // each subgroup holds 32 columns of both. Slices of 64 depths of x and w are staged in workgroup
 // memory as f16 (rows padded to 72 halves against bank conflicts), zeros past the ends; the
-// weight comes 16 bytes (8 halves) a load, and the next slice's loads wait in registers while the
-// current slice is multiplied. The sums start from the bias. A plain tile inside y is stored
+// weight comes 16 bytes a load (8 halves, 16 q8 codes or 32 q4 ones), and the next slice's loads
+// wait in registers while the current slice is multiplied. The sums start from the bias. A plain tile inside y is stored
 // straight from the fragments; elsewhere each fragment goes through workgroup memory, so the
 // tile's edges, a piece's column offset and the GLU are handled per element. (The preamble that
 // enables f16 and cooperative matrices is put first by the host.)
@@ -42,9 +43,11 @@ const TILE_N: u32 = 128u;
 const DEPTH: u32 = 64u;
 // A staged row: DEPTH halves and 8 of padding, as vec4s (the fragments' loads count in vec4s).
 const ROW4: u32 = DEPTH / 4u + 2u;
-// A slice's vec4s of x (4 values each) and chunks of w (8 each) a thread loads.
+// A slice's vec4s of x (4 values each) and chunks of w a thread loads, and a slice's chunks
+// across a weight row.
 const X_LOADS: u32 = DEPTH / 8u;
-const W_LOADS: u32 = DEPTH / 16u;
+const W_LOADS: u32 = 128u * DEPTH / w_PER_CHUNK / 256u;
+const W_ROW_CHUNKS: u32 = DEPTH / w_PER_CHUNK;
 var<workgroup> xs: array<vec4<f16>, 128u * ROW4>;
 var<workgroup> ws: array<vec4<f16>, 128u * ROW4>;
 // The bias across the tile's columns, 16 rows of it, as the sums start; then a 16 x 16 fragment
@@ -84,19 +87,23 @@ fn load_x(m0: u32, k0: u32, e: u32) -> vec4<f32> {
     return vec4<f32>();
 }
 
-// Chunk `e` of a slice of w (tile row `e / (DEPTH / 8)`), 8 halves as 4 words.
-fn load_w(n0: u32, k0: u32, e: u32) -> vec4<u32> {
-    let row = weight_row(n0, e / (DEPTH / 8u));
-    let kk = k0 + 8u * (e % (DEPTH / 8u));
+// The weight's chunk holding chunk `e` of a slice of w from output column `n0` and depth `k0`
+// (tile row `e / W_ROW_CHUNKS`), or the weight's chunk count where that is past the ends.
+fn chunk_of(n0: u32, k0: u32, e: u32) -> u32 {
+    let row = weight_row(n0, e / W_ROW_CHUNKS);
+    let kk = k0 + w_PER_CHUNK * (e % W_ROW_CHUNKS);
     if row < p.n && kk < p.k {
-        return w_load((row * p.k + kk) / 8u);
+        return (row * p.k + kk) / w_PER_CHUNK;
     }
-    return vec4<u32>();
+    return p.n * p.k / w_PER_CHUNK;
 }
 
-fn halves(a: u32, b: u32) -> vec4<f16> {
-    // (Through f32 and back, exactly: naga takes no bitcast from a u32 to two halves.)
-    return vec4<f16>(vec4<f32>(unpack2x16float(a), unpack2x16float(b)));
+fn load_w(n0: u32, k0: u32, e: u32) -> vec4<u32> {
+    let c = chunk_of(n0, k0, e);
+    if c < p.n * p.k / w_PER_CHUNK {
+        return w_load(c);
+    }
+    return vec4<u32>();
 }
 
 // Fragment `c` into the subgroup's slot of `sums` at `own`, for its lanes to read.
@@ -196,11 +203,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             let e = lid + 256u * r;
             xs[(e / (DEPTH / 4u)) * ROW4 + e % (DEPTH / 4u)] = vec4<f16>(xa[r]);
         }
+        // A chunk's values in f16, zeros past the ends (a q4 code of 0 is its group's offset).
         for (var r = 0u; r < W_LOADS; r++) {
             let e = lid + 256u * r;
-            let at = (e / (DEPTH / 8u)) * ROW4 + 2u * (e % (DEPTH / 8u));
-            ws[at] = halves(wa[r].x, wa[r].y);
-            ws[at + 1u] = halves(wa[r].z, wa[r].w);
+            let c = chunk_of(n0, k0, e);
+            let inside = c < p.n * p.k / w_PER_CHUNK;
+            let at = (e / W_ROW_CHUNKS) * ROW4 + (w_PER_CHUNK / 4u) * (e % W_ROW_CHUNKS);
+            for (var j = 0u; j < w_PER_CHUNK / 4u; j++) {
+                var values = vec4<f16>();
+                if inside {
+                    values = vec4<f16>(w_quarter(wa[r], c, j));
+                }
+                ws[at + j] = values;
+            }
         }
         workgroupBarrier();
         let next = k0 + DEPTH;

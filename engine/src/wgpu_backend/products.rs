@@ -6,7 +6,8 @@
 //! reads.
 //! Where the adapter offers cooperative matrices, an f16 weight's product beyond the decode shapes
 //! runs on the matrix units (linear_coop.wgsl), its input rounded to f16 (as CUDA's beyond them
-//! round theirs to bf16).
+//! round theirs to bf16), and there the GLU is the product's epilogue; q8 and q4 weights' too
+//! with `SONGLOOM_WGPU_COOP_QUANTIZED=1`, their values rounded to f16 as they are staged.
 //! The decode step's fused products (the residual add, SwiGLU, q/k/v with their norm) are the
 //! GEMV with its input norm and epilogues; other shapes take the composed forms.
 
@@ -98,9 +99,14 @@ impl WgpuBackend {
     }
 
     /// Whether a product against `weight` with rows `k` long runs on the matrix units
-    /// (linear_coop.wgsl), which take f16 weights only (their inputs are f16), 8 a load.
+    /// (linear_coop.wgsl), which take f16 weights 8 a load, or q8 and q4 ones a group at a time
+    /// (where turned on), their values rounded to f16 (the units' inputs).
     fn on_matrix_units(&self, weight: &WgpuStorage, k: usize) -> bool {
-        self.cooperative && weight.dtype == DType::F16 && k.is_multiple_of(8)
+        match weight.dtype {
+            DType::F16 => self.cooperative && k.is_multiple_of(8),
+            DType::Q8 | DType::Q4 => self.cooperative_quantized && k.is_multiple_of(GROUP),
+            _ => false,
+        }
     }
 
     /// `x [m, k] @ w [n, k]^T (+ bias)` beyond the GEMV's rows, or with `glu` (on the matrix

@@ -89,8 +89,8 @@ impl Program {
     }
 
     /// The readers the program takes a chunk at a time, one load each: the float GEMV's weights
-    /// 4 values a load ([`float_chunk_reader`]); the integer GEMV's weights and the f16 weight of
-    /// the products on the matrix units 16 bytes a load ([`chunk_reader`]).
+    /// 4 values a load ([`float_chunk_reader`]); the integer GEMV's weights and the weight of the
+    /// products on the matrix units 16 bytes a load ([`chunk_reader`]).
     fn reads_in_chunks(self, reader: &str) -> bool {
         match self {
             Program::Gemv | Program::GemvInt8 => matches!(reader, "w" | "up"),
@@ -104,7 +104,7 @@ impl Program {
         match self {
             Program::Gemv if self.reads_in_chunks(reader) => &[DType::F32, DType::BF16, DType::F16],
             Program::GemvInt8 if self.reads_in_chunks(reader) => &[DType::Q8, DType::Q4],
-            Program::LinearCoop if self.reads_in_chunks(reader) => &[DType::F16],
+            Program::LinearCoop if self.reads_in_chunks(reader) => &[DType::F16, DType::Q8, DType::Q4],
             _ => &READER_FORMATS,
         }
     }
@@ -298,24 +298,51 @@ fn float_chunk_reader(name: &str, binding: u32, dtype: DType) -> String {
 
 /// WGSL reading a weight 16 bytes at a time, its rows whole chunks long, with its bindings from
 /// `binding` on: `{name}_PER_CHUNK` values a chunk (16 of q8, half a group; 32 of q4, a whole one;
-/// 8 of f16), `{name}_load(c)` chunk `c`, and for the quantized formats `{name}_scale(c)` the
-/// scale and offset of its group (offset 0 for q8).
+/// 8 of f16), `{name}_load(c)` chunk `c`, `{name}_quarter(raw, c, j)` values `4j .. 4j + 4` of
+/// chunk `c` (`raw`, as loaded) as f32, and for the quantized formats `{name}_scale(c)` the scale
+/// and offset of its group (offset 0 for q8).
 fn chunk_reader(name: &str, binding: u32, dtype: DType) -> String {
     let data = format!("@group(0) @binding({binding}) var<storage, read> {name}_data: array<vec4<u32>>;\n");
     let load = format!("fn {name}_load(c: u32) -> vec4<u32> {{ return {name}_data[c]; }}\n");
+    let quarter =
+        |body: &str| format!("fn {name}_quarter(raw: vec4<u32>, c: u32, j: u32) -> vec4<f32> {{\n{body}\n}}\n");
     if dtype == DType::F16 {
-        return format!("{data}const {name}_PER_CHUNK: u32 = 8u;\n{load}");
+        let values = quarter("    return vec4<f32>(unpack2x16float(raw[2u * j]), unpack2x16float(raw[2u * j + 1u]));");
+        return format!("{data}const {name}_PER_CHUNK: u32 = 8u;\n{load}{values}");
     }
     let scales = format!("@group(0) @binding({}) var<storage, read> {name}_scales: array<u32>;\n", binding + 1);
     let offsets = format!("@group(0) @binding({}) var<storage, read> {name}_offsets: array<u32>;\n", binding + 2);
-    let (per_chunk, group, extra, offset) = match dtype {
-        DType::Q8 => (16, "(c >> 1u)", String::new(), "0.0".to_string()),
-        DType::Q4 => (32, "c", offsets, half(name, "offsets", "c")),
+    let (per_chunk, group, extra, offset, values) = match dtype {
+        // A word holds 4 codes, the first in its low byte.
+        DType::Q8 => (
+            16,
+            "(c >> 1u)",
+            String::new(),
+            "0.0".to_string(),
+            quarter(&format!(
+                "    let word = bitcast<i32>(raw[j]);\n    \
+                 let codes = vec4<i32>(word << 24u, word << 16u, word << 8u, word) >> vec4<u32>(24u);\n    \
+                 return vec4<f32>(codes) * {name}_scale(c).x;"
+            )),
+        ),
+        // A word holds 8 codes, the first in its low nibble.
+        DType::Q4 => (
+            32,
+            "c",
+            offsets,
+            half(name, "offsets", "c"),
+            quarter(&format!(
+                "    let word = raw[j / 2u] >> (16u * (j % 2u));\n    \
+                 let codes = (vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(0xfu);\n    \
+                 let group = {name}_scale(c);\n    \
+                 return vec4<f32>(codes) * group.x + vec4<f32>(group.y);"
+            )),
+        ),
         other => unreachable!("{other:?} weights are not read in chunks"),
     };
     format!(
         "{data}{scales}{extra}const {name}_PER_CHUNK: u32 = {per_chunk}u;\n{load}\
-         fn {name}_scale(c: u32) -> vec2<f32> {{ return vec2<f32>({}, {offset}); }}\n",
+         fn {name}_scale(c: u32) -> vec2<f32> {{ return vec2<f32>({}, {offset}); }}\n{values}",
         half(name, "scales", group)
     )
 }
