@@ -52,6 +52,10 @@ pub struct WgpuBackend {
     /// `SONGLOOM_WGPU_COOP_QUANTIZED=1` until the conformance suite has passed them on a GPU
     /// (lavapipe has no cooperative matrices).
     cooperative_quantized: bool,
+    /// The attention on the matrix units rescales its output only in the tiles where a query's
+    /// maximum moved: only with `SONGLOOM_WGPU_ATTENTION_LAZY=1` until timed and checked on a
+    /// GPU.
+    lazy_rescale: bool,
     precision: Precision,
     memory: Option<u64>,
     limits: wgpu::Limits,
@@ -86,6 +90,7 @@ impl WgpuBackend {
             cooperative: opened.cooperative,
             cooperative_quantized: opened.cooperative
                 && std::env::var("SONGLOOM_WGPU_COOP_QUANTIZED").is_ok_and(|v| v == "1"),
+            lazy_rescale: std::env::var("SONGLOOM_WGPU_ATTENTION_LAZY").is_ok_and(|v| v == "1"),
             precision: options.precision,
             memory: opened.memory,
             limits: opened.limits,
@@ -190,10 +195,23 @@ impl WgpuBackend {
         buffers: &[(u32, &wgpu::Buffer)],
         workgroups: u32,
     ) -> Result<()> {
+        self.run_with(program, formats, &[], params, buffers, workgroups)
+    }
+
+    /// [`run`](Self::run) with the program's override constants at `overrides`.
+    fn run_with(
+        &self,
+        program: Program,
+        formats: &[DType],
+        overrides: &[u32],
+        params: &[u32],
+        buffers: &[(u32, &wgpu::Buffer)],
+        workgroups: u32,
+    ) -> Result<()> {
         if workgroups == 0 {
             return Ok(());
         }
-        self.dispatch(program, formats, &[], params, buffers, queue::fold(workgroups)?)
+        self.dispatch(program, formats, overrides, params, buffers, queue::fold(workgroups)?)
     }
 
     /// [`run`](Self::run) with a two-dimensional grid of workgroups.
