@@ -3,7 +3,7 @@
 //! long cache.
 
 use super::shaders::Program;
-use super::{WgpuBackend, bits, word};
+use super::{WgpuBackend, bits, queue, word};
 use crate::device::{AttentionOps, AttentionShape, Backend, DeviceKind, Op};
 use crate::error::{Error, Result};
 use crate::shapes;
@@ -84,7 +84,8 @@ impl AttentionOps for WgpuBackend {
         ];
         let buffers = [(1, sq.buffer()), (2, out.buffer()), (3, sk.buffer()), (6, sv.buffer())];
         let overrides = if program == Program::AttentionCoop { vec![self.lazy_rescale as u32] } else { Vec::new() };
-        self.run_with(program, &[sk.dtype, sv.dtype], &overrides, &params, &buffers, word(op, tasks)?)?;
+        let grid = queue::fold(word(op, tasks)?)?;
+        self.dispatch(program, &[sk.dtype, sv.dtype], &overrides, &params, &buffers, grid)?;
         Ok(self.wrap(&[s.batch * s.q_len, s.heads * s.head_dim], out))
     }
 }

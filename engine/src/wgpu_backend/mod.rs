@@ -195,23 +195,7 @@ impl WgpuBackend {
         buffers: &[(u32, &wgpu::Buffer)],
         workgroups: u32,
     ) -> Result<()> {
-        self.run_with(program, formats, &[], params, buffers, workgroups)
-    }
-
-    /// [`run`](Self::run) with the program's override constants at `overrides`.
-    fn run_with(
-        &self,
-        program: Program,
-        formats: &[DType],
-        overrides: &[u32],
-        params: &[u32],
-        buffers: &[(u32, &wgpu::Buffer)],
-        workgroups: u32,
-    ) -> Result<()> {
-        if workgroups == 0 {
-            return Ok(());
-        }
-        self.dispatch(program, formats, overrides, params, buffers, queue::fold(workgroups)?)
+        self.dispatch(program, formats, &[], params, buffers, queue::fold(workgroups)?)
     }
 
     /// [`run`](Self::run) with a two-dimensional grid of workgroups.

@@ -136,10 +136,13 @@ pub struct Queue {
 }
 
 /// `n` workgroups as a two-dimensional dispatch whose rows hold at most [`MAX_WORKGROUPS`]
-/// (shaders index them with `workgroup_index`, and skip the ones past the end).
+/// (shaders index them with `workgroup_index`, and skip the ones past the end); none for none.
 pub fn fold(n: u32) -> Result<(u32, u32)> {
-    let x = n.clamp(1, MAX_WORKGROUPS);
-    let y = n.div_ceil(x).max(1);
+    if n == 0 {
+        return Ok((0, 0));
+    }
+    let x = n.min(MAX_WORKGROUPS);
+    let y = n.div_ceil(x);
     if y > MAX_WORKGROUPS {
         return Err(Error::Gpu(format!("{n} workgroups are more than one dispatch can hold")));
     }
