@@ -30,10 +30,10 @@ fn measured(plan: &Plan) -> Option<f64> {
         .map(|m| m.3)
 }
 
-/// Through Vulkan on an H100, a 60 s song (8-bit, 102.7 s) took this many times the estimate its
-/// stages' rates give with the halves in turns (docs/BENCHMARKS.md, session 27): the host's share
-/// of each frame (sampling, reading the codes back), which the probe does not see.
-const HOST_SHARE_THROUGH_WGPU: f64 = 1.17;
+/// Through Vulkan on an H100, a 60 s song (8-bit, 74.7 s) took this many times the estimate its
+/// stages' rates give with the halves in turns (62.0 s; docs/BENCHMARKS.md, session 28): the
+/// host's share of each frame (sampling, reading the codes back), which the probe does not see.
+const HOST_SHARE_THROUGH_WGPU: f64 = 1.20;
 
 /// On the H200 under CUDA, a 60 s song (8-bit, 15.3 s) took this many times the estimate its
 /// stages' rates give with the halves side by side (docs/BENCHMARKS.md, session 26): what they
