@@ -13,8 +13,8 @@
 #   SONGLOOM_WGPU_ATTENTION_LAZY=1 checked (conformance, ops' attention against naive softmax),
 #   then `bench --what dit-ops` with it 0 and 1;
 # - song: a 60 s song through Vulkan with WEIGHTS, nvidia-smi sampling the memory;
-# - tiers: 20 s songs under `--max-memory 12` and `8`, each with SONGLOOM_WGPU_COOP_QUANTIZED 0
-#   and 1 (the 12 GB plan's q8 DiT on the matrix units or not), nvidia-smi sampling the memory.
+# - tiers: 20 s songs under `--max-memory 12` with SONGLOOM_WGPU_COOP_QUANTIZED 0 and 1 (its q8
+#   DiT on the matrix units or not) and under `--max-memory 8`, nvidia-smi sampling the memory.
 # TAG goes into the stages' and song's file names (runs of the script with other settings).
 source scripts/device-unpack.sh
 S=$OUT/summary.txt
@@ -68,14 +68,14 @@ if has song; then
   { echo "== wgpu song 60 s $WEIGHTS $TAG rc=$rc, nvidia-smi peak $(sort -n $OUT/smi$TAG.txt | tail -1) MiB"; cat $OUT/wgpu-song$TAG.txt; } >> $S
 fi
 if has tiers; then
-  for mem in 12 8; do
-    for quantized in 0 1; do
-      t=$OUT/song20-$mem-coopq$quantized
-      nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 > $t-smi.txt &
-      SONGLOOM_WGPU_COOP_QUANTIZED=$quantized timeout ${TIER_LIMIT:-170} /tmp/b/songloom bench --device wgpu --what song --duration 20 --precision bf16 --max-memory $mem > $t.txt 2>&1
-      rc=$?; kill %1
-      { echo "== 20 s song, --max-memory $mem, quantized on the matrix units $quantized, rc=$rc, nvidia-smi peak $(sort -n $t-smi.txt | tail -1) MiB"; grep "plan:\|song:\|where the time\|memory after the song" $t.txt; } >> $S
-    done
+  # (The 8 GB plan's DiT is bf16: the switch changes nothing there.)
+  for run in "12 0" "12 1" "8 0"; do
+    set -- $run; mem=$1; quantized=$2
+    t=$OUT/song20-$mem-coopq$quantized
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 > $t-smi.txt &
+    SONGLOOM_WGPU_COOP_QUANTIZED=$quantized timeout ${TIER_LIMIT:-170} /tmp/b/songloom bench --device wgpu --what song --duration 20 --precision bf16 --max-memory $mem > $t.txt 2>&1
+    rc=$?; kill %1
+    { echo "== 20 s song, --max-memory $mem, quantized on the matrix units $quantized, rc=$rc, nvidia-smi peak $(sort -n $t-smi.txt | tail -1) MiB"; grep "plan:\|song:\|where the time\|memory after the song" $t.txt; } >> $S
   done
 fi
 cat $S
