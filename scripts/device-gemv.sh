@@ -63,8 +63,9 @@ if has lazy && [ -x /tmp/b/test-ops ]; then
 fi
 if has song; then
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 > $OUT/smi$TAG.txt &
+  smi=$!
   timeout ${SONG_LIMIT:-300} /tmp/b/songloom bench --device wgpu --what song --duration 60 --precision bf16 --weights $WEIGHTS > $OUT/wgpu-song$TAG.txt 2>&1
-  rc=$?; kill %1
+  rc=$?; kill $smi
   { echo "== wgpu song 60 s $WEIGHTS $TAG rc=$rc, nvidia-smi peak $(sort -n $OUT/smi$TAG.txt | tail -1) MiB"; cat $OUT/wgpu-song$TAG.txt; } >> $S
 fi
 if has tiers; then
@@ -73,8 +74,9 @@ if has tiers; then
     set -- $run; mem=$1; quantized=$2
     t=$OUT/song20-$mem-coopq$quantized
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 > $t-smi.txt &
+    smi=$!
     SONGLOOM_WGPU_COOP_QUANTIZED=$quantized timeout ${TIER_LIMIT:-170} /tmp/b/songloom bench --device wgpu --what song --duration 20 --precision bf16 --max-memory $mem > $t.txt 2>&1
-    rc=$?; kill %1
+    rc=$?; kill $smi
     { echo "== 20 s song, --max-memory $mem, quantized on the matrix units $quantized, rc=$rc, nvidia-smi peak $(sort -n $t-smi.txt | tail -1) MiB"; grep "plan:\|song:\|where the time\|memory after the song" $t.txt; } >> $S
   done
 fi
