@@ -15,10 +15,10 @@
 // each subgroup holds 32 columns of both. Slices of 64 depths of x and w are staged in workgroup
 // memory as f16 (rows padded to 72 halves against bank conflicts), zeros past the ends; the
 // weight comes 16 bytes a load (8 halves, 16 q8 codes or 32 q4 ones), and the next slice's loads
-// wait in registers while the current slice is multiplied. The sums start from the bias. A plain tile inside y is stored
-// straight from the fragments; elsewhere each fragment goes through workgroup memory, so the
-// tile's edges, a piece's column offset and the GLU are handled per element. (The preamble that
-// enables f16 and cooperative matrices is put first by the host.)
+// wait in registers while the current slice is multiplied. The sums start from the bias. A plain
+// tile inside y is stored straight from the fragments; elsewhere each fragment goes through
+// workgroup memory, so the tile's edges, a piece's column offset and the GLU are handled per
+// element. (The preamble that enables f16 and cooperative matrices is put first by the host.)
 
 // `n` weight rows (a piece of a weight kept in pieces, whose columns of `y` start at `y_offset`
 // in rows `y_stride` wide).
