@@ -15,7 +15,8 @@
 # - song: a 60 s song through Vulkan with WEIGHTS, nvidia-smi sampling the memory;
 # - tiers: 20 s songs under `--max-memory 12` with SONGLOOM_WGPU_COOP_QUANTIZED 0 and 1 (its q8
 #   DiT on the matrix units or not) and under `--max-memory 8`, nvidia-smi sampling the memory.
-# TAG goes into the stages' and song's file names (runs of the script with other settings).
+# TAG goes into the stages' and song's file names (runs of the script with other settings, such
+# as SONGLOOM_WGPU_IN_FLIGHT=2 or SONGLOOM_WGPU_SUBMIT_DISPATCHES=1024 set on its command line).
 source scripts/device-unpack.sh
 S=$OUT/summary.txt
 PARTS=${PARTS:-conformance gemm conv stages}
