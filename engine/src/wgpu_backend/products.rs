@@ -272,6 +272,7 @@ impl ProductOps for WgpuBackend {
         }
         self.product(Op::LinearGlu, x, w, bias, true)
     }
+
     fn linear_add(&self, x: &Tensor, w: &Tensor, residual: &Tensor) -> Result<Tensor> {
         let (m, k, n) = shapes::linear(x, w, None)?;
         if !is_gemv(m, k) || residual.shape() != [m, n] {

@@ -36,6 +36,7 @@ fn batch_dispatches() -> usize {
 fn max_in_flight() -> Option<usize> {
     std::env::var("SONGLOOM_WGPU_IN_FLIGHT").ok().and_then(|v| v.parse::<usize>().ok()).map(|n| n.max(1))
 }
+
 /// Dispatches one compute pass holds: a pass a dispatch costs the host microseconds each, and
 /// lavapipe's recording of one pass grows worse than linearly with its dispatches.
 const PASS_DISPATCHES: usize = 64;
