@@ -3,20 +3,8 @@
 // workgroup memory, f32 accumulation. `w(i)` reads the weight's format (f32, bf16, f16, q8 or q4),
 // unpacked as read.
 
-// `n` weight rows (a piece of a weight kept in pieces, whose columns of `y` start at `y_offset`
-// in rows `y_stride` wide).
-struct Params {
-    m: u32,
-    n: u32,
-    k: u32,
-    has_bias: u32,
-    y_stride: u32,
-    y_offset: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
+// (The parameters `p` and the output `y` are product_params.wgsl's.)
 @group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> y: array<f32>;
 
 const TILE: u32 = 64u;
 const DEPTH: u32 = 16u;

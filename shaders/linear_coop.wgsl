@@ -20,23 +20,11 @@
 // workgroup memory, so the tile's edges, a piece's column offset and the GLU are handled per
 // element. (The preamble that enables f16 and cooperative matrices is put first by the host.)
 
-// `n` weight rows (a piece of a weight kept in pieces, whose columns of `y` start at `y_offset`
-// in rows `y_stride` wide).
-struct Params {
-    m: u32,
-    n: u32,
-    k: u32,
-    has_bias: u32,
-    y_stride: u32,
-    y_offset: u32,
-}
-
 // Whether the product's two halves meet in the GLU.
 override GLU: bool = false;
 
-@group(0) @binding(0) var<uniform> p: Params;
+// (The parameters `p` and the output `y` are product_params.wgsl's.)
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> y: array<f32>;
 
 const TILE_M: u32 = 128u;
 const TILE_N: u32 = 128u;

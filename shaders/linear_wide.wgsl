@@ -6,20 +6,8 @@
 // while it is. Eight rows and eight columns a thread make each value read from workgroup memory
 // serve eight products.
 
-// `n` weight rows (a piece of a weight kept in pieces, whose columns of `y` start at `y_offset`
-// in rows `y_stride` wide).
-struct Params {
-    m: u32,
-    n: u32,
-    k: u32,
-    has_bias: u32,
-    y_stride: u32,
-    y_offset: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
+// (The parameters `p` and the output `y` are product_params.wgsl's.)
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> y: array<f32>;
 
 const TILE: u32 = 128u;
 const DEPTH: u32 = 16u;

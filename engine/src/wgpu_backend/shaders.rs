@@ -8,6 +8,7 @@ use crate::tensor::DType;
 const COMMON: &str = include_str!("../../../shaders/common.wgsl");
 const GEMV_SUMS: &str = include_str!("../../../shaders/gemv_sums.wgsl");
 const CONV_PARAMS: &str = include_str!("../../../shaders/conv_params.wgsl");
+const PRODUCT_PARAMS: &str = include_str!("../../../shaders/product_params.wgsl");
 const COOPERATIVE_PREAMBLE: &str = "enable f16;\nenable wgpu_cooperative_matrix;\n";
 
 /// Declares [`Program`] from one list: each program's variant and its file in `shaders/`
@@ -114,6 +115,7 @@ impl Program {
         match self {
             Program::Gemv | Program::GemvInt8 => GEMV_SUMS,
             Program::Conv | Program::ConvTiled => CONV_PARAMS,
+            Program::Linear | Program::LinearWide | Program::LinearCoop => PRODUCT_PARAMS,
             _ => "",
         }
     }
