@@ -9,9 +9,6 @@
 # - conv: the vocoder's convolutions, tiled and not (`bench --what conv`);
 # - stages: the wgpu stages of each binary in STAGES_BINS (default songloom), WEIGHTS (default
 #   8bit) the AR weights;
-# - lazy: where packed (TESTS="conformance ops"), the attention on the matrix units with
-#   SONGLOOM_WGPU_ATTENTION_LAZY=1 checked (conformance, ops' attention against naive softmax),
-#   then `bench --what dit-ops` with it 0 and 1;
 # - song: a 60 s song through Vulkan with WEIGHTS, nvidia-smi sampling the memory;
 # - tiers: 20 s songs under `--max-memory 12` with SONGLOOM_WGPU_COOP_QUANTIZED 0 and 1 (its q8
 #   DiT on the matrix units or not) and under `--max-memory 8`, nvidia-smi sampling the memory.
@@ -48,18 +45,6 @@ if has stages; then
   for b in ${STAGES_BINS:-songloom}; do
     timeout ${STAGES_LIMIT:-220} /tmp/b/$b bench --device wgpu --what stages --precision bf16 --weights $WEIGHTS > $OUT/stages-$b$TAG.txt 2>&1
     { echo "== wgpu stages $b $WEIGHTS $TAG rc=$?"; cat $OUT/stages-$b$TAG.txt; } >> $S
-  done
-fi
-if has lazy && [ -x /tmp/b/test-ops ]; then
-  export SONGLOOM_WGPU_ATTENTION_LAZY=1 SONGLOOM_TEST_DEVICES=wgpu
-  timeout 120 /tmp/b/test-conformance every_backend --nocapture > $OUT/conformance-lazy.log 2>&1
-  echo "== conformance, lazy rescaling, rc=$?" >> $S
-  timeout 120 /tmp/b/test-ops attention --nocapture > $OUT/ops-lazy.log 2>&1
-  { echo "== ops attention, lazy rescaling, rc=$?"; grep -h "test result\|worst\|FAIL" $OUT/ops-lazy.log; } >> $S
-  unset SONGLOOM_WGPU_ATTENTION_LAZY SONGLOOM_TEST_DEVICES
-  for lazy in 0 1; do
-    SONGLOOM_WGPU_ATTENTION_LAZY=$lazy timeout 100 /tmp/b/songloom bench --device wgpu --what dit-ops --precision bf16 --repeat 5 > $OUT/dit-ops-lazy$lazy.txt 2>&1
-    { echo "== dit-ops, lazy rescaling $lazy, rc=$?"; cat $OUT/dit-ops-lazy$lazy.txt; } >> $S
   done
 fi
 if has song; then

@@ -9,10 +9,6 @@
 // of 64 through workgroup memory. For each tile a subgroup computes its 16 x 64 scores, its lanes
 // (two a query, 32 keys each) keep the online softmax (running maximum and sum), write the tile's
 // weights as f16 and rescale the output so far, and the subgroup adds weights x values to it.
-// With `LAZY_RESCALE`, a query keeps its running maximum until a tile's passes it by more than
-// RESCALE_MARGIN (its weights then reach e^8, well inside f16), and the output goes through
-// workgroup memory to be rescaled only in the tiles where some query's maximum moved: the same
-// sums, with the output's round trip skipped in most tiles.
 // (The preamble that enables f16 and cooperative matrices is put first by the host.)
 
 struct Params {
@@ -38,11 +34,6 @@ const BK: u32 = 64u;
 const ROW4: u32 = 18u;
 // The lowest f32, where a running maximum starts.
 const LOWEST: f32 = -3.4028235e38;
-// How far a tile's maximum may pass the running one before it is taken (LAZY_RESCALE).
-const RESCALE_MARGIN: f32 = 8.0;
-
-// Whether the running maxima move only when a tile's pass them by RESCALE_MARGIN.
-override LAZY_RESCALE: bool = false;
 // The block's queries, then each tile's keys, [row][dim]; the tile's values [key][dim].
 var<workgroup> qk: array<vec4<f16>, 1152>;
 var<workgroup> vs: array<vec4<f16>, 1152>;
@@ -53,34 +44,6 @@ var<workgroup> so: array<f32, 4096>;
 var<workgroup> weights: array<vec4<f16>, 1152>;
 // A value of each lane, for the two lanes of a query to combine.
 var<workgroup> pair: array<f32, 128>;
-// Whether some query's maximum moved in this tile (LAZY_RESCALE): set by its lanes, then read by
-// the workgroup as one value.
-var<workgroup> moved: atomic<u32>;
-var<workgroup> moved_now: u32;
-
-// The output so far (a subgroup's four fragments, its slot of `so` at `own`), rescaled row by
-// row: each lane's half row from `mine` by its query's `correction`.
-fn rescale(o0: ptr<function, coop_mat16x16<f32, C>>, o1: ptr<function, coop_mat16x16<f32, C>>,
-           o2: ptr<function, coop_mat16x16<f32, C>>, o3: ptr<function, coop_mat16x16<f32, C>>,
-           own: u32, mine: u32, correction: f32) {
-    let s64 = 64u;
-    let at1 = own + 16u;
-    let at2 = own + 32u;
-    let at3 = own + 48u;
-    coopStoreT(*o0, &so[own], s64);
-    coopStoreT(*o1, &so[at1], s64);
-    coopStoreT(*o2, &so[at2], s64);
-    coopStoreT(*o3, &so[at3], s64);
-    workgroupBarrier();
-    for (var i = 0u; i < 32u; i++) {
-        so[mine + i] *= correction;
-    }
-    workgroupBarrier();
-    *o0 = coopLoadT<coop_mat16x16<f32, C>>(&so[own], s64);
-    *o1 = coopLoadT<coop_mat16x16<f32, C>>(&so[at1], s64);
-    *o2 = coopLoadT<coop_mat16x16<f32, C>>(&so[at2], s64);
-    *o3 = coopLoadT<coop_mat16x16<f32, C>>(&so[at3], s64);
-}
 
 @compute @workgroup_size(128)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -231,15 +194,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         pair[lid] = tile_max;
         workgroupBarrier();
-        let tile_top = max(tile_max, pair[lid ^ 1u]);
-        var top = max(m, tile_top);
-        if LAZY_RESCALE && tile_top <= m + RESCALE_MARGIN {
-            top = m;
-        }
-        // (Before the first tile the output is zeros: nothing to rescale.)
-        if LAZY_RESCALE && top != m && m != LOWEST {
-            atomicStore(&moved, 1u);
-        }
+        let top = max(m, max(tile_max, pair[lid ^ 1u]));
         let correction = exp(m - top);
         var sum = 0.0;
         let iw = sg * 16u * ROW4 + r * ROW4 + half * 8u;
@@ -258,18 +213,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         workgroupBarrier();
         l = l * correction + sum + pair[lid ^ 1u];
         m = top;
-        if LAZY_RESCALE {
-            // (The barrier above ordered every lane's mark; the next tile's marks come after
-            // this tile's barriers, so the reset here cannot swallow one.)
-            if lid == 0u {
-                moved_now = atomicExchange(&moved, 0u);
-            }
-            if workgroupUniformLoad(&moved_now) != 0u {
-                rescale(&o0, &o1, &o2, &o3, own, mine, correction);
-            }
-        } else {
-            rescale(&o0, &o1, &o2, &o3, own, mine, correction);
+        // The output so far, rescaled to the new maximum row by row.
+        coopStoreT(o0, &so[own], s64);
+        coopStoreT(o1, &so[at1], s64);
+        coopStoreT(o2, &so[at2], s64);
+        coopStoreT(o3, &so[at3], s64);
+        workgroupBarrier();
+        for (var i = 0u; i < 32u; i++) {
+            so[mine + i] *= correction;
         }
+        workgroupBarrier();
+        o0 = coopLoadT<coop_mat16x16<f32, C>>(&so[own], s64);
+        o1 = coopLoadT<coop_mat16x16<f32, C>>(&so[at1], s64);
+        o2 = coopLoadT<coop_mat16x16<f32, C>>(&so[at2], s64);
+        o3 = coopLoadT<coop_mat16x16<f32, C>>(&so[at3], s64);
         // Weights x values: A [query][key] the weights, B [key][dim] the values' rows.
         for (var kk = 0u; kk < 4u; kk++) {
             let ia = sg * 16u * ROW4 + 4u * kk;

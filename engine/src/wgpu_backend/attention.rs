@@ -83,9 +83,7 @@ impl AttentionOps for WgpuBackend {
             bits((s.head_dim as f32).powf(-0.5)),
         ];
         let buffers = [(1, sq.buffer()), (2, out.buffer()), (3, sk.buffer()), (6, sv.buffer())];
-        let overrides = if program == Program::AttentionCoop { vec![self.lazy_rescale as u32] } else { Vec::new() };
-        let grid = queue::fold(word(op, tasks)?)?;
-        self.dispatch(program, &[sk.dtype, sv.dtype], &overrides, &params, &buffers, grid)?;
+        self.run(program, &[sk.dtype, sv.dtype], &params, &buffers, word(op, tasks)?)?;
         Ok(self.wrap(&[s.batch * s.q_len, s.heads * s.head_dim], out))
     }
 }

@@ -52,10 +52,6 @@ pub struct WgpuBackend {
     /// `SONGLOOM_WGPU_COOP_QUANTIZED=1` until the conformance suite has passed them on a GPU
     /// (lavapipe has no cooperative matrices).
     cooperative_quantized: bool,
-    /// The attention on the matrix units rescales its output only in the tiles where a query's
-    /// maximum moved: only with `SONGLOOM_WGPU_ATTENTION_LAZY=1` until timed and checked on a
-    /// GPU.
-    lazy_rescale: bool,
     precision: Precision,
     memory: Option<u64>,
     limits: wgpu::Limits,
@@ -90,7 +86,6 @@ impl WgpuBackend {
             cooperative: opened.cooperative,
             cooperative_quantized: opened.cooperative
                 && std::env::var("SONGLOOM_WGPU_COOP_QUANTIZED").is_ok_and(|v| v == "1"),
-            lazy_rescale: std::env::var("SONGLOOM_WGPU_ATTENTION_LAZY").is_ok_and(|v| v == "1"),
             precision: options.precision,
             memory: opened.memory,
             limits: opened.limits,

@@ -128,8 +128,6 @@ impl Program {
             Program::GemvInt8 => &["M", "EPILOGUE"],
             // Whether the product's halves meet in the GLU.
             Program::LinearCoop => &["GLU"],
-            // Whether the running maxima move only when a tile's pass them by a margin.
-            Program::AttentionCoop => &["LAZY_RESCALE"],
             _ => &[],
         }
     }
