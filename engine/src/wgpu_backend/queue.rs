@@ -29,14 +29,6 @@ fn batch_dispatches() -> usize {
         .map_or(SUBMIT_DISPATCHES, |n| n.clamp(1, BATCH_DISPATCHES))
 }
 
-/// Submissions the device may hold unfinished before the next one waits for the oldest:
-/// `SONGLOOM_WGPU_IN_FLIGHT` (at least 1), or no bound. With one queue for both halves of a
-/// song, a bound keeps the acoustic half from queueing a whole DiT forward ahead of the AR
-/// loop's next step; untimed on a GPU yet, so off unless set.
-fn max_in_flight() -> Option<usize> {
-    std::env::var("SONGLOOM_WGPU_IN_FLIGHT").ok().and_then(|v| v.parse::<usize>().ok()).map(|n| n.max(1))
-}
-
 /// Dispatches one compute pass holds: a pass a dispatch costs the host microseconds each, and
 /// lavapipe's recording of one pass grows worse than linearly with its dispatches.
 const PASS_DISPATCHES: usize = 64;
@@ -122,8 +114,6 @@ struct Batch {
     in_pass: usize,
     params: Vec<u8>,
     dispatches: usize,
-    /// The submissions not yet waited for, oldest first, where their number is bounded.
-    in_flight: std::collections::VecDeque<wgpu::SubmissionIndex>,
 }
 
 impl Batch {
@@ -140,8 +130,6 @@ pub struct Queue {
     params: wgpu::Buffer,
     /// Dispatches a batch holds before it is submitted ([`batch_dispatches`]).
     batch_dispatches: usize,
-    /// Submissions the device may hold unfinished ([`max_in_flight`]).
-    max_in_flight: Option<usize>,
     pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
     bind_groups: Arc<BindGroups>,
     /// The first error the device reported outside an error scope (a bug, or a lost device).
@@ -179,17 +167,9 @@ impl Queue {
         Queue {
             device,
             queue,
-            batch: Mutex::new(Batch {
-                encoder: None,
-                pass: None,
-                in_pass: 0,
-                params: Vec::new(),
-                dispatches: 0,
-                in_flight: Default::default(),
-            }),
+            batch: Mutex::new(Batch { encoder: None, pass: None, in_pass: 0, params: Vec::new(), dispatches: 0 }),
             params,
             batch_dispatches: batch_dispatches(),
-            max_in_flight: max_in_flight(),
             pipelines: Mutex::default(),
             bind_groups,
             error,
@@ -257,14 +237,8 @@ impl Queue {
     ) -> Result<()> {
         assert!(params.len() * 4 <= PARAM_SLOT as usize, "parameters fit their slot");
         let mut batch = self.batch();
-        while batch.dispatches == self.batch_dispatches {
-            let oldest = self.submit(&mut batch, None)?;
-            // The wait for the oldest submission leaves the batch to other threads meanwhile.
-            if let Some(index) = oldest {
-                drop(batch);
-                self.wait_for(index)?;
-                batch = self.batch();
-            }
+        if batch.dispatches == self.batch_dispatches {
+            self.submit(&mut batch, None)?;
         }
         let offset = (batch.dispatches as u64) * PARAM_SLOT;
         batch.params.resize(offset as usize, 0);
@@ -334,14 +308,8 @@ impl Queue {
         self.encoder(&mut batch).copy_buffer_to_buffer(src, src_offset, dst, dst_offset, bytes);
     }
 
-    /// Submits what is recorded, with `then` (a copy into a staging buffer) at the end; where the
-    /// submissions in flight are bounded and now past the bound, the oldest, for the caller to
-    /// wait for once it has let go of the batch.
-    fn submit(
-        &self,
-        batch: &mut Batch,
-        then: Option<(&wgpu::Buffer, &wgpu::Buffer, u64)>,
-    ) -> Result<Option<wgpu::SubmissionIndex>> {
+    /// Submits what is recorded, with `then` (a copy into a staging buffer) at the end.
+    fn submit(&self, batch: &mut Batch, then: Option<(&wgpu::Buffer, &wgpu::Buffer, u64)>) -> Result<()> {
         batch.end_pass();
         let mut encoder =
             batch.encoder.take().unwrap_or_else(|| self.device.create_command_encoder(&Default::default()));
@@ -351,19 +319,9 @@ impl Queue {
         if !batch.params.is_empty() {
             self.queue.write_buffer(&self.params, 0, &batch.params);
         }
-        let index = self.queue.submit([encoder.finish()]);
+        self.queue.submit([encoder.finish()]);
         batch.params.clear();
         batch.dispatches = 0;
-        self.check()?;
-        let Some(bound) = self.max_in_flight else { return Ok(None) };
-        batch.in_flight.push_back(index);
-        Ok(if batch.in_flight.len() > bound { batch.in_flight.pop_front() } else { None })
-    }
-
-    /// Waits until the device has done submission `index` (and those before it).
-    fn wait_for(&self, index: wgpu::SubmissionIndex) -> Result<()> {
-        let wait = wgpu::PollType::Wait { submission_index: Some(index), timeout: None };
-        self.device.poll(wait).map_err(|e| Error::Gpu(e.to_string()))?;
         self.check()
     }
 
@@ -373,9 +331,7 @@ impl Queue {
         if batch.encoder.is_none() {
             return self.check();
         }
-        let oldest = self.submit(&mut batch, None)?;
-        drop(batch);
-        oldest.map_or(Ok(()), |index| self.wait_for(index))
+        self.submit(&mut batch, None)
     }
 
     /// Waits until the device has done everything submitted.
@@ -397,7 +353,6 @@ impl Queue {
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        // (The wait below is for everything submitted, whatever the bound on submissions.)
         self.submit(&mut self.batch(), Some((buffer, &staging, size)))?;
         let (done, result) = std::sync::mpsc::channel();
         staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
