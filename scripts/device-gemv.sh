@@ -1,19 +1,19 @@
 # Runs on the GPU machine over .device/ (songloom and songloom-prev packed, .gl/ carried) the
 # parts named in PARTS (default "conformance gemm conv stages"), writing a summary as it goes, so
 # a lease cut short still returns what was done:
-# - conformance: where packed (TESTS=conformance), the conformance suite through Vulkan, q8 and
-#   q4 products on the matrix units included (SONGLOOM_WGPU_COOP_QUANTIZED=1); the run stops
-#   there if it fails;
+# - conformance: where packed (TESTS=conformance), the conformance suite through Vulkan, and
+#   where packed (TESTS="conformance ops"), ops' attention test (its key tiles are more than
+#   one); the run stops there if either fails;
 # - gemm: the wgpu products of each binary in GEMM_BINS (default songloom-prev songloom;
 #   `bench --what gemm`, decode weights past the caches);
 # - conv: the vocoder's convolutions, tiled and not (`bench --what conv`);
 # - stages: the wgpu stages of each binary in STAGES_BINS (default songloom), WEIGHTS (default
 #   8bit) the AR weights;
 # - song: a 60 s song through Vulkan with WEIGHTS, nvidia-smi sampling the memory;
-# - tiers: 20 s songs under `--max-memory 12` with SONGLOOM_WGPU_COOP_QUANTIZED 0 and 1 (its q8
-#   DiT on the matrix units or not) and under `--max-memory 8`, nvidia-smi sampling the memory.
+# - tiers: 20 s songs under `--max-memory 12` and `--max-memory 8`, nvidia-smi sampling the
+#   memory.
 # TAG goes into the stages' and song's file names (runs of the script with other settings, such
-# as SONGLOOM_WGPU_IN_FLIGHT=2 or SONGLOOM_WGPU_SUBMIT_DISPATCHES=1024 set on its command line).
+# as SONGLOOM_WGPU_SUBMIT_DISPATCHES=1024 set on its command line).
 source scripts/device-unpack.sh
 S=$OUT/summary.txt
 PARTS=${PARTS:-conformance gemm conv stages}
@@ -23,9 +23,15 @@ for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
 icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; [ -f $icd ] && export VK_DRIVER_FILES=$icd
 has() { case " $PARTS " in *" $1 "*) return 0;; esac; return 1; }
 if has conformance && [ -x /tmp/b/test-conformance ]; then
-  SONGLOOM_WGPU_COOP_QUANTIZED=1 SONGLOOM_TEST_DEVICES=wgpu timeout 120 /tmp/b/test-conformance every_backend --nocapture > $OUT/conformance.log 2>&1
+  SONGLOOM_TEST_DEVICES=wgpu timeout 120 /tmp/b/test-conformance every_backend --nocapture > $OUT/conformance.log 2>&1
   rc=$?
   { echo "== conformance through Vulkan rc=$rc"; grep -h "cases passed\|failures on\|test result\|FAIL\|worst" $OUT/conformance.log | grep -v "worst 0.00e0" | head -80; } >> $S
+  if [ -x /tmp/b/test-ops ]; then
+    SONGLOOM_TEST_DEVICES=wgpu timeout 120 /tmp/b/test-ops attention --nocapture > $OUT/ops-attention.log 2>&1
+    ops=$?
+    { echo "== ops attention through Vulkan rc=$ops"; grep -h "test result\|panicked\|expected" $OUT/ops-attention.log | head; } >> $S
+    [ $ops = 0 ] || rc=$ops
+  fi
   # The timings of a binary that computes wrong products are not worth the lease.
   [ $rc = 0 ] || { cat $S; exit 1; }
 fi
@@ -55,15 +61,13 @@ if has song; then
   { echo "== wgpu song 60 s $WEIGHTS $TAG rc=$rc, nvidia-smi peak $(sort -n $OUT/smi$TAG.txt | tail -1) MiB"; cat $OUT/wgpu-song$TAG.txt; } >> $S
 fi
 if has tiers; then
-  # (The 8 GB plan's DiT is bf16: the switch changes nothing there.)
-  for run in "12 0" "12 1" "8 0"; do
-    set -- $run; mem=$1; quantized=$2
-    t=$OUT/song20-$mem-coopq$quantized
+  for mem in 12 8; do
+    t=$OUT/song20-$mem$TAG
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 > $t-smi.txt &
     smi=$!
-    SONGLOOM_WGPU_COOP_QUANTIZED=$quantized timeout ${TIER_LIMIT:-170} /tmp/b/songloom bench --device wgpu --what song --duration 20 --precision bf16 --max-memory $mem > $t.txt 2>&1
+    timeout ${TIER_LIMIT:-170} /tmp/b/songloom bench --device wgpu --what song --duration 20 --precision bf16 --max-memory $mem > $t.txt 2>&1
     rc=$?; kill $smi
-    { echo "== 20 s song, --max-memory $mem, quantized on the matrix units $quantized, rc=$rc, nvidia-smi peak $(sort -n $t-smi.txt | tail -1) MiB"; grep "plan:\|song:\|where the time\|memory after the song" $t.txt; } >> $S
+    { echo "== 20 s song, --max-memory $mem $TAG, rc=$rc, nvidia-smi peak $(sort -n $t-smi.txt | tail -1) MiB"; grep "plan:\|song:\|where the time\|memory after the song\|error" $t.txt; } >> $S
   done
 fi
 cat $S

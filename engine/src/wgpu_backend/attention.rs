@@ -3,7 +3,7 @@
 //! long cache.
 
 use super::shaders::Program;
-use super::{WgpuBackend, bits, queue, word};
+use super::{WgpuBackend, bits, word};
 use crate::device::{AttentionOps, AttentionShape, Backend, DeviceKind, Op};
 use crate::error::{Error, Result};
 use crate::shapes;

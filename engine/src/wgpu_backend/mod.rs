@@ -45,13 +45,9 @@ pub struct WgpuBackend {
     description: String,
     /// The adapter is a GPU, not a CPU implementation such as lavapipe.
     real_gpu: bool,
-    /// f16 products and, under a fast precision, the DiT's attention run on the matrix units
-    /// (linear_coop.wgsl, attention_coop.wgsl; `context::runs_cooperative_programs`).
+    /// f16, q8 and q4 products and, under a fast precision, the DiT's attention run on the matrix
+    /// units (linear_coop.wgsl, attention_coop.wgsl; `context::runs_cooperative_programs`).
     cooperative: bool,
-    /// q8 and q4 weights' products run on the matrix units too: only with
-    /// `SONGLOOM_WGPU_COOP_QUANTIZED=1` until the conformance suite has passed them on a GPU
-    /// (lavapipe has no cooperative matrices).
-    cooperative_quantized: bool,
     precision: Precision,
     memory: Option<u64>,
     limits: wgpu::Limits,
@@ -84,8 +80,6 @@ impl WgpuBackend {
             description,
             real_gpu: context::is_real_gpu(opened.info.device_type),
             cooperative: opened.cooperative,
-            cooperative_quantized: opened.cooperative
-                && std::env::var("SONGLOOM_WGPU_COOP_QUANTIZED").is_ok_and(|v| v == "1"),
             precision: options.precision,
             memory: opened.memory,
             limits: opened.limits,

@@ -6,8 +6,8 @@
 //! reads.
 //! Where the adapter offers cooperative matrices, an f16 weight's product beyond the decode shapes
 //! runs on the matrix units (linear_coop.wgsl), its input rounded to f16 (as CUDA's beyond them
-//! round theirs to bf16), and there the GLU is the product's epilogue; q8 and q4 weights' too
-//! with `SONGLOOM_WGPU_COOP_QUANTIZED=1`, their values rounded to f16 as they are staged.
+//! round theirs to bf16), and there the GLU is the product's epilogue; q8 and q4 weights' too,
+//! their values rounded to f16 as they are staged.
 //! The decode step's fused products (the residual add, SwiGLU, q/k/v with their norm) are the
 //! GEMV with its input norm and epilogues; other shapes take the composed forms.
 
@@ -99,12 +99,12 @@ impl WgpuBackend {
     }
 
     /// Whether a product against `weight` with rows `k` long runs on the matrix units
-    /// (linear_coop.wgsl), which take f16 weights 8 a load, or q8 and q4 ones a group at a time
-    /// (where turned on), their values rounded to f16 (the units' inputs).
+    /// (linear_coop.wgsl), which take f16 weights 8 a load, or q8 and q4 ones a group at a time,
+    /// their values rounded to f16 (the units' inputs).
     fn on_matrix_units(&self, weight: &WgpuStorage, k: usize) -> bool {
         match weight.dtype {
             DType::F16 => self.cooperative && k.is_multiple_of(8),
-            DType::Q8 | DType::Q4 => self.cooperative_quantized && k.is_multiple_of(GROUP),
+            DType::Q8 | DType::Q4 => self.cooperative && k.is_multiple_of(GROUP),
             _ => false,
         }
     }
