@@ -9,6 +9,10 @@
 # - conv: the vocoder's convolutions, tiled and not (`bench --what conv`);
 # - stages: the wgpu stages of each binary in STAGES_BINS (default songloom), WEIGHTS (default
 #   8bit) the AR weights;
+# - lanes: the decode GEMVs with their weight rows read by 32, 16 and 8 lanes
+#   (SONGLOOM_WGPU_GEMV_LANES): `bench --what gemm` with each of GEMV_LANES (default "32 16 8"),
+#   then the stages with WEIGHTS and each of STAGES_LANES (default "32 8"); where packed, the
+#   conformance suite with 16 and 8 lanes first;
 # - song: a 60 s song through Vulkan with WEIGHTS, nvidia-smi sampling the memory;
 # - tiers: 20 s songs under `--max-memory 12` and `--max-memory 8`, nvidia-smi sampling the
 #   memory.
@@ -51,6 +55,22 @@ if has stages; then
   for b in ${STAGES_BINS:-songloom}; do
     timeout ${STAGES_LIMIT:-220} /tmp/b/$b bench --device wgpu --what stages --precision bf16 --weights $WEIGHTS > $OUT/stages-$b$TAG.txt 2>&1
     { echo "== wgpu stages $b $WEIGHTS $TAG rc=$?"; cat $OUT/stages-$b$TAG.txt; } >> $S
+  done
+fi
+if has lanes; then
+  if [ -x /tmp/b/test-conformance ]; then
+    for l in 16 8; do
+      SONGLOOM_WGPU_GEMV_LANES=$l SONGLOOM_TEST_DEVICES=wgpu timeout 120 /tmp/b/test-conformance every_backend --nocapture > $OUT/conformance-lanes$l.log 2>&1
+      { echo "== conformance through Vulkan, $l lanes a GEMV row, rc=$?"; grep -h "cases passed\|failures on\|FAIL" $OUT/conformance-lanes$l.log | head; } >> $S
+    done
+  fi
+  for l in ${GEMV_LANES:-32 16 8}; do
+    SONGLOOM_WGPU_GEMV_LANES=$l timeout 90 /tmp/b/songloom bench --device wgpu --what gemm --precision bf16 > $OUT/gemm-lanes$l.txt 2>&1
+    { echo "== gemm wgpu, $l lanes a GEMV row, rc=$?"; cat $OUT/gemm-lanes$l.txt; } >> $S
+  done
+  for l in ${STAGES_LANES:-32 8}; do
+    SONGLOOM_WGPU_GEMV_LANES=$l timeout ${STAGES_LIMIT:-220} /tmp/b/songloom bench --device wgpu --what stages --precision bf16 --weights $WEIGHTS > $OUT/stages-lanes$l.txt 2>&1
+    { echo "== wgpu stages $WEIGHTS, $l lanes a GEMV row, rc=$?"; cat $OUT/stages-lanes$l.txt; } >> $S
   done
 fi
 if has song; then

@@ -48,6 +48,8 @@ pub struct WgpuBackend {
     /// f16, q8 and q4 products and, under a fast precision, the DiT's attention run on the matrix
     /// units (linear_coop.wgsl, attention_coop.wgsl; `context::runs_cooperative_programs`).
     cooperative: bool,
+    /// Lanes of the decode GEMVs a weight row ([`products::gemv_lanes`]).
+    gemv_lanes: u32,
     precision: Precision,
     memory: Option<u64>,
     limits: wgpu::Limits,
@@ -80,6 +82,7 @@ impl WgpuBackend {
             description,
             real_gpu: context::is_real_gpu(opened.info.device_type),
             cooperative: opened.cooperative,
+            gemv_lanes: products::gemv_lanes(),
             precision: options.precision,
             memory: opened.memory,
             limits: opened.limits,
