@@ -13,6 +13,9 @@
 #   (SONGLOOM_WGPU_GEMV_LANES): `bench --what gemm` with each of GEMV_LANES (default "32 16 8"),
 #   then the stages with WEIGHTS and each of STAGES_LANES (default "32 8"); where packed, the
 #   conformance suite with 16 and 8 lanes first;
+# - rotate: where packed (TESTS="conformance ops"), the attention on the matrix units with each
+#   lane's passes over the scores rotated (SONGLOOM_WGPU_ATTENTION_ROTATE=1) checked by ops'
+#   attention test, then `bench --what dit-ops` with it 0 and 1;
 # - song: a 60 s song through Vulkan with WEIGHTS, nvidia-smi sampling the memory;
 # - tiers: 20 s songs under `--max-memory 12` and `--max-memory 8`, nvidia-smi sampling the
 #   memory.
@@ -71,6 +74,14 @@ if has lanes; then
   for l in ${STAGES_LANES:-32 8}; do
     SONGLOOM_WGPU_GEMV_LANES=$l timeout ${STAGES_LIMIT:-220} /tmp/b/songloom bench --device wgpu --what stages --precision bf16 --weights $WEIGHTS > $OUT/stages-lanes$l.txt 2>&1
     { echo "== wgpu stages $WEIGHTS, $l lanes a GEMV row, rc=$?"; cat $OUT/stages-lanes$l.txt; } >> $S
+  done
+fi
+if has rotate && [ -x /tmp/b/test-ops ]; then
+  SONGLOOM_WGPU_ATTENTION_ROTATE=1 SONGLOOM_TEST_DEVICES=wgpu timeout 120 /tmp/b/test-ops attention --nocapture > $OUT/ops-rotate.log 2>&1
+  { echo "== ops attention, rotated passes, rc=$?"; grep -h "test result\|panicked\|expected" $OUT/ops-rotate.log | head; } >> $S
+  for rotate in 0 1; do
+    SONGLOOM_WGPU_ATTENTION_ROTATE=$rotate timeout 100 /tmp/b/songloom bench --device wgpu --what dit-ops --precision bf16 --repeat 5 > $OUT/dit-ops-rotate$rotate.txt 2>&1
+    { echo "== dit-ops, rotated passes $rotate, rc=$?"; cat $OUT/dit-ops-rotate$rotate.txt; } >> $S
   done
 fi
 if has song; then

@@ -9,6 +9,9 @@
 // of 64 through workgroup memory. For each tile a subgroup computes its 16 x 64 scores, its lanes
 // (two a query, 32 keys each) keep the online softmax (running maximum and sum), write the tile's
 // weights as f16 and rescale the output so far, and the subgroup adds weights x values to it.
+// With `ROTATE`, each lane starts its passes over its 32 values of a row at its own place: a
+// row's values are 32 words apart lane to lane, all in one bank of workgroup memory, so lanes
+// reading the same place take turns 32 deep; rotated, a step's 32 reads fall in 32 banks.
 // (The preamble that enables f16 and cooperative matrices is put first by the host.)
 
 struct Params {
@@ -34,6 +37,9 @@ const BK: u32 = 64u;
 const ROW4: u32 = 18u;
 // The lowest f32, where a running maximum starts.
 const LOWEST: f32 = -3.4028235e38;
+
+// Whether each lane starts its passes over its half row at its own place (see above).
+override ROTATE: bool = false;
 // The block's queries, then each tile's keys, [row][dim]; the tile's values [key][dim].
 var<workgroup> qk: array<vec4<f16>, 1152>;
 var<workgroup> vs: array<vec4<f16>, 1152>;
@@ -66,6 +72,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let half = lane % 2u;
     let own = sg * 1024u;
     let mine = own + r * 64u + half * 32u;
+    // Where the lane's passes over its 32 values start: value `(i + turn) % 32` at step `i`, or
+    // in fours, group `(g + turn) % 8` at step `g` and within it value `(c + turn / 8) % 4`.
+    let turn = select(0u, lane, ROTATE);
     // The block's 64 queries, scaled: 1024 vec4s, eight a thread.
     for (var i = 0u; i < 8u; i++) {
         let e = lid + 128u * i;
@@ -188,8 +197,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let first = t0 + half * 32u;
         var tile_max = LOWEST;
         for (var i = 0u; i < 32u; i++) {
-            if first + i < p.kv_len {
-                tile_max = max(tile_max, so[mine + i]);
+            let j = (i + turn) % 32u;
+            if first + j < p.kv_len {
+                tile_max = max(tile_max, so[mine + j]);
             }
         }
         pair[lid] = tile_max;
@@ -198,11 +208,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let correction = exp(m - top);
         var sum = 0.0;
         let iw = sg * 16u * ROW4 + r * ROW4 + half * 8u;
-        for (var i = 0u; i < 32u; i += 4u) {
+        for (var g = 0u; g < 8u; g++) {
+            let i = 4u * ((g + turn) % 8u);
             var w = vec4<f32>();
             for (var c = 0u; c < 4u; c++) {
-                if first + i + c < p.kv_len {
-                    w[c] = exp(so[mine + i + c] - top);
+                let cc = (c + turn / 8u) % 4u;
+                if first + i + cc < p.kv_len {
+                    w[cc] = exp(so[mine + i + cc] - top);
                 }
             }
             sum += w.x + w.y + w.z + w.w;
@@ -220,7 +232,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         coopStoreT(o3, &so[at3], s64);
         workgroupBarrier();
         for (var i = 0u; i < 32u; i++) {
-            so[mine + i] *= correction;
+            let j = (i + turn) % 32u;
+            so[mine + j] *= correction;
         }
         workgroupBarrier();
         o0 = coopLoadT<coop_mat16x16<f32, C>>(&so[own], s64);
@@ -256,7 +269,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let inv = 1.0 / l;
         let out = ((b * p.q_len + row) * p.heads + h) * D + half * 32u;
         for (var i = 0u; i < 32u; i++) {
-            y[out + i] = so[mine + i] * inv;
+            let j = (i + turn) % 32u;
+            y[out + j] = so[mine + j] * inv;
         }
     }
 }

@@ -3,7 +3,7 @@
 //! long cache.
 
 use super::shaders::Program;
-use super::{WgpuBackend, bits, word};
+use super::{WgpuBackend, bits, queue, word};
 use crate::device::{AttentionOps, AttentionShape, Backend, DeviceKind, Op};
 use crate::error::{Error, Result};
 use crate::shapes;
@@ -83,7 +83,10 @@ impl AttentionOps for WgpuBackend {
             bits((s.head_dim as f32).powf(-0.5)),
         ];
         let buffers = [(1, sq.buffer()), (2, out.buffer()), (3, sk.buffer()), (6, sv.buffer())];
-        self.run(program, &[sk.dtype, sv.dtype], &params, &buffers, word(op, tasks)?)?;
+        let overrides =
+            if program == Program::AttentionCoop { vec![self.attention_rotated as u32] } else { Vec::new() };
+        let grid = queue::fold(word(op, tasks)?)?;
+        self.dispatch(program, &[sk.dtype, sv.dtype], &overrides, &params, &buffers, grid)?;
         Ok(self.wrap(&[s.batch * s.q_len, s.heads * s.head_dim], out))
     }
 }

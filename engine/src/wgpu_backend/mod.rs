@@ -50,6 +50,10 @@ pub struct WgpuBackend {
     cooperative: bool,
     /// Lanes of the decode GEMVs a weight row ([`products::gemv_lanes`]).
     gemv_lanes: u32,
+    /// The attention on the matrix units starts each lane's passes over the scores at its own
+    /// place (attention_coop.wgsl's `ROTATE`): only with `SONGLOOM_WGPU_ATTENTION_ROTATE=1`
+    /// until a GPU has checked and timed it (lavapipe has no cooperative matrices).
+    attention_rotated: bool,
     precision: Precision,
     memory: Option<u64>,
     limits: wgpu::Limits,
@@ -83,6 +87,7 @@ impl WgpuBackend {
             real_gpu: context::is_real_gpu(opened.info.device_type),
             cooperative: opened.cooperative,
             gemv_lanes: products::gemv_lanes(),
+            attention_rotated: std::env::var("SONGLOOM_WGPU_ATTENTION_ROTATE").is_ok_and(|v| v == "1"),
             precision: options.precision,
             memory: opened.memory,
             limits: opened.limits,

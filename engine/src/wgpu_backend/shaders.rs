@@ -129,6 +129,8 @@ impl Program {
             Program::GemvInt8 => &["M", "EPILOGUE", "LANES"],
             // Whether the product's halves meet in the GLU.
             Program::LinearCoop => &["GLU"],
+            // Whether the lanes' passes over the scores start each at its own place.
+            Program::AttentionCoop => &["ROTATE"],
             _ => &[],
         }
     }
