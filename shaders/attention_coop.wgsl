@@ -40,6 +40,7 @@ const LOWEST: f32 = -3.4028235e38;
 
 // Whether each lane starts its passes over its half row at its own place (see above).
 override ROTATE: bool = false;
+
 // The block's queries, then each tile's keys, [row][dim]; the tile's values [key][dim].
 var<workgroup> qk: array<vec4<f16>, 1152>;
 var<workgroup> vs: array<vec4<f16>, 1152>;
@@ -75,6 +76,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // Where the lane's passes over its 32 values start: value `(i + turn) % 32` at step `i`, or
     // in fours, group `(g + turn) % 8` at step `g` and within it value `(c + turn / 8) % 4`.
     let turn = select(0u, lane, ROTATE);
+    let shift = turn >> 3u;
     // The block's 64 queries, scaled: 1024 vec4s, eight a thread.
     for (var i = 0u; i < 8u; i++) {
         let e = lid + 128u * i;
@@ -197,7 +199,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let first = t0 + half * 32u;
         var tile_max = LOWEST;
         for (var i = 0u; i < 32u; i++) {
-            let j = (i + turn) % 32u;
+            let j = (i + turn) & 31u;
             if first + j < p.kv_len {
                 tile_max = max(tile_max, so[mine + j]);
             }
@@ -209,14 +211,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         var sum = 0.0;
         let iw = sg * 16u * ROW4 + r * ROW4 + half * 8u;
         for (var g = 0u; g < 8u; g++) {
-            let i = 4u * ((g + turn) % 8u);
-            var w = vec4<f32>();
+            let i = 4u * ((g + turn) & 7u);
+            // e[c] is the weight of key i + (c + shift) % 4; w puts them in the keys' order.
+            var e = vec4<f32>();
             for (var c = 0u; c < 4u; c++) {
-                let cc = (c + turn / 8u) % 4u;
+                let cc = (c + shift) & 3u;
                 if first + i + cc < p.kv_len {
-                    w[cc] = exp(so[mine + i + cc] - top);
+                    e[c] = exp(so[mine + i + cc] - top);
                 }
             }
+            let w = select(select(e, e.wxyz, shift == 1u), select(e.zwxy, e.yzwx, shift == 3u),
+                           shift >= 2u);
             sum += w.x + w.y + w.z + w.w;
             weights[iw + i / 4u] = vec4<f16>(w);
         }
@@ -232,7 +237,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         coopStoreT(o3, &so[at3], s64);
         workgroupBarrier();
         for (var i = 0u; i < 32u; i++) {
-            let j = (i + turn) % 32u;
+            let j = (i + turn) & 31u;
             so[mine + j] *= correction;
         }
         workgroupBarrier();
@@ -269,7 +274,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let inv = 1.0 / l;
         let out = ((b * p.q_len + row) * p.heads + h) * D + half * 32u;
         for (var i = 0u; i < 32u; i++) {
-            let j = (i + turn) % 32u;
+            let j = (i + turn) & 31u;
             y[out + j] = so[mine + j] * inv;
         }
     }

@@ -15,7 +15,7 @@ use super::{naive_rms_norm, naive_rope};
 use crate::conformance::{Case, FLOAT_DTYPES, Input};
 
 /// (head dim, queries, valid keys, capacity, causal, heads, KV heads)
-const SHAPES: [(usize, usize, usize, usize, bool, usize, usize); 18] = [
+const SHAPES: [(usize, usize, usize, usize, bool, usize, usize); 19] = [
     (8, 5, 5, 5, false, 4, 2),
     (8, 5, 5, 9, true, 4, 2),
     (8, 1, 7, 9, true, 4, 2),
@@ -35,6 +35,8 @@ const SHAPES: [(usize, usize, usize, usize, bool, usize, usize); 18] = [
     (64, 1, 200, 210, true, 8, 1),
     // No mask, with cache rows past the valid keys (the DiT's kernels on a GPU stage none of them).
     (64, 70, 75, 80, false, 4, 2),
+    // A last key tile of 36: valid keys end in its second half of 32.
+    (64, 70, 100, 100, false, 4, 2),
 ];
 
 #[derive(Clone, Copy, PartialEq)]
