@@ -733,6 +733,14 @@ fn song(device: Device, memory: MemoryRequest, duration: f64, steps: usize) -> R
         stats.overlap_s,
         100.0 * stats.overlap_s / stats.total_s
     );
+    let frames = stats.frames.max(1) as f64;
+    let issuing_s = stats.ar_s - stats.ar_device_wait_s - stats.ar_sampling_s - stats.ar_handing_on_s;
+    say!(
+        "the AR thread's host work a frame: issuing the device's work {:.2} ms, drawing the codes {:.2} ms, handing the frame on {:.2} ms",
+        issuing_s / frames * 1e3,
+        stats.ar_sampling_s / frames * 1e3,
+        stats.ar_handing_on_s / frames * 1e3
+    );
     report_memory(&pipeline.device, "after the song");
     report_kernels();
     Ok(())

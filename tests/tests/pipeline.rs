@@ -253,6 +253,8 @@ fn streamed_equals_sequential_on(device: Device) {
     assert!(stats.time_to_first_audio_s.unwrap() < stats.total_s);
     // The time breakdown is made of parts of the song's own times.
     assert!((0.0..=stats.ar_s).contains(&stats.ar_device_wait_s), "{stats:?}");
+    let host = stats.ar_device_wait_s + stats.ar_sampling_s + stats.ar_handing_on_s;
+    assert!(stats.ar_sampling_s > 0.0 && host <= stats.ar_s, "{stats:?}");
     assert!(stats.overlap_s >= 0.0 && stats.overlap_s <= stats.ar_s.min(stats.acoustic_s) + 1e-9, "{stats:?}");
 
     let (again, _) = song(&pipeline, &req, true);

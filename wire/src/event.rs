@@ -105,4 +105,10 @@ pub struct Stats {
     /// How long both halves ran at once: the acoustic half's busy time inside the AR loop's.
     #[serde(default)]
     pub overlap_s: f64,
+    /// Of `ar_s`, the host's time drawing the codes (their distributions and the draws) and
+    /// handing the frames on; the rest of the thread's busy time went to issuing the device's work.
+    #[serde(default)]
+    pub ar_sampling_s: f64,
+    #[serde(default)]
+    pub ar_handing_on_s: f64,
 }

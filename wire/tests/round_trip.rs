@@ -28,10 +28,12 @@ fn stats() -> (Stats, Value) {
         time_to_first_audio_s: Some(1.9),
         ar_device_wait_s: 1.25,
         overlap_s: 1.0,
+        ar_sampling_s: 0.05,
+        ar_handing_on_s: 0.01,
     };
     let value = json!({"frames": 75, "windows": 1, "samples": 132_300, "sample_rate": 44_100, "tokenize_s": 0.01,
                        "ar_s": 1.5, "acoustic_s": 2.0, "total_s": 3.6, "time_to_first_audio_s": 1.9,
-                       "ar_device_wait_s": 1.25, "overlap_s": 1.0});
+                       "ar_device_wait_s": 1.25, "overlap_s": 1.0, "ar_sampling_s": 0.05, "ar_handing_on_s": 0.01});
     (stats, value)
 }
 
@@ -132,11 +134,14 @@ fn every_event_has_its_documented_fields() {
     value["time_to_first_audio_s"] = Value::Null;
     value["event"] = json!("finished");
     round_trip(&Event::Finished(stats.clone()), value.clone());
-    // A server from before the time breakdown sends no wait or overlap: they read as zero.
+    // A server from before the time breakdown sends no wait, overlap or host times: they read as
+    // zero.
     let mut older = value;
-    older.as_object_mut().unwrap().retain(|k, _| k != "ar_device_wait_s" && k != "overlap_s");
+    let newer = ["ar_device_wait_s", "overlap_s", "ar_sampling_s", "ar_handing_on_s"];
+    older.as_object_mut().unwrap().retain(|k, _| !newer.contains(&k.as_str()));
     let read: Event = serde_json::from_value(older).unwrap();
-    assert_eq!(read, Event::Finished(Stats { ar_device_wait_s: 0.0, overlap_s: 0.0, ..stats }));
+    let zeros = Stats { ar_device_wait_s: 0.0, overlap_s: 0.0, ar_sampling_s: 0.0, ar_handing_on_s: 0.0, ..stats };
+    assert_eq!(read, Event::Finished(zeros));
 }
 
 #[test]

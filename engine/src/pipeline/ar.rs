@@ -123,8 +123,13 @@ pub struct ArRun {
     /// Every frame's codes, the priming frame's first.
     pub codes: Codes,
     /// How long the loop's thread waited for the device (reading back the sampling candidates and
-    /// the frames' hidden states); the rest of the loop the host spent issuing work and sampling.
+    /// the frames' hidden states); the rest of the loop the host spent issuing work, sampling and
+    /// handing frames on.
     pub device_wait_s: f64,
+    /// How long the thread spent drawing codes (their distributions and the draws).
+    pub sampling_s: f64,
+    /// How long the thread spent handing frames on (to the acoustic half, or its queue).
+    pub handing_on_s: f64,
 }
 
 /// Frames whose codes are known (an edit's kept frames): the language model takes them in a few

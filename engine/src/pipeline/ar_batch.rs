@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 use std::ops::Range;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::ar::{ArModels, ArRun, Chooser, Draw, FORCED_CHUNK, Forced, Frame, feedback_embedding, forced_chunk, timed};
 use super::sampling::{depth_probs, depth_shortlist, semantic_probs, semantic_shortlist};
@@ -40,6 +40,8 @@ pub struct Member<'s> {
     next_frame: usize,
     run: ArRun,
     device_wait: Duration,
+    sampling: Duration,
+    handing_on: Duration,
 }
 
 impl<'s> Member<'s> {
@@ -49,7 +51,18 @@ impl<'s> Member<'s> {
         let mut cache = m.lm.new_cache(device, 2, prompt.cond.len() + max_frames + 1)?;
         let last_hidden = m.lm.forward(device, &m.lm.embed(device, &prompt.pair())?, &mut cache)?;
         let run = ArRun::default();
-        Ok(Member { id, max_frames, sinks, cache, last_hidden, next_frame: 0, run, device_wait: Duration::ZERO })
+        Ok(Member {
+            id,
+            max_frames,
+            sinks,
+            cache,
+            last_hidden,
+            next_frame: 0,
+            run,
+            device_wait: Duration::ZERO,
+            sampling: Duration::ZERO,
+            handing_on: Duration::ZERO,
+        })
     }
 
     /// Takes the `forced` frames (their codes known) in a few passes; the loop then draws from the
@@ -84,7 +97,12 @@ impl<'s> Member<'s> {
 
     /// What the song's loop made.
     pub fn into_run(self) -> ArRun {
-        ArRun { device_wait_s: self.device_wait.as_secs_f64(), ..self.run }
+        ArRun {
+            device_wait_s: self.device_wait.as_secs_f64(),
+            sampling_s: self.sampling.as_secs_f64(),
+            handing_on_s: self.handing_on.as_secs_f64(),
+            ..self.run
+        }
     }
 
     fn progress(&self, total: usize) {
@@ -185,8 +203,11 @@ impl<'m, 's> ArBatch<'m, 's> {
             if exits[i].is_some() {
                 continue;
             }
+            let started = Instant::now();
             let probs = semantic_probs(&candidates, self.rows.clone(), m.constants);
-            match song.sinks.chooser.choose(song.next_frame, Draw::Semantic, &probs) {
+            let drawn = song.sinks.chooser.choose(song.next_frame, Draw::Semantic, &probs);
+            song.sampling += started.elapsed();
+            match drawn {
                 Err(e) => exits[i] = Some(Err(e)),
                 Ok(index) if self.rows.start + index as u32 == m.constants.audio_end_id => {
                     // The song is complete early: its length is what was made, which progress shows.
@@ -224,6 +245,7 @@ impl<'m, 's> ArBatch<'m, 's> {
             check_lists(&candidates, n)?;
             for ((d, &i), candidates) in drawing.iter().enumerate().zip(candidates) {
                 let song = &mut self.songs[i];
+                let started = Instant::now();
                 // A song that failed this frame still fills its rows until the frame ends.
                 let code = match &exits[i] {
                     Some(_) => 0,
@@ -237,6 +259,7 @@ impl<'m, 's> ArBatch<'m, 's> {
                         }
                     }
                 };
+                song.sampling += started.elapsed();
                 codes[d].push(code);
             }
             if k + 1 < codebooks {
@@ -258,7 +281,9 @@ impl<'m, 's> ArBatch<'m, 's> {
         let mut feeding = Vec::with_capacity(n);
         for (d, &i) in drawing.iter().enumerate() {
             if exits[i].is_none() {
+                let started = Instant::now();
                 exits[i] = self.hand_on(i, &codes[d], || frame_hidden(&states, width, n, d));
+                self.songs[i].handing_on += started.elapsed();
             }
             if exits[i].is_none() {
                 feeding.push(d);

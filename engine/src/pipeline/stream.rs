@@ -107,6 +107,8 @@ impl Pipeline {
             time_to_first_audio_s: acoustic.first_audio_s,
             ar_device_wait_s: ar.device_wait_s,
             overlap_s,
+            ar_sampling_s: ar.sampling_s,
+            ar_handing_on_s: ar.handing_on_s,
         };
         // The last window's seam is kept too: extended, the song may render the window after it.
         let score = Score { model: self.model_identity()?, codes: ar.codes, seams: acoustic.seams };
