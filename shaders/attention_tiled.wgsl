@@ -3,8 +3,11 @@
 // are staged once, then the keys and values go by in tiles of 16 through workgroup memory, so each
 // is read once for the 16 queries; the scores of a tile are computed once each, a thread a row
 // keeps that row's online softmax (running maximum and sum), and each thread accumulates 16 of
-// the output's dims for one query. With `causal`, query i sees the first kv_len - q_len + i + 1
+// the output's dims for one query (four neighbouring dims in each run of 32, so the lanes of a
+// query read neighbouring values). With `causal`, query i sees the first kv_len - q_len + i + 1
 // keys. The keys `k(i)` and the values `v(i)` are read through generated readers (f32 or bf16).
+// The staged queries and keys are rows of MAX_D + 4 and the scores rows of BK + 1: the lanes that
+// read the same column of different rows then read different banks of workgroup memory.
 
 struct Params {
     tasks: u32,
@@ -25,15 +28,19 @@ struct Params {
 const BQ: u32 = 16u;
 const BK: u32 = 16u;
 const MAX_D: u32 = 128u;
+// A staged query's or key's row (padded by four words, so a row's vec4s stay aligned), and a
+// tile's row of scores (padded by one).
+const QK_ROW: u32 = 132u;
+const SS_ROW: u32 = 17u;
 // Dims of one query a thread accumulates: 128 threads, eight a query.
 const SLOTS: u32 = 16u;
 // The lowest f32, where a running maximum starts and a masked score sits.
 const LOWEST: f32 = -3.4028235e38;
-var<workgroup> qs: array<f32, 2048>;
-var<workgroup> ks: array<f32, 2048>;
+var<workgroup> qs: array<f32, 2112>;
+var<workgroup> ks: array<f32, 2112>;
 var<workgroup> vs: array<f32, 2048>;
-// A tile's scores, then their exponentials, [BQ][BK].
-var<workgroup> ss: array<f32, 256>;
+// A tile's scores, then their exponentials, [BQ][SS_ROW].
+var<workgroup> ss: array<f32, 272>;
 var<workgroup> row_max: array<f32, 16>;
 var<workgroup> row_sum: array<f32, 16>;
 var<workgroup> row_scale: array<f32, 16>;
@@ -59,7 +66,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if q0 + r < p.q_len {
             value = q[((b * p.q_len + q0 + r) * p.heads + h) * d + e % d] * p.scale;
         }
-        qs[r * MAX_D + e % d] = value;
+        qs[r * QK_ROW + e % d] = value;
     }
     if lid < BQ {
         row_max[lid] = LOWEST;
@@ -71,7 +78,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         last = min(p.kv_len, p.kv_len - p.q_len + q0 + BQ);
     }
     let row = lid / 8u;
-    let dim0 = (lid % 8u) * SLOTS;
+    let slot = lid % 8u;
     var acc: array<f32, SLOTS>;
     for (var t0 = 0u; t0 < last; t0 += BK) {
         workgroupBarrier();
@@ -84,7 +91,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 key = k(at);
                 value = v(at);
             }
-            ks[j * MAX_D + e % d] = key;
+            ks[j * QK_ROW + e % d] = key;
             vs[j * MAX_D + e % d] = value;
         }
         workgroupBarrier();
@@ -99,27 +106,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             if key < min(visible, p.kv_len) {
                 var dot = 0.0;
                 for (var c = 0u; c < d; c++) {
-                    dot += qs[r * MAX_D + c] * ks[(e % BK) * MAX_D + c];
+                    dot += qs[r * QK_ROW + c] * ks[(e % BK) * QK_ROW + c];
                 }
                 s = dot;
             }
-            ss[e] = s;
+            ss[r * SS_ROW + e % BK] = s;
         }
         workgroupBarrier();
         if lid < BQ {
             var tile_max = row_max[lid];
             for (var j = 0u; j < BK; j++) {
-                tile_max = max(tile_max, ss[lid * BK + j]);
+                tile_max = max(tile_max, ss[lid * SS_ROW + j]);
             }
             let correction = exp(row_max[lid] - tile_max);
             var sum = row_sum[lid] * correction;
             for (var j = 0u; j < BK; j++) {
-                let s = ss[lid * BK + j];
+                let s = ss[lid * SS_ROW + j];
                 var weight = 0.0;
                 if s > LOWEST {
                     weight = exp(s - tile_max);
                 }
-                ss[lid * BK + j] = weight;
+                ss[lid * SS_ROW + j] = weight;
                 sum += weight;
             }
             row_max[lid] = tile_max;
@@ -129,11 +136,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         workgroupBarrier();
         let correction = row_scale[row];
         for (var i = 0u; i < SLOTS; i++) {
-            let c = dim0 + i;
+            let c = 4u * slot + 32u * (i / 4u) + i % 4u;
             var a = acc[i] * correction;
             if c < d {
                 for (var j = 0u; j < BK; j++) {
-                    a += ss[row * BK + j] * vs[j * MAX_D + c];
+                    a += ss[row * SS_ROW + j] * vs[j * MAX_D + c];
                 }
             }
             acc[i] = a;
@@ -143,7 +150,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if q0 + row < p.q_len {
         let inv = 1.0 / row_sum[row];
         for (var i = 0u; i < SLOTS; i++) {
-            let c = dim0 + i;
+            let c = 4u * slot + 32u * (i / 4u) + i % 4u;
             if c < d {
                 y[((b * p.q_len + q0 + row) * p.heads + h) * d + c] = acc[i] * inv;
             }
