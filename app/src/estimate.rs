@@ -173,7 +173,8 @@ fn noise(device: &Device, shape: &[usize], seed: u64) -> Result<Tensor> {
 
 /// The rates of three small runs of the engine's own kernels at the real model's shapes: a decode
 /// product (2 rows through 4096 x 4096 weights in the plan's LM format, 16 back to back), a DiT
-/// block product (1380 x 2048 -> 2048 in the precision's product format) and a vocoder residual
+/// block product (1380 x 2048 -> 2048 in the plan's DiT format, or the precision's product format
+/// for a float one) and a vocoder residual
 /// convolution (192 channels, kernel 7, 2048 samples). A few seconds on a CPU-run adapter
 /// (lavapipe), milliseconds on a GPU.
 pub fn probe(device: &Device, plan: &Plan) -> Result<Rates> {
@@ -191,7 +192,10 @@ pub fn probe(device: &Device, plan: &Plan) -> Result<Rates> {
 
     let (m, inner) = (2 * WINDOW_LATENTS, DitConfig::default().inner_dim());
     let x = noise(device, &[m, inner], 3)?;
-    let w = device.product_weight(noise(device, &[inner, inner], 4)?)?;
+    // In the plan's format where it quantizes the DiT (the 12 GB plan's q8), which some adapters
+    // run on other programs than the precision's float format.
+    let w = noise(device, &[inner, inner], 4)?;
+    let w = if plan.acoustic.is_quantized() { device.cast(&w, plan.acoustic)? } else { device.product_weight(w)? };
     let matrix_s = timed(device, || device.linear(&x, &w, None).map(drop))?;
     let matrix_tflop_s = 2.0 * (m * inner * inner) as f64 / matrix_s / 1e12;
 
@@ -300,6 +304,10 @@ mod tests {
             let fast = Estimate::of(&work, &doubled, Mode::Streamed, Halves::InTurns);
             assert!((fast.song_s - slow.song_s / 2.0).abs() < 1e-6 * slow.song_s, "{slow:?} {fast:?}");
             println!("{kind:?}: {rates:?}: a 60 s song in about {:.0} s", slow.song_s);
+            // A plan with a q8 DiT (the 12 GB one) probes its products in q8.
+            let quantized = Plan { acoustic: DType::Q8, ..plan.clone() };
+            let q8 = probe(&device, &quantized).unwrap();
+            assert!(q8.matrix_tflop_s.is_finite() && q8.matrix_tflop_s > 0.0, "{kind:?}: {q8:?}");
         }
     }
 }
