@@ -16,6 +16,8 @@
 # - rotate: where packed (TESTS="conformance ops"), the attention on the matrix units with each
 #   lane's passes over the scores rotated (SONGLOOM_WGPU_ATTENTION_ROTATE=1) checked by ops'
 #   attention test, then `bench --what dit-ops` with it 0 and 1;
+# - tiled: the f32 attention without the matrix units (SONGLOOM_WGPU_COOPERATIVE=0), `bench --what
+#   dit-ops` of songloom-prev and songloom (time the padding of 90570e5 with PREV a build of 5373dd1);
 # - song: a 60 s song through Vulkan with WEIGHTS, nvidia-smi sampling the memory;
 # - tiers: 20 s songs under `--max-memory 12` and `--max-memory 8`, nvidia-smi sampling the
 #   memory.
@@ -82,6 +84,12 @@ if has rotate && [ -x /tmp/b/test-ops ]; then
   for rotate in 0 1; do
     SONGLOOM_WGPU_ATTENTION_ROTATE=$rotate timeout 100 /tmp/b/songloom bench --device wgpu --what dit-ops --precision bf16 --repeat 5 > $OUT/dit-ops-rotate$rotate.txt 2>&1
     { echo "== dit-ops, rotated passes $rotate, rc=$?"; cat $OUT/dit-ops-rotate$rotate.txt; } >> $S
+  done
+fi
+if has tiled; then
+  for b in songloom-prev songloom; do
+    SONGLOOM_WGPU_COOPERATIVE=0 timeout 120 /tmp/b/$b bench --device wgpu --what dit-ops --precision bf16 --repeat 3 > $OUT/dit-ops-f32-$b.txt 2>&1
+    { echo "== dit-ops without the matrix units, $b, rc=$?"; cat $OUT/dit-ops-f32-$b.txt; } >> $S
   done
 fi
 if has song; then
