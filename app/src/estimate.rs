@@ -174,9 +174,8 @@ fn noise(device: &Device, shape: &[usize], seed: u64) -> Result<Tensor> {
 /// The rates of three small runs of the engine's own kernels at the real model's shapes: a decode
 /// product (2 rows through 4096 x 4096 weights in the plan's LM format, 16 back to back), a DiT
 /// block product (1380 x 2048 -> 2048 in the plan's DiT format, or the precision's product format
-/// for a float one) and a vocoder residual
-/// convolution (192 channels, kernel 7, 2048 samples). A few seconds on a CPU-run adapter
-/// (lavapipe), milliseconds on a GPU.
+/// for a float one) and a vocoder residual convolution (192 channels, kernel 7, 2048 samples). A
+/// few seconds on a CPU-run adapter (lavapipe), milliseconds on a GPU.
 pub fn probe(device: &Device, plan: &Plan) -> Result<Rates> {
     let (k, n) = (4096, 4096);
     let x = noise(device, &[2, k], 1)?;

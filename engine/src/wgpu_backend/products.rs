@@ -39,6 +39,7 @@ pub(super) fn gemv_lanes() -> u32 {
         .filter(|n| GEMV_LANES.contains(n))
         .unwrap_or(GEMV_LANES[0])
 }
+
 /// Output tile of the GEMM, each way; from [`WIDE_MIN_ROWS`] rows on, the wide GEMM's.
 const TILE: usize = 64;
 const WIDE_TILE: usize = 128;
@@ -114,11 +115,12 @@ impl WgpuBackend {
     /// (linear_coop.wgsl), which take f16 weights 8 a load, or q8 and q4 ones a group at a time,
     /// their values rounded to f16 (the units' inputs).
     fn on_matrix_units(&self, weight: &WgpuStorage, k: usize) -> bool {
-        match weight.dtype {
-            DType::F16 => self.cooperative && k.is_multiple_of(8),
-            DType::Q8 | DType::Q4 => self.cooperative && k.is_multiple_of(GROUP),
-            _ => false,
-        }
+        self.cooperative
+            && match weight.dtype {
+                DType::F16 => k.is_multiple_of(8),
+                DType::Q8 | DType::Q4 => k.is_multiple_of(GROUP),
+                _ => false,
+            }
     }
 
     /// `x [m, k] @ w [n, k]^T (+ bias)` beyond the GEMV's rows, or with `glu` (on the matrix
