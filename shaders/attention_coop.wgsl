@@ -9,9 +9,9 @@
 // of 64 through workgroup memory. For each tile a subgroup computes its 16 x 64 scores, its lanes
 // (two a query, 32 keys each) keep the online softmax (running maximum and sum), write the tile's
 // weights as f16 and rescale the output so far, and the subgroup adds weights x values to it.
-// With `ROTATE`, each lane starts its passes over its 32 values of a row at its own place: a
-// row's values are 32 words apart lane to lane, all in one bank of workgroup memory, so lanes
-// reading the same place take turns 32 deep; rotated, a step's 32 reads fall in 32 banks.
+// Each lane starts its passes over its 32 values of a row at its own place: a row's values are 32
+// words apart lane to lane, all in one bank of workgroup memory, so lanes reading the same place
+// would take turns 32 deep; rotated, a step's 32 reads fall in 32 banks.
 // (The preamble that enables f16 and cooperative matrices is put first by the host.)
 
 struct Params {
@@ -37,9 +37,6 @@ const BK: u32 = 64u;
 const ROW4: u32 = 18u;
 // The lowest f32, where a running maximum starts.
 const LOWEST: f32 = -3.4028235e38;
-
-// Whether each lane starts its passes over its half row at its own place (see above).
-override ROTATE: bool = false;
 
 // The block's queries, then each tile's keys, [row][dim]; the tile's values [key][dim].
 var<workgroup> qk: array<vec4<f16>, 1152>;
@@ -75,7 +72,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let mine = own + r * 64u + half * 32u;
     // Where the lane's passes over its 32 values start: value `(i + turn) % 32` at step `i`, or
     // in fours, group `(g + turn) % 8` at step `g` and within it value `(c + turn / 8) % 4`.
-    let turn = select(0u, lane, ROTATE);
+    let turn = lane;
     let shift = turn >> 3u;
     // The block's 64 queries, scaled: 1024 vec4s, eight a thread.
     for (var i = 0u; i < 8u; i++) {

@@ -1,8 +1,8 @@
 // `y [m, n] = x [m, k] @ w [n, k]^T (+ bias)` against a float weight for at most 8 rows (decode
-// steps), k a multiple of 4: LANES threads a weight row, 256 / LANES weight rows a workgroup
-// (gemv_sums.wgsl), each thread reading 4 weights a load (`w_chunk`: 8 bytes of bf16, so a row's
-// lanes load contiguous bytes, and x beside their neighbours'), two loads in flight, so each
-// weight is read once for every row of x. Quantized weights take gemv_int8.wgsl.
+// steps), k a multiple of 4: 32 threads a weight row, 8 weight rows a workgroup (gemv_sums.wgsl),
+// each thread reading 4 weights a load (`w_chunk`: 8 bytes of bf16, so a subgroup's load is 256
+// contiguous bytes, and its x beside its neighbours'), two loads in flight, so each weight is read
+// once for every row of x. Quantized weights take gemv_int8.wgsl.
 //
 // The decode step's fused forms, so a layer takes fewer dispatches: the input RMS-normalised on
 // the way (`NORM`: each row's squares are summed by the lanes that read it anyway, and the
@@ -62,7 +62,7 @@ fn add_chunk(sums: ptr<function, Sums>, j: u32, wv: vec4<f32>, uv: vec4<f32>, gv
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let lane = lid % LANES;
-    let r = workgroup_index(wid, nwg) * (256u / LANES) + lid / LANES;
+    let r = workgroup_index(wid, nwg) * ROWS + lid / LANES;
     let k4 = p.k / 4u;
     var sums: Sums;
     // (The first weight row of a workgroup is never past the end, so its lanes sum the squares.)

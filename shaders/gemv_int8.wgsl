@@ -5,10 +5,9 @@
 // products are exact integer dots of bytes (`dot4I8Packed`), scaled once; for q4 the offset times
 // the codes' sum is added, and the rounding loss counted at the middle of the codes (7.5).
 //
-// LANES threads a weight row, 256 / LANES weight rows a workgroup (gemv_sums.wgsl). Each thread
-// reads 16 bytes of the weight a load (a chunk: 16 q8 codes, half a group, or 32 q4 codes, a
-// whole one), two chunks in flight, and the x codes beside them, which neighbouring lanes read
-// side by side.
+// 32 threads a weight row, 8 weight rows a workgroup (gemv_sums.wgsl). Each thread reads 16 bytes
+// of the weight a load (a chunk: 16 q8 codes, half a group, or 32 q4 codes, a whole one), two
+// chunks in flight, and the x codes beside them, which neighbouring lanes read side by side.
 // For q4, x's codes come in the nibbles' order: each 8 values as the even ones' word, then the
 // odd ones'.
 //
@@ -87,7 +86,7 @@ fn load_up(at: u32) -> vec4<u32> {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let lane = lid % LANES;
-    let r = workgroup_index(wid, nwg) * (256u / LANES) + lid / LANES;
+    let r = workgroup_index(wid, nwg) * ROWS + lid / LANES;
     let chunks = p.k / w_PER_CHUNK;
     var sums: Sums;
     var unused: array<f32, MAX_M>;

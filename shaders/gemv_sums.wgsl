@@ -1,6 +1,6 @@
 // What both decode GEMVs (gemv.wgsl, gemv_int8.wgsl) share: their parameters, epilogues and
-// outputs; LANES lanes a weight row (32 unless the pipeline sets fewer), 256 / LANES weight rows a
-// workgroup of 256, at most 8 rows of x, and the sum of each weight row's lanes.
+// outputs; 32 lanes a weight row, 8 weight rows a workgroup of 256, at most 8 rows of x, and the
+// sum of each weight row's lanes.
 
 // `n` weight rows (a piece of a weight kept in pieces, whose columns of `y` start at `y_offset`
 // in rows `y_stride` wide), rows `groups` groups of 32 long.
@@ -30,16 +30,15 @@ override EPILOGUE: u32 = 0u;
 // The epilogue's residual, where EPILOGUE_ADD.
 @group(0) @binding(16) var<storage, read> residual: array<f32>;
 
-// Lanes a weight row: 32, 16 or 8. Fewer lanes a row read more of it each, for the rows whose
-// bytes are few (int8 codes), over which a workgroup's fixed cost is spread.
-override LANES: u32 = 32u;
+const LANES: u32 = 32u;
+const ROWS: u32 = 8u;
 const MAX_M: u32 = 8u;
 var<workgroup> partial: array<f32, 2048>;
 // Each input row's squares, from the first weight row's lanes (every weight row's lanes read the
 // same inputs).
 var<workgroup> squares: array<f32, 256>;
 
-// Sums `acc` over each weight row's lanes into `partial[i * 256 + lid]` of its lane 0, and, with
+// Sums `acc` over each weight row's 32 lanes into `partial[i * 256 + lid]` of its lane 0, and, with
 // `with_squares`, `sq` over the first weight row's lanes into `squares[i * LANES]`.
 fn sum_lanes(lid: u32, acc: array<f32, MAX_M>, sq: array<f32, MAX_M>, with_squares: bool) {
     let lane = lid % LANES;

@@ -83,10 +83,8 @@ impl AttentionOps for WgpuBackend {
             bits((s.head_dim as f32).powf(-0.5)),
         ];
         let buffers = [(1, sq.buffer()), (2, out.buffer()), (3, sk.buffer()), (6, sv.buffer())];
-        let overrides =
-            if program == Program::AttentionCoop { vec![self.attention_rotated as u32] } else { Vec::new() };
         let grid = queue::fold(word(op, tasks)?)?;
-        self.dispatch(program, &[sk.dtype, sv.dtype], &overrides, &params, &buffers, grid)?;
+        self.dispatch(program, &[sk.dtype, sv.dtype], &[], &params, &buffers, grid)?;
         Ok(self.wrap(&[s.batch * s.q_len, s.heads * s.head_dim], out))
     }
 }

@@ -48,12 +48,6 @@ pub struct WgpuBackend {
     /// f16, q8 and q4 products and, under a fast precision, the DiT's attention run on the matrix
     /// units (linear_coop.wgsl, attention_coop.wgsl; `context::runs_cooperative_programs`).
     cooperative: bool,
-    /// Lanes of the decode GEMVs a weight row ([`products::gemv_lanes`]).
-    gemv_lanes: u32,
-    /// The attention on the matrix units starts each lane's passes over the scores at its own
-    /// place (attention_coop.wgsl's `ROTATE`): only with `SONGLOOM_WGPU_ATTENTION_ROTATE=1`
-    /// until a GPU has checked and timed it (lavapipe has no cooperative matrices).
-    attention_rotated: bool,
     precision: Precision,
     memory: Option<u64>,
     limits: wgpu::Limits,
@@ -86,8 +80,6 @@ impl WgpuBackend {
             description,
             real_gpu: context::is_real_gpu(opened.info.device_type),
             cooperative: opened.cooperative,
-            gemv_lanes: products::gemv_lanes(),
-            attention_rotated: std::env::var("SONGLOOM_WGPU_ATTENTION_ROTATE").is_ok_and(|v| v == "1"),
             precision: options.precision,
             memory: opened.memory,
             limits: opened.limits,

@@ -25,21 +25,8 @@ use crate::tensor::{DType, Tensor};
 
 /// Up to this many rows a product is a GEMV.
 const GEMV_MAX_ROWS: usize = 8;
-/// Invocations of a GEMV workgroup (gemv_sums.wgsl): `256 / lanes` weight rows.
-const GEMV_WORKGROUP: usize = 256;
-/// Lanes a weight row that the GEMVs may take (gemv_sums.wgsl's `LANES`).
-const GEMV_LANES: [u32; 3] = [32, 16, 8];
-
-/// Lanes the decode GEMVs give a weight row: 32, or `SONGLOOM_WGPU_GEMV_LANES` (16 or 8), to
-/// time rows read by fewer lanes, each reading more of them.
-pub(super) fn gemv_lanes() -> u32 {
-    std::env::var("SONGLOOM_WGPU_GEMV_LANES")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .filter(|n| GEMV_LANES.contains(n))
-        .unwrap_or(GEMV_LANES[0])
-}
-
+/// Weight rows a GEMV workgroup computes.
+const GEMV_ROWS: usize = 8;
 /// Output tile of the GEMM, each way; from [`WIDE_MIN_ROWS`] rows on, the wide GEMM's.
 const TILE: usize = 64;
 const WIDE_TILE: usize = 128;
@@ -249,8 +236,7 @@ impl WgpuBackend {
                 }
             }
             buffers.push((16, residual.map_or(self.unused.raw(), |r| r.buffer())));
-            overrides.push(self.gemv_lanes);
-            let grid = queue::fold(word(op, rows.div_ceil(GEMV_WORKGROUP / self.gemv_lanes as usize))?)?;
+            let grid = queue::fold(word(op, rows.div_ceil(GEMV_ROWS))?)?;
             self.dispatch(program, &formats, &overrides, &params, &buffers, grid)?;
         }
         Ok(self.wrap(&[m, n], out))

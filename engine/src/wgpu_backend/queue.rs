@@ -39,7 +39,7 @@ pub const MAX_WORKGROUPS: u32 = 65_535;
 const MAX_READERS: usize = 4;
 
 /// Override constants a program has at most.
-const MAX_OVERRIDES: usize = 4;
+const MAX_OVERRIDES: usize = 3;
 
 /// A program, the formats of its readers and the values of its override constants, without
 /// allocating.

@@ -123,14 +123,11 @@ impl Program {
     /// The program's override constants, each a `u32` or `bool` set when its pipeline is built.
     pub fn overrides(self) -> &'static [&'static str] {
         match self {
-            // x's rows, the epilogue's code, whether x is normalised on the way, and the lanes a
-            // weight row.
-            Program::Gemv => &["M", "EPILOGUE", "NORM", "LANES"],
-            Program::GemvInt8 => &["M", "EPILOGUE", "LANES"],
+            // x's rows, the epilogue's code and whether x is normalised on the way.
+            Program::Gemv => &["M", "EPILOGUE", "NORM"],
+            Program::GemvInt8 => &["M", "EPILOGUE"],
             // Whether the product's halves meet in the GLU.
             Program::LinearCoop => &["GLU"],
-            // Whether the lanes' passes over the scores start each at its own place.
-            Program::AttentionCoop => &["ROTATE"],
             _ => &[],
         }
     }
