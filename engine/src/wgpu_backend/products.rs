@@ -27,6 +27,8 @@ use crate::tensor::{DType, Tensor};
 const GEMV_MAX_ROWS: usize = 8;
 /// Weight rows a GEMV workgroup computes.
 const GEMV_ROWS: usize = 8;
+/// Groups of 32 a workgroup of quantize_rows.wgsl rounds (eight threads a group).
+const QUANTIZE_GROUPS: usize = 32;
 /// Output tile of the GEMM, each way; from [`WIDE_MIN_ROWS`] rows on, the wide GEMM's.
 const TILE: usize = 64;
 const WIDE_TILE: usize = 128;
@@ -158,7 +160,7 @@ impl WgpuBackend {
         let groups = self.alloc(op, 2 * total)?;
         let buffers = [(1, src.buffer()), (2, codes.buffer()), (3, groups.buffer())];
         let params = [word(op, total)?, bits(f32::NAN), (format == DType::Q4) as u32];
-        self.run(Program::QuantizeRows, &[], &params, &buffers, word(op, total.div_ceil(256))?)?;
+        self.run(Program::QuantizeRows, &[], &params, &buffers, word(op, total.div_ceil(QUANTIZE_GROUPS))?)?;
         Ok(Some(Rounded { codes, groups, format }))
     }
 
