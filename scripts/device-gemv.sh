@@ -9,10 +9,6 @@
 # - conv: the vocoder's convolutions, tiled and not (`bench --what conv`);
 # - stages: the wgpu stages of each binary in STAGES_BINS (default songloom), WEIGHTS (default
 #   8bit) the AR weights;
-# - halves: the products on the matrix units reading x in f16 made once a product
-#   (SONGLOOM_WGPU_COOP_X_HALVES=1): where packed, the conformance suite and ops' tests with it,
-#   then `bench --what gemm` with it at each of HALVES_GEMM (default "0 1") and
-#   `bench --what dit-ops` with it 0 and 1;
 # - tiled: the f32 attention without the matrix units (SONGLOOM_WGPU_COOPERATIVE=0), `bench --what
 #   dit-ops` of songloom-prev and songloom (time the padding of 90570e5 with PREV a build of 5373dd1);
 # - song: a 60 s song through Vulkan with WEIGHTS, nvidia-smi sampling the memory;
@@ -57,24 +53,6 @@ if has stages; then
   for b in ${STAGES_BINS:-songloom}; do
     timeout ${STAGES_LIMIT:-220} /tmp/b/$b bench --device wgpu --what stages --precision bf16 --weights $WEIGHTS > $OUT/stages-$b$TAG.txt 2>&1
     { echo "== wgpu stages $b $WEIGHTS $TAG rc=$?"; cat $OUT/stages-$b$TAG.txt; } >> $S
-  done
-fi
-if has halves; then
-  if [ -x /tmp/b/test-conformance ]; then
-    SONGLOOM_WGPU_COOP_X_HALVES=1 SONGLOOM_TEST_DEVICES=wgpu timeout 120 /tmp/b/test-conformance every_backend --nocapture > $OUT/conformance-halves.log 2>&1
-    { echo "== conformance through Vulkan, x in f16 for the matrix units, rc=$?"; grep -h "cases passed\|failures on\|FAIL" $OUT/conformance-halves.log | head; } >> $S
-  fi
-  if [ -x /tmp/b/test-ops ]; then
-    SONGLOOM_WGPU_COOP_X_HALVES=1 SONGLOOM_TEST_DEVICES=wgpu timeout 120 /tmp/b/test-ops --nocapture > $OUT/ops-halves.log 2>&1
-    { echo "== ops through Vulkan, x in f16 for the matrix units, rc=$?"; grep -h "test result\|panicked\|expected" $OUT/ops-halves.log | head; } >> $S
-  fi
-  for h in ${HALVES_GEMM:-0 1}; do
-    SONGLOOM_WGPU_COOP_X_HALVES=$h timeout 90 /tmp/b/songloom bench --device wgpu --what gemm --precision bf16 > $OUT/gemm-halves$h.txt 2>&1
-    { echo "== gemm wgpu, x in f16 $h, rc=$?"; cat $OUT/gemm-halves$h.txt; } >> $S
-  done
-  for h in 0 1; do
-    SONGLOOM_WGPU_COOP_X_HALVES=$h timeout 100 /tmp/b/songloom bench --device wgpu --what dit-ops --precision bf16 --repeat 5 > $OUT/dit-ops-halves$h.txt 2>&1
-    { echo "== dit-ops, x in f16 $h, rc=$?"; cat $OUT/dit-ops-halves$h.txt; } >> $S
   done
 fi
 if has tiled; then

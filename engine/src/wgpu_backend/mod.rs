@@ -48,10 +48,6 @@ pub struct WgpuBackend {
     /// f16, q8 and q4 products and, under a fast precision, the DiT's attention run on the matrix
     /// units (linear_coop.wgsl, attention_coop.wgsl; `context::runs_cooperative_programs`).
     cooperative: bool,
-    /// The products on the matrix units read x in f16, made once a product (to_halves.wgsl),
-    /// rather than in f32 at each tile: only with `SONGLOOM_WGPU_COOP_X_HALVES=1` until a GPU
-    /// has timed it (lavapipe has no cooperative matrices).
-    coop_x_halves: bool,
     precision: Precision,
     memory: Option<u64>,
     limits: wgpu::Limits,
@@ -84,7 +80,6 @@ impl WgpuBackend {
             description,
             real_gpu: context::is_real_gpu(opened.info.device_type),
             cooperative: opened.cooperative,
-            coop_x_halves: std::env::var("SONGLOOM_WGPU_COOP_X_HALVES").is_ok_and(|v| v == "1"),
             precision: options.precision,
             memory: opened.memory,
             limits: opened.limits,

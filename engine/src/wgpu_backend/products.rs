@@ -120,32 +120,22 @@ impl WgpuBackend {
         let weight = self.matrix(w, op)?;
         let width = if glu { n / 2 } else { n };
         let out = self.alloc(op, m * width)?;
-        // x in f16 for the matrix units, made at the first piece that runs there.
-        let mut halves: Option<WgpuStorage> = None;
         // A weight kept in pieces: each piece's product fills its columns of the output.
         for (first_row, piece) in weight.pieces() {
             let rows = piece.len.checked_div(k).unwrap_or(n);
             let readers = self.with_bias(op, piece, bias)?;
-            let mut formats = vec![piece.dtype, readers.1.dtype];
+            let formats = [piece.dtype, readers.1.dtype];
             let params = piece_params(op, m, rows, k, bias.is_some(), width, first_row)?;
-            let mut input = src.buffer();
+            let mut buffers = vec![(1, src.buffer()), (2, out.buffer())];
+            buffers.extend(weight_and_bias_bindings(readers));
             // The wide GEMM reads x four values at a time. Tiles: (x rows, output columns).
             let (program, tile) = if self.on_matrix_units(piece, k) {
-                if self.coop_x_halves {
-                    if halves.is_none() {
-                        halves = Some(self.to_halves(op, src, m * k)?);
-                    }
-                    input = halves.as_ref().expect("made above").buffer();
-                }
-                formats.push(if self.coop_x_halves { DType::F16 } else { DType::F32 });
                 (Program::LinearCoop, if glu { (COOP_TILE.0, COOP_TILE.1 / 2) } else { COOP_TILE })
             } else if m >= WIDE_MIN_ROWS && k.is_multiple_of(4) {
                 (Program::LinearWide, (WIDE_TILE, WIDE_TILE))
             } else {
                 (Program::Linear, (TILE, TILE))
             };
-            let mut buffers = vec![(1, input), (2, out.buffer())];
-            buffers.extend(weight_and_bias_bindings(readers));
             // Under the GLU, two weight rows make an output column.
             let columns = if glu { rows / 2 } else { rows };
             let grid = (word(op, columns.div_ceil(tile.1))?, word(op, m.div_ceil(tile.0))?);
@@ -153,15 +143,6 @@ impl WgpuBackend {
             self.dispatch(program, &formats, &overrides, &params, &buffers, grid)?;
         }
         Ok(self.wrap(&[m, width], out))
-    }
-
-    /// The `n` values of `x` (a multiple of 4) rounded to f16, two a word (to_halves.wgsl).
-    fn to_halves(&self, op: Op, x: &WgpuStorage, n: usize) -> Result<WgpuStorage> {
-        let halves = self.alloc_as(op, DType::F16, n)?;
-        let vectors = n / 4;
-        let buffers = [(1, x.buffer()), (2, halves.buffer())];
-        self.run(Program::ToHalves, &[], &[word(op, vectors)?], &buffers, word(op, vectors.div_ceil(256))?)?;
-        Ok(halves)
     }
 
     /// The rows of `x [m, k]` rounded as the integer GEMV against a `format` weight takes them

@@ -60,7 +60,6 @@ programs! {
     Gemv => "gemv";
     GemvInt8 => "gemv_int8";
     QuantizeRows => "quantize_rows";
-    ToHalves => "to_halves";
     Conv => "conv";
     ConvTiled => "conv_tiled";
     Snake => "snake";
@@ -74,9 +73,9 @@ impl Program {
         match self {
             Program::Gather => &[("table", 3)],
             Program::Norms => &[("weight", 3), ("bias", 6)],
-            Program::Linear | Program::LinearWide | Program::Conv | Program::ConvTiled => &[("w", 3), ("bias", 6)],
-            // x at 1, in f32 or f16 ([`coop_x_reader`]).
-            Program::LinearCoop => &[("w", 3), ("bias", 6), ("x", 1)],
+            Program::Linear | Program::LinearWide | Program::LinearCoop | Program::Conv | Program::ConvTiled => {
+                &[("w", 3), ("bias", 6)]
+            }
             // SwiGLU's second matrix from 10, the input norm's weight from 13 (lost at 9, the
             // residual at 16).
             Program::Gemv => &[("w", 3), ("bias", 6), ("up", 10), ("gain", 13)],
@@ -107,7 +106,6 @@ impl Program {
             Program::Gemv if self.reads_in_chunks(reader) => &[DType::F32, DType::BF16, DType::F16],
             Program::GemvInt8 if self.reads_in_chunks(reader) => &[DType::Q8, DType::Q4],
             Program::LinearCoop if self.reads_in_chunks(reader) => &[DType::F16, DType::Q8, DType::Q4],
-            Program::LinearCoop if reader == "x" => &[DType::F32, DType::F16],
             _ => &READER_FORMATS,
         }
     }
@@ -147,9 +145,7 @@ impl Program {
         let mut source = String::from(if self.is_cooperative() { COOPERATIVE_PREAMBLE } else { "" });
         source.push_str(COMMON);
         for (&(name, binding), &dtype) in self.readers().iter().zip(formats) {
-            let text = if self == Program::LinearCoop && name == "x" {
-                coop_x_reader(binding, dtype)
-            } else if self.reads_in_chunks(name) && self == Program::Gemv {
+            let text = if self.reads_in_chunks(name) && self == Program::Gemv {
                 float_chunk_reader(name, binding, dtype)
             } else if self.reads_in_chunks(name) {
                 chunk_reader(name, binding, dtype)
@@ -162,19 +158,6 @@ impl Program {
         source.push_str(self.body());
         source
     }
-}
-
-/// WGSL for linear_coop.wgsl's `fn x_vec4(e: u32) -> vec4<f32>`, x's values `4e .. 4e + 4`: f32
-/// vectors as they are, or f16 ones four to two words (to_halves.wgsl), at `binding`.
-fn coop_x_reader(binding: u32, dtype: DType) -> String {
-    let (ty, value) = match dtype {
-        DType::F16 => ("vec2<u32>", "vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y))"),
-        _ => ("vec4<f32>", "v"),
-    };
-    format!(
-        "@group(0) @binding({binding}) var<storage, read> x_data: array<{ty}>;\n\
-         fn x_vec4(e: u32) -> vec4<f32> {{\n    let v = x_data[e];\n    return {value};\n}}\n"
-    )
 }
 
 /// Every format a reader can take.
