@@ -62,11 +62,14 @@ fi
 if has subgroups; then
   if [ -x /tmp/b/test-conformance ]; then
     SONGLOOM_WGPU_GEMV_SUBGROUPS=1 SONGLOOM_TEST_DEVICES=wgpu timeout 120 /tmp/b/test-conformance every_backend --nocapture > $OUT/conformance-subgroups.log 2>&1
-    { echo "== conformance through Vulkan, GEMV lanes summed in subgroups, rc=$?"; grep -h "cases passed\|failures on\|FAIL" $OUT/conformance-subgroups.log | head; } >> $S
+    rc=$?
+    { echo "== conformance through Vulkan, GEMV lanes summed in subgroups, rc=$rc"; grep -h "^wgpu\|cases passed\|failures on\|FAIL\|test result" $OUT/conformance-subgroups.log | head; } >> $S
+    # The timings of a binary that computes wrong products are not worth the lease.
+    [ $rc = 0 ] || { cat $S; exit 1; }
   fi
   for g in 0 1; do
     SONGLOOM_WGPU_GEMV_SUBGROUPS=$g timeout 90 /tmp/b/songloom bench --device wgpu --what gemm --precision bf16 > $OUT/gemm-subgroups$g.txt 2>&1
-    { echo "== gemm wgpu, GEMV lanes summed in subgroups $g, rc=$?"; grep "decode\|depth" $OUT/gemm-subgroups$g.txt; } >> $S
+    { echo "== gemm wgpu, GEMV lanes summed in subgroups $g, rc=$?"; grep "device:\|decode\|depth" $OUT/gemm-subgroups$g.txt; } >> $S
   done
   for g in ${STAGES_SUBGROUPS:-0 1}; do
     SONGLOOM_WGPU_GEMV_SUBGROUPS=$g timeout ${STAGES_LIMIT:-220} /tmp/b/songloom bench --device wgpu --what stages --precision bf16 --weights $WEIGHTS > $OUT/stages-subgroups$g.txt 2>&1

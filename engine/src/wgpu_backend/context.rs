@@ -185,6 +185,10 @@ pub fn describe(opened: &Opened) -> String {
         gib(opened.limits.max_buffer_size),
         opened.limits.max_compute_workgroup_storage_size / 1024,
         yes(wgpu::Features::SHADER_F16),
-        yes(wgpu::Features::SUBGROUP),
+        if sums_lanes_in_subgroups(opened) {
+            "yes, the decode GEMVs' sums in them"
+        } else {
+            yes(wgpu::Features::SUBGROUP)
+        },
     )
 }

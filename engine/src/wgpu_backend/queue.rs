@@ -133,7 +133,7 @@ pub struct Queue {
     pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
     bind_groups: Arc<BindGroups>,
     /// The decode GEMVs sum a weight row's lanes by subgroup operations
-    /// ([`Program::source_for`]; [`context::sums_lanes_in_subgroups`]).
+    /// ([`Program::source_for`]; [`super::context::sums_lanes_in_subgroups`]).
     gemv_subgroups: bool,
     /// The first error the device reported outside an error scope (a bug, or a lost device).
     error: Arc<Mutex<Option<String>>>,
