@@ -417,15 +417,52 @@ fn bench_constants() -> PipelineConstants {
     PipelineConstants { stop_on_end_token: false, ..PipelineConstants::default() }
 }
 
+/// The pipeline with synthetic weights under `plan`, saying how long they took to make and which
+/// part took what: a quantized or f16 matrix is made on the device and passes through the host,
+/// which a lease pays for before every stage or song it times.
+fn synthetic_pipeline(device: Device, plan: &songloom_engine::plan::Plan) -> Result<Pipeline> {
+    use songloom_engine::pipeline::{Half, Stage};
+    let start = Instant::now();
+    // Each half's parts, in the order its loader reports them done.
+    let parts = |half: Half| match half {
+        Half::Ar => ["language model", "depth decoder", ""],
+        Half::Acoustic => ["condition encoder", "DiT", "vocoder"],
+    };
+    let times = std::sync::Mutex::new((Instant::now(), Vec::<(&str, f64)>::new()));
+    let events = |event: Event| {
+        if let Event::Stage { stage: Stage::Load { half }, done, .. } = event {
+            let mut times = times.lock().unwrap_or_else(|e| e.into_inner());
+            let now = Instant::now();
+            if done > 0 {
+                let seconds = (now - times.0).as_secs_f64();
+                times.1.push((parts(half)[done - 1], seconds));
+            }
+            times.0 = now;
+        }
+    };
+    let pipeline = Pipeline::synthetic_planned(device, 7, bench_constants(), plan, &events)?;
+    pipeline.device.synchronize()?;
+    let parts: Vec<String> = times
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .1
+        .into_iter()
+        .map(|(part, seconds)| format!("{part} {seconds:.1} s"))
+        .collect();
+    say!(
+        "synthetic full-size weights made on the device in {:.1} s ({})",
+        start.elapsed().as_secs_f64(),
+        parts.join(", ")
+    );
+    Ok(pipeline)
+}
+
 /// Each stage of the full-size model once, with synthetic weights.
 fn stages(device: Device, memory: MemoryRequest, repeat: usize) -> Result<()> {
-    let start = Instant::now();
     let plan = Pipeline::synthetic_plan(&device, memory, PLANNED_SONG_PROMPT, PLANNED_SONG_FRAMES)?;
     say!("plan: {}", plan.describe());
-    let pipeline = Pipeline::synthetic_planned(device, 7, bench_constants(), &plan, &|_| {})?;
+    let pipeline = synthetic_pipeline(device, &plan)?;
     let device = &pipeline.device;
-    device.synchronize()?;
-    say!("synthetic full-size weights made on the device in {:.1} s", start.elapsed().as_secs_f64());
     report_memory(device, "after loading");
     let (ar, acoustic) = pipeline.stages()?;
     let (lm, depth, dit, vocoder) = (&ar.lm, &ar.depth, &acoustic.dit, &acoustic.vocoder);
@@ -679,8 +716,7 @@ fn song(device: Device, memory: MemoryRequest, duration: f64, steps: usize) -> R
     let frames = (duration * songloom_engine::config::ConditionConfig::default().frame_rate()) as usize;
     let plan = Pipeline::synthetic_plan(&device, memory, 300, frames)?;
     say!("plan: {}\n{}", plan.describe(), plan.table());
-    let pipeline = Pipeline::synthetic_planned(device, 7, bench_constants(), &plan, &|_| {})?;
-    pipeline.device.synchronize()?;
+    let pipeline = synthetic_pipeline(device, &plan)?;
     report_memory(&pipeline.device, "after loading");
     let prompt = synthetic_prompt(&pipeline.constants, 0);
     let req = Request {
@@ -760,8 +796,7 @@ fn batch(device: Device, memory: MemoryRequest, duration: f64, steps: usize, son
     let frames = (duration * songloom_engine::config::ConditionConfig::default().frame_rate()) as usize;
     let plan = Pipeline::synthetic_plan(&device, memory, 300, frames)?;
     say!("plan: {}", plan.describe());
-    let pipeline = Pipeline::synthetic_planned(device, 7, bench_constants(), &plan, &|_| {})?;
-    pipeline.device.synchronize()?;
+    let pipeline = synthetic_pipeline(device, &plan)?;
     report_memory(&pipeline.device, "after loading");
     say!("songs like these that fit the plan's budget at once: {}", pipeline.batch_capacity(64));
     let ceiling = product_ceiling(&pipeline.device)?;
@@ -894,8 +929,7 @@ fn edits(device: Device, memory: MemoryRequest, duration: f64, steps: usize) -> 
     let frames = (duration * songloom_engine::config::ConditionConfig::default().frame_rate()) as usize;
     let plan = Pipeline::synthetic_plan(&device, memory, 300, frames + 250)?;
     say!("plan: {}", plan.describe());
-    let pipeline = Pipeline::synthetic_planned(device, 7, bench_constants(), &plan, &|_| {})?;
-    pipeline.device.synchronize()?;
+    let pipeline = synthetic_pipeline(device, &plan)?;
     let prompt = synthetic_prompt(&pipeline.constants, 0);
     let req = Request {
         description: String::new(),
