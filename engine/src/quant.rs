@@ -64,22 +64,54 @@ pub fn per_word(dtype: DType) -> usize {
 
 /// `values` in `dtype` (`q8` or `q4`); the length must be a multiple of [`GROUP`].
 pub fn quantize(values: &[f32], dtype: DType) -> Result<QuantData> {
+    check_quantizable(values.len(), dtype)?;
+    let blocks: Vec<QuantData> = values.par_chunks(BLOCK).map(|block| quantize_block(block, dtype)).collect();
+    Ok(joined(blocks, dtype, values.len()))
+}
+
+/// [`quantize`] of values widened to f32 by `widen` (bf16 or f16 ones) a block at a time, so the
+/// whole tensor is never held in f32.
+pub fn quantize_widened<T: Sync>(values: &[T], dtype: DType, widen: impl Fn(&T) -> f32 + Sync) -> Result<QuantData> {
+    check_quantizable(values.len(), dtype)?;
+    let blocks: Vec<QuantData> = values
+        .par_chunks(BLOCK)
+        .map_init(Vec::new, |wide: &mut Vec<f32>, block| {
+            wide.clear();
+            wide.extend(block.iter().map(&widen));
+            quantize_block(wide, dtype)
+        })
+        .collect();
+    Ok(joined(blocks, dtype, values.len()))
+}
+
+fn check_quantizable(len: usize, dtype: DType) -> Result<()> {
     if !dtype.is_quantized() {
         return Err(Error::Invalid(format!("{dtype} is not a quantized format")));
     }
-    if !values.len().is_multiple_of(GROUP) {
-        return Err(Error::shape("quantize", format!("{} weights are not whole groups of {GROUP}", values.len())));
+    if !len.is_multiple_of(GROUP) {
+        return Err(Error::shape("quantize", format!("{len} weights are not whole groups of {GROUP}")));
     }
-    // Groups are independent: blocks of them quantize in parallel and are joined in order.
-    const BLOCK: usize = 4096 * GROUP;
-    let blocks: Vec<QuantData> = values.par_chunks(BLOCK).map(|block| quantize_block(block, dtype)).collect();
-    let mut data = QuantData { dtype, len: values.len(), words: Vec::new(), scales: Vec::new(), offsets: Vec::new() };
+    Ok(())
+}
+
+/// Groups are independent: blocks of them quantize in parallel and are joined in order.
+const BLOCK: usize = 4096 * GROUP;
+
+fn joined(blocks: Vec<QuantData>, dtype: DType, len: usize) -> QuantData {
+    let groups = len / GROUP;
+    let mut data = QuantData {
+        dtype,
+        len,
+        words: Vec::with_capacity(len / per_word(dtype)),
+        scales: Vec::with_capacity(groups),
+        offsets: Vec::with_capacity(if dtype == DType::Q4 { groups } else { 0 }),
+    };
     for block in blocks {
         data.words.extend(block.words);
         data.scales.extend(block.scales);
         data.offsets.extend(block.offsets);
     }
-    Ok(data)
+    data
 }
 
 fn quantize_block(values: &[f32], dtype: DType) -> QuantData {
@@ -112,8 +144,6 @@ fn quantize_block(values: &[f32], dtype: DType) -> QuantData {
     data
 }
 
-/// One q8 group: its scale and weights. A group holding NaN or an infinity gets a NaN scale, so
-/// every weight of it dequantizes to NaN: a broken weight stays visible, never a plausible number.
 /// `x` rounded to the nearest integer, ties to even, as `f32::round_ties_even`, for `|x| < 2^22`
 /// (a group's codes are within a few hundred): adding and taking away 1.5 * 2^23 leaves no bits
 /// below the units, and the addition rounds to nearest even. `round_ties_even` is a call to libm's
@@ -123,6 +153,8 @@ fn round_small(x: f32) -> f32 {
     (x + SHIFT) - SHIFT
 }
 
+/// One q8 group: its scale and weights. A group holding NaN or an infinity gets a NaN scale, so
+/// every weight of it dequantizes to NaN: a broken weight stays visible, never a plausible number.
 fn q8_group(group: &[f32]) -> (f16, [i8; GROUP]) {
     if !group.iter().all(|v| v.is_finite()) {
         return (f16::NAN, [0; GROUP]);
@@ -248,6 +280,24 @@ mod tests {
             assert_eq!(round_small(*x) as i32, x.round_ties_even() as i32, "{x}");
         }
         assert_ne!(round_small(2.5), 2.5f32.round());
+    }
+
+    /// bf16 weights quantized a block at a time are those widened whole first, bit for bit, across
+    /// a block's end.
+    #[test]
+    fn narrow_weights_quantize_as_widened_whole() {
+        let values: Vec<half::bf16> = ramp(BLOCK + 5 * GROUP).into_iter().map(half::bf16::from_f32).collect();
+        let wide: Vec<f32> = values.iter().map(|v| v.to_f32()).collect();
+        for dtype in [DType::Q8, DType::Q4] {
+            let whole = quantize(&wide, dtype).unwrap();
+            let blocks = quantize_widened(&values, dtype, |v| v.to_f32()).unwrap();
+            assert_eq!(
+                (blocks.words, blocks.scales, blocks.offsets),
+                (whole.words, whole.scales, whole.offsets),
+                "{dtype}"
+            );
+        }
+        assert!(quantize_widened(&values[..GROUP + 1], DType::Q8, |v| v.to_f32()).is_err());
     }
 
     #[test]

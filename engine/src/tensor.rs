@@ -56,6 +56,16 @@ impl CpuStorage {
         if self.dtype() == dtype {
             return Ok(self.clone());
         }
+        // Narrow floats go to a quantized format a block at a time, never whole in f32.
+        match (self, dtype) {
+            (CpuStorage::BF16(v), DType::Q8 | DType::Q4) => {
+                return Ok(CpuStorage::Quant(crate::quant::quantize_widened(v, dtype, |x| x.to_f32())?));
+            }
+            (CpuStorage::F16(v), DType::Q8 | DType::Q4) => {
+                return Ok(CpuStorage::Quant(crate::quant::quantize_widened(v, dtype, |x| x.to_f32())?));
+            }
+            _ => {}
+        }
         let values = self.to_f32_vec();
         Ok(match dtype {
             DType::F32 => CpuStorage::F32(values),
