@@ -9,10 +9,6 @@
 # - conv: the vocoder's convolutions, tiled and not (`bench --what conv`);
 # - stages: the wgpu stages of each binary in STAGES_BINS (default songloom), WEIGHTS (default
 #   8bit) the AR weights;
-# - subgroups: the decode GEMVs summing a row's lanes by subgroup operations
-#   (SONGLOOM_WGPU_GEMV_SUBGROUPS=1): where packed, the conformance suite with it; then `bench
-#   --what gemm` with it 0 and 1, and the stages with WEIGHTS and each of STAGES_SUBGROUPS
-#   (default "0 1");
 # - tiled: the f32 attention without the matrix units (SONGLOOM_WGPU_COOPERATIVE=0), `bench --what
 #   dit-ops` of songloom-prev and songloom (time the padding of 90570e5 with PREV a build of 5373dd1);
 # - song: a 60 s song through Vulkan with WEIGHTS, nvidia-smi sampling the memory;
@@ -57,23 +53,6 @@ if has stages; then
   for b in ${STAGES_BINS:-songloom}; do
     timeout ${STAGES_LIMIT:-220} /tmp/b/$b bench --device wgpu --what stages --precision bf16 --weights $WEIGHTS > $OUT/stages-$b$TAG.txt 2>&1
     { echo "== wgpu stages $b $WEIGHTS $TAG rc=$?"; cat $OUT/stages-$b$TAG.txt; } >> $S
-  done
-fi
-if has subgroups; then
-  if [ -x /tmp/b/test-conformance ]; then
-    SONGLOOM_WGPU_GEMV_SUBGROUPS=1 SONGLOOM_TEST_DEVICES=wgpu timeout 120 /tmp/b/test-conformance every_backend --nocapture > $OUT/conformance-subgroups.log 2>&1
-    rc=$?
-    { echo "== conformance through Vulkan, GEMV lanes summed in subgroups, rc=$rc"; grep -h "^wgpu\|cases passed\|failures on\|FAIL\|test result" $OUT/conformance-subgroups.log | head; } >> $S
-    # The timings of a binary that computes wrong products are not worth the lease.
-    [ $rc = 0 ] || { cat $S; exit 1; }
-  fi
-  for g in 0 1; do
-    SONGLOOM_WGPU_GEMV_SUBGROUPS=$g timeout 90 /tmp/b/songloom bench --device wgpu --what gemm --precision bf16 > $OUT/gemm-subgroups$g.txt 2>&1
-    { echo "== gemm wgpu, GEMV lanes summed in subgroups $g, rc=$?"; grep "device:\|decode\|depth" $OUT/gemm-subgroups$g.txt; } >> $S
-  done
-  for g in ${STAGES_SUBGROUPS:-0 1}; do
-    SONGLOOM_WGPU_GEMV_SUBGROUPS=$g timeout ${STAGES_LIMIT:-220} /tmp/b/songloom bench --device wgpu --what stages --precision bf16 --weights $WEIGHTS > $OUT/stages-subgroups$g.txt 2>&1
-    { echo "== wgpu stages $WEIGHTS, GEMV lanes summed in subgroups $g, rc=$?"; grep "decode step\|depth frame\|issued" $OUT/stages-subgroups$g.txt; } >> $S
   done
 fi
 if has tiled; then

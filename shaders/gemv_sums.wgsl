@@ -1,7 +1,6 @@
 // What both decode GEMVs (gemv.wgsl, gemv_int8.wgsl) share: their parameters, epilogues and
-// outputs; 32 lanes a weight row, 8 weight rows a workgroup of 256, at most 8 rows of x. The sum
-// of each weight row's lanes, `sum_lanes`, follows: through workgroup memory (gemv_sum_lanes.wgsl)
-// or by subgroup operations (gemv_sum_lanes_subgroups.wgsl).
+// outputs; 32 lanes a weight row, 8 weight rows a workgroup of 256, at most 8 rows of x, and the
+// sum of each weight row's lanes.
 
 // `n` weight rows (a piece of a weight kept in pieces, whose columns of `y` start at `y_offset`
 // in rows `y_stride` wide), rows `groups` groups of 32 long.
@@ -38,3 +37,28 @@ var<workgroup> partial: array<f32, 2048>;
 // Each input row's squares, from the first weight row's lanes (every weight row's lanes read the
 // same inputs).
 var<workgroup> squares: array<f32, 256>;
+
+// Sums `acc` over each weight row's 32 lanes into `partial[i * 256 + lid]` of its lane 0, and, with
+// `with_squares`, `sq` over the first weight row's lanes into `squares[i * LANES]`.
+fn sum_lanes(lid: u32, acc: array<f32, MAX_M>, sq: array<f32, MAX_M>, with_squares: bool) {
+    let lane = lid % LANES;
+    for (var i = 0u; i < M; i++) {
+        partial[i * 256u + lid] = acc[i];
+        if with_squares && lid < LANES {
+            squares[i * LANES + lid] = sq[i];
+        }
+    }
+    workgroupBarrier();
+    for (var stride = LANES / 2u; stride > 0u; stride = stride / 2u) {
+        if lane < stride {
+            for (var i = 0u; i < M; i++) {
+                partial[i * 256u + lid] += partial[i * 256u + lid + stride];
+                if with_squares && lid < LANES {
+                    squares[i * LANES + lid] += squares[i * LANES + lid + stride];
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+}
+

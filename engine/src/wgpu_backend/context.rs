@@ -41,15 +41,6 @@ fn runs_cooperative_programs(adapter: &wgpu::Adapter, info: &wgpu::AdapterInfo) 
         && adapter.cooperative_matrix_properties().iter().any(f16_into_f32)
 }
 
-/// Whether the decode GEMVs sum a weight row's 32 lanes by subgroup operations
-/// (gemv_sum_lanes_subgroups.wgsl): only with `SONGLOOM_WGPU_GEMV_SUBGROUPS=1` until a GPU has
-/// checked and timed it, and only where the device has subgroups and every one is 32 lanes.
-pub fn sums_lanes_in_subgroups(opened: &Opened) -> bool {
-    std::env::var("SONGLOOM_WGPU_GEMV_SUBGROUPS").is_ok_and(|v| v == "1")
-        && opened.features.contains(wgpu::Features::SUBGROUP)
-        && (opened.info.subgroup_min_size, opened.info.subgroup_max_size) == (32, 32)
-}
-
 /// How far an adapter type is preferred: real GPUs first, a software rasterizer last.
 fn rank(kind: wgpu::DeviceType) -> u8 {
     match kind {
@@ -185,10 +176,6 @@ pub fn describe(opened: &Opened) -> String {
         gib(opened.limits.max_buffer_size),
         opened.limits.max_compute_workgroup_storage_size / 1024,
         yes(wgpu::Features::SHADER_F16),
-        if sums_lanes_in_subgroups(opened) {
-            "yes, the decode GEMVs' sums in them"
-        } else {
-            yes(wgpu::Features::SUBGROUP)
-        },
+        yes(wgpu::Features::SUBGROUP),
     )
 }

@@ -71,12 +71,10 @@ impl WgpuBackend {
     fn open(options: DeviceOptions, real_gpu_only: bool) -> Result<Self> {
         let opened = context::open(real_gpu_only)?;
         let description = context::describe(&opened);
-        let gemv_subgroups = context::sums_lanes_in_subgroups(&opened);
         let bind_groups = Arc::new(BindGroups::default());
         let pool = Pool::new(opened.device.clone(), bind_groups.clone());
         let unused = pool.upload(&[0; 16])?;
-        let shared =
-            Arc::new(Shared { queue: Queue::new(opened.device, opened.queue, bind_groups, gemv_subgroups), pool });
+        let shared = Arc::new(Shared { queue: Queue::new(opened.device, opened.queue, bind_groups), pool });
         Ok(WgpuBackend {
             shared,
             description,

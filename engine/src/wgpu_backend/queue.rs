@@ -132,9 +132,6 @@ pub struct Queue {
     batch_dispatches: usize,
     pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
     bind_groups: Arc<BindGroups>,
-    /// The decode GEMVs sum a weight row's lanes by subgroup operations
-    /// ([`Program::source_for`]; [`super::context::sums_lanes_in_subgroups`]).
-    gemv_subgroups: bool,
     /// The first error the device reported outside an error scope (a bug, or a lost device).
     error: Arc<Mutex<Option<String>>>,
 }
@@ -154,7 +151,7 @@ pub fn fold(n: u32) -> Result<(u32, u32)> {
 }
 
 impl Queue {
-    pub fn new(device: wgpu::Device, queue: wgpu::Queue, bind_groups: Arc<BindGroups>, gemv_subgroups: bool) -> Self {
+    pub fn new(device: wgpu::Device, queue: wgpu::Queue, bind_groups: Arc<BindGroups>) -> Self {
         let error: Arc<Mutex<Option<String>>> = Arc::default();
         let sink = error.clone();
         device.on_uncaptured_error(Arc::new(move |e| {
@@ -175,7 +172,6 @@ impl Queue {
             batch_dispatches: batch_dispatches(),
             pipelines: Mutex::default(),
             bind_groups,
-            gemv_subgroups,
             error,
         }
     }
@@ -188,7 +184,7 @@ impl Queue {
             return Ok(p.clone());
         }
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let source = program.source_for(formats, self.gemv_subgroups);
+        let source = program.source(formats);
         let layout = self.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some(program.name()),
             entries: &layout_entries(&source),

@@ -9,8 +9,6 @@ const COMMON: &str = include_str!("../../../shaders/common.wgsl");
 const GEMV_SUMS: &str = include_str!("../../../shaders/gemv_sums.wgsl");
 const CONV_PARAMS: &str = include_str!("../../../shaders/conv_params.wgsl");
 const PRODUCT_PARAMS: &str = include_str!("../../../shaders/product_params.wgsl");
-const GEMV_SUM_LANES: &str = include_str!("../../../shaders/gemv_sum_lanes.wgsl");
-const GEMV_SUM_LANES_SUBGROUPS: &str = include_str!("../../../shaders/gemv_sum_lanes_subgroups.wgsl");
 const COOPERATIVE_PREAMBLE: &str = "enable f16;\nenable wgpu_cooperative_matrix;\n";
 
 /// Declares [`Program`] from one list: each program's variant and its file in `shaders/`
@@ -140,23 +138,9 @@ impl Program {
         matches!(self, Program::LinearCoop | Program::AttentionCoop)
     }
 
-    /// Whether the program sums lanes (the decode GEMVs' `sum_lanes`), by subgroup operations
-    /// where [`source_for`](Self::source_for) is asked to.
-    pub fn sums_lanes(self) -> bool {
-        matches!(self, Program::Gemv | Program::GemvInt8)
-    }
-
     /// The full source with the readers in `formats` (one for each of [`readers`](Self::readers)).
     pub fn source(self, formats: &[DType]) -> String {
-        self.source_for(formats, false)
-    }
-
-    /// [`source`](Self::source), with `subgroups` the decode GEMVs summing a weight row's 32 lanes
-    /// by subgroup operations (gemv_sum_lanes_subgroups.wgsl: only for an adapter whose subgroups
-    /// are all 32 lanes); other programs are the same either way.
-    pub fn source_for(self, formats: &[DType], subgroups: bool) -> String {
         assert_eq!(formats.len(), self.readers().len(), "{}: a format for each reader", self.name());
-        let subgroups = subgroups && self.sums_lanes();
         // WGSL's `enable` directives come before everything else.
         let mut source = String::from(if self.is_cooperative() { COOPERATIVE_PREAMBLE } else { "" });
         source.push_str(COMMON);
@@ -171,9 +155,6 @@ impl Program {
             source.push_str(&text);
         }
         source.push_str(self.shared());
-        if self.sums_lanes() {
-            source.push_str(if subgroups { GEMV_SUM_LANES_SUBGROUPS } else { GEMV_SUM_LANES });
-        }
         source.push_str(self.body());
         source
     }
@@ -410,11 +391,6 @@ mod tests {
         if cooperative {
             capabilities |= naga::valid::Capabilities::SHADER_FLOAT16 | naga::valid::Capabilities::COOPERATIVE_MATRIX;
         }
-        // (wgpu takes subgroup operations without WGSL's `enable subgroups`, from the device's
-        // feature.)
-        if source.contains("subgroupAdd") {
-            capabilities |= naga::valid::Capabilities::SUBGROUP;
-        }
         let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), capabilities)
             .validate(&module)
             .map_err(|e| e.emit_to_string(source))?;
@@ -439,13 +415,6 @@ mod tests {
         for (program, formats) in variants {
             if let Err(e) = validate(&program.source(&formats), program.overrides()) {
                 panic!("{} {formats:?}: {e}", program.name());
-            }
-            if program.sums_lanes() {
-                let source = program.source_for(&formats, true);
-                assert!(source.contains("subgroupAdd"), "{}: the subgroup sum is taken", program.name());
-                if let Err(e) = validate(&source, program.overrides()) {
-                    panic!("{} {formats:?} with subgroups: {e}", program.name());
-                }
             }
         }
     }
