@@ -366,19 +366,17 @@ extern "C" __global__ void __launch_bounds__(128)
 }
 
 // The DiT's attention under the bf16 and fp8 policies, FlashAttention-2 style on the bf16 tensor
-// cores, its queries and keys rotated as they load (rotate-half rotary over the leading
-// 2 * rotary_half dims, rope_rows_f32's arithmetic; rotary_half 0: none): q, k and v rounded to bf16
-// (nearest even), the scores and the probability-weighted values bf16 products with f32
-// accumulation, the softmax f32 in base 2 (log2(e) folded into the queries' scale; the
+// cores (attention_bf16_d64 below), its queries and keys rotated (rotate-half rotary over the
+// leading 2 * rotary_half dims, rope_rows_f32's arithmetic; rotary_half 0: none): q, k and v
+// rounded to bf16 (nearest even), the scores and the probability-weighted values bf16 products
+// with f32 accumulation, the softmax f32 in base 2 (log2(e) folded into the queries' scale; the
 // probabilities rounded to bf16 for their product). No mask. A warp owns 16 query rows;
 // mma.m16n8k16 fragments (PTX ISA "Matrix Fragments for mma.m16n8k16" with .bf16): lane = 4g + t
 // holds A rows g and g + 8, columns 2t, 2t + 1 and 2t + 8, 2t + 9; B column (n) g, rows (k) 2t,
 // 2t + 1 and 2t + 8, 2t + 9; C rows g and g + 8, columns 2t, 2t + 1. A score tile's C fragments are
-// the probabilities' A fragments, so they stay in registers. Keys are staged row-major and values
-// transposed (dims by keys), so every B fragment is one 32-bit load, and the 72-wide rows put a
-// warp's loads on 32 different banks. A thread stages dims 4c + 16i (i = 0..3) of one key, which
-// holds each rotary pair (rotary_half 16 or 32); the next tile's loads are issued before the current
-// one's products. grid (ceil(q_len / 128), heads, batch), block 256 (8 warps of 16 queries).
+// the probabilities' A fragments, so they stay in registers. Keys sit in shared memory row-major
+// and values transposed (dims by keys), so every B fragment is one 32-bit load, and the 72-wide
+// rows put a warp's loads on 32 different banks.
 
 #define BKS 72
 
@@ -406,198 +404,6 @@ __device__ __forceinline__ float rotated(float a, float b, float angle, bool low
     return low ? a * c - b * s : b * c + a * s;
 }
 
-template <int ROTARY_HALF, int BLOCK_WARPS>
-__device__ __forceinline__ void attention_bf16_d64(const float* __restrict__ q, const float* __restrict__ k,
-                                                   const float* __restrict__ v, float* __restrict__ out, int q_len,
-                                                   int kv_len, int kv_cap, int heads, int kv_heads, float scale,
-                                                   float theta, int first_position) {
-    const int rotary_half = ROTARY_HALF;
-    // A warp's 16 queries; a tile of 8 keys a warp, a key staged by four threads.
-    const int BQ = 16 * BLOCK_WARPS, BK = 8 * BLOCK_WARPS;
-    __shared__ __align__(16) unsigned short ks[BK][BKS];
-    __shared__ __align__(16) unsigned short vt[TD][BKS];
-    __shared__ float inv_freq[32];
-    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    int h = blockIdx.y, b = blockIdx.z, kvh = h / (heads / kv_heads);
-    if (ROTARY_HALF > 0 && tid < ROTARY_HALF)
-        inv_freq[tid] = 1.0f / powf(theta, (float)(2 * tid) / (float)(2 * (ROTARY_HALF > 0 ? ROTARY_HALF : 1)));
-    __syncthreads();
-    int q0 = blockIdx.x * BQ + 16 * warp;
-    long q_width = (long)heads * TD, kv_width = (long)kv_heads * TD;
-    // Scores in base 2: exp2(s log2 e) = exp(s).
-    float q_scale = scale * 1.44269504088896341f;
-    // A fragments of this warp's 16 scaled, rotated queries: qa[kk] covers dims 16kk..16kk+15.
-    unsigned qa[4][4];
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-        for (int f = 0; f < 4; f++) {
-            int qi = q0 + g + 8 * (f & 1), d = 16 * kk + 2 * t + 8 * (f >> 1);
-            float2 x = make_float2(0.0f, 0.0f);
-            if (qi < q_len) {
-                const float* row = q + ((long)b * q_len + qi) * q_width + h * TD;
-                x = *(const float2*)(row + d);
-                if (d < 2 * rotary_half) {
-                    bool low = d < rotary_half;
-                    int p = low ? d : d - rotary_half;
-                    float2 y = *(const float2*)(row + (low ? d + rotary_half : p));
-                    float pos = (float)(first_position + qi);
-                    float2 a = low ? x : y, bb = low ? y : x;
-                    x = make_float2(rotated(a.x, bb.x, pos * inv_freq[p], low),
-                                    rotated(a.y, bb.y, pos * inv_freq[p + 1], low));
-                }
-            }
-            qa[kk][f] = pack_bf16(x.x * q_scale, x.y * q_scale);
-        }
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, o[8][4];
-#pragma unroll
-    for (int nd = 0; nd < 8; nd++)
-#pragma unroll
-        for (int f = 0; f < 4; f++) o[nd][f] = 0.0f;
-    const float* kb = k + (long)b * kv_cap * kv_width + kvh * TD;
-    const float* vb = v + (long)b * kv_cap * kv_width + kvh * TD;
-    // This thread's key of a tile and its dims 4c + 16i.
-    int j = tid >> 2, c4 = 4 * (tid & 3);
-    float4 next_k[4], next_v[4];
-    auto load = [&](int k0) {
-        bool live = k0 + j < kv_len;
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            next_k[i] = live ? *(const float4*)(kb + (long)(k0 + j) * kv_width + c4 + 16 * i) : make_float4(0, 0, 0, 0);
-            next_v[i] = live ? *(const float4*)(vb + (long)(k0 + j) * kv_width + c4 + 16 * i) : make_float4(0, 0, 0, 0);
-        }
-    };
-    load(0);
-    for (int k0 = 0; k0 < kv_len; k0 += BK) {
-        __syncthreads();
-        float kx[4][4];
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            kx[i][0] = next_k[i].x;
-            kx[i][1] = next_k[i].y;
-            kx[i][2] = next_k[i].z;
-            kx[i][3] = next_k[i].w;
-        }
-        if (ROTARY_HALF > 0) {
-            // Pairs (dim 4c + e + 16i, + rotary_half): chunks i and i + rotary_half / 16.
-            float pos = (float)(first_position + k0 + j);
-            const int step = ROTARY_HALF / 16;
-            float rot[4][4];
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    // Chunk i is low (dims below the half), high, or past the rotary dims; all three
-                    // known at compile time, so the partner chunk stays in a register.
-                    if (i >= 2 * step) {
-                        rot[i][e] = kx[i][e];
-                    } else if (i < step) {
-                        rot[i][e] = rotated(kx[i][e], kx[i + step][e], pos * inv_freq[c4 + 16 * i + e], true);
-                    } else {
-                        int p = c4 + 16 * (i - step) + e;
-                        rot[i][e] = rotated(kx[i - step][e], kx[i][e], pos * inv_freq[p], false);
-                    }
-                }
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) kx[i][e] = rot[i][e];
-        }
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            int d = c4 + 16 * i;
-            *(uint2*)&ks[j][d] = make_uint2(pack_bf16(kx[i][0], kx[i][1]), pack_bf16(kx[i][2], kx[i][3]));
-            unsigned v01 = pack_bf16(next_v[i].x, next_v[i].y), v23 = pack_bf16(next_v[i].z, next_v[i].w);
-            vt[d][j] = (unsigned short)(v01 & 0xffffu);
-            vt[d + 1][j] = (unsigned short)(v01 >> 16);
-            vt[d + 2][j] = (unsigned short)(v23 & 0xffffu);
-            vt[d + 3][j] = (unsigned short)(v23 >> 16);
-        }
-        __syncthreads();
-        if (k0 + BK < kv_len) load(k0 + BK);
-        // Scores of keys 8nt..8nt+7 of the tile.
-        float s[BK / 8][4];
-#pragma unroll
-        for (int nt = 0; nt < BK / 8; nt++) {
-#pragma unroll
-            for (int f = 0; f < 4; f++) s[nt][f] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < 4; kk++)
-                mma_bf16(s[nt], qa[kk], *(const unsigned*)&ks[8 * nt + g][16 * kk + 2 * t],
-                         *(const unsigned*)&ks[8 * nt + g][16 * kk + 2 * t + 8]);
-        }
-        bool tail = k0 + BK > kv_len;
-        // Rows g (r = 0: s[.][0..1]) and g + 8 (r = 1: s[.][2..3]); the 4 lanes of a row reduce.
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float row_max = -INFINITY;
-#pragma unroll
-            for (int nt = 0; nt < BK / 8; nt++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    if (tail && k0 + 8 * nt + 2 * t + e >= kv_len) s[nt][2 * r + e] = -INFINITY;
-                    row_max = fmaxf(row_max, s[nt][2 * r + e]);
-                }
-            row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
-            row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 2));
-            float m_new = fmaxf(m[r], row_max);
-            float correction = m_new == -INFINITY ? 1.0f : exp2f(m[r] - m_new);
-            float row_sum = 0.0f;
-#pragma unroll
-            for (int nt = 0; nt < BK / 8; nt++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    float p = m_new == -INFINITY ? 0.0f : exp2f(s[nt][2 * r + e] - m_new);
-                    s[nt][2 * r + e] = p;
-                    row_sum += p;
-                }
-            row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
-            row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 2);
-            l[r] = l[r] * correction + row_sum;
-#pragma unroll
-            for (int nd = 0; nd < 8; nd++) {
-                o[nd][2 * r] *= correction;
-                o[nd][2 * r + 1] *= correction;
-            }
-            m[r] = m_new;
-        }
-        // The probabilities of keys 16kt..16kt+15 as A fragments, times the values.
-#pragma unroll
-        for (int kt = 0; kt < BK / 16; kt++) {
-            unsigned pa[4] = {pack_bf16(s[2 * kt][0], s[2 * kt][1]), pack_bf16(s[2 * kt][2], s[2 * kt][3]),
-                              pack_bf16(s[2 * kt + 1][0], s[2 * kt + 1][1]),
-                              pack_bf16(s[2 * kt + 1][2], s[2 * kt + 1][3])};
-#pragma unroll
-            for (int nd = 0; nd < 8; nd++)
-                mma_bf16(o[nd], pa, *(const unsigned*)&vt[8 * nd + g][16 * kt + 2 * t],
-                         *(const unsigned*)&vt[8 * nd + g][16 * kt + 2 * t + 8]);
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        int qi = q0 + g + 8 * r;
-        if (qi < q_len) {
-            float inv = 1.0f / l[r];
-            float* row = out + ((long)b * q_len + qi) * q_width + h * TD;
-#pragma unroll
-            for (int nd = 0; nd < 8; nd++)
-                *(float2*)(row + 8 * nd + 2 * t) = make_float2(o[nd][2 * r] * inv, o[nd][2 * r + 1] * inv);
-        }
-    }
-}
-
-// The queries and keys rotated over their leading 32 or 64 dims (rotary half 16 or 32), or not;
-// blocks of 8 warps (128 queries, 64-key tiles), two a multiprocessor (blocks of 4 warps, four a
-// multiprocessor, measured 7 % slower on the H200: docs/BENCHMARKS.md).
-#define ATTENTION_BF16(NAME, HALF, NWARPS, BLOCKS) \
-extern "C" __global__ void __launch_bounds__(32 * NWARPS, BLOCKS) \
-    NAME(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out, \
-         int q_len, int kv_len, int kv_cap, int heads, int kv_heads, float scale, float theta, int first_position) { \
-    attention_bf16_d64<HALF, NWARPS>(q, k, v, out, q_len, kv_len, kv_cap, heads, kv_heads, scale, theta, first_position); \
-}
-ATTENTION_BF16(attention_bf16_d64, 0, 8, 2)
-ATTENTION_BF16(attention_bf16_d64_rot16, 16, 8, 2)
-ATTENTION_BF16(attention_bf16_d64_rot32, 32, 8, 2)
 
 // Single-query attention over a KV cache (the AR decode step), split over the keys so the whole
 // GPU works on it, and grouped so each key/value row is read once for the G query heads that share
@@ -800,3 +606,258 @@ DECODE_SPLIT_FOR_G(1, bf16_t, _bf16)
 DECODE_SPLIT_FOR_G(2, bf16_t, _bf16)
 DECODE_SPLIT_FOR_G(4, bf16_t, _bf16)
 DECODE_SPLIT_FOR_G(8, bf16_t, _bf16)
+
+// The keys and values of the bf16 attention staged once a call, not by every block of queries:
+// keys rotated (rope_rows_f32's arithmetic, as attention_bf16_d64 rotates them) and
+// rounded to bf16 as [batch][kv head][key][dim], values rounded to bf16 and transposed as
+// [batch][kv head][dim][key], both padded with zeros to kv_pad keys (a multiple of 64). A block
+// stages 64 keys of one head in shared memory with attention_bf16_d64's thread mapping, then writes
+// them out in 16-byte rows. grid (kv_pad / 64, kv_heads, batch), block 256.
+template <int ROTARY_HALF>
+__device__ __forceinline__ void attention_stage_kv(const float* __restrict__ k, const float* __restrict__ v,
+                                                   unsigned short* __restrict__ ks_out,
+                                                   unsigned short* __restrict__ vt_out, int kv_len, int kv_cap,
+                                                   int kv_heads, int kv_pad, float theta, int first_position) {
+    __shared__ __align__(16) unsigned short ks[64][BKS];
+    __shared__ __align__(16) unsigned short vt[TD][BKS];
+    __shared__ float inv_freq[32];
+    int tid = threadIdx.x, kvh = blockIdx.y, b = blockIdx.z, k0 = 64 * blockIdx.x;
+    if (ROTARY_HALF > 0 && tid < ROTARY_HALF)
+        inv_freq[tid] = 1.0f / powf(theta, (float)(2 * tid) / (float)(2 * (ROTARY_HALF > 0 ? ROTARY_HALF : 1)));
+    __syncthreads();
+    long kv_width = (long)kv_heads * TD;
+    const float* kb = k + (long)b * kv_cap * kv_width + kvh * TD;
+    const float* vb = v + (long)b * kv_cap * kv_width + kvh * TD;
+    int j = tid >> 2, c4 = 4 * (tid & 3);
+    bool live = k0 + j < kv_len;
+    float kx[4][4];
+    float4 vx[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float4 x = live ? *(const float4*)(kb + (long)(k0 + j) * kv_width + c4 + 16 * i) : make_float4(0, 0, 0, 0);
+        vx[i] = live ? *(const float4*)(vb + (long)(k0 + j) * kv_width + c4 + 16 * i) : make_float4(0, 0, 0, 0);
+        kx[i][0] = x.x;
+        kx[i][1] = x.y;
+        kx[i][2] = x.z;
+        kx[i][3] = x.w;
+    }
+    if (ROTARY_HALF > 0) {
+        float pos = (float)(first_position + k0 + j);
+        const int step = ROTARY_HALF / 16;
+        float rot[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                if (i >= 2 * step) {
+                    rot[i][e] = kx[i][e];
+                } else if (i < step) {
+                    rot[i][e] = rotated(kx[i][e], kx[i + step][e], pos * inv_freq[c4 + 16 * i + e], true);
+                } else {
+                    int p = c4 + 16 * (i - step) + e;
+                    rot[i][e] = rotated(kx[i - step][e], kx[i][e], pos * inv_freq[p], false);
+                }
+            }
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) kx[i][e] = rot[i][e];
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int d = c4 + 16 * i;
+        *(uint2*)&ks[j][d] = make_uint2(pack_bf16(kx[i][0], kx[i][1]), pack_bf16(kx[i][2], kx[i][3]));
+        unsigned v01 = pack_bf16(vx[i].x, vx[i].y), v23 = pack_bf16(vx[i].z, vx[i].w);
+        vt[d][j] = (unsigned short)(v01 & 0xffffu);
+        vt[d + 1][j] = (unsigned short)(v01 >> 16);
+        vt[d + 2][j] = (unsigned short)(v23 & 0xffffu);
+        vt[d + 3][j] = (unsigned short)(v23 >> 16);
+    }
+    __syncthreads();
+    // 64 rows of 64 values (8 chunks of 16 bytes) each of keys and of values: two chunks a thread.
+    long head = (long)b * kv_heads + kvh;
+    unsigned short* ko = ks_out + head * kv_pad * TD;
+    unsigned short* vo = vt_out + head * TD * kv_pad;
+#pragma unroll
+    for (int c = tid; c < 64 * 8; c += 256) {
+        int row = c >> 3, col = 8 * (c & 7);
+        *(uint4*)(ko + (long)(k0 + row) * TD + col) = *(const uint4*)&ks[row][col];
+        *(uint4*)(vo + (long)row * kv_pad + k0 + col) = *(const uint4*)&vt[row][col];
+    }
+}
+
+#define ATTENTION_STAGE_KV(NAME, HALF) \
+extern "C" __global__ void __launch_bounds__(256) \
+    NAME(const float* __restrict__ k, const float* __restrict__ v, unsigned short* __restrict__ ks_out, \
+         unsigned short* __restrict__ vt_out, int kv_len, int kv_cap, int kv_heads, int kv_pad, float theta, \
+         int first_position) { \
+    attention_stage_kv<HALF>(k, v, ks_out, vt_out, kv_len, kv_cap, kv_heads, kv_pad, theta, first_position); \
+}
+ATTENTION_STAGE_KV(attention_stage_kv, 0)
+ATTENTION_STAGE_KV(attention_stage_kv_rot16, 16)
+ATTENTION_STAGE_KV(attention_stage_kv_rot32, 32)
+
+// 16 bytes from global to shared memory without passing through registers (sm_80 on).
+__device__ __forceinline__ void copy16_async(void* shared, const void* global) {
+    unsigned dst = (unsigned)__cvta_generic_to_shared(shared);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(global));
+}
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void copy_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+
+// The attention over the keys and values attention_stage_kv staged, in key tiles of 64, each copied
+// into shared memory a tile ahead (cp.async, two buffers); the queries rotate as they load. The
+// warps of a block share only the tiles, so the result does not depend on BLOCK_WARPS.
+// grid (ceil(q_len / (16 BLOCK_WARPS)), heads, batch), block 32 BLOCK_WARPS.
+template <int ROTARY_HALF, int BLOCK_WARPS>
+__device__ __forceinline__ void attention_bf16_d64(const float* __restrict__ q,
+                                                          const unsigned short* __restrict__ ks_in,
+                                                          const unsigned short* __restrict__ vt_in,
+                                                          float* __restrict__ out, int q_len, int kv_len,
+                                                          int kv_pad, int heads, int kv_heads, float scale,
+                                                          float theta, int first_position) {
+    const int rotary_half = ROTARY_HALF;
+    const int BQ = 16 * BLOCK_WARPS, BK = 64, THREADS = 32 * BLOCK_WARPS;
+    __shared__ __align__(16) unsigned short ks[2][BK][BKS];
+    __shared__ __align__(16) unsigned short vt[2][TD][BKS];
+    __shared__ float inv_freq[32];
+    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    int h = blockIdx.y, b = blockIdx.z, kvh = h / (heads / kv_heads);
+    long head = (long)b * kv_heads + kvh;
+    const unsigned short* kg = ks_in + head * kv_pad * TD;
+    const unsigned short* vg = vt_in + head * TD * kv_pad;
+    // Tile k0's 64 keys (64 rows of 8 chunks) and their values (64 dims of 8 chunks) into buffer buf.
+    auto stage = [&](int k0, int buf) {
+#pragma unroll
+        for (int c = tid; c < BK * 8; c += THREADS) {
+            int row = c >> 3, col = 8 * (c & 7);
+            copy16_async(&ks[buf][row][col], kg + (long)(k0 + row) * TD + col);
+            copy16_async(&vt[buf][row][col], vg + (long)row * kv_pad + k0 + col);
+        }
+        copy_async_commit();
+    };
+    stage(0, 0);
+    if (ROTARY_HALF > 0 && tid < ROTARY_HALF)
+        inv_freq[tid] = 1.0f / powf(theta, (float)(2 * tid) / (float)(2 * (ROTARY_HALF > 0 ? ROTARY_HALF : 1)));
+    __syncthreads();
+    int q0 = blockIdx.x * BQ + 16 * warp;
+    long q_width = (long)heads * TD;
+    float q_scale = scale * 1.44269504088896341f;
+    unsigned qa[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int f = 0; f < 4; f++) {
+            int qi = q0 + g + 8 * (f & 1), d = 16 * kk + 2 * t + 8 * (f >> 1);
+            float2 x = make_float2(0.0f, 0.0f);
+            if (qi < q_len) {
+                const float* row = q + ((long)b * q_len + qi) * q_width + h * TD;
+                x = *(const float2*)(row + d);
+                if (d < 2 * rotary_half) {
+                    bool low = d < rotary_half;
+                    int p = low ? d : d - rotary_half;
+                    float2 y = *(const float2*)(row + (low ? d + rotary_half : p));
+                    float pos = (float)(first_position + qi);
+                    float2 a = low ? x : y, bb = low ? y : x;
+                    x = make_float2(rotated(a.x, bb.x, pos * inv_freq[p], low),
+                                    rotated(a.y, bb.y, pos * inv_freq[p + 1], low));
+                }
+            }
+            qa[kk][f] = pack_bf16(x.x * q_scale, x.y * q_scale);
+        }
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, o[8][4];
+#pragma unroll
+    for (int nd = 0; nd < 8; nd++)
+#pragma unroll
+        for (int f = 0; f < 4; f++) o[nd][f] = 0.0f;
+    for (int k0 = 0, buf = 0; k0 < kv_len; k0 += BK, buf ^= 1) {
+        if (k0 + BK < kv_len) {
+            stage(k0 + BK, buf ^ 1);
+            copy_async_wait<1>();
+        } else {
+            copy_async_wait<0>();
+        }
+        __syncthreads();
+        float s[BK / 8][4];
+#pragma unroll
+        for (int nt = 0; nt < BK / 8; nt++) {
+#pragma unroll
+            for (int f = 0; f < 4; f++) s[nt][f] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+                mma_bf16(s[nt], qa[kk], *(const unsigned*)&ks[buf][8 * nt + g][16 * kk + 2 * t],
+                         *(const unsigned*)&ks[buf][8 * nt + g][16 * kk + 2 * t + 8]);
+        }
+        bool tail = k0 + BK > kv_len;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float row_max = -INFINITY;
+#pragma unroll
+            for (int nt = 0; nt < BK / 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    if (tail && k0 + 8 * nt + 2 * t + e >= kv_len) s[nt][2 * r + e] = -INFINITY;
+                    row_max = fmaxf(row_max, s[nt][2 * r + e]);
+                }
+            row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
+            row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 2));
+            float m_new = fmaxf(m[r], row_max);
+            float correction = m_new == -INFINITY ? 1.0f : exp2f(m[r] - m_new);
+            float row_sum = 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < BK / 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    float p = m_new == -INFINITY ? 0.0f : exp2f(s[nt][2 * r + e] - m_new);
+                    s[nt][2 * r + e] = p;
+                    row_sum += p;
+                }
+            row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
+            row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 2);
+            l[r] = l[r] * correction + row_sum;
+#pragma unroll
+            for (int nd = 0; nd < 8; nd++) {
+                o[nd][2 * r] *= correction;
+                o[nd][2 * r + 1] *= correction;
+            }
+            m[r] = m_new;
+        }
+#pragma unroll
+        for (int kt = 0; kt < BK / 16; kt++) {
+            unsigned pa[4] = {pack_bf16(s[2 * kt][0], s[2 * kt][1]), pack_bf16(s[2 * kt][2], s[2 * kt][3]),
+                              pack_bf16(s[2 * kt + 1][0], s[2 * kt + 1][1]),
+                              pack_bf16(s[2 * kt + 1][2], s[2 * kt + 1][3])};
+#pragma unroll
+            for (int nd = 0; nd < 8; nd++)
+                mma_bf16(o[nd], pa, *(const unsigned*)&vt[buf][8 * nd + g][16 * kt + 2 * t],
+                         *(const unsigned*)&vt[buf][8 * nd + g][16 * kt + 2 * t + 8]);
+        }
+        // The next iteration copies into the other buffer; the one after, into this one.
+        __syncthreads();
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int qi = q0 + g + 8 * r;
+        if (qi < q_len) {
+            float inv = 1.0f / l[r];
+            float* row = out + ((long)b * q_len + qi) * q_width + h * TD;
+#pragma unroll
+            for (int nd = 0; nd < 8; nd++)
+                *(float2*)(row + 8 * nd + 2 * t) = make_float2(o[nd][2 * r] * inv, o[nd][2 * r + 1] * inv);
+        }
+    }
+}
+
+// Blocks of 4 warps (64 queries), four a multiprocessor: against blocks of 8, two a multiprocessor,
+// as fast for a CFG pair and 10 % faster for one window on the H200 (docs/BENCHMARKS.md).
+#define ATTENTION_BF16(NAME, HALF) \
+extern "C" __global__ void __launch_bounds__(128, 4) \
+    NAME(const float* __restrict__ q, const unsigned short* __restrict__ ks, const unsigned short* __restrict__ vt, \
+         float* __restrict__ out, int q_len, int kv_len, int kv_pad, int heads, int kv_heads, float scale, float theta, \
+         int first_position) { \
+    attention_bf16_d64<HALF, 4>(q, ks, vt, out, q_len, kv_len, kv_pad, heads, kv_heads, scale, theta, first_position); \
+}
+ATTENTION_BF16(attention_bf16_d64, 0)
+ATTENTION_BF16(attention_bf16_d64_rot16, 16)
+ATTENTION_BF16(attention_bf16_d64_rot32, 32)

@@ -75,6 +75,49 @@ fn the_fused_glu_is_its_composition_bit_for_bit() {
     }
 }
 
+/// The DiT's attention with its queries and keys rotated inside the kernels (CUDA's bf16 attention
+/// rotates them as they load, or stages the keys rotated once a call) does the rotary pass's
+/// arithmetic, so it is the rotary pass and then the attention bit for bit: over query blocks and
+/// key tiles that end part-way (150 rows), rotary dims 32 and 64, at position 0 and further on.
+/// Rotated one position further, the composition differs, so the check can fail.
+#[test]
+fn the_rotated_attention_is_its_composition_bit_for_bit() {
+    use songloom_engine::device::{AttentionShape, Rotary};
+    for kind in [DeviceKind::Cuda, DeviceKind::Wgpu] {
+        let device = match songloom_tests::gpu_with(kind, Precision::Bf16) {
+            Ok(device) => device,
+            Err(e) => {
+                println!("{kind} rotated attention skipped: {e}");
+                continue;
+            }
+        };
+        let (batch, len, heads, head_dim) = (2, 150, 4, 64);
+        let shape = AttentionShape {
+            batch,
+            q_len: len,
+            kv_len: len,
+            kv_capacity: len,
+            heads,
+            kv_heads: heads,
+            head_dim,
+            causal: false,
+        };
+        let on = |x: Tensor| device.upload(x).unwrap();
+        let [q, k, v] = [50, 51, 52].map(|seed| on(t(&[batch * len, heads * head_dim], seed)));
+        for (rotary_dim, first_position) in [(32, 0), (64, 0), (32, 3)] {
+            let rotary = Rotary { heads, head_dim, rotary_dim, theta: 10_000.0, first_position, seq_len: len };
+            let fused = device.attention_rotated(&q, &k, &v, shape, rotary).unwrap().to_f32_vec();
+            let composed_at = |first_position| {
+                let r = Rotary { first_position, ..rotary };
+                composed::attention_rotated(&*device, &q, &k, &v, shape, r).unwrap().to_f32_vec()
+            };
+            let what = format!("{kind}: rotary dims {rotary_dim} from position {first_position}");
+            assert!(same_bits(&fused, &composed_at(first_position)), "{what}");
+            assert!(!same_bits(&fused, &composed_at(first_position + 1)), "{what}: the control matched");
+        }
+    }
+}
+
 /// A backend that sends back a shortened list sends exactly the host rule's list (the suite checks
 /// the probabilities), for logit pairs with ties, signed zeros, non-finite values and values below
 /// the floor; a GPU backend shortens most of these lists.

@@ -107,7 +107,8 @@ impl CudaBackend {
             && [q, k, v].iter().all(|t| t.dtype() == DType::F32)
     }
 
-    /// The bf16 attention, with `q` and `k` rotated as they load by `rotary` (its half 16 or 32).
+    /// The bf16 attention, with `q` and `k` rotated by `rotary` (its half 16 or 32): the keys and
+    /// values rotated and rounded once (`attention_stage_kv`), the queries as they load.
     fn attention_bf16(
         &self,
         q: &Tensor,
@@ -125,26 +126,45 @@ impl CudaBackend {
         let scale = (s.head_dim as f32).powf(-0.5);
         let (q_len, kv_len, cap, heads, kv_heads) =
             (s.q_len as i32, s.kv_len as i32, s.kv_capacity as i32, s.heads as i32, s.kv_heads as i32);
-        let (kernel, theta, first) = match rotary {
-            Some(r) if r.rotary_dim == 32 => ("attention_bf16_d64_rot16", r.theta, r.first_position as i32),
-            Some(r) if r.rotary_dim == 64 => ("attention_bf16_d64_rot32", r.theta, r.first_position as i32),
+        let (half, theta, first) = match rotary {
+            Some(r) if matches!(r.rotary_dim, 32 | 64) => (r.rotary_dim / 2, r.theta, r.first_position as i32),
             Some(r) => return Err(Error::Gpu(format!("no bf16 attention rotating {} dims", r.rotary_dim))),
-            None => ("attention_bf16_d64", 0.0, 0),
+            None => (0, 0.0, 0),
         };
-        // Blocks of 8 warps, 16 queries each.
+        let rot = match half {
+            0 => "",
+            16 => "_rot16",
+            _ => "_rot32",
+        };
+        // The keys rotated and both rounded to bf16 once, not by every block of queries.
+        let kv_pad = s.kv_len.div_ceil(64) * 64;
+        let staged = s.batch * s.kv_heads * kv_pad * s.head_dim;
+        let (mut keys, mut values) = (self.alloc_as::<u16>(&lane, staged)?, self.alloc_as::<u16>(&lane, staged)?);
+        let pad = kv_pad as i32;
         let cfg = LaunchConfig {
-            grid_dim: (s.q_len.div_ceil(128) as u32, s.heads as u32, s.batch as u32),
+            grid_dim: ((kv_pad / 64) as u32, s.kv_heads as u32, s.batch as u32),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut b = lane.stream.launch_builder(self.kernels.get(kernel)?);
-        b.arg(self.f32s(q, Op::Attention)?)
-            .arg(self.f32s(k, Op::Attention)?)
-            .arg(self.f32s(v, Op::Attention)?)
-            .arg(&mut out);
-        b.arg(&q_len).arg(&kv_len).arg(&cap).arg(&heads).arg(&kv_heads).arg(&scale);
+        let mut b = lane.stream.launch_builder(self.kernels.get(&format!("attention_stage_kv{rot}"))?);
+        b.arg(self.f32s(k, Op::Attention)?).arg(self.f32s(v, Op::Attention)?).arg(&mut keys).arg(&mut values);
+        b.arg(&kv_len).arg(&cap).arg(&kv_heads).arg(&pad).arg(&theta).arg(&first);
+        // SAFETY: shapes checked above (head dim 64); the grid writes every key of both, padding
+        // included (zeros past kv_len).
+        unsafe { b.launch(cfg) }.map_err(gpu)?;
+        // Blocks of 4 warps, 16 queries each.
+        let cfg = LaunchConfig {
+            grid_dim: (s.q_len.div_ceil(64) as u32, s.heads as u32, s.batch as u32),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let kernel = format!("attention_bf16_d64{rot}");
+        let mut b = lane.stream.launch_builder(self.kernels.get(&kernel)?);
+        b.arg(self.f32s(q, Op::Attention)?).arg(&keys).arg(&values).arg(&mut out);
+        b.arg(&q_len).arg(&kv_len).arg(&pad).arg(&heads).arg(&kv_heads).arg(&scale);
         b.arg(&theta).arg(&first);
-        // SAFETY: shapes checked above (head dim 64); every query row of the grid is written once.
+        // SAFETY: the staged keys and values hold kv_pad keys of every (batch, KV head); every
+        // query row of the grid is written once. The scratch is freed in stream order after.
         unsafe { b.launch(cfg) }.map_err(gpu)?;
         self.wrap(&[s.batch * s.q_len, s.heads * s.head_dim], out)
     }
