@@ -118,6 +118,71 @@ fn the_rotated_attention_is_its_composition_bit_for_bit() {
     }
 }
 
+/// A float cast on wgpu (made on the device) holds the bits the host's cast gives: f32 and bf16
+/// to f32, bf16 and f16, over values that round every way: ties at each format's last place
+/// (to even, and above it), f16's subnormals and its overflow, f32's subnormals, signed zeros,
+/// the infinities and NaNs with payloads; an odd count, so the last word is half empty.
+#[test]
+fn a_float_cast_on_wgpu_is_the_hosts_bit_for_bit() {
+    use songloom_engine::{CpuStorage, Storage};
+    let mut values: Vec<f32> = vec![
+        0.0,
+        -0.0,
+        1.0,
+        -1.5,
+        65504.0,
+        65519.99,
+        65520.0,
+        -65536.0,
+        1e-40,
+        -1e-45,
+        6.0e-8,
+        2.98e-8,
+        5.96e-8,
+        3.0e-5,
+        -6.1e-5,
+        f32::MAX,
+        f32::MIN_POSITIVE,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::from_bits(0x7f80_0001),
+        f32::from_bits(0xffc1_2345),
+    ];
+    for base in [1.0f32, 3.0e-6, 1.0e-7, -7.0e4] {
+        for k in 0..8u32 {
+            values.push(f32::from_bits(base.to_bits() + (k << 12)));
+            values.push(f32::from_bits(base.to_bits() + (k << 15)));
+        }
+    }
+    values.extend(noise(301, 60).iter().map(|v| v * 1000.0));
+    assert!(values.len() % 2 == 1);
+    let Some(device) = devices().into_iter().find(|d| d.kind() == DeviceKind::Wgpu) else {
+        println!("skipped: no wgpu adapter here");
+        return;
+    };
+    for from in [DType::F32, DType::BF16] {
+        let stored = CpuStorage::F32(values.clone()).to_dtype(from).unwrap();
+        let on_host = Tensor::new(&[values.len()], Storage::Cpu(stored.clone())).unwrap();
+        let on_device = device.upload(on_host).unwrap();
+        for to in [DType::F32, DType::BF16, DType::F16].into_iter().filter(|&to| to != from) {
+            let want = Tensor::new(&[values.len()], Storage::Cpu(stored.to_dtype(to).unwrap())).unwrap();
+            let got = device.cast(&on_device, to).unwrap();
+            assert_eq!(got.dtype(), to);
+            let (got, want) = (got.to_f32_vec(), want.to_f32_vec());
+            let first_difference = got.iter().zip(&want).position(|(a, b)| a.to_bits() != b.to_bits());
+            assert!(
+                same_bits(&got, &want),
+                "{from} to {to}: value {:?} ({:?}) cast to {:?} on the device, {:?} on the host",
+                first_difference.map(|i| values[i]),
+                first_difference.map(|i| values[i].to_bits()),
+                first_difference.map(|i| got[i]),
+                first_difference.map(|i| want[i])
+            );
+        }
+    }
+}
+
 /// A backend that sends back a shortened list sends exactly the host rule's list (the suite checks
 /// the probabilities), for logit pairs with ties, signed zeros, non-finite values and values below
 /// the floor; a GPU backend shortens most of these lists.

@@ -1,6 +1,7 @@
 //! Elementwise ops, the synthetic fill and the non-finite count.
 
 use super::shaders::Program;
+use super::storage::WgpuStorage;
 use super::{WgpuBackend, bits, word};
 use crate::device::{Backend, ElementwiseOps, Op};
 use crate::error::{Error, Result};
@@ -35,6 +36,24 @@ impl WgpuBackend {
         self.run(Program::Binary, &[], &params, &buffers, word(op, n.div_ceil(256))?)?;
         Ok(self.wrap(a.shape(), out))
     }
+
+    /// An f32 or bf16 tensor as f32, bf16 or f16, on the device (cast.wgsl) with the host's
+    /// rounding, rather than read back, converted and uploaded again.
+    fn cast_floats(&self, shape: &[usize], src: &WgpuStorage, dtype: DType) -> Result<Tensor> {
+        let op = Op::Cast;
+        let n = src.len;
+        let out = self.alloc_as(op, dtype, n)?;
+        let to = match dtype {
+            DType::F32 => 0,
+            DType::BF16 => 1,
+            _ => 2,
+        };
+        let params = [word(op, n)?, u32::from(src.dtype == DType::BF16), to];
+        let threads = if dtype == DType::F32 { n } else { n.div_ceil(2) };
+        let buffers = [(1, src.buffer()), (2, out.buffer())];
+        self.run(Program::Cast, &[], &params, &buffers, word(op, threads.div_ceil(256))?)?;
+        Ok(self.wrap(shape, out))
+    }
 }
 
 impl ElementwiseOps for WgpuBackend {
@@ -43,6 +62,10 @@ impl ElementwiseOps for WgpuBackend {
         let s = self.matrix(t, Op::Cast)?;
         if s.dtype == dtype {
             return Ok(t.clone());
+        }
+        let floats = [DType::F32, DType::BF16, DType::F16];
+        if matches!(s.dtype, DType::F32 | DType::BF16) && floats.contains(&dtype) && s.pieces.is_empty() {
+            return self.cast_floats(t.shape(), s, dtype);
         }
         let converted = s.to_cpu()?.to_dtype(dtype)?;
         Ok(self.wrap(t.shape(), self.upload_shaped(t.shape(), &converted)?))

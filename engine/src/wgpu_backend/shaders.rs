@@ -43,6 +43,7 @@ programs! {
     Unary => "unary";
     Binary => "binary";
     Fill => "fill";
+    Cast => "cast";
     FillUniform => "fill_uniform";
     Layout => "layout";
     WriteRowsBf16 => "write_rows_bf16";
