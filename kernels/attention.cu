@@ -608,11 +608,12 @@ DECODE_SPLIT_FOR_G(4, bf16_t, _bf16)
 DECODE_SPLIT_FOR_G(8, bf16_t, _bf16)
 
 // The keys and values of the bf16 attention staged once a call, not by every block of queries:
-// keys rotated (rope_rows_f32's arithmetic, as attention_bf16_d64 rotates them) and
+// keys rotated (rope_rows_f32's arithmetic, as attention_bf16_d64 rotates its queries) and
 // rounded to bf16 as [batch][kv head][key][dim], values rounded to bf16 and transposed as
 // [batch][kv head][dim][key], both padded with zeros to kv_pad keys (a multiple of 64). A block
-// stages 64 keys of one head in shared memory with attention_bf16_d64's thread mapping, then writes
-// them out in 16-byte rows. grid (kv_pad / 64, kv_heads, batch), block 256.
+// stages 64 keys of one head in shared memory (a thread takes dims 4c + 16i, i = 0..3, of one key,
+// which holds each rotary pair), then writes them out in 16-byte rows.
+// grid (kv_pad / 64, kv_heads, batch), block 256.
 template <int ROTARY_HALF>
 __device__ __forceinline__ void attention_stage_kv(const float* __restrict__ k, const float* __restrict__ v,
                                                    unsigned short* __restrict__ ks_out,
