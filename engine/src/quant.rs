@@ -147,8 +147,9 @@ fn quantize_block(values: &[f32], dtype: DType) -> QuantData {
 /// `x` rounded to the nearest integer, ties to even, as `f32::round_ties_even`, for `|x| < 2^22`:
 /// adding and taking away 1.5 * 2^23 leaves no bits below the units, and the addition rounds to
 /// nearest even. A code is within a few hundred; a larger `x` (an f16 offset far from a narrow
-/// group) keeps its sign and size, so the clamp after it gives the same code. `round_ties_even` is a call to libm's
-/// `rintf` on a target without SSE4.1, and was most of the time of quantizing at load.
+/// group) keeps its sign and size, so the clamp after it gives the same code. `round_ties_even`
+/// is a call to libm's `rintf` on a target without SSE4.1, and was most of the time of
+/// quantizing at load.
 fn round_small(x: f32) -> f32 {
     const SHIFT: f32 = 12_582_912.0;
     (x + SHIFT) - SHIFT

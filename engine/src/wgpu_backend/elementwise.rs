@@ -1,4 +1,4 @@
-//! Elementwise ops, the synthetic fill and the non-finite count.
+//! Elementwise ops, casts, the synthetic fill and the non-finite count.
 
 use super::shaders::Program;
 use super::storage::WgpuStorage;
