@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use half::bf16;
 use rayon::prelude::*;
 
+use super::exp;
 use super::gemm::{MatRef, dot_f32, gemm_f32};
 use super::{CpuBackend, f32s, kv_rows, out};
 use crate::device::{AttentionOps, AttentionShape, Op};
@@ -68,15 +69,9 @@ fn attention_gemm(q: &[f32], k: KvRows<'_>, v: KvRows<'_>, s: AttentionShape, fi
             gemm_f32(q_len, kv_len, d, q_view, k_t, &mut scores, false);
             for (i, row) in scores.chunks_mut(kv_len).enumerate() {
                 let visible = if causal { kv_len - q_len + i + 1 } else { kv_len };
-                let max = row[..visible].iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x * scale));
-                let mut sum = 0.0f32;
-                for x in &mut row[..visible] {
-                    *x = (*x * scale - max).exp();
-                    sum += *x;
-                }
-                let inv = 1.0 / sum;
-                row[..visible].iter_mut().for_each(|x| *x *= inv);
-                row[visible..].fill(0.0);
+                let (seen, unseen) = row.split_at_mut(visible);
+                exp::softmax_scaled(seen, scale);
+                unseen.fill(0.0);
             }
             let p = MatRef { data: &scores, row_stride: kv_len, col_stride: 1 };
             let v_view = MatRef { data: &values, row_stride: value_stride, col_stride: 1 };

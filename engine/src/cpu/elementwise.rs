@@ -2,17 +2,29 @@
 
 use super::*;
 
+/// Elements a task takes: enough to vectorize and to outweigh handing work to another core.
+const CHUNK: usize = 4096;
+
 impl ElementwiseOps for CpuBackend {
     fn cast(&self, t: &Tensor, dtype: DType) -> Result<Tensor> {
         Tensor::new(t.shape(), Storage::Cpu(storage(t, Op::Cast)?.to_dtype(dtype)?))
     }
 
     fn silu_mul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        zip(a, b, Op::SiluMul, |p, q| silu(p) * q)
+        same_shape(Op::SiluMul, a, b)?;
+        let (x, y) = (f32s(a, Op::SiluMul)?, f32s(b, Op::SiluMul)?);
+        let mut z = vec![self.fresh; x.len()];
+        z.par_chunks_mut(CHUNK).zip(x.par_chunks(CHUNK)).zip(y.par_chunks(CHUNK)).for_each(|((z, x), y)| {
+            exp::silu_mul_into(z, x, y);
+        });
+        out(a.shape(), z)
     }
 
     fn silu(&self, x: &Tensor) -> Result<Tensor> {
-        map(x, Op::Silu, silu)
+        let v = f32s(x, Op::Silu)?;
+        let mut y = vec![self.fresh; v.len()];
+        y.par_chunks_mut(CHUNK).zip(v.par_chunks(CHUNK)).for_each(|(y, v)| exp::silu_into(y, v));
+        out(x.shape(), y)
     }
 
     fn tanh(&self, x: &Tensor) -> Result<Tensor> {

@@ -5,6 +5,7 @@
 mod attention;
 mod conv;
 mod elementwise;
+mod exp;
 pub mod gemm;
 mod layout;
 mod norms;
@@ -86,10 +87,6 @@ pub(super) fn zip(a: &Tensor, b: &Tensor, op: Op, f: impl Fn(f32, f32) -> f32 + 
     same_shape(op, a, b)?;
     let (x, y) = (f32s(a, op)?, f32s(b, op)?);
     out(a.shape(), x.par_iter().zip(y).with_min_len(4096).map(|(&p, &q)| f(p, q)).collect())
-}
-
-pub(super) fn silu(x: f32) -> f32 {
-    x / (1.0 + (-x).exp())
 }
 
 impl Backend for CpuBackend {
