@@ -308,8 +308,13 @@ impl Queue {
         self.encoder(&mut batch).copy_buffer_to_buffer(src, src_offset, dst, dst_offset, bytes);
     }
 
-    /// Submits what is recorded, with `then` (a copy into a staging buffer) at the end.
-    fn submit(&self, batch: &mut Batch, then: Option<(&wgpu::Buffer, &wgpu::Buffer, u64)>) -> Result<()> {
+    /// Submits what is recorded, with `then` (a copy into a staging buffer) at the end; the
+    /// submission's index.
+    fn submit(
+        &self,
+        batch: &mut Batch,
+        then: Option<(&wgpu::Buffer, &wgpu::Buffer, u64)>,
+    ) -> Result<wgpu::SubmissionIndex> {
         batch.end_pass();
         let mut encoder =
             batch.encoder.take().unwrap_or_else(|| self.device.create_command_encoder(&Default::default()));
@@ -319,10 +324,11 @@ impl Queue {
         if !batch.params.is_empty() {
             self.queue.write_buffer(&self.params, 0, &batch.params);
         }
-        self.queue.submit([encoder.finish()]);
+        let index = self.queue.submit([encoder.finish()]);
         batch.params.clear();
         batch.dispatches = 0;
-        self.check()
+        self.check()?;
+        Ok(index)
     }
 
     /// Submits what is recorded.
@@ -331,7 +337,7 @@ impl Queue {
         if batch.encoder.is_none() {
             return self.check();
         }
-        self.submit(&mut batch, None)
+        self.submit(&mut batch, None).map(drop)
     }
 
     /// Waits until the device has done everything submitted.
@@ -353,12 +359,15 @@ impl Queue {
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        self.submit(&mut self.batch(), Some((buffer, &staging, size)))?;
+        let index = self.submit(&mut self.batch(), Some((buffer, &staging, size)))?;
         let (done, result) = std::sync::mpsc::channel();
         staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
             let _ = done.send(r);
         });
-        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(e.to_string()))?;
+        // This read's own submission, not the latest: in a streamed song the other half may
+        // submit after it, and the AR half's read of its codes would wait for a DiT step.
+        let own = wgpu::PollType::Wait { submission_index: Some(index), timeout: None };
+        self.device.poll(own).map_err(|e| Error::Gpu(e.to_string()))?;
         result
             .recv()
             .map_err(|_| Error::Gpu("the read-back never completed".into()))?
