@@ -27,6 +27,10 @@ if ! command -v cargo >/dev/null 2>&1; then
     export PATH="$HOME/.cargo/bin:$PATH"
 fi
 
-if [ "${SONGLOOM_SETUP_TESTS:-}" = 1 ] && ! cargo nextest --version >/dev/null 2>&1; then
-    cargo install cargo-nextest --locked
+# 0.9.91 or later: .config/nextest.toml sets test priorities.
+if [ "${SONGLOOM_SETUP_TESTS:-}" = 1 ]; then
+    nextest=$(cargo nextest --version 2>/dev/null | awk 'NR == 1 { print $2 }' || true)
+    if [ -z "$nextest" ] || [ "$(printf '%s\n' 0.9.91 "$nextest" | sort -V | head -n1)" != 0.9.91 ]; then
+        cargo install cargo-nextest --locked
+    fi
 fi
