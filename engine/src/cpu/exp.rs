@@ -70,12 +70,9 @@ pub fn softmax_scaled(row: &mut [f32], scale: f32) {
 
 /// `y[i] = silu(a[i]) * b[i]`, with `silu(a) = a / (1 + e^-a)`.
 pub fn silu_mul_into(y: &mut [f32], a: &[f32], b: &[f32]) {
-    for (y, &a) in y.iter_mut().zip(a) {
-        *y = -a;
-    }
-    exp_in_place(y);
-    for ((y, &a), &b) in y.iter_mut().zip(a).zip(b) {
-        *y = a / (1.0 + *y) * b;
+    silu_into(y, a);
+    for (y, &b) in y.iter_mut().zip(b) {
+        *y *= b;
     }
 }
 
