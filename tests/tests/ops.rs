@@ -246,6 +246,75 @@ fn the_lists_of_a_batch_are_each_pair_alone() {
     }
 }
 
+/// A backend's draws are the host's, draw for draw: for logit pairs of 8 forms at the depth
+/// decoder's width (a shortlist) and at a narrow one (every entry), with uniforms spread over
+/// `[0, 1)` and placed just below and above the boundaries between codes (where an ulp's difference
+/// in a probability would change the draw). Only a pair whose list cannot stand for its rows (form
+/// 4, every guided value below the floor) may come back as -1. The control: the uniforms either
+/// side of a boundary draw different codes on the host, so a device whose probabilities were an ulp
+/// off, or whose running sum stopped one entry early or late, would fail.
+#[test]
+fn draws_on_the_device_are_the_hosts() {
+    use songloom_engine::pipeline::rng::categorical_at;
+    use songloom_engine::pipeline::sampling::depth_probs;
+    for device in devices() {
+        for width in [1024usize, 32] {
+            let (_, c) = draw_of(width, 2);
+            let rule = depth_shortlist(&c);
+            let pairs: Vec<(Vec<f32>, Vec<f32>)> =
+                (0..8u64).map(|form| logit_rows(&mut Seeds::new(form + 20), width, form)).collect();
+            let probs: Vec<Vec<f32>> = pairs
+                .iter()
+                .map(|(cond, uncond)| depth_probs(&Candidates::every(cond.clone(), uncond.clone()), &c))
+                .collect();
+            // Per pair: spread uniforms, and ones a hair either side of each cumulative boundary.
+            let mut trials: Vec<Vec<f64>> = (0..16).map(|j| vec![j as f64 / 16.0 + 0.01; 8]).collect();
+            for round in 0..8 {
+                trials.push(
+                    probs
+                        .iter()
+                        .map(|p| {
+                            let total: f64 = p.iter().map(|&w| w as f64).sum();
+                            let mut acc = 0.0;
+                            let cut: Vec<f64> = p
+                                .iter()
+                                .filter(|&&w| w > 0.0)
+                                .map(|&w| {
+                                    acc += w as f64;
+                                    acc / total
+                                })
+                                .collect();
+                            let at = cut[(round / 2) % cut.len()];
+                            (if round % 2 == 0 { at * (1.0 - 1e-12) } else { at * (1.0 + 1e-12) })
+                                .clamp(0.0, 1.0 - f64::EPSILON)
+                        })
+                        .collect(),
+                );
+            }
+            let logits: Vec<f32> =
+                pairs.iter().flat_map(|(cond, uncond)| [cond.clone(), uncond.clone()].concat()).collect();
+            let logits = device.upload(Tensor::from_f32(&[16, width], logits).unwrap()).unwrap();
+            for u in &trials {
+                let got = device.to_host(&device.draw_each(&logits, &rule, u).unwrap()).unwrap();
+                for (form, ((code, p), &u)) in got.iter().zip(&probs).zip(u).enumerate() {
+                    let what = format!("{} width {width} form {form} u {u}", device.kind());
+                    if *code < 0.0 {
+                        assert!(form == 4 && width > 256, "{what}: drawn on the host");
+                        continue;
+                    }
+                    assert_eq!(*code as usize, categorical_at(u, p), "{what}");
+                }
+            }
+            let split = trials[16..]
+                .chunks(2)
+                .flat_map(|pair| pair[0].iter().zip(&pair[1]).zip(&probs))
+                .filter(|((below, above), p)| categorical_at(**below, p) != categorical_at(**above, p))
+                .count();
+            assert!(split >= 24, "only {split} of 32 boundaries split the host's draws");
+        }
+    }
+}
+
 /// The fast policies' attention at head dim 64 (the DiT's) runs on the tensor cores: in TF32 under
 /// `tf32` (inputs rounded to a 10-bit mantissa, about 5e-4 relative, summed over 64 dims and the
 /// keys; measured worst on the H200: 1.9e-4, docs/gpu-runs/2026-11-30-18-h200-tests-review.log), in

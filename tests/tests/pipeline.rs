@@ -19,7 +19,7 @@ use songloom_engine::Device;
 use songloom_engine::Tensor;
 use songloom_engine::pipeline::ar::{Chooser, Draw};
 use songloom_engine::pipeline::windows::NoiseSource;
-use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, Request};
+use songloom_engine::pipeline::{Cancel, Event, Observer, Pipeline, Request, RngChooser};
 use songloom_engine::prompt::PromptIds;
 use songloom_tests::{
     Bound, Golden, copy_tiny_model, cpu, device_kinds, device_of, devices, distance, fixtures, tiny_model_dir,
@@ -340,4 +340,48 @@ fn a_song_that_ends_early_says_its_length() {
     let stages = stages.into_inner().unwrap();
     assert_eq!(stages.last(), Some(&(made, made)), "{stages:?}");
     assert!(stages[..stages.len() - 1].iter().all(|&(_, total)| total == 40), "{stages:?}");
+}
+
+/// The seeded sampler with its uniforms hidden: every draw is shown its probabilities on the host.
+struct OnHost(RngChooser);
+
+impl Chooser for OnHost {
+    fn choose(&mut self, frame: usize, draw: Draw, probs: &[f32]) -> songloom_engine::Result<usize> {
+        self.0.choose(frame, draw, probs)
+    }
+}
+
+/// The seeded sampler whose uniforms, offered to a device, are the next frame's: where the device
+/// draws, its song is not the sampler's.
+struct NextFrames(RngChooser);
+
+impl Chooser for NextFrames {
+    fn choose(&mut self, frame: usize, draw: Draw, probs: &[f32]) -> songloom_engine::Result<usize> {
+        self.0.choose(frame, draw, probs)
+    }
+
+    fn uniform(&mut self, frame: usize, draw: Draw) -> Option<f64> {
+        self.0.uniform(frame + 1, draw)
+    }
+}
+
+/// The residual codes drawn by the device (the frame's codebooks one after another, read back
+/// once) are the codes the host draws from the same probabilities: the same frames bit for bit,
+/// on every device. The control shows the device did draw them.
+#[test]
+fn codes_drawn_on_the_device_are_the_hosts() {
+    for device in devices() {
+        let kind = device.kind();
+        let pipeline = Pipeline::load(&tiny_model_dir(), device).unwrap();
+        let prompt = pipeline.encode_prompt("warm lo-fi piano", "[verse]\nla la la").unwrap();
+        let frames = |chooser: &mut dyn Chooser| {
+            let cancel = Cancel::default();
+            pipeline.generate_frames(&prompt, 60, chooser, quiet(&cancel)).unwrap().to_host().unwrap()
+        };
+        let drawn = frames(&mut RngChooser { seed: 9 });
+        let on_host = frames(&mut OnHost(RngChooser { seed: 9 }));
+        assert!(drawn == on_host, "{kind}: the device's draws are not the host's");
+        let shifted = frames(&mut NextFrames(RngChooser { seed: 9 }));
+        assert!(shifted != drawn, "{kind}: the device did not draw with the uniforms it was given");
+    }
 }

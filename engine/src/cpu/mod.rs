@@ -5,7 +5,7 @@
 mod attention;
 mod conv;
 mod elementwise;
-mod exp;
+pub mod exp;
 pub mod gemm;
 mod layout;
 mod norms;

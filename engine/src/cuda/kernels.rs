@@ -99,7 +99,7 @@ pub const SOURCES: &[(&str, &str, &[&str])] = &[
         ],
     ),
     ("gemv.cu", include_str!("../../../kernels/gemv.cu"), &["gemv_bf16"]),
-    ("sampling.cu", include_str!("../../../kernels/sampling.cu"), &["shortlist_top_k"]),
+    ("sampling.cu", include_str!("../../../kernels/sampling.cu"), &["shortlist_top_k", "draw_guided", "drawn_ids"]),
     (
         "quant.cu",
         include_str!("../../../kernels/quant.cu"),

@@ -28,6 +28,36 @@ impl CudaBackend {
         }
         lane.stream.memcpy_dtod(&src.slice(from..from + n), &mut dst.slice_mut(to..to + n)).map_err(gpu)
     }
+
+    /// Rows `ids` (on the device, each below the table's rows) of `table [vocab, dim]`.
+    pub(super) fn embedding_ids(
+        &self,
+        lane: &Lane,
+        table: &Tensor,
+        ids: &CudaSlice<u32>,
+        count: usize,
+    ) -> Result<Tensor> {
+        let (_, dim) = table.dims2("embedding")?;
+        let mut out = self.alloc(lane, count * dim)?;
+        let (dim32, n64) = (dim as i32, count as i64);
+        let storage = self.storage(table, Op::Embedding)?;
+        if let CudaStorage::Quant(q) = storage {
+            self.embedding_quant(lane, q, ids, count, dim, &mut out)?;
+            return self.wrap(&[count, dim], out);
+        }
+        if count > 0 {
+            let kernel = if storage.dtype() == DType::F32 { "embedding_f32" } else { "embedding_bf16" };
+            let mut b = lane.stream.launch_builder(self.kernels.get(kernel)?);
+            match self.float(table, Op::Embedding)? {
+                Float::F32(s) => b.arg(s),
+                Float::BF16(s) => b.arg(s),
+            };
+            b.arg(ids).arg(&mut out).arg(&dim32).arg(&n64);
+            // SAFETY: ids index rows of the table; out holds count * dim floats.
+            unsafe { b.launch(grid_1d(count * dim)) }.map_err(gpu)?;
+        }
+        self.wrap(&[count, dim], out)
+    }
 }
 
 impl LayoutOps for CudaBackend {
@@ -59,29 +89,13 @@ impl LayoutOps for CudaBackend {
     }
 
     fn embedding(&self, table: &Tensor, ids: &[u32]) -> Result<Tensor> {
-        let (vocab, dim) = table.dims2("embedding")?;
+        let (vocab, _) = table.dims2("embedding")?;
         if let Some(&bad) = ids.iter().find(|&&id| id as usize >= vocab) {
             return Err(Error::Invalid(format!("token id {bad} is outside the embedding table of {vocab} rows")));
         }
         let lane = self.lane()?;
         let ids_dev = lane.stream.clone_htod(ids).map_err(gpu)?;
-        let mut out = self.alloc(&lane, ids.len() * dim)?;
-        let (dim32, n64) = (dim as i32, ids.len() as i64);
-        let storage = self.storage(table, Op::Embedding)?;
-        if let CudaStorage::Quant(q) = storage {
-            self.embedding_quant(&lane, q, &ids_dev, ids.len(), dim, &mut out)?;
-            return self.wrap(&[ids.len(), dim], out);
-        }
-        let kernel = if storage.dtype() == DType::F32 { "embedding_f32" } else { "embedding_bf16" };
-        let mut b = lane.stream.launch_builder(self.kernels.get(kernel)?);
-        match self.float(table, Op::Embedding)? {
-            Float::F32(s) => b.arg(s),
-            Float::BF16(s) => b.arg(s),
-        };
-        b.arg(&ids_dev).arg(&mut out).arg(&dim32).arg(&n64);
-        // SAFETY: ids are checked against the table; out holds ids * dim floats.
-        unsafe { b.launch(grid_1d(ids.len() * dim)) }.map_err(gpu)?;
-        self.wrap(&[ids.len(), dim], out)
+        self.embedding_ids(&lane, table, &ids_dev, ids.len())
     }
 
     fn transpose(&self, x: &Tensor) -> Result<Tensor> {

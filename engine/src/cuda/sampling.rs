@@ -1,13 +1,17 @@
 //! The sampling shortlist on the CUDA backend (kernels/sampling.cu): a guided top-k draw's
 //! candidates selected on the device, so only they travel to the host.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
-use super::context::gpu;
+use super::context::{Lane, gpu};
+use super::launch::grid_1d;
 use super::{CudaBackend, CudaStorage};
-use crate::device::{Candidates, DeviceShortlist, LayoutOps, Op, SamplingOps, Shortlist};
-use crate::error::Result;
+use crate::device::{Candidates, DeviceShortlist, LayoutOps, Op, SamplingOps, Shortlist, composed};
+use crate::error::{Error, Result};
 use crate::tensor::{Storage, Tensor};
+
+/// The most entries `draw_guided` takes a pair (kernels/sampling.cu `DRAW_MAX`).
+const DRAW_MAX: usize = 1024;
 
 impl CudaBackend {
     /// The shortlists of each pair of rows of `logits [2 * pairs, width]`, a block a pair, read
@@ -20,12 +24,26 @@ impl CudaBackend {
         width: usize,
         shortlist: &Shortlist,
     ) -> Result<Option<Vec<Option<Candidates>>>> {
-        let Some(DeviceShortlist { mode, k, scale, lo, hi, extra, cap }) = shortlist.on_device(width) else {
+        let Some(rule) = shortlist.on_device(width) else {
             return Ok(None);
         };
         let lane = self.lane()?;
-        let packed_len = 1 + 3 * cap;
-        let mut out = self.alloc(&lane, pairs * packed_len)?;
+        let out = self.packed_shortlists(&lane, logits, pairs, width, &rule)?;
+        let packed = lane.stream.clone_dtoh(&out).map_err(gpu)?;
+        Ok(Some(packed.chunks(1 + 3 * rule.cap).map(|list| Candidates::unpack(width, rule.cap, list)).collect()))
+    }
+
+    /// Each pair's list, packed as [`Candidates::unpack`] reads them, left on the device.
+    fn packed_shortlists(
+        &self,
+        lane: &Lane,
+        logits: &Tensor,
+        pairs: usize,
+        width: usize,
+        rule: &DeviceShortlist,
+    ) -> Result<CudaSlice<f32>> {
+        let &DeviceShortlist { mode, k, scale, lo, hi, extra, cap } = rule;
+        let mut out = self.alloc(lane, pairs * (1 + 3 * cap))?;
         let (width32, k32, cap32, mode) = (width as i32, k as i32, cap as i32, mode as i32);
         let (lo, hi, extra) = (lo as i32, hi as i32, extra.map_or(-1, |e| e as i32));
         let cfg = LaunchConfig { grid_dim: (pairs as u32, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
@@ -35,8 +53,7 @@ impl CudaBackend {
         // SAFETY: logits hold 2 * width floats a pair; block i writes at most 1 + 3 * cap floats of
         // `out` from i * (1 + 3 * cap).
         unsafe { b.launch(cfg) }.map_err(gpu)?;
-        let packed = lane.stream.clone_dtoh(&out).map_err(gpu)?;
-        Ok(Some(packed.chunks(packed_len).map(|list| Candidates::unpack(width, cap, list)).collect()))
+        Ok(out)
     }
 }
 
@@ -54,5 +71,63 @@ impl SamplingOps for CudaBackend {
             return lists.into_iter().enumerate().map(|(i, list)| list.map_or_else(|| pair(i), Ok)).collect();
         }
         Candidates::of_pairs(self.to_host(logits)?, rows)
+    }
+
+    /// The draw on the device (kernels/sampling.cu `draw_guided`): from the pair's shortlist where
+    /// the rule makes one, else from every entry of rows up to `DRAW_MAX` wide; wider rows without
+    /// a list draw on the host.
+    fn draw_each(&self, logits: &Tensor, rule: &Shortlist, uniforms: &[f64]) -> Result<Tensor> {
+        let (rows, width) = logits.dims2("draw_each")?;
+        let &Shortlist::Guided { k, scale } = rule else {
+            return Err(Error::Invalid("a draw on the device takes a guided shortlist".into()));
+        };
+        if rows != 2 * uniforms.len() {
+            return Err(Error::Invalid(format!("{rows} rows of logits drawn with {} uniforms", uniforms.len())));
+        }
+        let listed = rule.on_device(width);
+        if uniforms.is_empty() || (listed.is_none() && width > DRAW_MAX) || listed.is_some_and(|l| l.cap > DRAW_MAX) {
+            return composed::draw_each(self, logits, rule, uniforms);
+        }
+        let lane = self.lane()?;
+        let pairs = uniforms.len();
+        let lists = listed.map(|l| self.packed_shortlists(&lane, logits, pairs, width, &l)).transpose()?;
+        let uniforms_dev = lane.stream.clone_htod(uniforms).map_err(gpu)?;
+        let mut codes = self.alloc(&lane, pairs)?;
+        let (width32, cap32, k32) = (width as i32, listed.map_or(0, |l| l.cap) as i32, k as i32);
+        let null = 0u64;
+        let mut b = lane.stream.launch_builder(self.kernels.get("draw_guided")?);
+        b.arg(self.f32s(logits, Op::DrawEach)?).arg(&width32);
+        match &lists {
+            Some(lists) => b.arg(lists),
+            None => b.arg(&null),
+        };
+        b.arg(&cap32).arg(&k32).arg(&scale).arg(&uniforms_dev).arg(&mut codes);
+        let cfg = LaunchConfig { grid_dim: (pairs as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: logits hold 2 * width floats a pair (width <= DRAW_MAX without lists), the lists
+        // 1 + 3 * cap floats a pair (cap <= DRAW_MAX), uniforms and codes one a pair.
+        unsafe { b.launch(cfg) }.map_err(gpu)?;
+        self.wrap(&[pairs, 1], codes)
+    }
+
+    fn embedding_drawn(&self, table: &Tensor, codes: &Tensor, offset: u32, repeat: usize) -> Result<Tensor> {
+        let (vocab, _) = table.dims2("embedding_drawn")?;
+        let n = codes.elem_count();
+        let Storage::Cuda(CudaStorage::F32(codes_dev)) = codes.storage() else {
+            return composed::embedding_drawn(self, table, codes, offset, repeat);
+        };
+        if offset as usize >= vocab {
+            return Err(Error::Invalid(format!("drawn codes from row {offset} of a table of {vocab} rows")));
+        }
+        let lane = self.lane()?;
+        let count = n * repeat;
+        let mut ids = self.alloc_as::<u32>(&lane, count)?;
+        if count > 0 {
+            let (n32, repeat32, rows) = (n as i32, repeat as i32, vocab as u32);
+            let mut b = lane.stream.launch_builder(self.kernels.get("drawn_ids")?);
+            b.arg(codes_dev).arg(&n32).arg(&repeat32).arg(&offset).arg(&rows).arg(&mut ids);
+            // SAFETY: codes hold n floats, ids n * repeat; every id is below the table's rows.
+            unsafe { b.launch(grid_1d(count)) }.map_err(gpu)?;
+        }
+        self.embedding_ids(&lane, table, &ids, count)
     }
 }

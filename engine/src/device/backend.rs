@@ -252,4 +252,21 @@ pub trait SamplingOps: LayoutOps {
     fn candidates_each(&self, logits: &Tensor, _shortlist: &Shortlist) -> Result<Vec<Candidates>> {
         Candidates::of_pairs(self.to_host(logits)?, logits.shape().first().copied().unwrap_or(0))
     }
+
+    /// Each pair of rows of `logits [2 * pairs, width]` drawn from under a [`Shortlist::Guided`]
+    /// rule: the index that [`Rng::categorical`](crate::pipeline::rng::Rng::categorical) with the
+    /// pair's uniform in `uniforms` picks from its guided top-k probabilities, as codes `[pairs, 1]`
+    /// (exact integers in f32), `-1` where the draw needs every entry of the pair on the host. The
+    /// codes stay where the backend keeps them, so a GPU's draws need no read-back until the frame
+    /// ends; the default draws on the host from [`candidates_each`](Self::candidates_each).
+    fn draw_each(&self, logits: &Tensor, rule: &Shortlist, uniforms: &[f64]) -> Result<Tensor> {
+        composed::draw_each(self, logits, rule, uniforms)
+    }
+
+    /// Rows of `table [vocab, dim]` picked by `codes [n, 1]` from [`draw_each`](Self::draw_each),
+    /// each code plus `offset` and each row `repeat` times: `[n * repeat, dim]`. A code of `-1`
+    /// picks row `offset` (that frame is drawn again on the host).
+    fn embedding_drawn(&self, table: &Tensor, codes: &Tensor, offset: u32, repeat: usize) -> Result<Tensor> {
+        composed::embedding_drawn(self, table, codes, offset, repeat)
+    }
 }

@@ -1,9 +1,46 @@
 //! The fused operations of the op families written with their basic ones: the default every backend
 //! starts from, and the fallback of a backend's fused kernels for shapes they do not cover.
 
-use super::{AttentionInputs, AttentionOps, AttentionShape, KvSlot, NormOps, ProductOps, RmsNorm, Rotary};
-use crate::error::Result;
+use super::{
+    AttentionInputs, AttentionOps, AttentionShape, KvSlot, NormOps, ProductOps, RmsNorm, Rotary, SamplingOps, Shortlist,
+};
+use crate::error::{Error, Result};
+use crate::pipeline::rng::categorical_at;
+use crate::pipeline::sampling::guided_probs;
 use crate::tensor::Tensor;
+
+/// The host's draw of each pair, from the backend's shortlists: what a GPU's `draw_each` must match.
+pub fn draw_each<B: SamplingOps + ?Sized>(
+    b: &B,
+    logits: &Tensor,
+    rule: &Shortlist,
+    uniforms: &[f64],
+) -> Result<Tensor> {
+    let &Shortlist::Guided { k, scale } = rule else {
+        return Err(Error::Invalid("a draw on the device takes a guided shortlist".into()));
+    };
+    let pairs = b.candidates_each(logits, rule)?;
+    if pairs.len() != uniforms.len() {
+        return Err(Error::Invalid(format!("{} pairs of logits drawn with {} uniforms", pairs.len(), uniforms.len())));
+    }
+    let codes: Vec<f32> =
+        pairs.iter().zip(uniforms).map(|(pair, &u)| categorical_at(u, &guided_probs(pair, k, scale)) as f32).collect();
+    Tensor::from_f32(&[codes.len(), 1], codes)
+}
+
+/// The embedding of drawn codes, through the host.
+pub fn embedding_drawn<B: SamplingOps + ?Sized>(
+    b: &B,
+    table: &Tensor,
+    codes: &Tensor,
+    offset: u32,
+    repeat: usize,
+) -> Result<Tensor> {
+    let codes = b.to_host(codes)?;
+    let ids: Vec<u32> =
+        codes.iter().flat_map(|&code| std::iter::repeat_n(code.max(0.0) as u32 + offset, repeat)).collect();
+    b.embedding(table, &ids)
+}
 
 pub fn attention_rotated<B: AttentionOps + ?Sized>(
     b: &B,

@@ -54,6 +54,8 @@ ops! {
     WriteKv => "write_kv", Cache;
     Candidates => "candidates", ReadBack;
     CandidatesEach => "candidates_each", ReadBack;
+    DrawEach => "draw_each", ReadBack;
+    EmbeddingDrawn => "embedding_drawn", Matrix;
     SiluMul => "silu_mul", Activation;
     Silu => "silu", Activation;
     Tanh => "tanh", Activation;

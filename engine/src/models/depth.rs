@@ -160,9 +160,37 @@ impl DepthDecoder {
 
     /// [`step`](Self::step) with a code for each batch entry (songs of a batch draw their own).
     pub fn step_each(&self, device: &Device, frame: &mut DepthFrame, codebook: usize, codes: &[u32]) -> Result<Tensor> {
+        Self::check_step(frame, codebook, codes.len())?;
+        let pairs: Vec<(usize, u32)> = codes.iter().map(|&code| (codebook, code)).collect();
+        let inputs = self.code_embeddings(device, &pairs)?;
+        self.call(device, frame, codebook, &inputs, 1)
+    }
+
+    /// [`step_each`](Self::step_each) with codes drawn on the device
+    /// ([`draw_each`](crate::device::SamplingOps::draw_each)), `[batch / 2, 1]`: one a CFG pair,
+    /// which both of its entries take.
+    pub fn step_drawn(
+        &self,
+        device: &Device,
+        frame: &mut DepthFrame,
+        codebook: usize,
+        codes: &Tensor,
+    ) -> Result<Tensor> {
+        Self::check_step(frame, codebook, 2 * codes.elem_count())?;
+        if codebook == 0 || codebook >= self.cfg.num_codebooks {
+            return Err(Error::Invalid(format!("codebook {codebook} is out of range")));
+        }
+        let offset = (codebook as u32 - 1) * self.cfg.audio_vocab_size as u32;
+        let inputs = device.embedding_drawn(&self.audio_embeddings, codes, offset, 2)?;
+        self.call(device, frame, codebook, &inputs, 1)
+    }
+
+    /// An error unless `codes` codes are one a batch entry of `frame` and codebook `codebook`
+    /// comes next.
+    fn check_step(frame: &DepthFrame, codebook: usize, codes: usize) -> Result<()> {
         let batch = frame.cache.batch();
-        if codes.len() != batch {
-            return Err(Error::Invalid(format!("a depth frame of {batch} entries got {} codes", codes.len())));
+        if codes != batch {
+            return Err(Error::Invalid(format!("a depth frame of {batch} entries got {codes} codes")));
         }
         if frame.cache.len() != codebook + 1 {
             return Err(Error::Invalid(format!(
@@ -171,9 +199,7 @@ impl DepthDecoder {
                 frame.cache.len()
             )));
         }
-        let pairs: Vec<(usize, u32)> = codes.iter().map(|&code| (codebook, code)).collect();
-        let inputs = self.code_embeddings(device, &pairs)?;
-        self.call(device, frame, codebook, &inputs, 1)
+        Ok(())
     }
 
     /// Call `index` of a frame (0 starts it, k feeds codebook k): `new` positions per batch entry.

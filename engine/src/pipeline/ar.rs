@@ -37,11 +37,22 @@ impl Draw {
 /// counts from the loop's first frame (0, the one that only primes it).
 pub trait Chooser {
     fn choose(&mut self, frame: usize, draw: Draw, probs: &[f32]) -> Result<usize>;
+
+    /// The uniform `u` in `[0, 1)` where this draw is [`categorical_at`](super::rng::categorical_at)
+    /// `(u, probs)` and nothing else, so a device may make it without showing the chooser the
+    /// probabilities; `None` (the default) where the chooser must see them.
+    fn uniform(&mut self, _frame: usize, _draw: Draw) -> Option<f64> {
+        None
+    }
 }
 
 impl<C: Chooser + ?Sized> Chooser for &mut C {
     fn choose(&mut self, frame: usize, draw: Draw, probs: &[f32]) -> Result<usize> {
         (**self).choose(frame, draw, probs)
+    }
+
+    fn uniform(&mut self, frame: usize, draw: Draw) -> Option<f64> {
+        (**self).uniform(frame, draw)
     }
 }
 
@@ -80,6 +91,11 @@ impl Chooser for Prefix<'_> {
         }
         Ok(index)
     }
+
+    fn uniform(&mut self, frame: usize, draw: Draw) -> Option<f64> {
+        // A frame of the prefix is replayed, not drawn.
+        if frame < self.codes.frames.len() { None } else { self.then.uniform(frame, draw) }
+    }
 }
 
 /// Does not let the model end the song before frame `before_frame` (a continuation of a set
@@ -98,6 +114,11 @@ impl Chooser for WithoutEnd<'_> {
         let mut probs = probs.to_vec();
         probs[self.end_index] = 0.0;
         self.then.choose(frame, draw, &probs)
+    }
+
+    fn uniform(&mut self, frame: usize, draw: Draw) -> Option<f64> {
+        // Only the semantic draw's probabilities are changed.
+        if draw == Draw::Semantic && frame < self.before_frame { None } else { self.then.uniform(frame, draw) }
     }
 }
 

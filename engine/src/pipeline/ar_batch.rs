@@ -17,7 +17,7 @@ use crate::error::Result;
 use crate::models::depth::DepthFrame;
 use crate::models::kv_cache::KvCache;
 use crate::prompt::PromptIds;
-use crate::tensor::Tensor;
+use crate::tensor::{Storage, Tensor};
 
 /// Where a song's draws come from, where its frames and events go, and its cancel.
 pub struct Sinks<'s> {
@@ -225,55 +225,40 @@ impl<'m, 's> ArBatch<'m, 's> {
     fn frame(&mut self, drawing: &[usize], tokens: &[u32], exits: &mut [Exit]) -> Result<()> {
         let (m, device) = (self.m, self.m.device);
         let (c, n) = (m.constants, drawing.len());
-        let codebooks = m.depth.config().num_codebooks;
         let c0: Vec<Tensor> = tokens.iter().map(|&t| m.lm.embed(device, &[t])).collect::<Result<_>>()?;
-        let lm_hidden = stacked(device, drawing.iter().map(|&i| &self.songs[i].last_hidden).collect())?;
+        // Owned: the songs are borrowed mutably while it is in use.
+        let lm_hidden = stacked(device, drawing.iter().map(|&i| &self.songs[i].last_hidden).collect())?.into_owned();
         let c0_pairs = device.cat_rows(&c0.iter().flat_map(|e| [e, e]).collect::<Vec<_>>())?;
         if self.depth_frame.as_ref().is_none_or(|f| f.batch() != 2 * n) {
             self.depth_frame = Some(m.depth.new_frame(device, 2 * n)?);
         }
-        let depth_frame = self.depth_frame.as_mut().expect("made above");
-        let mut hidden = m.depth.start_frame(device, depth_frame, &lm_hidden, &c0_pairs)?;
-        let mut codes: Vec<Vec<u32>> = tokens.iter().map(|&t| vec![t - c.code_offset]).collect();
-        // Each codebook's hidden states of every song, `[2 * n, hidden]`, read back once a frame.
+        let mut depth = Depth {
+            m,
+            frame: self.depth_frame.as_mut().expect("made above"),
+            rule: &self.residual,
+            lm_hidden: &lm_hidden,
+            c0_pairs: &c0_pairs,
+            songs: &mut self.songs,
+            drawing,
+        };
+        let drawn = match depth.uniforms() {
+            Some(uniforms) => depth.drawn_on_device(&uniforms)?,
+            None => None,
+        };
+        let (residual, states) = match drawn {
+            Some(drawn) => drawn,
+            // The chooser must see the probabilities, or a draw on the device needed every entry.
+            None => depth.drawn_on_host(exits)?,
+        };
+        let codes: Vec<Vec<u32>> = tokens
+            .iter()
+            .zip(residual)
+            .map(|(&t, residual)| std::iter::once(t - c.code_offset).chain(residual).collect())
+            .collect();
         let width = lm_hidden.shape()[1];
-        let mut states = vec![lm_hidden.into_owned()];
-        for k in 1..codebooks {
-            let logits = m.depth.head_logits(device, k, &hidden)?;
-            let candidates =
-                waited_together(&mut self.songs, drawing, || device.candidates_each(&logits, &self.residual))?;
-            check_lists(&candidates, n)?;
-            for ((d, &i), candidates) in drawing.iter().enumerate().zip(candidates) {
-                let song = &mut self.songs[i];
-                let started = Instant::now();
-                // A song that failed this frame still fills its rows until the frame ends.
-                let code = match &exits[i] {
-                    Some(_) => 0,
-                    None => {
-                        match song.sinks.chooser.choose(song.next_frame, Draw::Depth(k), &depth_probs(&candidates, c)) {
-                            Ok(code) => code as u32,
-                            Err(e) => {
-                                exits[i] = Some(Err(e));
-                                0
-                            }
-                        }
-                    }
-                };
-                song.sampling += started.elapsed();
-                codes[d].push(code);
-            }
-            if k + 1 < codebooks {
-                let entries: Vec<u32> = codes.iter().flat_map(|frame| [frame[k], frame[k]]).collect();
-                let next = m.depth.step_each(device, depth_frame, k, &entries)?;
-                states.push(std::mem::replace(&mut hidden, next));
-            }
-        }
-        if codebooks > 1 {
-            states.push(hidden);
-        }
         let handing_on = drawing.iter().any(|&i| exits[i].is_none() && self.songs[i].next_frame > 0);
         let states = if handing_on {
-            let all = device.cat_rows(&states.iter().collect::<Vec<_>>())?;
+            let all = device.cat_rows(&std::iter::once(&lm_hidden).chain(&states).collect::<Vec<_>>())?;
             waited_together(&mut self.songs, drawing, || device.to_host(&all))?
         } else {
             Vec::new()
@@ -328,6 +313,114 @@ impl<'m, 's> ArBatch<'m, 's> {
         song.progress(song.max_frames);
         song.is_done().then_some(Ok(()))
     }
+}
+
+/// A frame's depth decoder for the songs `drawing` of a batch: their residual codes (`c1..`, a
+/// song each) and the hidden states that predicted them (each codebook's `[2 * songs, hidden]`).
+struct Depth<'a, 's, 'm> {
+    m: ArModels<'m>,
+    frame: &'a mut DepthFrame,
+    rule: &'a Shortlist,
+    lm_hidden: &'a Tensor,
+    c0_pairs: &'a Tensor,
+    songs: &'a mut Vec<Member<'s>>,
+    drawing: &'a [usize],
+}
+
+type DepthCodes = (Vec<Vec<u32>>, Vec<Tensor>);
+
+impl Depth<'_, '_, '_> {
+    fn codebooks(&self) -> usize {
+        self.m.depth.config().num_codebooks
+    }
+
+    /// Each residual draw's uniform, `[codebook - 1][song]`, where every song's chooser has them.
+    fn uniforms(&mut self) -> Option<Vec<Vec<f64>>> {
+        let codebooks = self.codebooks();
+        let mut uniforms = vec![Vec::with_capacity(self.drawing.len()); codebooks - 1];
+        for &i in self.drawing {
+            let song = &mut self.songs[i];
+            for (k, row) in uniforms.iter_mut().enumerate() {
+                row.push(song.sinks.chooser.uniform(song.next_frame, Draw::Depth(k + 1))?);
+            }
+        }
+        Some(uniforms)
+    }
+
+    /// The codes drawn by the device one codebook after another, read back once at the end;
+    /// `None` where a draw needed every entry on the host.
+    fn drawn_on_device(&mut self, uniforms: &[Vec<f64>]) -> Result<Option<DepthCodes>> {
+        let (m, device) = (self.m, self.m.device);
+        let mut hidden = m.depth.start_frame(device, self.frame, self.lm_hidden, self.c0_pairs)?;
+        let mut states = Vec::with_capacity(self.codebooks());
+        let mut drawn = Vec::with_capacity(self.codebooks());
+        for (k, uniforms) in (1..self.codebooks()).zip(uniforms) {
+            let logits = m.depth.head_logits(device, k, &hidden)?;
+            let codes = device.draw_each(&logits, self.rule, uniforms)?;
+            if k + 1 < self.codebooks() {
+                let next = m.depth.step_drawn(device, self.frame, k, &codes)?;
+                states.push(std::mem::replace(&mut hidden, next));
+            }
+            drawn.push(codes);
+        }
+        states.push(hidden);
+        let values = waited_together(self.songs, self.drawing, || read_codes(device, &drawn))?;
+        if values.iter().any(|&code| code < 0.0) {
+            return Ok(None);
+        }
+        let n = self.drawing.len();
+        let residual = (0..n).map(|d| values.iter().skip(d).step_by(n).map(|&code| code as u32).collect()).collect();
+        Ok(Some((residual, states)))
+    }
+
+    /// The codes drawn on the host, each codebook's shortlist read back and shown to the choosers.
+    fn drawn_on_host(&mut self, exits: &mut [Exit]) -> Result<DepthCodes> {
+        let (m, device) = (self.m, self.m.device);
+        let c = m.constants;
+        let mut hidden = m.depth.start_frame(device, self.frame, self.lm_hidden, self.c0_pairs)?;
+        let mut residual = vec![Vec::with_capacity(self.codebooks()); self.drawing.len()];
+        let mut states = Vec::with_capacity(self.codebooks());
+        for k in 1..self.codebooks() {
+            let logits = m.depth.head_logits(device, k, &hidden)?;
+            let candidates = waited_together(self.songs, self.drawing, || device.candidates_each(&logits, self.rule))?;
+            check_lists(&candidates, self.drawing.len())?;
+            for ((d, &i), candidates) in self.drawing.iter().enumerate().zip(candidates) {
+                let song = &mut self.songs[i];
+                let started = Instant::now();
+                // A song that failed this frame still fills its rows until the frame ends.
+                let code = match &exits[i] {
+                    Some(_) => 0,
+                    None => {
+                        match song.sinks.chooser.choose(song.next_frame, Draw::Depth(k), &depth_probs(&candidates, c)) {
+                            Ok(code) => code as u32,
+                            Err(e) => {
+                                exits[i] = Some(Err(e));
+                                0
+                            }
+                        }
+                    }
+                };
+                song.sampling += started.elapsed();
+                residual[d].push(code);
+            }
+            if k + 1 < self.codebooks() {
+                let entries: Vec<u32> = residual.iter().flat_map(|codes| [codes[k - 1], codes[k - 1]]).collect();
+                let next = m.depth.step_each(device, self.frame, k, &entries)?;
+                states.push(std::mem::replace(&mut hidden, next));
+            }
+        }
+        states.push(hidden);
+        Ok((residual, states))
+    }
+}
+
+/// Codes from [`draw_each`](crate::device::SamplingOps::draw_each), codebook after codebook: read
+/// back at once where they are on the device.
+fn read_codes(device: &Device, drawn: &[Tensor]) -> Result<Vec<f32>> {
+    if drawn.iter().all(|t| matches!(t.storage(), Storage::Cpu(_))) {
+        return Ok(drawn.iter().map(Tensor::to_host).collect::<Result<Vec<_>>>()?.concat());
+    }
+    device.to_host(&device.cat_rows(&drawn.iter().collect::<Vec<_>>())?)
 }
 
 /// Runs `read` (a read from the device, which waits for it), adding how long it took to the wait

@@ -65,9 +65,21 @@ pub struct RngChooser {
 
 impl Chooser for RngChooser {
     fn choose(&mut self, frame: usize, draw: Draw, probs: &[f32]) -> Result<usize> {
+        Ok(rng::categorical_at(self.draw_uniform(frame, draw), probs))
+    }
+
+    fn uniform(&mut self, frame: usize, draw: Draw) -> Option<f64> {
+        Some(self.draw_uniform(frame, draw))
+    }
+}
+
+impl RngChooser {
+    /// Each draw's own stream, keyed by its frame and place, so a draw does not depend on which
+    /// draws came before it.
+    fn draw_uniform(&self, frame: usize, draw: Draw) -> f64 {
         const DRAWS_PER_FRAME: u64 = 16;
         let index = frame as u64 * DRAWS_PER_FRAME + draw.index() as u64;
-        Ok(Rng::derive(self.seed, "ar-draw", index).categorical(probs))
+        Rng::derive(self.seed, "ar-draw", index).uniform()
     }
 }
 

@@ -55,19 +55,26 @@ impl Rng {
 
     /// An index drawn with probability proportional to `weights`.
     pub fn categorical(&mut self, weights: &[f32]) -> usize {
-        let total: f64 = weights.iter().map(|&w| w as f64).sum();
-        let target = self.uniform() * total;
-        let mut acc = 0.0f64;
-        let mut last_positive = 0;
-        for (i, &w) in weights.iter().enumerate() {
-            if w > 0.0 {
-                acc += w as f64;
-                last_positive = i;
-                if acc > target {
-                    return i;
-                }
+        categorical_at(self.uniform(), weights)
+    }
+}
+
+/// The index of `weights` where their running sum (in f64, in index order) first passes `u` of
+/// the total, for `u` in `[0, 1)`: the draw [`Rng::categorical`] makes with the uniform `u`. A
+/// GPU's draw (kernels/sampling.cu `draw_guided`) takes the same steps.
+pub fn categorical_at(u: f64, weights: &[f32]) -> usize {
+    let total: f64 = weights.iter().map(|&w| w as f64).sum();
+    let target = u * total;
+    let mut acc = 0.0f64;
+    let mut last_positive = 0;
+    for (i, &w) in weights.iter().enumerate() {
+        if w > 0.0 {
+            acc += w as f64;
+            last_positive = i;
+            if acc > target {
+                return i;
             }
         }
-        last_positive
     }
+    last_positive
 }

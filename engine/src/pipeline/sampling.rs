@@ -5,6 +5,7 @@
 use std::ops::Range;
 
 use crate::config::PipelineConstants;
+use crate::cpu::exp::exp;
 use crate::device::{Candidates, Shortlist};
 
 /// What a non-finite value counts as (`_sample_top_k`: NaN and -inf to -1e9, +inf to 1e9), and
@@ -42,8 +43,10 @@ fn shortlist_top_k_probs(width: usize, index: &[u32], values: &[f32], top_k: usi
         return top_k_probs(&dense, top_k);
     }
     let max = values.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    // Summed in index order, as over the whole vector (its other entries add zeros).
-    let mut kept: Vec<f32> = values.iter().map(|&v| if v < threshold { 0.0 } else { (v - max).exp() }).collect();
+    // Summed in index order, as over the whole vector (its other entries add zeros). The exp is
+    // ours rather than libm's so that a GPU's draw (kernels/sampling.cu `draw_guided`) computes
+    // the same bits.
+    let mut kept: Vec<f32> = values.iter().map(|&v| if v < threshold { 0.0 } else { exp(v - max) }).collect();
     let sum: f32 = kept.iter().sum();
     kept.iter_mut().for_each(|p| *p /= sum);
     let total: f32 = kept.iter().sum::<f32>().max(1e-12);
@@ -149,9 +152,14 @@ pub fn semantic_probs(logits: &Candidates, rows: Range<u32>, c: &PipelineConstan
 /// The distribution of one residual codebook: guidance between the two rows, then `top_k_probs`
 /// (from a shortlist from [`depth_shortlist`] or every entry).
 pub fn depth_probs(logits: &Candidates, c: &PipelineConstants) -> Vec<f32> {
-    let guided: Vec<f32> =
-        logits.cond.iter().zip(&logits.uncond).map(|(&cv, &uv)| uv + (cv - uv) * c.ar_cfg_scale).collect();
-    shortlist_top_k_probs(logits.width, &logits.index, &guided, c.ar_sampling_top_k)
+    guided_probs(logits, c.ar_sampling_top_k, c.ar_cfg_scale)
+}
+
+/// `top_k_probs` of the guided values `u + (c - u) * scale` of `logits` (a shortlist from a
+/// [`Shortlist::Guided`] rule of the same `top_k` and `scale`, or every entry).
+pub fn guided_probs(logits: &Candidates, top_k: usize, scale: f32) -> Vec<f32> {
+    let guided: Vec<f32> = logits.cond.iter().zip(&logits.uncond).map(|(&cv, &uv)| uv + (cv - uv) * scale).collect();
+    shortlist_top_k_probs(logits.width, &logits.index, &guided, top_k)
 }
 
 #[cfg(test)]

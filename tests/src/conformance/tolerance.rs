@@ -38,6 +38,8 @@ pub fn tolerance(op: Op, dtype: DType, judge: Judge) -> Tolerance {
             | Op::ResampleNearest
             | Op::Candidates
             | Op::CandidatesEach
+            | Op::DrawEach
+            | Op::EmbeddingDrawn
             | Op::CountNonFinite,
             _,
             _,
