@@ -155,8 +155,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var e = lid; e < 2048u; e += 256u) {
             let row = weight_row(n0, e % 128u);
             var b = 0.0;
+            // A matrix in pieces: this piece's rows are the output's from y_offset on, and so
+            // are their biases.
             if row < p.n {
-                b = bias(row);
+                b = bias(p.y_offset + row);
             }
             sums[e] = b;
         }
