@@ -1,5 +1,6 @@
-//! The sampling shortlist on the CUDA backend (kernels/sampling.cu): a guided top-k draw's
-//! candidates selected on the device, so only they travel to the host.
+//! Sampling on the CUDA backend (kernels/sampling.cu): a top-k draw's candidates selected on the
+//! device, so only they travel to the host, and a guided draw made there outright, so only its
+//! code does.
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
@@ -78,9 +79,7 @@ impl SamplingOps for CudaBackend {
     /// a list draw on the host.
     fn draw_each(&self, logits: &Tensor, rule: &Shortlist, uniforms: &[f64]) -> Result<Tensor> {
         let (rows, width) = logits.dims2("draw_each")?;
-        let &Shortlist::Guided { k, scale } = rule else {
-            return Err(Error::Invalid("a draw on the device takes a guided shortlist".into()));
-        };
+        let (k, scale) = rule.guided()?;
         if rows != 2 * uniforms.len() {
             return Err(Error::Invalid(format!("{rows} rows of logits drawn with {} uniforms", uniforms.len())));
         }

@@ -16,9 +16,7 @@ pub fn draw_each<B: SamplingOps + ?Sized>(
     rule: &Shortlist,
     uniforms: &[f64],
 ) -> Result<Tensor> {
-    let &Shortlist::Guided { k, scale } = rule else {
-        return Err(Error::Invalid("a draw on the device takes a guided shortlist".into()));
-    };
+    let (k, scale) = rule.guided()?;
     let pairs = b.candidates_each(logits, rule)?;
     if pairs.len() != uniforms.len() {
         return Err(Error::Invalid(format!("{} pairs of logits drawn with {} uniforms", pairs.len(), uniforms.len())));

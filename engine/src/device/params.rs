@@ -92,6 +92,16 @@ pub struct DeviceShortlist {
 }
 
 impl Shortlist {
+    /// The `k` and `scale` of a [`Shortlist::Guided`] rule, the one a draw on the device takes.
+    pub fn guided(&self) -> crate::error::Result<(usize, f32)> {
+        match *self {
+            Shortlist::Guided { k, scale } => Ok((k, scale)),
+            Shortlist::Conditional { .. } => {
+                Err(crate::error::Error::Invalid("a draw on the device takes a guided shortlist".into()))
+            }
+        }
+    }
+
     /// The kernels' form for rows `width` wide, or `None` where a list would save nothing (room
     /// for ties makes it as long as the rows) or the indices would not survive an f32.
     pub fn on_device(&self, width: usize) -> Option<DeviceShortlist> {
