@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 import codes
+import sections
 import synth
 
 HELD_OUT_EVERY = 50
@@ -32,6 +33,10 @@ class Song:
     ensemble: int = 0
     meter: str = "4/4"
     drums: bool = False
+    # The lyrics whose structure tags gave the rendering its sections (sections.py); None for a
+    # song in one texture, which any lyrics without section tags describe.
+    lyrics: str | None = None
+    section_starts: list | None = None  # each section's first frame, where the song has sections
 
 
 def read_pieces(path: Path = DEFAULT_NOTES) -> list[dict]:
@@ -40,11 +45,21 @@ def read_pieces(path: Path = DEFAULT_NOTES) -> list[dict]:
 
 
 def render_one(job) -> Song:
-    index, piece, max_seconds, keep_audio, seed = job
-    r = synth.render(piece, seed=seed, max_seconds=max_seconds)
+    index, piece, max_seconds, keep_audio, seed, sectioned_share = job
+    lyrics, params = None, None
+    if sectioned_share > 0:
+        # Its own stream: the song's other draws stay those of the same seed without sections.
+        rng = np.random.default_rng([seed, 34])
+        if rng.random() < sectioned_share:
+            lyrics, kinds = sections.lyrics_for(rng, sections.lyric_words())
+            params = dict(sections=kinds)
+    r = synth.render(piece, seed=seed, max_seconds=max_seconds, params=params)
     audio = r.audio.astype(np.float16) if keep_audio else None
     frame_codes = codes.frame_codes(r).astype(np.int16)
-    return Song(index, r.caption, audio, frame_codes, r.tempo, r.tonic, r.mode, r.style, r.ensemble, r.meter, r.drums_on)
+    starts = [int(round(start * synth.FRAME_RATE)) for _, start, _ in r.sections] if r.sections else None
+    return Song(
+        index, r.caption, audio, frame_codes, r.tempo, r.tonic, r.mode, r.style, r.ensemble, r.meter, r.drums_on, lyrics, starts
+    )
 
 
 def render_set(
@@ -55,12 +70,16 @@ def render_set(
     keep_audio: bool = True,
     path: Path = DEFAULT_NOTES,
     seed_offset: int = 0,
+    sectioned_share: float = 0.0,
 ) -> list[Song]:
     """Each piece rendered with seed index + seed_offset (another offset: other tempos,
-    transpositions, ensembles and drums for the same pieces)."""
+    transpositions, ensembles and drums for the same pieces); `sectioned_share` of them with
+    lyrics whose tags give them sections."""
     pieces = read_pieces(path)
     chosen = [
-        (i, p, max_seconds, keep_audio, i + seed_offset) for i, p in enumerate(pieces) if (i % HELD_OUT_EVERY == 0) == held_out
+        (i, p, max_seconds, keep_audio, i + seed_offset, sectioned_share)
+        for i, p in enumerate(pieces)
+        if (i % HELD_OUT_EVERY == 0) == held_out
     ]
     # Sources in turn (the folk songs far outnumber the chorales), each in its own order.
     rank, seen = {}, {}

@@ -8,6 +8,8 @@
 #   ROUND=5  (v2) the condition encoder and the DiT on round 4's AR half (carry runs/ae and runs/semantic)
 #   ROUND=6  (v3) the language model reads free-form descriptions, taught by the shipped v2 AR half
 #            (train_captions.py; carry only .whl)
+#   ROUND=7  (v4) the language model follows the lyrics' section tags, taught by the shipped v3 AR half
+#            (train_sections.py; carry only .whl)
 # MINUTES is each stage's budget. Logs and weights land under $OUT/<stage>/.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -52,5 +54,8 @@ case "${ROUND:?}" in
     ;;
 6)
     python3 train_captions.py --work "$OUT/captions" --minutes "$MINUTES" ${ARGS:-} 2>&1 | grep -v Warning | tee "$OUT/captions.out"
+    ;;
+7)
+    python3 train_sections.py --work "$OUT/sections" --minutes "$MINUTES" ${ARGS:-} 2>&1 | grep -v Warning | tee "$OUT/sections.out"
     ;;
 esac

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import sections
+
 SAMPLE_RATE = 44100
 FRAME_RATE = 25
 FRAME_SAMPLES = SAMPLE_RATE // FRAME_RATE  # 1764
@@ -57,6 +59,8 @@ class Rendering:
     ensemble: int = 0  # index into ENSEMBLES
     meter: str = "4/4"
     drums_on: bool = False
+    # (kind, start s, end s) of each section where the lyrics' tags gave the song sections (sections.py).
+    sections: list = field(default_factory=list)
 
 
 def pitch_class(name: str) -> int:
@@ -171,7 +175,8 @@ def caption_for(style: str, ensemble: str, tempo: int, tonic: int, mode: str, me
 
 def render(piece: dict, seed: int, max_seconds: float = 24.0, params: dict | None = None) -> Rendering:
     """Renders a piece with random (seeded) tempo, transposition, ensemble and drums; `params`
-    fixes any of them (`tempo`, `transpose`, `ensemble`, `drums`, `template`)."""
+    fixes any of them (`tempo`, `transpose`, `ensemble`, `drums`, `template`), and `sections` (a
+    list of section kinds, `sections.py`) gives the piece a texture a section."""
     rng = np.random.default_rng(seed)
     params = dict(params or {})
     tempo = int(params.get("tempo", rng.integers(60, 161)))
@@ -187,6 +192,7 @@ def render(piece: dict, seed: int, max_seconds: float = 24.0, params: dict | Non
     bar_quarters = numerator * 4.0 / denominator
 
     notes = []  # (start s, length s, midi, timbre, gain, pan)
+    melody = []  # per note: whether it is the top voice's
     voices = piece["voices"]
     # Some scores open with bars of rest; the music starts at the first note.
     first_onset = min(part[0][0] for part in voices)
@@ -206,9 +212,31 @@ def render(piece: dict, seed: int, max_seconds: float = 24.0, params: dict | Non
                     pitch -= 12
             pitch = min(max(pitch, 28), 100)
             notes.append((start, min(duration * seconds_per_quarter, max_seconds - start), pitch, timbre, gain, pan))
-    if melody_only and bool(params.get("chords", rng.random() < 0.75)):
-        notes += accompaniment(notes, piece, transpose, bar_quarters * seconds_per_quarter, other_timbre, bass_timbre)
+            melody.append(index == 0)
+    kinds = params.get("sections")
+    chords = bool(params.get("chords", rng.random() < 0.75)) or bool(kinds)
+    if melody_only and chords:
+        chord_notes = accompaniment(notes, piece, transpose, bar_quarters * seconds_per_quarter, other_timbre, bass_timbre)
+        notes += chord_notes
+        melody += [False] * len(chord_notes)
     length = min(max_seconds, max((n[0] + n[1] for n in notes), default=1.0) + 0.5)
+    plan = sections.plan(kinds, seconds_per_quarter * beat_quarters, length) if kinds else []
+
+    def section_at(t: float):
+        for kind, start, end in plan:
+            if start <= t < end:
+                return sections.texture(kind, (t - start) / max(end - start, 1e-9))
+        return None
+
+    if plan:
+        textured = []
+        for note, is_melody in zip(notes, melody):
+            melody_on, others_on, gain, _, doubled = section_at(note[0])
+            if melody_on if is_melody else others_on:
+                textured.append(note[:4] + (note[4] * gain,) + note[5:])
+            if is_melody and doubled:
+                textured.append((note[0], note[1], min(note[2] + 12, 100), note[3], note[4] * gain * 0.5, note[5]))
+        notes = textured
     frames = max(1, int(length * FRAME_RATE))
     samples = frames * FRAME_SAMPLES
     audio = np.zeros((2, samples + SAMPLE_RATE), dtype=np.float32)
@@ -238,6 +266,9 @@ def render(piece: dict, seed: int, max_seconds: float = 24.0, params: dict | Non
             in_bar = beat % bar_quarters
             kind = 1 if in_bar == 0 else (2 if abs(in_bar - bar_quarters / 2) < 1e-6 and numerator % 2 == 0 else 3)
             hit = drum(kind, rng) * (0.35 if kind != 3 else 0.15)
+            if plan and not (section_at(beat * seconds_per_quarter) or (0, 0, 0, False, False))[3]:
+                beat += beat_quarters
+                continue
             first = int(beat * seconds_per_quarter * SAMPLE_RATE)
             end = min(first + len(hit), audio.shape[1])
             audio[:, first:end] += hit[: end - first]
@@ -267,4 +298,5 @@ def render(piece: dict, seed: int, max_seconds: float = 24.0, params: dict | Non
         ensemble=ensemble_index,
         meter=piece["meter"],
         drums_on=drums_on,
+        sections=plan,
     )

@@ -1,0 +1,101 @@
+"""What the section check can reach, and what a model reaches: the change of loudness and of
+density at each section tag's place (`sections.py`), as `tests/tests/trained_model.rs` measures
+it (ported here), against the change the tags ask for.
+
+For each song and each boundary between two sections: the loudness (RMS, dB) and the density (the
+mean number of 24 log-spaced bands within 30 dB of a frame's loudest) of the section after, less
+the section before, each section measured away from its edges; the tags' texture levels give the
+change asked for. The score is the Pearson correlation, over every boundary of every song, of
+the change measured with the change asked for.
+
+    python tools/train/section_check.py                       # the synthesizer's renderings
+    python tools/train/section_check.py --songs DIR --specs F # songs NAME-i.wav made from F's specs
+"""
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import scipy.io.wavfile
+
+import dataset
+import sections
+import synth
+
+FFT, HOP, BANDS, FLOOR_DB, EDGE_S = 4096, 1024, 24, 30.0, 0.5
+
+
+def density(mono: np.ndarray) -> float:
+    window = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(FFT) / FFT)
+    power = np.array([np.abs(np.fft.rfft(mono[s : s + FFT] * window)) ** 2 for s in range(0, len(mono) - FFT + 1, HOP)])
+    freqs = np.arange(FFT // 2 + 1) * synth.SAMPLE_RATE / FFT
+    edges = 80.0 * (16000.0 / 80.0) ** (np.arange(BANDS + 1) / BANDS)
+    bands = np.stack([power[:, (freqs >= lo) & (freqs < hi)].sum(1) for lo, hi in zip(edges[:-1], edges[1:])], 1)
+    top = bands.max(1, keepdims=True)
+    sound = top[:, 0] > 1e-10
+    if not sound.any():
+        return 0.0
+    return float((bands > top * 10 ** (-FLOOR_DB / 10)).sum(1)[sound].mean())
+
+
+def loudness_db(mono: np.ndarray) -> float:
+    return float(10 * np.log10(np.mean(mono**2) + 1e-12))
+
+
+def planned(mono: np.ndarray, kinds: list[str], tempo: float):
+    """The sections a song asked for at `tempo` (beats of a quarter note) should have."""
+    return sections.plan(kinds, 60.0 / tempo, len(mono) / synth.SAMPLE_RATE)
+
+
+def boundary_changes(mono: np.ndarray, plan):
+    """(asked, loudness change, density change) at each boundary of `plan` ((kind, start s, end s))."""
+    measured = []
+    for kind, start, end in plan:
+        part = mono[int((start + EDGE_S) * synth.SAMPLE_RATE) : int((end - EDGE_S) * synth.SAMPLE_RATE)]
+        measured.append((kind, loudness_db(part), density(part)) if len(part) >= FFT * 2 else None)
+    out = []
+    for before, after in zip(measured, measured[1:]):
+        if before and after:
+            asked = sections.TEXTURE_LEVEL[after[0]] - sections.TEXTURE_LEVEL[before[0]]
+            out.append((asked, after[1] - before[1], after[2] - before[2]))
+    return out
+
+
+def score(changes) -> tuple[float, float]:
+    a = np.array(changes, dtype=np.float64)
+    return float(np.corrcoef(a[:, 0], a[:, 1])[0, 1]), float(np.corrcoef(a[:, 0], a[:, 2])[0, 1])
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--songs", type=Path, help="a folder of songs")
+    parser.add_argument("--specs", type=Path, help="a JSON list of {description, tempo, sections}")
+    parser.add_argument("--name", default="song", help="songs are NAME-i.wav")
+    args = parser.parse_args()
+    if args.songs:
+        specs = json.loads(args.specs.read_text())
+        changes = []
+        for i, spec in enumerate(specs):
+            rate, audio = scipy.io.wavfile.read(args.songs / f"{args.name}-{i}.wav")
+            mono = audio.astype(np.float64).mean(1) if audio.ndim == 2 else audio.astype(np.float64)
+            c = boundary_changes(mono, planned(mono, spec["sections"], spec["tempo"]))
+            print(i, [(a, round(l, 1), round(d, 1)) for a, l, d in c])
+            changes += c
+        loud, dense = score(changes)
+        print(f"{args.songs}/{args.name}: loudness r = {loud:.2f}, density r = {dense:.2f}, {len(changes)} boundaries")
+        return
+    # The renderings: held-out pieces in random forms and tempos.
+    pieces = [p for i, p in enumerate(dataset.read_pieces()) if i % dataset.HELD_OUT_EVERY == 0]
+    rng = np.random.default_rng(0)
+    changes = []
+    for n, piece in enumerate(pieces[:40]):
+        kinds = [sections.KINDS[i] for i in rng.integers(len(sections.KINDS), size=4)]
+        r = synth.render(piece, seed=n, max_seconds=22.0, params=dict(sections=kinds, transpose=0))
+        changes += boundary_changes(r.audio.mean(0).astype(np.float64), r.sections)
+    loud, dense = score(changes)
+    print(f"renderings: loudness r = {loud:.2f}, density r = {dense:.2f}, {len(changes)} boundaries")
+
+
+if __name__ == "__main__":
+    main()

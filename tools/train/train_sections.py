@@ -1,0 +1,259 @@
+"""Round 7 (v4): the language model learns what the lyrics' structure tags mean (`sections.py`):
+the song takes the texture of each tag's section in turn.
+
+Teacher and starting point are the shipped v3 AR half (`models/songloom-mini`, q8 dequantized); the
+depth decoder stays frozen. Half the songs are rendered with sections from lyrics that name them
+(a common song form or tags in any order, with lines of words between), the other half in one
+texture with lyrics that name no section. The loss is round 6's: the codes' cross-entropy, and the
+distance of the student's frame hiddens (fresh description and the song's lyrics) to the teacher's
+(a v2 template of the same facts, the same lyrics, teacher-forced on the same codes), so the
+condition encoder, DiT and vocoder the shipped model carries stay valid. A song with sections is
+never retimed: its sections last SECTION_SECONDS whatever the tempo.
+
+The held-out evaluation also reports `tags_c0` and `tags_depth`: the cross-entropies of songs with
+sections when their lyrics' tags are shuffled, less with the true tags: the nats a frame the model
+draws from reading the tags (0 for a model that ignores them).
+
+    python tools/train/train_sections.py --work runs/sections --minutes 8 [--init runs/sections-before]
+"""
+
+import copy
+import shutil
+import time
+from pathlib import Path
+
+import common  # noqa: F401
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import captions
+import dataset
+import sections
+import semantic
+import shipped
+import sizes
+from common import Log, Schedule, device, jobs, load, save, stage_arguments
+from train_captions import DISTILL, Batches
+from train_semantic import UNCONDITIONAL_SHARE
+
+SECTIONED_SHARE = 0.5
+# Teacher-forced, a section's texture is plain from its own first frames on, so only the frames
+# where a section begins carry what the tags say; they weigh BOUNDARY_WEIGHT times a frame.
+BOUNDARY_FRAMES = 12
+BOUNDARY_WEIGHT = 20.0
+
+
+def shuffled_tags(lyrics: str, rng: np.random.Generator) -> str:
+    """The same lyrics with their section tags in another order (the lines stay where they are)."""
+    lines = lyrics.split("\n")
+    tagged = [i for i, line in enumerate(lines) if sections.kinds_in(line)]
+    order = rng.permutation(len(tagged))
+    if len(tagged) > 1 and all(sections.kinds_in(lines[tagged[o]]) == sections.kinds_in(lines[t]) for o, t in zip(order, tagged)):
+        order = np.roll(np.arange(len(tagged)), 1)
+    out = list(lines)
+    for target, source in zip(tagged, order):
+        out[target] = lines[tagged[source]]
+    return "\n".join(out)
+
+
+class SectionBatches(Batches):
+    """Round 6's batches, with each song's own lyrics: those that gave it sections, or lyrics that
+    name none. Only songs in one texture are retimed."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.shuffle_tags = False
+
+    def plain_lyrics(self) -> str:
+        if self.rng.random() < 0.2:
+            words = sections.lyric_words()
+            return "\n".join(" ".join(words[i] for i in self.rng.integers(len(words), size=5)) for _ in range(3))
+        return sections.PLAIN_LYRICS[self.rng.integers(len(sections.PLAIN_LYRICS))]
+
+    def make(self, chosen, unconditional_share=UNCONDITIONAL_SHARE, retimed_share=0.0, kind="described", transposed_share=0.0):
+        student, teacher, codes, complete, starts = [], [], [], [], []
+        for i in chosen:
+            song = self.songs[i]
+            starts.append(song.section_starts or [])
+            facts, song_codes = captions.facts_of(song), self.codes[i]
+            if song.lyrics is None and self.rng.random() < retimed_share:
+                facts, song_codes = self.retimed(i, facts)
+            if self.rng.random() < transposed_share:
+                facts, song_codes = self.transposed(facts, song_codes)
+            if kind == "template":
+                text, says_all = captions.template(facts, self.rng), True
+            else:
+                text, says_all = captions.describe_saying(facts, self.rng)
+            lyrics = song.lyrics if song.lyrics is not None else self.plain_lyrics()
+            if self.shuffle_tags and song.lyrics is not None:
+                lyrics = shuffled_tags(lyrics, self.rng)
+            unconditional = bool(self.rng.random() < unconditional_share)
+            student.append(self._ids(0, text, lyrics, unconditional))
+            teacher.append(self._ids(1, captions.template(facts, self.rng), lyrics, unconditional))
+            codes.append(song_codes)
+            complete.append(says_all or unconditional)
+        lengths = torch.tensor([len(c) for c in codes])
+        batch = torch.zeros(len(chosen), int(lengths.max()), 8, dtype=torch.long)
+        for row, c in enumerate(codes):
+            batch[row, : lengths[row]] = c
+        # Position j of the codes (the priming frame is 0) is frame j - 1 of the song.
+        boundary = torch.zeros(len(chosen), batch.shape[1] + 1, dtype=torch.bool)
+        for row, frames in enumerate(starts):
+            for f in frames:
+                boundary[row, f + 1 : min(f + 1 + BOUNDARY_FRAMES, int(lengths[row]))] = True
+        return (
+            self._padded(student),
+            self._padded(teacher),
+            batch.to(self.dev),
+            lengths.to(self.dev),
+            torch.tensor(complete, device=self.dev),
+            boundary.to(self.dev),
+        )
+
+
+def frame_losses(lm, depth, before, depth_hidden, codes, lengths, offset: int, end_id: int):
+    """`semantic.losses` frame by frame: c0's cross-entropy at each position [B, N+1] (the last
+    predicts <|audio_end|>), the depth codes' mean over c1..c7 at each frame [B, N], and which
+    positions are real [B, N+1]."""
+    n = codes.shape[1]
+    semantic_size = sizes.CONSTANTS["semantic_vocab_size"]
+    head = lm.lm_head.weight
+    rows = torch.cat([head[offset : offset + semantic_size], head[end_id : end_id + 1]])
+    logits = before @ rows.T
+    target = torch.cat([codes[..., 0], torch.zeros_like(codes[:, :1, 0])], 1)
+    positions = torch.arange(n + 1, device=codes.device)[None]
+    target = torch.where(positions == lengths[:, None], semantic_size, target)
+    valid = positions <= lengths[:, None]
+    c0 = F.cross_entropy(logits.float().flatten(0, 1), target.flatten(), reduction="none").view(target.shape)
+    rest = 0.0
+    for k in range(7):
+        logits_k = depth.audio_heads[k](depth_hidden[:, :, k]).float()
+        rest = rest + F.cross_entropy(logits_k.flatten(0, 1), codes[..., k + 1].flatten(), reduction="none").view(codes.shape[:2])
+    return c0, rest / 7, valid
+
+
+def finite_step(optimizer, loss, params, lr: float) -> bool:
+    """`common.optimize`, except that a step whose loss or gradients are not finite is skipped
+    (and says so), so one bad batch cannot spoil the weights."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    optimizer.zero_grad(set_to_none=True)
+    if not torch.isfinite(loss):
+        return False
+    loss.backward()
+    if not torch.isfinite(torch.nn.utils.clip_grad_norm_(params, 1.0)):
+        optimizer.zero_grad(set_to_none=True)
+        return False
+    optimizer.step()
+    return True
+
+
+def main():
+    parser = stage_arguments(songs=5000, batch=32)
+    parser.add_argument("--teacher", type=Path, default=shipped.DEFAULT)
+    parser.add_argument("--seed-offset", type=int, default=2000000, help="render the pieces with other seeds than v2 and v3 saw")
+    parser.add_argument("--lr", type=float, default=5e-4)
+    parser.add_argument("--init", type=Path, help="start from an earlier run's language model (its lm_tables.pt, lm_layers.pt)")
+    args = parser.parse_args()
+    dev = device()
+    log = Log(args.work / "log.jsonl")
+    began = time.time()
+    teacher_lm, depth, tok, constants = shipped.load_ar_half(args.teacher)
+    args.work.mkdir(parents=True, exist_ok=True)
+    shutil.copy(args.teacher / "tokenizer" / "tokenizer.json", args.work / "tokenizer.json")
+    shutil.copy(args.teacher / "songloom.json", args.work / "songloom.json")
+    songs = dataset.render_set(
+        args.songs, 24.0, jobs(), keep_audio=False, seed_offset=args.seed_offset, sectioned_share=SECTIONED_SHARE
+    )
+    held = dataset.render_set(32, 24.0, jobs(), held_out=True, keep_audio=False, sectioned_share=SECTIONED_SHARE)
+    log(stage="sections", songs=len(songs), sectioned=sum(s.lyrics is not None for s in songs), held=len(held),
+        seed_offset=args.seed_offset, render_s=round(time.time() - began, 1))
+
+    lm = copy.deepcopy(teacher_lm)
+    if args.init:
+        tables, layers = load(args.init / "lm_tables.pt"), load(args.init / "lm_layers.pt")
+        lm.load_state_dict({**tables["lm"], **layers["lm"]})
+    # Lyrics make prompts of very different lengths, so rows carry long left padding; the fused
+    # attention kernels' gradients turned every weight NaN within 100 steps on the GPU (first run,
+    # docs/gpu-runs), where the plain softmax keeps padded rows finite.
+    for model in (lm, teacher_lm):
+        model.set_attn_implementation("eager")
+    lm, teacher_lm, depth = lm.to(dev), teacher_lm.to(dev).eval(), depth.to(dev).eval()
+    for p in list(teacher_lm.parameters()) + list(depth.parameters()):
+        p.requires_grad_(False)
+    params = list(lm.parameters())
+    optimizer = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
+    batches = SectionBatches(songs, tok, tok, constants, constants, dev, seed=0)
+    held_batches = SectionBatches(held, tok, tok, constants, constants, dev, seed=1)
+    sectioned_held = [i for i, s in enumerate(held) if s.lyrics is not None]
+    autocast = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
+    offset, end = constants["code_offset"], constants["audio_end_id"]
+
+    def losses(batch):
+        """(c0, depth, distance, c0 at section starts, depth at section starts)."""
+        (ids, mask), (t_ids, t_mask), codes, lengths, complete, boundary = batch
+        before, depth_hidden = semantic.forward(lm, depth, ids, mask, codes, offset)
+        c0_frames, depth_frames, valid = frame_losses(lm, depth, before, depth_hidden, codes, lengths, offset, end)
+        weight = 1.0 + (BOUNDARY_WEIGHT - 1.0) * boundary.float()
+        c0 = (c0_frames * weight)[valid].mean()
+        n = codes.shape[1]
+        real_frames = torch.arange(n, device=codes.device)[None] < lengths[:, None]
+        rest = (depth_frames * weight[:, :n])[real_frames].mean()
+        at_starts = boundary & valid
+        c0_starts = c0_frames[at_starts].mean() if at_starts.any() else c0 * 0
+        rest_starts = depth_frames[at_starts[:, :n]].mean() if at_starts[:, :n].any() else rest * 0
+        with torch.no_grad():
+            t_before, t_depth = semantic.forward(teacher_lm, depth, t_ids, t_mask, codes, offset)
+        frames_valid = real_frames & complete[:, None] & ~boundary[:, :n]
+        student = semantic.frame_hiddens(before, depth_hidden).float()
+        target = semantic.frame_hiddens(t_before, t_depth).float()
+        distance = ((student - target) ** 2).mean(-1)[frames_valid].mean() if frames_valid.any() else student.sum() * 0
+        return c0, rest, distance, c0_starts, rest_starts
+
+    def evaluate():
+        lm.eval()
+        out = {}
+        with torch.no_grad(), autocast:
+            for kind in ("template", "described"):
+                held_batches.rng = np.random.default_rng(1)
+                c0, rest, distance, _, _ = losses(held_batches.make(range(len(held)), unconditional_share=0.0, kind=kind))
+                out[kind] = dict(c0=round(c0.item(), 4), depth=round(rest.item(), 4), distance=round(distance.item(), 4))
+            if sectioned_held:
+                measured = []
+                for shuffle in (False, True):
+                    held_batches.rng, held_batches.shuffle_tags = np.random.default_rng(1), shuffle
+                    _, _, _, c0, rest = losses(held_batches.make(sectioned_held, unconditional_share=0.0))
+                    measured.append((c0.item(), rest.item()))
+                held_batches.shuffle_tags = False
+                (c0, rest), (c0_shuffled, rest_shuffled) = measured
+                out["section_starts"] = dict(c0=round(c0, 4), depth=round(rest, 4), tags_c0=round(c0_shuffled - c0, 4),
+                                        tags_depth=round(rest_shuffled - rest, 4))
+        lm.train()
+        return out
+
+    log(step=0, held=evaluate())
+    deadline = began + args.minutes * 60
+    schedule = Schedule(args.lr, deadline)
+    step, skipped = 0, 0
+    while time.time() < deadline and step < args.steps:
+        with autocast:
+            c0, rest, distance, _, _ = losses(batches.sample(args.batch))
+        if not finite_step(optimizer, c0 + rest + DISTILL * distance, params, schedule(step)):
+            skipped += 1
+        step += 1
+        if step % 100 == 0:
+            log(step=step, c0=round(c0.item(), 4), depth=round(rest.item(), 4), distance=round(distance.item(), 4),
+                skipped=skipped)
+        if step % 1000 == 0:
+            log(step=step, held=evaluate())
+    log(step=step, held=evaluate(), done=True)
+    # The tables and the layers apart: each file stays under the GPU machine's 16 MiB a file.
+    state = {k: v.to(torch.bfloat16) for k, v in lm.state_dict().items()}
+    tables = {k: v for k, v in state.items() if "embed_tokens" in k or "lm_head" in k}
+    save(args.work / "lm_tables.pt", lm=tables, vocab_size=lm.model.embed_tokens.weight.shape[0])
+    save(args.work / "lm_layers.pt", lm={k: v for k, v in state.items() if k not in tables})
+
+
+if __name__ == "__main__":
+    main()
