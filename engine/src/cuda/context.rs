@@ -89,6 +89,8 @@ pub(super) struct Lane {
     /// cuBLASLt's handle, workspace and plans for the FP8 products, made at the first.
     pub fp8: Mutex<Option<super::fp8::Fp8Lane>>,
     pub(super) priority: ThreadPriority,
+    /// The SMs this thread's cuBLAS and cuBLASLt products are planned for; `None`: all.
+    pub(super) product_sms: Option<u32>,
     /// Whether the stream is recording a step ([`super::graph`]).
     pub(super) recording: AtomicBool,
     /// While a step whose positions move from replay to replay is recorded: the device address of
@@ -216,12 +218,21 @@ impl CudaBackend {
         }
         .map_err(gpu)?;
         let blas = CudaBlas::new(stream.clone()).map_err(gpu)?;
+        let product_sms = match priority {
+            ThreadPriority::Normal => self.acoustic_sms,
+            ThreadPriority::Critical => None,
+        };
+        if let Some(sms) = product_sms {
+            // SAFETY: the handle was just made, and only this lane's thread uses it.
+            unsafe { cudarc::cublas::sys::cublasSetSmCountTarget(*blas.handle(), sms as i32) }.result().map_err(gpu)?;
+        }
         Ok(Arc::new(Lane {
             stream,
             blas,
             decode: Mutex::new(DecodeScratch::default()),
             fp8: Mutex::new(None),
             priority,
+            product_sms,
             recording: AtomicBool::new(false),
             shift: AtomicU64::new(0),
             ops: AtomicUsize::new(0),

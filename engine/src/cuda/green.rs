@@ -1,7 +1,12 @@
-//! A context limited to part of the GPU's SMs (a CUDA green context), for `SONGLOOM_CUDA_SMS=N`:
-//! the engine on N SMs of a larger GPU, to time what the compute-bound stages would take on a
-//! GPU with that many (Jetson Thor has 20). Everything the context launches (kernels, cuBLAS,
-//! graphs) runs on those SMs; memory and its bandwidth stay the whole GPU's.
+//! Fewer SMs than the GPU has, for timing:
+//! - `SONGLOOM_CUDA_SMS=N`: a context limited to N SMs (a CUDA green context), the engine on N SMs
+//!   of a larger GPU, to time what the compute-bound stages would take on a GPU with that many
+//!   (Jetson Thor has 20). Everything the context launches (kernels, cuBLAS, graphs) runs on those
+//!   SMs; memory and its bandwidth stay the whole GPU's.
+//! - `SONGLOOM_CUDA_ACOUSTIC_SMS=N`: the products of threads of normal priority (the acoustic
+//!   half's) planned by cuBLAS and cuBLASLt for N SMs, so that the rest are free when the AR half's
+//!   short kernels come: to time whether the DiT's long products, refilling every SM, are what
+//!   slows the AR frame inside a song. Their other kernels still take any SM.
 
 use std::sync::Arc;
 
@@ -14,14 +19,33 @@ use crate::error::{Error, Result};
 /// The environment variable that limits the SMs.
 pub const SMS_VAR: &str = "SONGLOOM_CUDA_SMS";
 
+/// The environment variable that plans the acoustic half's products for fewer SMs.
+pub const ACOUSTIC_SMS_VAR: &str = "SONGLOOM_CUDA_ACOUSTIC_SMS";
+
 /// The SMs asked for in [`SMS_VAR`], if any.
 pub fn sms_asked() -> Result<Option<u32>> {
-    match std::env::var(SMS_VAR) {
-        Err(_) => Ok(None),
-        Ok(text) if text.trim().is_empty() => Ok(None),
-        Ok(text) => match text.trim().parse::<u32>() {
+    asked(SMS_VAR, std::env::var(SMS_VAR).ok())
+}
+
+/// The SMs asked for in [`ACOUSTIC_SMS_VAR`], if any, checked against the GPU's `total`.
+pub fn acoustic_sms_asked(total: u32) -> Result<Option<u32>> {
+    let sms = asked(ACOUSTIC_SMS_VAR, std::env::var(ACOUSTIC_SMS_VAR).ok())?;
+    match sms {
+        Some(n) if n >= total => {
+            Err(Error::Invalid(format!("{ACOUSTIC_SMS_VAR}={n}: this GPU has {total} SMs; ask for fewer")))
+        }
+        _ => Ok(sms),
+    }
+}
+
+/// A count of SMs from variable `var`'s `value`: none where it is unset or blank.
+fn asked(var: &str, value: Option<String>) -> Result<Option<u32>> {
+    match value {
+        None => Ok(None),
+        Some(text) if text.trim().is_empty() => Ok(None),
+        Some(text) => match text.trim().parse::<u32>() {
             Ok(n) if n > 0 => Ok(Some(n)),
-            _ => Err(Error::Invalid(format!("{SMS_VAR}={text}: give a number of SMs, such as 20"))),
+            _ => Err(Error::Invalid(format!("{var}={text}: give a number of SMs, such as 20"))),
         },
     }
 }
@@ -83,5 +107,21 @@ fn make(ordinal: usize, sms: u32) -> Result<(Arc<CudaContext>, u32, u32)> {
         sys::cuCtxFromGreenCtx(&mut raw, green).result().map_err(gpu)?;
         let ctx = CudaContext::from_raw_context(ordinal, device, raw).map_err(gpu)?;
         Ok((ctx, granted, total))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_count_of_sms_is_a_positive_number_or_nothing() {
+        assert_eq!(asked(SMS_VAR, None).unwrap(), None);
+        assert_eq!(asked(SMS_VAR, Some(" ".into())).unwrap(), None);
+        assert_eq!(asked(SMS_VAR, Some(" 20 ".into())).unwrap(), Some(20));
+        for wrong in ["0", "-3", "twenty", "1.5"] {
+            let e = asked(ACOUSTIC_SMS_VAR, Some(wrong.into())).unwrap_err().to_string();
+            assert!(e.contains(ACOUSTIC_SMS_VAR) && e.contains(wrong), "{e}");
+        }
     }
 }

@@ -57,6 +57,9 @@ pub struct CudaBackend {
     overlap: bool,
     /// Whether the GPU has TF32 tensor cores (sm_80+), which the fast policies' attention uses.
     tf32_mma: bool,
+    /// The SMs the products of normal-priority threads are planned for ([`green::ACOUSTIC_SMS_VAR`]);
+    /// `None`: all of them.
+    acoustic_sms: Option<u32>,
     budget: memory::Budget,
     /// Held while a thread records a step ([`graph`]): one recording at a time.
     capture_gate: Mutex<()>,
@@ -101,7 +104,14 @@ impl CudaBackend {
         let name = ctx.name().map_err(gpu)?;
         let (free, total) = ctx.mem_get_info().map_err(gpu)?;
         let gib = |bytes: usize| bytes as f64 / (1u64 << 30) as f64;
-        let description = format!("{name}, {arch}, {:.1} of {:.1} GiB free{sms}", gib(free), gib(total));
+        let multiprocessors = ctx
+            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(gpu)?;
+        let acoustic_sms = green::acoustic_sms_asked(multiprocessors.max(0) as u32)?;
+        let acoustic = acoustic_sms
+            .map(|n| format!(", the acoustic half's products planned for {n} SMs ({})", green::ACOUSTIC_SMS_VAR))
+            .unwrap_or_default();
+        let description = format!("{name}, {arch}, {:.1} of {:.1} GiB free{sms}{acoustic}", gib(free), gib(total));
         Ok(CudaBackend {
             ctx,
             kernels,
@@ -111,6 +121,7 @@ impl CudaBackend {
             sentinel_fill: options.sentinel_fill,
             overlap: major >= 9,
             tf32_mma: major >= 8,
+            acoustic_sms,
             budget: memory::Budget::default(),
             capture_gate: Mutex::new(()),
             recording_step: std::sync::atomic::AtomicBool::new(false),
