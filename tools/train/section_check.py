@@ -8,8 +8,10 @@ the section before, each section measured away from its edges; the tags' texture
 change asked for. The score is the Pearson correlation, over every boundary of every song, of
 the change measured with the change asked for.
 
-    python tools/train/section_check.py                       # the synthesizer's renderings
-    python tools/train/section_check.py --songs DIR --specs F # songs NAME-i.wav made from F's specs
+    python tools/train/section_check.py                  # the synthesizer's renderings
+    python tools/train/section_check.py --songs DIR [--generate target/release/songloom --model M]
+        # songs made from data/section-songs.json's 6 descriptions and 4-tag lyrics, and with
+        # their tags shuffled (the control)
 """
 
 import argparse
@@ -67,25 +69,50 @@ def score(changes) -> tuple[float, float]:
     return float(np.corrcoef(a[:, 0], a[:, 1])[0, 1]), float(np.corrcoef(a[:, 0], a[:, 2])[0, 1])
 
 
+def generate(binary: Path, model: Path, specs: list[dict], folder: Path):
+    """Each spec's song from its lyrics and from its shuffled lyrics (`i.wav`, `i-shuffled.wav`),
+    22 s at 20 steps on the CPU, as the trained-model tests make songs."""
+    import subprocess
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, spec in enumerate(specs):
+        for suffix, lyrics in (("", spec["lyrics"]), ("-shuffled", spec["shuffled_lyrics"])):
+            subprocess.run(
+                [str(binary), "generate", "--model", str(model), "--description", spec["description"], "--lyrics", lyrics,
+                 "--duration", "22", "--seed", str(spec["seed"]), "--steps", "20", "--device", "cpu",
+                 "--out", str(folder / f"{i}{suffix}.wav"), "--force", "--no-play"],
+                check=True, capture_output=True,
+            )
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--songs", type=Path, help="a folder of songs")
-    parser.add_argument("--specs", type=Path, help="a JSON list of {description, tempo, sections}")
-    parser.add_argument("--name", default="song", help="songs are NAME-i.wav")
+    parser.add_argument("--songs", type=Path, help="a folder of i.wav and i-shuffled.wav made from --specs")
+    parser.add_argument("--specs", type=Path, default=Path(__file__).parent / "data" / "section-songs.json")
+    parser.add_argument("--generate", type=Path, help="make the songs first with this songloom binary")
+    parser.add_argument("--model", type=Path, help="the model --generate makes them with")
     args = parser.parse_args()
     if args.songs:
         specs = json.loads(args.specs.read_text())
-        changes = []
-        for i, spec in enumerate(specs):
-            rate, audio = scipy.io.wavfile.read(args.songs / f"{args.name}-{i}.wav")
-            mono = audio.astype(np.float64).mean(1) if audio.ndim == 2 else audio.astype(np.float64)
-            c = boundary_changes(mono, planned(mono, spec["sections"], spec["tempo"]))
-            print(i, [(a, round(l, 1), round(d, 1)) for a, l, d in c])
-            changes += c
-        loud, dense = score(changes)
-        print(f"{args.songs}/{args.name}: loudness r = {loud:.2f}, density r = {dense:.2f}, {len(changes)} boundaries")
+        if args.generate:
+            generate(args.generate, args.model, specs, args.songs)
+        runs = [("the true tags, scored against them", "", "sections"),
+                ("shuffled tags, scored against the true ones (the control)", "-shuffled", "sections"),
+                ("shuffled tags, scored against the shuffled ones", "-shuffled", "shuffled_sections")]
+        for title, suffix, against in runs:
+            changes = []
+            for i, spec in enumerate(specs):
+                path = args.songs / f"{i}{suffix}.wav"
+                if not path.exists():
+                    continue
+                _, audio = scipy.io.wavfile.read(path)
+                mono = audio.astype(np.float64).mean(1) if audio.ndim == 2 else audio.astype(np.float64)
+                changes += boundary_changes(mono, planned(mono, spec[against], spec["tempo"]))
+            if len(changes) > 2:
+                loud, dense = score(changes)
+                print(f"{title}: loudness r = {loud:.2f}, density r = {dense:.2f}, {len(changes)} boundaries")
         return
-    # The renderings: held-out pieces in random forms and tempos.
+    # The renderings: held-out pieces, four random tags each.
     pieces = [p for i, p in enumerate(dataset.read_pieces()) if i % dataset.HELD_OUT_EVERY == 0]
     rng = np.random.default_rng(0)
     changes = []
