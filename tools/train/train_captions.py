@@ -69,7 +69,7 @@ class Batches:
         student, teacher, codes, complete = [], [], [], []
         for i in chosen:
             facts, song_codes = captions.facts_of(self.songs[i]), self.codes[i]
-            if self.rng.random() < retimed_share:
+            if self.retimable(i) and self.rng.random() < retimed_share:
                 facts, song_codes = self.retimed(i, facts)
             if self.rng.random() < transposed_share:
                 facts, song_codes = self.transposed(facts, song_codes)
@@ -77,7 +77,7 @@ class Batches:
                 text, says_all = captions.template(facts, self.rng), True
             else:
                 text, says_all = captions.describe_saying(facts, self.rng)
-            lyrics = tokenizer.LYRICS[self.rng.integers(len(tokenizer.LYRICS))]
+            lyrics = self.lyrics_of(i)
             unconditional = bool(self.rng.random() < unconditional_share)
             student.append(self._ids(0, text, lyrics, unconditional))
             teacher.append(self._ids(1, captions.template(facts, self.rng), lyrics, unconditional))
@@ -94,6 +94,14 @@ class Batches:
             lengths.to(self.dev),
             torch.tensor(complete, device=self.dev),
         )
+
+    def retimable(self, i) -> bool:
+        """Whether song `i` may be retimed to another tempo."""
+        return True
+
+    def lyrics_of(self, i) -> str:
+        """The lyrics song `i` is given this time."""
+        return tokenizer.LYRICS[self.rng.integers(len(tokenizer.LYRICS))]
 
     def retimed(self, i, facts):
         song = self.songs[i]

@@ -27,7 +27,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-import captions
 import dataset
 import sections
 import semantic
@@ -35,7 +34,6 @@ import shipped
 import sizes
 from common import Log, Schedule, device, jobs, load, save, stage_arguments
 from train_captions import DISTILL, Batches
-from train_semantic import UNCONDITIONAL_SHARE
 
 SECTIONED_SHARE = 0.5
 # Teacher-forced, a section's texture is plain from its own first frames on, so only the frames
@@ -71,45 +69,26 @@ class SectionBatches(Batches):
             return "\n".join(" ".join(words[i] for i in self.rng.integers(len(words), size=5)) for _ in range(3))
         return sections.PLAIN_LYRICS[self.rng.integers(len(sections.PLAIN_LYRICS))]
 
-    def make(self, chosen, unconditional_share=UNCONDITIONAL_SHARE, retimed_share=0.0, kind="described", transposed_share=0.0):
-        student, teacher, codes, complete, starts = [], [], [], [], []
-        for i in chosen:
-            song = self.songs[i]
-            starts.append(song.section_starts or [])
-            facts, song_codes = captions.facts_of(song), self.codes[i]
-            if song.lyrics is None and self.rng.random() < retimed_share:
-                facts, song_codes = self.retimed(i, facts)
-            if self.rng.random() < transposed_share:
-                facts, song_codes = self.transposed(facts, song_codes)
-            if kind == "template":
-                text, says_all = captions.template(facts, self.rng), True
-            else:
-                text, says_all = captions.describe_saying(facts, self.rng)
-            lyrics = song.lyrics if song.lyrics is not None else self.plain_lyrics()
-            if self.shuffle_tags and song.lyrics is not None:
-                lyrics = shuffled_tags(lyrics, self.rng)
-            unconditional = bool(self.rng.random() < unconditional_share)
-            student.append(self._ids(0, text, lyrics, unconditional))
-            teacher.append(self._ids(1, captions.template(facts, self.rng), lyrics, unconditional))
-            codes.append(song_codes)
-            complete.append(says_all or unconditional)
-        lengths = torch.tensor([len(c) for c in codes])
-        batch = torch.zeros(len(chosen), int(lengths.max()), 8, dtype=torch.long)
-        for row, c in enumerate(codes):
-            batch[row, : lengths[row]] = c
+    def retimable(self, i) -> bool:
+        return self.songs[i].lyrics is None
+
+    def lyrics_of(self, i) -> str:
+        lyrics = self.songs[i].lyrics
+        if lyrics is None:
+            return self.plain_lyrics()
+        return shuffled_tags(lyrics, self.rng) if self.shuffle_tags else lyrics
+
+    def make(self, chosen, **options):
+        """Round 6's batch, and where each song's sections begin [B, N+1]: the first
+        BOUNDARY_FRAMES positions of each."""
+        batch = super().make(chosen, **options)
+        codes, lengths = batch[2], batch[3]
         # Position j of the codes (the priming frame is 0) is frame j - 1 of the song.
-        boundary = torch.zeros(len(chosen), batch.shape[1] + 1, dtype=torch.bool)
-        for row, frames in enumerate(starts):
-            for f in frames:
+        boundary = torch.zeros(len(chosen), codes.shape[1] + 1, dtype=torch.bool)
+        for row, i in enumerate(chosen):
+            for f in self.songs[i].section_starts or []:
                 boundary[row, f + 1 : min(f + 1 + BOUNDARY_FRAMES, int(lengths[row]))] = True
-        return (
-            self._padded(student),
-            self._padded(teacher),
-            batch.to(self.dev),
-            lengths.to(self.dev),
-            torch.tensor(complete, device=self.dev),
-            boundary.to(self.dev),
-        )
+        return (*batch, boundary.to(self.dev))
 
 
 def frame_losses(lm, depth, before, depth_hidden, codes, lengths, offset: int, end_id: int):
