@@ -24,16 +24,13 @@ import scipy.io.wavfile
 import dataset
 import sections
 import synth
+import tempo_ceiling
 
-FFT, HOP, BANDS, FLOOR_DB, EDGE_S = 4096, 1024, 24, 30.0, 0.5
+FLOOR_DB, EDGE_S = 30.0, 0.5
 
 
 def density(mono: np.ndarray) -> float:
-    window = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(FFT) / FFT)
-    power = np.array([np.abs(np.fft.rfft(mono[s : s + FFT] * window)) ** 2 for s in range(0, len(mono) - FFT + 1, HOP)])
-    freqs = np.arange(FFT // 2 + 1) * synth.SAMPLE_RATE / FFT
-    edges = 80.0 * (16000.0 / 80.0) ** (np.arange(BANDS + 1) / BANDS)
-    bands = np.stack([power[:, (freqs >= lo) & (freqs < hi)].sum(1) for lo, hi in zip(edges[:-1], edges[1:])], 1)
+    bands = tempo_ceiling.band_powers(mono)
     top = bands.max(1, keepdims=True)
     sound = top[:, 0] > 1e-10
     if not sound.any():
@@ -55,7 +52,7 @@ def boundary_changes(mono: np.ndarray, plan):
     measured = []
     for kind, start, end in plan:
         part = mono[int((start + EDGE_S) * synth.SAMPLE_RATE) : int((end - EDGE_S) * synth.SAMPLE_RATE)]
-        measured.append((kind, loudness_db(part), density(part)) if len(part) >= FFT * 2 else None)
+        measured.append((kind, loudness_db(part), density(part)) if len(part) >= tempo_ceiling.FFT * 2 else None)
     out = []
     for before, after in zip(measured, measured[1:]):
         if before and after:

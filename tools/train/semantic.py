@@ -78,6 +78,14 @@ def losses(lm, depth, before, depth_hidden, codes, lengths, offset: int, end_id:
     return c0_loss, depth_loss / 7
 
 
+def hidden_distance(before, depth_hidden, t_before, t_depth, valid) -> torch.Tensor:
+    """The mean squared distance of the student's frame hiddens to the teacher's over the frames
+    `valid` [B, N] (0 where there are none)."""
+    student = frame_hiddens(before, depth_hidden).float()
+    target = frame_hiddens(t_before, t_depth).float()
+    return ((student - target) ** 2).mean(-1)[valid].mean() if valid.any() else student.sum() * 0
+
+
 def frame_hiddens(before, depth_hidden) -> torch.Tensor:
     """What conditions the DiT: for each frame [LM hidden, depth h1..h7] -> [B, N, 8*H]."""
     n = depth_hidden.shape[1]

@@ -19,12 +19,17 @@ import synth
 FFT, HOP, BANDS, COMPRESSION, MARGIN = 4096, 1024, 24, 100.0, 0.6
 
 
-def onset_rate(mono: np.ndarray) -> float:
+def band_powers(mono: np.ndarray) -> np.ndarray:
+    """Each Hann-windowed frame's power in 24 log-spaced bands from 80 Hz to 16 kHz [frames, 24]."""
     window = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(FFT) / FFT)
     power = np.array([np.abs(np.fft.rfft(mono[s : s + FFT] * window)) ** 2 for s in range(0, len(mono) - FFT + 1, HOP)])
     freqs = np.arange(FFT // 2 + 1) * synth.SAMPLE_RATE / FFT
     edges = 80.0 * (16000.0 / 80.0) ** (np.arange(BANDS + 1) / BANDS)
-    bands = np.stack([power[:, (freqs >= lo) & (freqs < hi)].sum(1) for lo, hi in zip(edges[:-1], edges[1:])], 1)
+    return np.stack([power[:, (freqs >= lo) & (freqs < hi)].sum(1) for lo, hi in zip(edges[:-1], edges[1:])], 1)
+
+
+def onset_rate(mono: np.ndarray) -> float:
+    bands = band_powers(mono)
     log = np.log1p(COMPRESSION * bands / max(bands.max(), 1e-12))
     flux = np.maximum(log[1:] - log[:-1], 0).sum(1)
     onsets = []

@@ -189,10 +189,7 @@ def main():
             t_before, t_depth = semantic.forward(teacher_lm, depth, t_ids, t_mask, codes, t_offset)
         n = codes.shape[1]
         valid = (torch.arange(n, device=codes.device)[None] < lengths[:, None]) & complete[:, None]
-        student = semantic.frame_hiddens(before, depth_hidden).float()
-        target = semantic.frame_hiddens(t_before, t_depth).float()
-        distance = ((student - target) ** 2).mean(-1)[valid].mean() if valid.any() else student.sum() * 0
-        return c0, rest, distance
+        return c0, rest, semantic.hidden_distance(before, depth_hidden, t_before, t_depth, valid)
 
     def evaluate():
         lm.eval()

@@ -185,9 +185,7 @@ def main():
         with torch.no_grad():
             t_before, t_depth = semantic.forward(teacher_lm, depth, t_ids, t_mask, codes, offset)
         frames_valid = real_frames & complete[:, None] & ~boundary[:, :n]
-        student = semantic.frame_hiddens(before, depth_hidden).float()
-        target = semantic.frame_hiddens(t_before, t_depth).float()
-        distance = ((student - target) ** 2).mean(-1)[frames_valid].mean() if frames_valid.any() else student.sum() * 0
+        distance = semantic.hidden_distance(before, depth_hidden, t_before, t_depth, frames_valid)
         return c0, rest, distance, c0_starts, rest_starts
 
     def evaluate():
