@@ -16,6 +16,7 @@ import sections
 import synth
 
 HELD_OUT_EVERY = 50
+SECTIONS_STREAM = 34  # the random stream, beside a song's seed, that chooses its lyrics and sections
 # SONGLOOM_NOTES names another note list (the smoke test uses a few pieces).
 DEFAULT_NOTES = Path(os.environ.get("SONGLOOM_NOTES", Path(__file__).parent / "data" / "notes.jsonl.gz"))
 
@@ -49,14 +50,15 @@ def render_one(job) -> Song:
     lyrics, params = None, None
     if sectioned_share > 0:
         # Its own stream: the song's other draws stay those of the same seed without sections.
-        rng = np.random.default_rng([seed, 34])
+        rng = np.random.default_rng([seed, SECTIONS_STREAM])
         if rng.random() < sectioned_share:
             lyrics, kinds = sections.lyrics_for(rng, sections.lyric_words())
             params = dict(sections=kinds)
     r = synth.render(piece, seed=seed, max_seconds=max_seconds, params=params)
     audio = r.audio.astype(np.float16) if keep_audio else None
     frame_codes = codes.frame_codes(r).astype(np.int16)
-    starts = [int(round(start * synth.FRAME_RATE)) for _, start, _ in r.sections] if r.sections else None
+    # The frame a section's first notes sound in, as synth places them.
+    starts = [int(start * synth.FRAME_RATE) for _, start, _ in r.sections] if r.sections else None
     return Song(
         index, r.caption, audio, frame_codes, r.tempo, r.tonic, r.mode, r.style, r.ensemble, r.meter, r.drums_on, lyrics, starts
     )

@@ -1,12 +1,14 @@
-"""What the section check can reach, and what a model reaches: the change of loudness and of
-density at each section tag's place (`sections.py`), as `tests/tests/trained_model.rs` measures
-it (ported here), against the change the tags ask for.
+"""What a section check can reach, and what a model reaches: the change of loudness and of
+density at each section tag's place (`sections.py`) against the change the tags ask for (the
+bands are those of `tests/src/music_checks.rs`, through `tempo_ceiling.band_powers`; the Rust
+test for sections is still to be written, once a model passes).
 
 For each song and each boundary between two sections: the loudness (RMS, dB) and the density (the
 mean number of 24 log-spaced bands within 30 dB of a frame's loudest) of the section after, less
 the section before, each section measured away from its edges; the tags' texture levels give the
 change asked for. The score is the Pearson correlation, over every boundary of every song, of
-the change measured with the change asked for.
+the change measured with the change asked for. A generated song's sections are placed at the
+asked tempo's quarter notes, as the renderings place them (its meter is the model's to choose).
 
     python tools/train/section_check.py                  # the synthesizer's renderings
     python tools/train/section_check.py --songs DIR [--generate target/release/songloom --model M]
@@ -78,7 +80,7 @@ def generate(binary: Path, model: Path, specs: list[dict], folder: Path):
                 [str(binary), "generate", "--model", str(model), "--description", spec["description"], "--lyrics", lyrics,
                  "--duration", "22", "--seed", str(spec["seed"]), "--steps", "20", "--device", "cpu",
                  "--out", str(folder / f"{i}{suffix}.wav"), "--force", "--no-play"],
-                check=True, capture_output=True,
+                check=True, stdout=subprocess.DEVNULL,
             )
 
 
@@ -89,6 +91,8 @@ def main():
     parser.add_argument("--generate", type=Path, help="make the songs first with this songloom binary")
     parser.add_argument("--model", type=Path, help="the model --generate makes them with")
     args = parser.parse_args()
+    if args.generate and not (args.songs and args.model):
+        parser.error("--generate needs --songs (where the songs go) and --model (the model that makes them)")
     if args.songs:
         specs = json.loads(args.specs.read_text())
         if args.generate:

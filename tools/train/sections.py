@@ -2,7 +2,8 @@
 `train_sections.py`; not yet learnt well enough to ship), and lyrics to train on.
 
 The rule the training songs follow: the tags, in order, are the song's sections, and
-each lasts SECTION_SECONDS, its start moved to the nearest beat; the last one lasts to the end of
+each lasts SECTION_SECONDS, its start moved to the nearest quarter note (whatever the meter, so
+that a listener's tempo is enough to place it); the last one lasts to the end of
 the song. The lines between tags are not sung (the model has no voice); only the tags count. A tag
 sets the section's texture:
 
@@ -63,11 +64,11 @@ def kinds_in(lyrics: str) -> list[str]:
     return [k for k in (kind_of(t) for t in _TAG.findall(lyrics)) if k is not None]
 
 
-def plan(kinds: list[str], beat_seconds: float, length_seconds: float) -> list[tuple[str, float, float]]:
+def plan(kinds: list[str], quarter_seconds: float, length_seconds: float) -> list[tuple[str, float, float]]:
     """(kind, start s, end s) of each section that starts before the song ends."""
     out = []
     for k, kind in enumerate(kinds):
-        start = 0.0 if k == 0 else round(k * SECTION_SECONDS / beat_seconds) * beat_seconds
+        start = 0.0 if k == 0 else round(k * SECTION_SECONDS / quarter_seconds) * quarter_seconds
         if start >= length_seconds:
             break
         out.append([kind, start, length_seconds])

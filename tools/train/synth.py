@@ -214,13 +214,14 @@ def render(piece: dict, seed: int, max_seconds: float = 24.0, params: dict | Non
             notes.append((start, min(duration * seconds_per_quarter, max_seconds - start), pitch, timbre, gain, pan))
             melody.append(index == 0)
     kinds = params.get("sections")
-    chords = bool(params.get("chords", rng.random() < 0.75)) or bool(kinds)
-    if melody_only and chords:
+    # Only a lone melody draws whether it gets chords, so a piece of several voices keeps its draws.
+    chords = melody_only and (bool(params.get("chords", rng.random() < 0.75)) or bool(kinds))
+    if chords:
         chord_notes = accompaniment(notes, piece, transpose, bar_quarters * seconds_per_quarter, other_timbre, bass_timbre)
         notes += chord_notes
         melody += [False] * len(chord_notes)
     length = min(max_seconds, max((n[0] + n[1] for n in notes), default=1.0) + 0.5)
-    plan = sections.plan(kinds, seconds_per_quarter * beat_quarters, length) if kinds else []
+    plan = sections.plan(kinds, seconds_per_quarter, length) if kinds else []
 
     def section_at(t: float):
         for kind, start, end in plan:

@@ -76,18 +76,19 @@ class SectionBatches(Batches):
         lyrics = self.songs[i].lyrics
         if lyrics is None:
             return self.plain_lyrics()
-        return shuffled_tags(lyrics, self.rng) if self.shuffle_tags else lyrics
+        # A song's own shuffle, so that the batch's other draws match the unshuffled pass's.
+        return shuffled_tags(lyrics, np.random.default_rng([i, 1])) if self.shuffle_tags else lyrics
 
     def make(self, chosen, **options):
         """Round 6's batch, and where each song's sections begin [B, N+1]: the first
         BOUNDARY_FRAMES positions of each."""
         batch = super().make(chosen, **options)
-        codes, lengths = batch[2], batch[3]
+        codes, lengths = batch[2], batch[3].tolist()
         # Position j of the codes (the priming frame is 0) is frame j - 1 of the song.
         boundary = torch.zeros(len(chosen), codes.shape[1] + 1, dtype=torch.bool)
         for row, i in enumerate(chosen):
             for f in self.songs[i].section_starts or []:
-                boundary[row, f + 1 : min(f + 1 + BOUNDARY_FRAMES, int(lengths[row]))] = True
+                boundary[row, f + 1 : min(f + 1 + BOUNDARY_FRAMES, lengths[row])] = True
         return (*batch, boundary.to(self.dev))
 
 
@@ -151,11 +152,13 @@ def main():
 
     lm = copy.deepcopy(teacher_lm)
     if args.init:
-        tables, layers = load(args.init / "lm_tables.pt"), load(args.init / "lm_layers.pt")
+        files = [args.init / "lm_tables.pt", args.init / "lm_layers.pt"]
+        if not all(f.exists() for f in files):
+            parser.error(f"--init {args.init}: needs lm_tables.pt and lm_layers.pt (a train_sections.py --work folder)")
+        tables, layers = (load(f) for f in files)
         lm.load_state_dict({**tables["lm"], **layers["lm"]})
-    # Lyrics make prompts of very different lengths, so rows carry long left padding; the fused
-    # attention kernels' gradients turned every weight NaN within 100 steps on the GPU (first run,
-    # docs/gpu-runs), where the plain softmax keeps padded rows finite.
+    # Lyrics make prompts of very different lengths, so rows carry long left padding, whose fully
+    # masked rows the fused attention kernels turn NaN on the GPU; the plain softmax keeps them finite.
     for model in (lm, teacher_lm):
         model.set_attn_implementation("eager")
     lm, teacher_lm, depth = lm.to(dev), teacher_lm.to(dev).eval(), depth.to(dev).eval()
@@ -169,12 +172,15 @@ def main():
     autocast = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
     offset, end = constants["code_offset"], constants["audio_end_id"]
 
-    def losses(batch):
-        """(c0, depth, distance, c0 at section starts, depth at section starts)."""
+    def losses(batch, weighted=True):
+        """(c0, depth, distance, c0 at section starts, depth at section starts). Weighted, the
+        frames where sections begin count BOUNDARY_WEIGHT times, and the sums are still divided
+        by the frames (so songs with sections weigh more in a batch, against DISTILL too);
+        unweighted, the cross-entropies are round 6's, to compare with."""
         (ids, mask), (t_ids, t_mask), codes, lengths, complete, boundary = batch
         before, depth_hidden = semantic.forward(lm, depth, ids, mask, codes, offset)
         c0_frames, depth_frames, valid = frame_losses(lm, depth, before, depth_hidden, codes, lengths, offset, end)
-        weight = 1.0 + (BOUNDARY_WEIGHT - 1.0) * boundary.float()
+        weight = 1.0 + (BOUNDARY_WEIGHT - 1.0) * boundary.float() * weighted
         c0 = (c0_frames * weight)[valid].mean()
         n = codes.shape[1]
         real_frames = torch.arange(n, device=codes.device)[None] < lengths[:, None]
@@ -184,7 +190,7 @@ def main():
         rest_starts = depth_frames[at_starts[:, :n]].mean() if at_starts[:, :n].any() else rest * 0
         with torch.no_grad():
             t_before, t_depth = semantic.forward(teacher_lm, depth, t_ids, t_mask, codes, offset)
-        frames_valid = real_frames & complete[:, None] & ~boundary[:, :n]
+        frames_valid = real_frames & complete[:, None] & ~(boundary[:, :n] & weighted)
         distance = semantic.hidden_distance(before, depth_hidden, t_before, t_depth, frames_valid)
         return c0, rest, distance, c0_starts, rest_starts
 
@@ -194,7 +200,8 @@ def main():
         with torch.no_grad(), autocast:
             for kind in ("template", "described"):
                 held_batches.rng = np.random.default_rng(1)
-                c0, rest, distance, _, _ = losses(held_batches.make(range(len(held)), unconditional_share=0.0, kind=kind))
+                batch = held_batches.make(range(len(held)), unconditional_share=0.0, kind=kind)
+                c0, rest, distance, _, _ = losses(batch, weighted=False)
                 out[kind] = dict(c0=round(c0.item(), 4), depth=round(rest.item(), 4), distance=round(distance.item(), 4))
             if sectioned_held:
                 measured = []

@@ -219,7 +219,7 @@ impl CudaBackend {
         .map_err(gpu)?;
         let blas = CudaBlas::new(stream.clone()).map_err(gpu)?;
         let product_sms = match priority {
-            ThreadPriority::Normal => self.acoustic_sms,
+            ThreadPriority::Normal => self.product_sms,
             ThreadPriority::Critical => None,
         };
         if let Some(sms) = product_sms {

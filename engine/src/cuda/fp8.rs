@@ -113,7 +113,7 @@ pub(super) struct Fp8Lane {
     workspace: CudaSlice<u8>,
     plans: HashMap<(usize, usize, usize), Plan>,
     /// The SMs the plans target (the lane's [`Lane::product_sms`]); `None`: all.
-    sms: Option<u32>,
+    product_sms: Option<u32>,
 }
 
 // SAFETY: the handle and descriptors are plain host objects cuBLASLt lets any thread use; a lane
@@ -148,7 +148,7 @@ impl Fp8Lane {
                 return Err(gpu(e));
             }
         };
-        Ok(Fp8Lane { handle, workspace, plans: HashMap::new(), sms: lane.product_sms })
+        Ok(Fp8Lane { handle, workspace, plans: HashMap::new(), product_sms: lane.product_sms })
     }
 
     /// Runs `out = w^T x` for codes `w` (`[n, k]`), `x` (`[m, k]`), `out` `[m, n]` f32, all device
@@ -223,7 +223,7 @@ impl Fp8Lane {
         let mut plan = Plan { desc, layouts: [std::ptr::null_mut(); 3], algo, scales_inside };
         set_attr(desc, A::CUBLASLT_MATMUL_DESC_TRANSA, &(cublasOperation_t::CUBLAS_OP_T as i32))?;
         set_attr(desc, A::CUBLASLT_MATMUL_DESC_TRANSB, &(cublasOperation_t::CUBLAS_OP_N as i32))?;
-        if let Some(sms) = self.sms {
+        if let Some(sms) = self.product_sms {
             set_attr(desc, A::CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &(sms as i32))?;
         }
         if scales_inside {

@@ -3,10 +3,12 @@
 //!   of a larger GPU, to time what the compute-bound stages would take on a GPU with that many
 //!   (Jetson Thor has 20). Everything the context launches (kernels, cuBLAS, graphs) runs on those
 //!   SMs; memory and its bandwidth stay the whole GPU's.
-//! - `SONGLOOM_CUDA_ACOUSTIC_SMS=N`: the products of threads of normal priority (the acoustic
-//!   half's) planned by cuBLAS and cuBLASLt for N SMs, so that the rest are free when the AR half's
-//!   short kernels come: to time whether the DiT's long products, refilling every SM, are what
-//!   slows the AR frame inside a song. Their other kernels still take any SM.
+//! - `SONGLOOM_CUDA_ACOUSTIC_SMS=N`: the products of threads of normal priority (in a streamed
+//!   song, the acoustic half's; phase by phase and in `bench --what stages`, every product) planned
+//!   by cuBLAS and cuBLASLt for N SMs. This reserves no SM: it tests whether products sized for
+//!   fewer SMs leave SMs free when the AR half's short kernels come, that is, whether the DiT's long
+//!   products refilling every SM are what slows the AR frame inside a song. Other kernels still
+//!   take any SM.
 
 use std::sync::Arc;
 
@@ -27,12 +29,12 @@ pub fn sms_asked() -> Result<Option<u32>> {
     asked(SMS_VAR, std::env::var(SMS_VAR).ok())
 }
 
-/// The SMs asked for in [`ACOUSTIC_SMS_VAR`], if any, checked against the GPU's `total`.
-pub fn acoustic_sms_asked(total: u32) -> Result<Option<u32>> {
+/// The SMs asked for in [`ACOUSTIC_SMS_VAR`], if any, checked against the `total` the context has.
+pub fn product_sms_asked(total: u32) -> Result<Option<u32>> {
     let sms = asked(ACOUSTIC_SMS_VAR, std::env::var(ACOUSTIC_SMS_VAR).ok())?;
     match sms {
         Some(n) if n >= total => {
-            Err(Error::Invalid(format!("{ACOUSTIC_SMS_VAR}={n}: this GPU has {total} SMs; ask for fewer")))
+            Err(Error::Invalid(format!("{ACOUSTIC_SMS_VAR}={n}: the context has {total} SMs; ask for fewer")))
         }
         _ => Ok(sms),
     }

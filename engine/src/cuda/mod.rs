@@ -59,7 +59,7 @@ pub struct CudaBackend {
     tf32_mma: bool,
     /// The SMs the products of normal-priority threads are planned for ([`green::ACOUSTIC_SMS_VAR`]);
     /// `None`: all of them.
-    acoustic_sms: Option<u32>,
+    product_sms: Option<u32>,
     budget: memory::Budget,
     /// Held while a thread records a step ([`graph`]): one recording at a time.
     capture_gate: Mutex<()>,
@@ -78,11 +78,11 @@ impl CudaBackend {
         if ordinal as i32 >= count {
             return Err(Error::Gpu(format!("no CUDA device {ordinal} ({count} found)")));
         }
-        let (ctx, sms) = match green::sms_asked()? {
-            None => (CudaContext::new(ordinal).map_err(gpu)?, String::new()),
+        let (ctx, sms, granted) = match green::sms_asked()? {
+            None => (CudaContext::new(ordinal).map_err(gpu)?, String::new(), None),
             Some(asked) => {
                 let (ctx, granted, total) = green::context_on_sms(ordinal, asked)?;
-                (ctx, format!(", on {granted} of its {total} SMs ({})", green::SMS_VAR))
+                (ctx, format!(", on {granted} of its {total} SMs ({})", green::SMS_VAR), Some(granted))
             }
         };
         // cudarc's per-tensor events cost several driver calls per launch (a decode step launches
@@ -104,14 +104,18 @@ impl CudaBackend {
         let name = ctx.name().map_err(gpu)?;
         let (free, total) = ctx.mem_get_info().map_err(gpu)?;
         let gib = |bytes: usize| bytes as f64 / (1u64 << 30) as f64;
-        let multiprocessors = ctx
-            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-            .map_err(gpu)?;
-        let acoustic_sms = green::acoustic_sms_asked(multiprocessors.max(0) as u32)?;
-        let acoustic = acoustic_sms
-            .map(|n| format!(", the acoustic half's products planned for {n} SMs ({})", green::ACOUSTIC_SMS_VAR))
+        let context_sms = match granted {
+            Some(granted) => granted,
+            None => ctx
+                .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                .map_err(gpu)?
+                .max(0) as u32,
+        };
+        let product_sms = green::product_sms_asked(context_sms)?;
+        let products = product_sms
+            .map(|n| format!(", normal-priority products planned for {n} SMs ({})", green::ACOUSTIC_SMS_VAR))
             .unwrap_or_default();
-        let description = format!("{name}, {arch}, {:.1} of {:.1} GiB free{sms}{acoustic}", gib(free), gib(total));
+        let description = format!("{name}, {arch}, {:.1} of {:.1} GiB free{sms}{products}", gib(free), gib(total));
         Ok(CudaBackend {
             ctx,
             kernels,
@@ -121,7 +125,7 @@ impl CudaBackend {
             sentinel_fill: options.sentinel_fill,
             overlap: major >= 9,
             tf32_mma: major >= 8,
-            acoustic_sms,
+            product_sms,
             budget: memory::Budget::default(),
             capture_gate: Mutex::new(()),
             recording_step: std::sync::atomic::AtomicBool::new(false),
