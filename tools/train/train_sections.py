@@ -136,6 +136,9 @@ def main():
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--init", type=Path, help="start from an earlier run's language model (its lm_tables.pt, lm_layers.pt)")
     args = parser.parse_args()
+    init_files = [args.init / "lm_tables.pt", args.init / "lm_layers.pt"] if args.init else []
+    if not all(f.exists() for f in init_files):
+        parser.error(f"--init {args.init}: needs lm_tables.pt and lm_layers.pt (a train_sections.py --work folder)")
     dev = device()
     log = Log(args.work / "log.jsonl")
     began = time.time()
@@ -152,10 +155,7 @@ def main():
 
     lm = copy.deepcopy(teacher_lm)
     if args.init:
-        files = [args.init / "lm_tables.pt", args.init / "lm_layers.pt"]
-        if not all(f.exists() for f in files):
-            parser.error(f"--init {args.init}: needs lm_tables.pt and lm_layers.pt (a train_sections.py --work folder)")
-        tables, layers = (load(f) for f in files)
+        tables, layers = (load(f) for f in init_files)
         lm.load_state_dict({**tables["lm"], **layers["lm"]})
     # Lyrics make prompts of very different lengths, so rows carry long left padding, whose fully
     # masked rows the fused attention kernels turn NaN on the GPU; the plain softmax keeps them finite.
