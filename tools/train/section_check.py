@@ -14,6 +14,8 @@ asked tempo's quarter notes, as the renderings place them (its meter is the mode
     python tools/train/section_check.py --songs DIR [--generate target/release/songloom --model M]
         # songs made from data/section-songs.json's 6 descriptions and 4-tag lyrics, and with
         # their tags shuffled (the control)
+    python tools/train/section_check.py --first-tag --songs DIR --generate target/release/songloom --model M
+        # the first section alone: one-tag songs, [chorus] against [intro]
 """
 
 import argparse
@@ -84,15 +86,49 @@ def generate(binary: Path, model: Path, specs: list[dict], folder: Path):
             )
 
 
+def first_tag(binary: Path, model: Path, specs: list[dict], folder: Path):
+    """The first section alone, where no timing is needed: each description as an 8 s song under
+    one tag, `[intro]` and `[chorus]` (the same seed and line), and the chorus's loudness and
+    density less the intro's, measured after the first 0.5 s. Every rendering is normalized to
+    its own peak, so a song of one tag is no louder for it: density is what the tag should move."""
+    import subprocess
+
+    folder.mkdir(parents=True, exist_ok=True)
+    changes = []
+    for i, spec in enumerate(specs):
+        measured = {}
+        for tag in ("intro", "chorus"):
+            out = folder / f"first-{i}-{tag}.wav"
+            subprocess.run(
+                [str(binary), "generate", "--model", str(model), "--description", spec["description"],
+                 "--lyrics", f"[{tag}]\nhold me close and don't let go", "--duration", "8", "--seed", str(spec["seed"]),
+                 "--steps", "20", "--device", "cpu", "--out", str(out), "--force", "--no-play"],
+                check=True, stdout=subprocess.DEVNULL,
+            )
+            _, audio = scipy.io.wavfile.read(out)
+            mono = audio.astype(np.float64).mean(1)[int(EDGE_S * synth.SAMPLE_RATE) :]
+            measured[tag] = (loudness_db(mono), density(mono))
+        changes.append([after - before for after, before in zip(measured["chorus"], measured["intro"])])
+    a = np.array(changes)
+    print(f"chorus less intro, one tag a song: loudness {a[:, 0].mean():.1f} dB (sd {a[:, 0].std():.1f}), "
+          f"density {a[:, 1].mean():.1f} bands (sd {a[:, 1].std():.1f}), {len(a)} descriptions")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--songs", type=Path, help="a folder of i.wav and i-shuffled.wav made from --specs")
     parser.add_argument("--specs", type=Path, default=Path(__file__).parent / "data" / "section-songs.json")
     parser.add_argument("--generate", type=Path, help="make the songs first with this songloom binary")
     parser.add_argument("--model", type=Path, help="the model --generate makes them with")
+    parser.add_argument("--first-tag", action="store_true", help="with --generate: songs of one tag instead")
     args = parser.parse_args()
     if args.generate and not (args.songs and args.model):
         parser.error("--generate needs --songs (where the songs go) and --model (the model that makes them)")
+    if args.first_tag:
+        if not args.generate:
+            parser.error("--first-tag needs --generate, --songs and --model")
+        first_tag(args.generate, args.model, json.loads(args.specs.read_text()), args.songs)
+        return
     if args.songs:
         specs = json.loads(args.specs.read_text())
         if args.generate:
