@@ -73,17 +73,27 @@ def score(changes) -> tuple[float, float]:
 def generate(binary: Path, model: Path, specs: list[dict], folder: Path):
     """Each spec's song from its lyrics and from its shuffled lyrics (`i.wav`, `i-shuffled.wav`),
     22 s at 20 steps on the CPU, as the trained-model tests make songs."""
-    import subprocess
-
     folder.mkdir(parents=True, exist_ok=True)
     for i, spec in enumerate(specs):
         for suffix, lyrics in (("", spec["lyrics"]), ("-shuffled", spec["shuffled_lyrics"])):
-            subprocess.run(
-                [str(binary), "generate", "--model", str(model), "--description", spec["description"], "--lyrics", lyrics,
-                 "--duration", "22", "--seed", str(spec["seed"]), "--steps", "20", "--device", "cpu",
-                 "--out", str(folder / f"{i}{suffix}.wav"), "--force", "--no-play"],
-                check=True, stdout=subprocess.DEVNULL,
-            )
+            make_song(binary, model, spec, lyrics, 22, folder / f"{i}{suffix}.wav")
+
+
+def make_song(binary: Path, model: Path, spec: dict, lyrics: str, seconds: int, out: Path):
+    """`spec`'s description with `lyrics`, at its seed, on the CPU at 20 steps, written to `out`."""
+    import subprocess
+
+    subprocess.run(
+        [str(binary), "generate", "--model", str(model), "--description", spec["description"], "--lyrics", lyrics,
+         "--duration", str(seconds), "--seed", str(spec["seed"]), "--steps", "20", "--device", "cpu",
+         "--out", str(out), "--force", "--no-play"],
+        check=True, stdout=subprocess.DEVNULL,
+    )
+
+
+def read_mono(path: Path) -> np.ndarray:
+    _, audio = scipy.io.wavfile.read(path)
+    return audio.astype(np.float64).mean(1) if audio.ndim == 2 else audio.astype(np.float64)
 
 
 def first_tag(binary: Path, model: Path, specs: list[dict], folder: Path):
@@ -91,22 +101,14 @@ def first_tag(binary: Path, model: Path, specs: list[dict], folder: Path):
     one tag, `[intro]` and `[chorus]` (the same seed and line), and the chorus's loudness and
     density less the intro's, measured after the first 0.5 s. Every rendering is normalized to
     its own peak, so a song of one tag is no louder for it: density is what the tag should move."""
-    import subprocess
-
     folder.mkdir(parents=True, exist_ok=True)
     changes = []
     for i, spec in enumerate(specs):
         measured = {}
         for tag in ("intro", "chorus"):
             out = folder / f"first-{i}-{tag}.wav"
-            subprocess.run(
-                [str(binary), "generate", "--model", str(model), "--description", spec["description"],
-                 "--lyrics", f"[{tag}]\nhold me close and don't let go", "--duration", "8", "--seed", str(spec["seed"]),
-                 "--steps", "20", "--device", "cpu", "--out", str(out), "--force", "--no-play"],
-                check=True, stdout=subprocess.DEVNULL,
-            )
-            _, audio = scipy.io.wavfile.read(out)
-            mono = audio.astype(np.float64).mean(1)[int(EDGE_S * synth.SAMPLE_RATE) :]
+            make_song(binary, model, spec, f"[{tag}]\nhold me close and don't let go", 8, out)
+            mono = read_mono(out)[int(EDGE_S * synth.SAMPLE_RATE) :]
             measured[tag] = (loudness_db(mono), density(mono))
         changes.append([after - before for after, before in zip(measured["chorus"], measured["intro"])])
     a = np.array(changes)
@@ -133,6 +135,8 @@ def main():
         specs = json.loads(args.specs.read_text())
         if args.generate:
             generate(args.generate, args.model, specs, args.songs)
+        if not any((args.songs / f"{i}.wav").exists() for i in range(len(specs))):
+            parser.error(f"--songs {args.songs}: no 0.wav ... {len(specs) - 1}.wav there (make them with --generate)")
         runs = [("the true tags, scored against them", "", "sections"),
                 ("shuffled tags, scored against the true ones (the control)", "-shuffled", "sections"),
                 ("shuffled tags, scored against the shuffled ones", "-shuffled", "shuffled_sections")]
@@ -142,8 +146,7 @@ def main():
                 path = args.songs / f"{i}{suffix}.wav"
                 if not path.exists():
                     continue
-                _, audio = scipy.io.wavfile.read(path)
-                mono = audio.astype(np.float64).mean(1) if audio.ndim == 2 else audio.astype(np.float64)
+                mono = read_mono(path)
                 changes += boundary_changes(mono, planned(mono, spec[against], spec["tempo"]))
             if len(changes) > 2:
                 loud, dense = score(changes)
