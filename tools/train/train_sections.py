@@ -40,6 +40,13 @@ SECTIONED_SHARE = 0.5
 # where a section begins carry what the tags say; they weigh BOUNDARY_WEIGHT times a frame.
 BOUNDARY_FRAMES = 12
 BOUNDARY_WEIGHT = 20.0
+# That leaves the model one frame a section to learn when a section ends and which tag comes next.
+# A probe (a linear layer on the LM's last hidden, dropped at export) is taught at every frame the
+# section it is in, the next one and how far off that is, so the hidden carries the song's place in
+# its form and the boundary frames have only to read it.
+PROBE_WEIGHT = 0.2
+NO_SECTION = len(sections.KINDS)  # a song in one texture, or past its last boundary
+AHEAD_FRAMES = 160  # how far ahead the probe is told a boundary is, at most
 
 
 def shuffled_tags(lyrics: str, rng: np.random.Generator) -> str:
@@ -80,8 +87,8 @@ class SectionBatches(Batches):
         return shuffled_tags(lyrics, np.random.default_rng([i, 1])) if self.shuffle_tags else lyrics
 
     def make(self, chosen, **options):
-        """Round 6's batch, and where each song's sections begin [B, N+1]: the first
-        BOUNDARY_FRAMES positions of each."""
+        """Round 6's batch, where each song's sections begin [B, N+1] (the first BOUNDARY_FRAMES
+        positions of each), and the probe's targets (`place_in_form`)."""
         batch = super().make(chosen, **options)
         codes, lengths = batch[2], batch[3].tolist()
         # Position j of the codes (the priming frame is 0) is frame j - 1 of the song.
@@ -89,7 +96,58 @@ class SectionBatches(Batches):
         for row, i in enumerate(chosen):
             for f in self.songs[i].section_starts or []:
                 boundary[row, f + 1 : min(f + 1 + BOUNDARY_FRAMES, lengths[row])] = True
-        return (*batch, boundary.to(self.dev))
+        places = [place_in_form(self.songs[i], codes.shape[1]) for i in chosen]
+        place = tuple(torch.stack(p).to(self.dev) for p in zip(*places))
+        return (*batch, boundary.to(self.dev), place)
+
+
+def place_in_form(song, positions: int):
+    """What the probe is taught at each position j < `positions` (it predicts the song's frame
+    j - 1): the kind of that frame's section, of the next section (NO_SECTION for none) and the
+    frames to the next boundary over AHEAD_FRAMES (1 for none that near)."""
+    current = torch.full((positions,), NO_SECTION, dtype=torch.long)
+    following = torch.full((positions,), NO_SECTION, dtype=torch.long)
+    ahead = torch.ones(positions)
+    starts = song.section_starts or []
+    kinds = [sections.KINDS.index(k) for k in sections.kinds_in(song.lyrics or "")][: len(starts)]
+    frame = (torch.arange(positions) - 1).clamp(min=0)
+    for k, (start, kind) in enumerate(zip(starts, kinds)):
+        inside = frame >= start
+        current[inside] = kind
+        following[inside] = kinds[k + 1] if k + 1 < len(kinds) else NO_SECTION
+        if k + 1 < len(starts):
+            ahead[inside] = ((starts[k + 1] - frame[inside]).clamp(max=AHEAD_FRAMES) / AHEAD_FRAMES).float()
+        else:
+            ahead[inside] = 1.0
+    return current, following, ahead
+
+
+class FormProbe(torch.nn.Module):
+    """Reads the section, the next section and the frames to the boundary off a hidden."""
+
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.layer = torch.nn.Linear(hidden, 2 * (NO_SECTION + 1) + 1)
+
+    def forward(self, hidden):
+        out = self.layer(hidden.float())
+        return out[..., : NO_SECTION + 1], out[..., NO_SECTION + 1 : -1], torch.sigmoid(out[..., -1])
+
+    def losses(self, hidden, place, real):
+        """(loss, current kind accuracy, next kind accuracy, mean error of frames ahead) over
+        the `real` positions."""
+        current, following, ahead = place
+        p_current, p_following, p_ahead = self(hidden)
+        loss = (
+            F.cross_entropy(p_current[real], current[real])
+            + F.cross_entropy(p_following[real], following[real])
+            + 10 * F.mse_loss(p_ahead[real], ahead[real])
+        )
+        with torch.no_grad():
+            accuracy = (p_current[real].argmax(-1) == current[real]).float().mean()
+            next_accuracy = (p_following[real].argmax(-1) == following[real]).float().mean()
+            frames_off = (p_ahead[real] - ahead[real]).abs().mean() * AHEAD_FRAMES
+        return loss, accuracy, next_accuracy, frames_off
 
 
 def frame_losses(lm, depth, before, depth_hidden, codes, lengths, offset: int, end_id: int):
@@ -164,7 +222,8 @@ def main():
     lm, teacher_lm, depth = lm.to(dev), teacher_lm.to(dev).eval(), depth.to(dev).eval()
     for p in list(teacher_lm.parameters()) + list(depth.parameters()):
         p.requires_grad_(False)
-    params = list(lm.parameters())
+    probe = FormProbe(lm.config.hidden_size).to(dev)
+    params = list(lm.parameters()) + list(probe.parameters())
     optimizer = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
     batches = SectionBatches(songs, tok, tok, constants, constants, dev, seed=0)
     held_batches = SectionBatches(held, tok, tok, constants, constants, dev, seed=1)
@@ -173,11 +232,12 @@ def main():
     offset, end = constants["code_offset"], constants["audio_end_id"]
 
     def losses(batch, weighted=True):
-        """(c0, depth, distance, c0 at section starts, depth at section starts). Weighted, the
-        frames where sections begin count BOUNDARY_WEIGHT times, and the sums are still divided
-        by the frames (so songs with sections weigh more in a batch, against DISTILL too);
-        unweighted, the cross-entropies are round 6's, to compare with."""
-        (ids, mask), (t_ids, t_mask), codes, lengths, complete, boundary = batch
+        """(c0, depth, distance, c0 at section starts, depth at section starts, the probe's
+        (loss, accuracy, next accuracy, frames off)). Weighted, the frames where sections begin
+        count BOUNDARY_WEIGHT times, and the sums are still divided by the frames (so songs with
+        sections weigh more in a batch, against DISTILL too); unweighted, the cross-entropies are
+        round 6's, to compare with."""
+        (ids, mask), (t_ids, t_mask), codes, lengths, complete, boundary, place = batch
         before, depth_hidden = semantic.forward(lm, depth, ids, mask, codes, offset)
         c0_frames, depth_frames, valid = frame_losses(lm, depth, before, depth_hidden, codes, lengths, offset, end)
         weight = 1.0 + (BOUNDARY_WEIGHT - 1.0) * boundary.float() * weighted
@@ -192,7 +252,8 @@ def main():
             t_before, t_depth = semantic.forward(teacher_lm, depth, t_ids, t_mask, codes, offset)
         frames_valid = real_frames & complete[:, None] & ~(boundary[:, :n] & weighted)
         distance = semantic.hidden_distance(before, depth_hidden, t_before, t_depth, frames_valid)
-        return c0, rest, distance, c0_starts, rest_starts
+        probed = probe.losses(before[:, :n], place, real_frames)
+        return c0, rest, distance, c0_starts, rest_starts, probed
 
     def evaluate():
         lm.eval()
@@ -201,14 +262,17 @@ def main():
             for kind in ("template", "described"):
                 held_batches.rng = np.random.default_rng(1)
                 batch = held_batches.make(range(len(held)), unconditional_share=0.0, kind=kind)
-                c0, rest, distance, _, _ = losses(batch, weighted=False)
+                c0, rest, distance, _, _, _ = losses(batch, weighted=False)
                 out[kind] = dict(c0=round(c0.item(), 4), depth=round(rest.item(), 4), distance=round(distance.item(), 4))
             if sectioned_held:
                 measured = []
                 for shuffle in (False, True):
                     held_batches.rng, held_batches.shuffle_tags = np.random.default_rng(1), shuffle
-                    _, _, _, c0, rest = losses(held_batches.make(sectioned_held, unconditional_share=0.0))
+                    _, _, _, c0, rest, probed = losses(held_batches.make(sectioned_held, unconditional_share=0.0))
                     measured.append((c0.item(), rest.item()))
+                    if not shuffle:
+                        _, accuracy, next_accuracy, frames_off = (x.item() for x in probed)
+                        out["probe"] = dict(kind=round(accuracy, 3), next=round(next_accuracy, 3), frames_off=round(frames_off, 1))
                 held_batches.shuffle_tags = False
                 (c0, rest), (c0_shuffled, rest_shuffled) = measured
                 out["section_starts"] = dict(c0=round(c0, 4), depth=round(rest, 4), tags_c0=round(c0_shuffled - c0, 4),
@@ -222,13 +286,14 @@ def main():
     step, skipped = 0, 0
     while time.time() < deadline and step < args.steps:
         with autocast:
-            c0, rest, distance, _, _ = losses(batches.sample(args.batch))
-        if not finite_step(optimizer, c0 + rest + DISTILL * distance, params, schedule(step)):
+            c0, rest, distance, _, _, (probe_loss, *_) = losses(batches.sample(args.batch))
+        loss = c0 + rest + DISTILL * distance + PROBE_WEIGHT * probe_loss
+        if not finite_step(optimizer, loss, params, schedule(step)):
             skipped += 1
         step += 1
         if step % 100 == 0:
             log(step=step, c0=round(c0.item(), 4), depth=round(rest.item(), 4), distance=round(distance.item(), 4),
-                skipped=skipped)
+                probe=round(probe_loss.item(), 4), skipped=skipped)
         if step % 1000 == 0:
             log(step=step, held=evaluate())
     log(step=step, held=evaluate(), done=True)
