@@ -13,7 +13,8 @@ asked tempo's quarter notes, as the renderings place them (its meter is the mode
     python tools/train/section_check.py                  # the synthesizer's renderings
     python tools/train/section_check.py --songs DIR [--generate target/release/songloom --model M]
         # songs made from data/section-songs.json's 6 descriptions and 4-tag lyrics, and with
-        # their tags shuffled (the control)
+        # their tags shuffled (the control); --seed-offset K makes them at each seed + K, and
+        # --songs DIR DIR ... scores several folders' songs together
     python tools/train/section_check.py --first-tag --songs DIR --generate target/release/songloom --model M
         # the first section alone: one-tag songs, [chorus] against [intro]
 """
@@ -70,22 +71,23 @@ def score(changes) -> tuple[float, float]:
     return float(np.corrcoef(a[:, 0], a[:, 1])[0, 1]), float(np.corrcoef(a[:, 0], a[:, 2])[0, 1])
 
 
-def generate(binary: Path, model: Path, specs: list[dict], folder: Path):
+def generate(binary: Path, model: Path, specs: list[dict], folder: Path, seed_offset: int = 0):
     """Each spec's song from its lyrics and from its shuffled lyrics (`i.wav`, `i-shuffled.wav`),
     22 s at 20 steps on the CPU, as the trained-model tests make songs."""
     folder.mkdir(parents=True, exist_ok=True)
     for i, spec in enumerate(specs):
         for suffix, lyrics in (("", spec["lyrics"]), ("-shuffled", spec["shuffled_lyrics"])):
-            make_song(binary, model, spec, lyrics, 22, folder / f"{i}{suffix}.wav")
+            make_song(binary, model, spec, lyrics, 22, folder / f"{i}{suffix}.wav", seed_offset)
 
 
-def make_song(binary: Path, model: Path, spec: dict, lyrics: str, seconds: int, out: Path):
-    """`spec`'s description with `lyrics`, at its seed, on the CPU at 20 steps, written to `out`."""
+def make_song(binary: Path, model: Path, spec: dict, lyrics: str, seconds: int, out: Path, seed_offset: int = 0):
+    """`spec`'s description with `lyrics`, at its seed (+ `seed_offset`), on the CPU at 20 steps,
+    written to `out`."""
     import subprocess
 
     subprocess.run(
         [str(binary), "generate", "--model", str(model), "--description", spec["description"], "--lyrics", lyrics,
-         "--duration", str(seconds), "--seed", str(spec["seed"]), "--steps", "20", "--device", "cpu",
+         "--duration", str(seconds), "--seed", str(spec["seed"] + seed_offset), "--steps", "20", "--device", "cpu",
          "--out", str(out), "--force", "--no-play"],
         check=True, stdout=subprocess.DEVNULL,
     )
@@ -118,36 +120,39 @@ def first_tag(binary: Path, model: Path, specs: list[dict], folder: Path):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--songs", type=Path, help="a folder of i.wav and i-shuffled.wav made from --specs")
+    parser.add_argument("--songs", type=Path, nargs="+", help="folders of i.wav and i-shuffled.wav made from --specs")
+    parser.add_argument("--seed-offset", type=int, default=0, help="with --generate: make each song at its seed + this")
     parser.add_argument("--specs", type=Path, default=Path(__file__).parent / "data" / "section-songs.json")
     parser.add_argument("--generate", type=Path, help="make the songs first with this songloom binary")
     parser.add_argument("--model", type=Path, help="the model --generate makes them with")
     parser.add_argument("--first-tag", action="store_true", help="with --generate: songs of one tag instead")
     args = parser.parse_args()
-    if args.generate and not (args.songs and args.model):
-        parser.error("--generate needs --songs (where the songs go) and --model (the model that makes them)")
+    if args.generate and not (args.songs and len(args.songs) == 1 and args.model):
+        parser.error("--generate needs one --songs folder (where the songs go) and --model (the model that makes them)")
     if args.first_tag:
         if not args.generate:
             parser.error("--first-tag needs --generate, --songs and --model")
-        first_tag(args.generate, args.model, json.loads(args.specs.read_text()), args.songs)
+        first_tag(args.generate, args.model, json.loads(args.specs.read_text()), args.songs[0])
         return
     if args.songs:
         specs = json.loads(args.specs.read_text())
         if args.generate:
-            generate(args.generate, args.model, specs, args.songs)
-        if not any((args.songs / f"{i}.wav").exists() for i in range(len(specs))):
-            parser.error(f"--songs {args.songs}: no 0.wav ... {len(specs) - 1}.wav there (make them with --generate)")
+            generate(args.generate, args.model, specs, args.songs[0], args.seed_offset)
+        for folder in args.songs:
+            if not any((folder / f"{i}.wav").exists() for i in range(len(specs))):
+                parser.error(f"--songs {folder}: no 0.wav ... {len(specs) - 1}.wav there (make them with --generate)")
         runs = [("the true tags, scored against them", "", "sections"),
                 ("shuffled tags, scored against the true ones (the control)", "-shuffled", "sections"),
                 ("shuffled tags, scored against the shuffled ones", "-shuffled", "shuffled_sections")]
         for title, suffix, against in runs:
             changes = []
-            for i, spec in enumerate(specs):
-                path = args.songs / f"{i}{suffix}.wav"
-                if not path.exists():
-                    continue
-                mono = read_mono(path)
-                changes += boundary_changes(mono, planned(mono, spec[against], spec["tempo"]))
+            for folder in args.songs:
+                for i, spec in enumerate(specs):
+                    path = folder / f"{i}{suffix}.wav"
+                    if not path.exists():
+                        continue
+                    mono = read_mono(path)
+                    changes += boundary_changes(mono, planned(mono, spec[against], spec["tempo"]))
             if len(changes) > 2:
                 loud, dense = score(changes)
                 print(f"{title}: loudness r = {loud:.2f}, density r = {dense:.2f}, {len(changes)} boundaries")
