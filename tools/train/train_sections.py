@@ -7,8 +7,9 @@ depth decoder stays frozen. Half the songs are rendered with sections from lyric
 texture with lyrics that name no section. The loss is round 6's: the codes' cross-entropy, and the
 distance of the student's frame hiddens (fresh description and the song's lyrics) to the teacher's
 (a v2 template of the same facts, the same lyrics, teacher-forced on the same codes), so the
-condition encoder, DiT and vocoder the shipped model carries stay valid. A song with sections is
-never retimed: its sections last SECTION_SECONDS whatever the tempo.
+condition encoder, DiT and vocoder the shipped model carries stay valid; beside it, a probe of
+the song's form (`FormProbe`, saved as probe.pt and not exported). A song with sections is never
+retimed: its sections last SECTION_SECONDS whatever the tempo.
 
 The held-out evaluation also reports `tags_c0` and `tags_depth`: the cross-entropies of songs with
 sections when their lyrics' tags are shuffled, less with the true tags: the nats a frame the model
@@ -192,7 +193,8 @@ def main():
     parser.add_argument("--teacher", type=Path, default=shipped.DEFAULT)
     parser.add_argument("--seed-offset", type=int, default=2000000, help="render the pieces with other seeds than v2 and v3 saw")
     parser.add_argument("--lr", type=float, default=5e-4)
-    parser.add_argument("--init", type=Path, help="start from an earlier run's language model (its lm_tables.pt, lm_layers.pt)")
+    parser.add_argument("--init", type=Path,
+                        help="start from an earlier run's language model (its lm_tables.pt, lm_layers.pt) and probe (probe.pt, where it has one)")
     args = parser.parse_args()
     init_files = [args.init / "lm_tables.pt", args.init / "lm_layers.pt"] if args.init else []
     if not all(f.exists() for f in init_files):
@@ -222,7 +224,10 @@ def main():
     lm, teacher_lm, depth = lm.to(dev), teacher_lm.to(dev).eval(), depth.to(dev).eval()
     for p in list(teacher_lm.parameters()) + list(depth.parameters()):
         p.requires_grad_(False)
-    probe = FormProbe(lm.config.hidden_size).to(dev)
+    probe = FormProbe(lm.config.hidden_size)
+    if args.init and (args.init / "probe.pt").exists():
+        probe.load_state_dict(load(args.init / "probe.pt")["probe"])
+    probe = probe.to(dev)
     params = list(lm.parameters()) + list(probe.parameters())
     optimizer = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
     batches = SectionBatches(songs, tok, tok, constants, constants, dev, seed=0)
@@ -302,6 +307,7 @@ def main():
     tables = {k: v for k, v in state.items() if "embed_tokens" in k or "lm_head" in k}
     save(args.work / "lm_tables.pt", lm=tables, vocab_size=lm.model.embed_tokens.weight.shape[0])
     save(args.work / "lm_layers.pt", lm={k: v for k, v in state.items() if k not in tables})
+    save(args.work / "probe.pt", probe=probe.state_dict())
 
 
 if __name__ == "__main__":
