@@ -2,7 +2,8 @@
 renderings with sections (held-out pieces) -> the shipped language model's frame hiddens
 (teacher-forced, as the DiT was trained) -> the reference's denoise and decode blocks (diffusers
 0.42.1) -> `section_check`'s loudness and density change at each boundary, beside the renderings'
-own. If the acoustic half follows here, a model whose songs miss a change misses it in its codes.
+own, and against the tags rotated by one section (the control). If the acoustic half follows
+here, a model whose songs miss a change misses it in its codes.
 
     python tools/train/acoustic_sections.py --model M-bf16 [--songs 16]
         # M-bf16: a bf16 export (export_captions.py's output); its acoustic half is used
@@ -48,9 +49,12 @@ def acoustic_pipeline(model: Path):
     return pipe
 
 
-def section_plan(song, seconds: float):
-    """(kind, start s, end s) of each section the song was rendered with."""
-    kinds = sections.kinds_in(song.lyrics)
+def section_plan(song, seconds: float, rotated: bool = False):
+    """(kind, start s, end s) of each section the song was rendered with; `rotated`, each
+    section given the next one's kind (the control: the right times, the wrong tags)."""
+    kinds = sections.kinds_in(song.lyrics)[: len(song.section_starts)]
+    if rotated:
+        kinds = kinds[1:] + kinds[:1]
     starts = [f / synth.FRAME_RATE for f in song.section_starts]
     ends = starts[1:] + [seconds]
     return [(kinds[i], start, min(end, seconds)) for i, (start, end) in enumerate(zip(starts, ends))]
@@ -65,7 +69,7 @@ def main():
     lm, depth, tok, constants = shipped.load_ar_half(shipped.DEFAULT)
     hiddens = song_hiddens(lm, depth, songs, tok, constants, torch.device("cpu"), torch.autocast("cpu", enabled=False))
     pipe = acoustic_pipeline(args.model)
-    rendered, made = [], []
+    rendered, made, control = [], [], []
     for k, (song, hidden) in enumerate(zip(songs, hiddens)):
         with torch.no_grad():
             out = pipe(frame_hiddens=hidden[None], num_inference_steps=20, generator=torch.Generator().manual_seed(k),
@@ -76,7 +80,9 @@ def main():
         seconds = min(len(mono), len(truth)) / synth.SAMPLE_RATE
         made += section_check.boundary_changes(mono, section_plan(song, seconds))
         rendered += section_check.boundary_changes(truth, section_plan(song, seconds))
-    for title, changes in (("the renderings", rendered), ("the acoustic half from their codes", made)):
+        control += section_check.boundary_changes(mono, section_plan(song, seconds, rotated=True))
+    for title, changes in (("the renderings", rendered), ("the acoustic half from their codes", made),
+                           ("the same, scored against the tags rotated (the control)", control)):
         loud, dense = section_check.score(changes)
         print(f"{title}: loudness r = {loud:.2f}, density r = {dense:.2f}, {len(changes)} boundaries")
 
