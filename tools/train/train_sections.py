@@ -11,9 +11,10 @@ condition encoder, DiT and vocoder the shipped model carries stay valid; beside 
 the song's form (`FormProbe`, saved as probe.pt and not exported). A song with sections is never
 retimed: its sections last SECTION_SECONDS whatever the tempo.
 
-The held-out evaluation also reports `tags_c0` and `tags_depth`: the cross-entropies of songs with
-sections when their lyrics' tags are shuffled, less with the true tags: the nats a frame the model
-draws from reading the tags (0 for a model that ignores them).
+The held-out evaluation also reports `tags_c0`, `tags_depth` and `tags_level` (c5, the loudness):
+the cross-entropies at section starts of songs with sections when their lyrics' tags are shuffled,
+less with the true tags: the nats a frame the model draws from reading the tags (0 for a model
+that ignores them).
 
     python tools/train/train_sections.py --work runs/sections --minutes 8 [--init runs/sections-before]
 """
@@ -46,6 +47,14 @@ BOUNDARY_WEIGHT = 20.0
 # section it is in, the next one and how far off that is, so the hidden carries the song's place in
 # its form and the boundary frames have only to read it.
 PROBE_WEIGHT = 0.2
+# A section's loudness is c5's to carry (`codes.py`), drawn by the frozen depth decoder from the
+# hidden, and it holds from frame to frame: unless the first frames of a louder section draw a
+# louder c5, the section stays at the level before it. 7e's songs followed the tags' density and
+# not their loudness, so c5 at the frames where sections begin is taught LEVEL_WEIGHT more.
+LEVEL_WEIGHT = 2.0
+LEVEL_CODEBOOK = 5
+# A probe that starts from scratch sends noise back into the hidden: it learns alone this long.
+PROBE_ALONE_STEPS = 300
 NO_SECTION = len(sections.KINDS)  # a song in one texture, or past its last boundary
 AHEAD_FRAMES = 160  # how far ahead the probe is told a boundary is, at most
 
@@ -153,8 +162,8 @@ class FormProbe(torch.nn.Module):
 
 def frame_losses(lm, depth, before, depth_hidden, codes, lengths, offset: int, end_id: int):
     """`semantic.losses` frame by frame: c0's cross-entropy at each position [B, N+1] (the last
-    predicts <|audio_end|>), the depth codes' mean over c1..c7 at each frame [B, N], and which
-    positions are real [B, N+1]."""
+    predicts <|audio_end|>), the depth codes' mean over c1..c7 at each frame [B, N], c5's (the
+    loudness) at each frame [B, N], and which positions are real [B, N+1]."""
     n = codes.shape[1]
     semantic_size = sizes.CONSTANTS["semantic_vocab_size"]
     head = lm.lm_head.weight
@@ -165,11 +174,11 @@ def frame_losses(lm, depth, before, depth_hidden, codes, lengths, offset: int, e
     target = torch.where(positions == lengths[:, None], semantic_size, target)
     valid = positions <= lengths[:, None]
     c0 = F.cross_entropy(logits.float().flatten(0, 1), target.flatten(), reduction="none").view(target.shape)
-    rest = 0.0
+    per_codebook = []
     for k in range(7):
         logits_k = depth.audio_heads[k](depth_hidden[:, :, k]).float()
-        rest = rest + F.cross_entropy(logits_k.flatten(0, 1), codes[..., k + 1].flatten(), reduction="none").view(codes.shape[:2])
-    return c0, rest / 7, valid
+        per_codebook.append(F.cross_entropy(logits_k.flatten(0, 1), codes[..., k + 1].flatten(), reduction="none").view(codes.shape[:2]))
+    return c0, sum(per_codebook) / 7, per_codebook[LEVEL_CODEBOOK - 1], valid
 
 
 def finite_step(optimizer, loss, params, lr: float) -> bool:
@@ -228,6 +237,7 @@ def main():
     if args.init and (args.init / "probe.pt").exists():
         probe.load_state_dict(load(args.init / "probe.pt")["probe"])
     probe = probe.to(dev)
+    fresh_probe = not (args.init and (args.init / "probe.pt").exists())
     params = list(lm.parameters()) + list(probe.parameters())
     optimizer = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
     batches = SectionBatches(songs, tok, tok, constants, constants, dev, seed=0)
@@ -236,15 +246,15 @@ def main():
     autocast = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
     offset, end = constants["code_offset"], constants["audio_end_id"]
 
-    def losses(batch, weighted=True):
-        """(c0, depth, distance, c0 at section starts, depth at section starts, the probe's
-        (loss, accuracy, next accuracy, frames off)). Weighted, the frames where sections begin
+    def losses(batch, weighted=True, probe_alone=False):
+        """(c0, depth, distance, c0 at section starts, depth at section starts, c5 at section
+        starts, the probe's (loss, accuracy, next accuracy, frames off)). Weighted, the frames where sections begin
         count BOUNDARY_WEIGHT times, and the sums are still divided by the frames (so songs with
         sections weigh more in a batch, against DISTILL too); unweighted, the cross-entropies are
-        round 6's, to compare with."""
+        round 6's, to compare with. `probe_alone`, the probe's loss reaches the probe only."""
         (ids, mask), (t_ids, t_mask), codes, lengths, complete, boundary, place = batch
         before, depth_hidden = semantic.forward(lm, depth, ids, mask, codes, offset)
-        c0_frames, depth_frames, valid = frame_losses(lm, depth, before, depth_hidden, codes, lengths, offset, end)
+        c0_frames, depth_frames, level_frames, valid = frame_losses(lm, depth, before, depth_hidden, codes, lengths, offset, end)
         weight = 1.0 + (BOUNDARY_WEIGHT - 1.0) * boundary.float() * weighted
         c0 = (c0_frames * weight)[valid].mean()
         n = codes.shape[1]
@@ -253,12 +263,13 @@ def main():
         at_starts = boundary & valid
         c0_starts = c0_frames[at_starts].mean() if at_starts.any() else c0 * 0
         rest_starts = depth_frames[at_starts[:, :n]].mean() if at_starts[:, :n].any() else rest * 0
+        level_starts = level_frames[at_starts[:, :n]].mean() if at_starts[:, :n].any() else rest * 0
         with torch.no_grad():
             t_before, t_depth = semantic.forward(teacher_lm, depth, t_ids, t_mask, codes, offset)
         frames_valid = real_frames & complete[:, None] & ~(boundary[:, :n] & weighted)
         distance = semantic.hidden_distance(before, depth_hidden, t_before, t_depth, frames_valid)
-        probed = probe.losses(before[:, :n], place, real_frames)
-        return c0, rest, distance, c0_starts, rest_starts, probed
+        probed = probe.losses(before[:, :n].detach() if probe_alone else before[:, :n], place, real_frames)
+        return c0, rest, distance, c0_starts, rest_starts, level_starts, probed
 
     def evaluate():
         lm.eval()
@@ -267,21 +278,22 @@ def main():
             for kind in ("template", "described"):
                 held_batches.rng = np.random.default_rng(1)
                 batch = held_batches.make(range(len(held)), unconditional_share=0.0, kind=kind)
-                c0, rest, distance, _, _, _ = losses(batch, weighted=False)
+                c0, rest, distance, *_ = losses(batch, weighted=False)
                 out[kind] = dict(c0=round(c0.item(), 4), depth=round(rest.item(), 4), distance=round(distance.item(), 4))
             if sectioned_held:
                 measured = []
                 for shuffle in (False, True):
                     held_batches.rng, held_batches.shuffle_tags = np.random.default_rng(1), shuffle
-                    _, _, _, c0, rest, probed = losses(held_batches.make(sectioned_held, unconditional_share=0.0))
-                    measured.append((c0.item(), rest.item()))
+                    _, _, _, c0, rest, level, probed = losses(held_batches.make(sectioned_held, unconditional_share=0.0))
+                    measured.append((c0.item(), rest.item(), level.item()))
                     if not shuffle:
                         _, accuracy, next_accuracy, frames_off = (x.item() for x in probed)
                         out["probe"] = dict(kind=round(accuracy, 3), next=round(next_accuracy, 3), frames_off=round(frames_off, 1))
                 held_batches.shuffle_tags = False
-                (c0, rest), (c0_shuffled, rest_shuffled) = measured
-                out["section_starts"] = dict(c0=round(c0, 4), depth=round(rest, 4), tags_c0=round(c0_shuffled - c0, 4),
-                                        tags_depth=round(rest_shuffled - rest, 4))
+                (c0, rest, level), (c0_shuffled, rest_shuffled, level_shuffled) = measured
+                out["section_starts"] = dict(c0=round(c0, 4), depth=round(rest, 4), level=round(level, 4),
+                                             tags_c0=round(c0_shuffled - c0, 4), tags_depth=round(rest_shuffled - rest, 4),
+                                             tags_level=round(level_shuffled - level, 4))
         lm.train()
         return out
 
@@ -291,14 +303,18 @@ def main():
     step, skipped = 0, 0
     while time.time() < deadline and step < args.steps:
         with autocast:
-            c0, rest, distance, _, _, (probe_loss, *_) = losses(batches.sample(args.batch))
-        loss = c0 + rest + DISTILL * distance + PROBE_WEIGHT * probe_loss
+            probe_alone = fresh_probe and step < PROBE_ALONE_STEPS
+            c0, rest, distance, _, _, level_starts, (probe_loss, *_) = losses(batches.sample(args.batch), probe_alone=probe_alone)
+        if probe_alone:
+            loss = PROBE_WEIGHT * probe_loss
+        else:
+            loss = c0 + rest + DISTILL * distance + PROBE_WEIGHT * probe_loss + LEVEL_WEIGHT * level_starts
         if not finite_step(optimizer, loss, params, schedule(step)):
             skipped += 1
         step += 1
         if step % 100 == 0:
             log(step=step, c0=round(c0.item(), 4), depth=round(rest.item(), 4), distance=round(distance.item(), 4),
-                probe=round(probe_loss.item(), 4), skipped=skipped)
+                level_starts=round(level_starts.item(), 4), probe=round(probe_loss.item(), 4), skipped=skipped)
         if step % 1000 == 0:
             log(step=step, held=evaluate())
     log(step=step, held=evaluate(), done=True)
