@@ -1,7 +1,8 @@
 """Writes v3: the shipped model with round 6's language model, tokenizer and constants in place of
 v2's, as a bf16 checkpoint for `songloom model quantize` (the depth decoder dequantized to f32 so
 that the quantizer reads it; copy the shipped q8 depth decoder over the quantized result after, so
-its bytes stay v2's).
+its bytes stay v2's). A round-7 folder with a depth.pt (`train_sections.py --train-depth`) gives
+its own depth decoder instead, quantized with the rest.
 
     python tools/train/export_captions.py --captions runs/captions --out runs/model-v3-bf16
 """
@@ -43,7 +44,10 @@ def main():
     depth = out / "rvq_depth_decoder"
     depth.mkdir()
     shutil.copy(args.base / "rvq_depth_decoder" / "config.json", depth / "config.json")
-    state = shipped.read_dequantized(args.base / "rvq_depth_decoder" / "diffusion_pytorch_model.safetensors")
+    if (args.captions / "depth.pt").exists():  # trained by train_sections.py --train-depth
+        state = {k: v.float() for k, v in load(args.captions / "depth.pt")["depth"].items()}
+    else:
+        state = shipped.read_dequantized(args.base / "rvq_depth_decoder" / "diffusion_pytorch_model.safetensors")
     save_file({k: v.contiguous() for k, v in state.items()}, depth / "diffusion_pytorch_model.safetensors")
     total = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     print(f"{out}: {total / 1e6:.1f} MB")

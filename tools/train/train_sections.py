@@ -2,7 +2,8 @@
 the song takes the texture of each tag's section in turn.
 
 Teacher and starting point are the shipped v3 AR half (`models/songloom-mini`, q8 dequantized); the
-depth decoder stays frozen. Half the songs are rendered with sections from lyrics that name them
+depth decoder stays frozen unless `--train-depth` (then it is saved as depth.pt, which
+`export_captions.py` exports in place of the shipped one). Half the songs are rendered with sections from lyrics that name them
 (a common song form or tags in any order, with lines of words between), the other half in one
 texture with lyrics that name no section. The loss is round 6's: the codes' cross-entropy, and the
 distance of the student's frame hiddens (fresh description and the song's lyrics) to the teacher's
@@ -47,10 +48,12 @@ BOUNDARY_WEIGHT = 20.0
 # section it is in, the next one and how far off that is, so the hidden carries the song's place in
 # its form and the boundary frames have only to read it.
 PROBE_WEIGHT = 0.2
-# A section's loudness is c5's to carry (`codes.py`), drawn by the frozen depth decoder from the
-# hidden, and it holds from frame to frame: unless the first frames of a louder section draw a
-# louder c5, the section stays at the level before it. 7e's songs followed the tags' density and
-# not their loudness, so c5 at the frames where sections begin is taught LEVEL_WEIGHT more.
+# A section's loudness is c5's to carry (`codes.py`), drawn by the depth decoder, and it holds from
+# frame to frame: unless the first frames of a louder section draw a louder c5, the section stays
+# at the level before it. 7e's songs followed the tags' density and not their loudness, so c5 at
+# the frames where sections begin is taught LEVEL_WEIGHT more. The frozen depth decoder sees the
+# frame's drawn texture (c0..c4) but learnt in songs of one level to carry the level on; with
+# `--train-depth` it can learn that a fuller texture under a louder tag is louder.
 LEVEL_WEIGHT = 2.0
 LEVEL_CODEBOOK = 5
 # A probe that starts from scratch sends noise back into the hidden: it learns alone this long.
@@ -203,7 +206,9 @@ def main():
     parser.add_argument("--seed-offset", type=int, default=2000000, help="render the pieces with other seeds than v2 and v3 saw")
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--init", type=Path,
-                        help="start from an earlier run's language model (its lm_tables.pt, lm_layers.pt) and probe (probe.pt, where it has one)")
+                        help="start from an earlier run's language model (its lm_tables.pt, lm_layers.pt), probe (probe.pt) and "
+                             "depth decoder (depth.pt), the last two where it has them")
+    parser.add_argument("--train-depth", action="store_true", help="train the depth decoder too (saved as depth.pt)")
     args = parser.parse_args()
     init_files = [args.init / "lm_tables.pt", args.init / "lm_layers.pt"] if args.init else []
     if not all(f.exists() for f in init_files):
@@ -230,15 +235,23 @@ def main():
     # masked rows the fused attention kernels turn NaN on the GPU; the plain softmax keeps them finite.
     for model in (lm, teacher_lm):
         model.set_attn_implementation("eager")
-    lm, teacher_lm, depth = lm.to(dev), teacher_lm.to(dev).eval(), depth.to(dev).eval()
-    for p in list(teacher_lm.parameters()) + list(depth.parameters()):
+    # The teacher's hiddens come from the shipped depth decoder, whatever the student's becomes.
+    teacher_depth = copy.deepcopy(depth)
+    if args.init and (args.init / "depth.pt").exists():
+        depth.load_state_dict(load(args.init / "depth.pt")["depth"])
+    lm, teacher_lm = lm.to(dev), teacher_lm.to(dev).eval()
+    depth, teacher_depth = depth.to(dev).train(args.train_depth), teacher_depth.to(dev).eval()
+    frozen = list(teacher_lm.parameters()) + list(teacher_depth.parameters())
+    if not args.train_depth:
+        frozen += list(depth.parameters())
+    for p in frozen:
         p.requires_grad_(False)
     probe = FormProbe(lm.config.hidden_size)
     if args.init and (args.init / "probe.pt").exists():
         probe.load_state_dict(load(args.init / "probe.pt")["probe"])
     probe = probe.to(dev)
     fresh_probe = not (args.init and (args.init / "probe.pt").exists())
-    params = list(lm.parameters()) + list(probe.parameters())
+    params = list(lm.parameters()) + list(probe.parameters()) + (list(depth.parameters()) if args.train_depth else [])
     optimizer = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
     batches = SectionBatches(songs, tok, tok, constants, constants, dev, seed=0)
     held_batches = SectionBatches(held, tok, tok, constants, constants, dev, seed=1)
@@ -265,7 +278,7 @@ def main():
         rest_starts = depth_frames[at_starts[:, :n]].mean() if at_starts[:, :n].any() else rest * 0
         level_starts = level_frames[at_starts[:, :n]].mean() if at_starts[:, :n].any() else rest * 0
         with torch.no_grad():
-            t_before, t_depth = semantic.forward(teacher_lm, depth, t_ids, t_mask, codes, offset)
+            t_before, t_depth = semantic.forward(teacher_lm, teacher_depth, t_ids, t_mask, codes, offset)
         frames_valid = real_frames & complete[:, None] & ~(boundary[:, :n] & weighted)
         distance = semantic.hidden_distance(before, depth_hidden, t_before, t_depth, frames_valid)
         probed = probe.losses(before[:, :n].detach() if probe_alone else before[:, :n], place, real_frames)
@@ -273,6 +286,7 @@ def main():
 
     def evaluate():
         lm.eval()
+        depth.eval()
         out = {}
         with torch.no_grad(), autocast:
             for kind in ("template", "described"):
@@ -295,6 +309,7 @@ def main():
                                              tags_c0=round(c0_shuffled - c0, 4), tags_depth=round(rest_shuffled - rest, 4),
                                              tags_level=round(level_shuffled - level, 4))
         lm.train()
+        depth.train(args.train_depth)
         return out
 
     log(step=0, held=evaluate())
@@ -324,6 +339,8 @@ def main():
     save(args.work / "lm_tables.pt", lm=tables, vocab_size=lm.model.embed_tokens.weight.shape[0])
     save(args.work / "lm_layers.pt", lm={k: v for k, v in state.items() if k not in tables})
     save(args.work / "probe.pt", probe=probe.state_dict())
+    if args.train_depth:
+        save(args.work / "depth.pt", depth={k: v.to(torch.bfloat16) for k, v in depth.state_dict().items()})
 
 
 if __name__ == "__main__":
