@@ -2,7 +2,9 @@
 //! the key (pitch-class histogram against the Krumhansl-Kessler key profiles), the onset rate
 //! (spectral-flux peaks), the spectral flatness (tones, not noise) and a timbre fingerprint (the
 //! long-term spectral envelope in 24 log-spaced bands). Each can fail: white noise, silence and
-//! the random test model fail them (`tests/tests/trained_model.rs`).
+//! the random test model fail them (`tests/tests/trained_model.rs`). And whether a song's
+//! loudness and density change where its section tags ask (`boundary_changes`, the measure of
+//! `tools/train/section_check.py`).
 
 use std::ops::Range;
 use std::sync::LazyLock;
@@ -116,6 +118,22 @@ impl Spectrogram {
         if count == 0 { 0.0 } else { (sum / count as f64) as f32 }
     }
 
+    /// How much of the spectrum sounds: the mean, over frames with sound, of the bands within
+    /// 30 dB of the frame's loudest.
+    pub fn density(&self) -> f32 {
+        let floor = 10f64.powf(-DENSITY_FLOOR_DB / 10.0);
+        let counts: Vec<usize> = self
+            .frames
+            .iter()
+            .filter_map(|frame| {
+                let bands = self.band_powers(frame);
+                let top = bands.iter().cloned().fold(0.0, f64::max);
+                (top > SILENT_BAND_POWER).then(|| bands.iter().filter(|&&p| p > top * floor).count())
+            })
+            .collect();
+        if counts.is_empty() { 0.0 } else { counts.iter().sum::<usize>() as f32 / counts.len() as f32 }
+    }
+
     /// The long-term spectral envelope: mean log power in the 24 bands of `band_powers`, less its
     /// mean (so loudness does not count).
     pub fn timbre(&self) -> Vec<f32> {
@@ -141,6 +159,87 @@ static BANDS: LazyLock<Vec<Range<usize>>> = LazyLock::new(|| {
     let edge = |i: usize| 80.0 * (16000f32 / 80.0).powf(i as f32 / BAND_COUNT as f32);
     (0..BAND_COUNT).map(|i| first_at(edge(i))..first_at(edge(i + 1))).collect()
 });
+
+const DENSITY_FLOOR_DB: f64 = 30.0;
+/// A frame's loudest band below this (-130 dB of full scale, summed over its bins) is silence.
+const SILENT_BAND_POWER: f64 = 1e-13;
+/// Each section lasts this long, its start moved to the nearest quarter note
+/// (`tools/train/sections.py`).
+const SECTION_S: f32 = 6.0;
+/// A section is measured this far from its edges, where the change is under way.
+const SECTION_EDGE_S: f32 = 0.5;
+
+/// One section a song's lyrics ask for: its texture level (0 for intro and outro, 1 for verse
+/// and bridge, 2 for chorus: how loud and how dense) and where it lies.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Section {
+    pub level: i32,
+    pub start_s: f32,
+    pub end_s: f32,
+}
+
+/// The texture level of a section tag, in the spellings the training lyrics use; `None` for a
+/// line that names no section.
+pub fn section_level(tag_line: &str) -> Option<i32> {
+    let tag = tag_line.trim().strip_prefix('[')?.strip_suffix(']')?.to_lowercase();
+    let word = tag.split_whitespace().next()?;
+    match word {
+        "intro" | "outro" | "ending" => Some(0),
+        "verse" | "bridge" => Some(1),
+        "chorus" | "hook" | "refrain" => Some(2),
+        _ => None,
+    }
+}
+
+/// Where the sections of `levels` (in the lyrics' order) lie in a song of `length_s` at
+/// `tempo_bpm`: each SECTION_S long, its start moved to the nearest quarter note, the last one
+/// to the end; those that would start after the end are left out. (Ties round to even, as
+/// Python's `round` placed the training songs' sections.)
+pub fn section_plan(levels: &[i32], tempo_bpm: f32, length_s: f32) -> Vec<Section> {
+    let quarter_s = 60.0 / tempo_bpm;
+    let mut plan: Vec<Section> = Vec::new();
+    for (k, &level) in levels.iter().enumerate() {
+        let start_s = if k == 0 { 0.0 } else { (k as f32 * SECTION_S / quarter_s).round_ties_even() * quarter_s };
+        if start_s >= length_s {
+            break;
+        }
+        if let Some(last) = plan.last_mut() {
+            last.end_s = start_s;
+        }
+        plan.push(Section { level, start_s, end_s: length_s });
+    }
+    plan
+}
+
+/// The loudness of `mono` in dB of its mean square.
+pub fn loudness_db(mono: &[f32]) -> f32 {
+    let mean_square = mono.iter().map(|&x| (x as f64).powi(2)).sum::<f64>() / mono.len().max(1) as f64;
+    (10.0 * (mean_square + 1e-12).log10()) as f32
+}
+
+/// At each boundary of `plan` in the mono audio `mono`: [the change of level asked for, the
+/// change of loudness in dB, the change of density in bands], each section measured
+/// SECTION_EDGE_S away from its edges. A section too short to measure leaves out its boundaries.
+pub fn boundary_changes(mono: &[f32], plan: &[Section]) -> Vec<[f32; 3]> {
+    let measured: Vec<Option<(i32, f32, f32)>> = plan
+        .iter()
+        .map(|section| {
+            let from = ((section.start_s + SECTION_EDGE_S) * SAMPLE_RATE) as usize;
+            let to = (((section.end_s - SECTION_EDGE_S) * SAMPLE_RATE) as usize).min(mono.len());
+            (to >= from + 2 * FFT).then(|| {
+                let part = &mono[from..to];
+                (section.level, loudness_db(part), Spectrogram::of_mono(part).density())
+            })
+        })
+        .collect();
+    measured
+        .windows(2)
+        .filter_map(|pair| match pair {
+            [Some(before), Some(after)] => Some([(after.0 - before.0) as f32, after.1 - before.1, after.2 - before.2]),
+            _ => None,
+        })
+        .collect()
+}
 
 /// The rank (1 = best) of the requested key among the 24 major and minor keys, by the
 /// correlation of the chroma with each key's profile.
@@ -262,6 +361,46 @@ mod tests {
         }
         let rate = Spectrogram::of_mono(&clicks).onset_rate();
         assert!((1.5..=2.5).contains(&rate), "8 clicks in 4 s gave {rate} onsets a second");
+    }
+
+    #[test]
+    fn louder_fuller_sections_follow_their_levels_and_rotated_levels_do_not() {
+        let levels = [0, 1, 2, 1, 0, 2];
+        let plan = section_plan(&levels, 100.0, 36.0);
+        assert_eq!(plan.len(), 6);
+        assert_eq!(plan[1].start_s, 6.0);
+        // Level 0 one tone, 1 three tones, 2 six tones, each louder.
+        let partials = [220.0, 330.0, 440.0, 660.0, 990.0, 1480.0, 2220.0];
+        let song: Vec<f32> = (0..(36.0 * SAMPLE_RATE) as usize)
+            .map(|i| {
+                let t = i as f32 / SAMPLE_RATE;
+                let level = plan.iter().find(|s| t >= s.start_s && t < s.end_s).unwrap().level as usize;
+                let gain = [0.05, 0.1, 0.2][level];
+                partials[..[1, 3, 6][level]].iter().map(|f| (2.0 * std::f32::consts::PI * f * t).sin()).sum::<f32>()
+                    * gain
+            })
+            .collect();
+        let changes = boundary_changes(&song, &plan);
+        assert_eq!(changes.len(), 5);
+        let column = |c: &[[f32; 3]], k: usize| c.iter().map(|x| x[k]).collect::<Vec<f32>>();
+        let asked = column(&changes, 0);
+        assert!(pearson(&asked, &column(&changes, 1)) > 0.9, "{changes:?}");
+        assert!(pearson(&asked, &column(&changes, 2)) > 0.9, "{changes:?}");
+        let mut rotated = levels;
+        rotated.rotate_left(1);
+        let wrong = boundary_changes(&song, &section_plan(&rotated, 100.0, 36.0));
+        let wrong_asked = column(&wrong, 0);
+        assert!(pearson(&wrong_asked, &column(&wrong, 1)) < 0.0, "{wrong:?}");
+        assert!(pearson(&wrong_asked, &column(&wrong, 2)) < 0.0, "{wrong:?}");
+    }
+
+    #[test]
+    fn section_tags_read_as_people_spell_them() {
+        assert_eq!(section_level("[Verse 2]"), Some(1));
+        assert_eq!(section_level(" [CHORUS] "), Some(2));
+        assert_eq!(section_level("[outro fade]"), Some(0));
+        assert_eq!(section_level("[instrumental]"), None);
+        assert_eq!(section_level("we sing it loud tonight"), None);
     }
 
     #[test]
