@@ -31,7 +31,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use songloom_engine::pipeline::{Cancel, Event, MemoryRequest, Observer, Pipeline, Request};
-use songloom_tests::music_checks::{Spectrogram, key_rank, nearest_centroid_accuracy, pearson};
+use songloom_tests::music_checks::{
+    Spectrogram, boundary_changes, key_rank, nearest_centroid_accuracy, pearson, section_level, section_plan,
+};
 use songloom_tests::{cpu, fixtures, tiny_model_dir};
 
 const SECONDS: f64 = 8.0;
@@ -74,20 +76,18 @@ fn free_form() -> Vec<Description> {
 }
 
 fn song(pipeline: &Pipeline, prompt: &str, seed: u64) -> Vec<f32> {
+    song_with_lyrics(pipeline, prompt, "[instrumental]", SECONDS, seed)
+}
+
+fn song_with_lyrics(pipeline: &Pipeline, prompt: &str, lyrics: &str, duration_s: f64, seed: u64) -> Vec<f32> {
     let audio = Mutex::new(Vec::new());
     let events = |e: Event| {
         if let Event::Audio { samples, .. } = e {
             audio.lock().unwrap().extend(samples);
         }
     };
-    let req = Request {
-        description: prompt.into(),
-        lyrics: "[instrumental]".into(),
-        duration_s: SECONDS,
-        seed,
-        steps: STEPS,
-        guidance: None,
-    };
+    let req =
+        Request { description: prompt.into(), lyrics: lyrics.into(), duration_s, seed, steps: STEPS, guidance: None };
     pipeline.generate(&req, Observer { events: &events, cancel: &Cancel::default() }).unwrap();
     audio.into_inner().unwrap()
 }
@@ -243,4 +243,90 @@ fn songloom_mini_follows_descriptions_as_people_write_them() {
     let trained = score(&trained_model_dir(), "Songloom Mini", &set);
     let failed = failures(&trained, &FREE_FORM);
     assert!(failed.is_empty(), "Songloom Mini fails on hand-written descriptions: {failed:?}");
+}
+
+/// A song with sections (`tools/train/data/section-songs.json`, written for round 7 apart from its
+/// training lyrics): a description, lyrics with four section tags, and the same lyrics with the
+/// tags in another order.
+#[derive(serde::Deserialize)]
+struct SectionSong {
+    description: String,
+    tempo: f32,
+    seed: u64,
+    lyrics: String,
+    shuffled_lyrics: String,
+}
+
+const SECTION_SONG_S: f64 = 22.0;
+/// Each song is made at its seed plus each of these: one draw of 6 songs moves r by up to 0.4
+/// (round 7f scored density 0.48, -0.08 and 0.04 at these three), so three are pooled.
+const SECTION_SEED_OFFSETS: [u64; 3] = [0, 100, 200];
+
+fn section_songs() -> Vec<SectionSong> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/train/data/section-songs.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn tag_levels(lyrics: &str) -> Vec<i32> {
+    lyrics.lines().filter_map(section_level).collect()
+}
+
+/// (loudness r, density r): at every boundary of every song at every seed offset, the change
+/// measured against the change its true tags ask for; the songs made from their true lyrics, or from the shuffled ones
+/// (the control: the tags the songs were given are not the ones they are scored against).
+fn section_scores(model: &Path, name: &str, songs: &[SectionSong], shuffled: bool) -> (f32, f32) {
+    let device = cpu();
+    let plan = Pipeline::plan(model, &device, MemoryRequest::default(), None).unwrap();
+    let pipeline = Pipeline::load_planned(model, device, &plan, &|_| {}).unwrap();
+    let mut changes = Vec::new();
+    for (song, offset) in songs.iter().flat_map(|song| SECTION_SEED_OFFSETS.map(|offset| (song, offset))) {
+        let lyrics = if shuffled { &song.shuffled_lyrics } else { &song.lyrics };
+        let audio = song_with_lyrics(&pipeline, &song.description, lyrics, SECTION_SONG_S, song.seed + offset);
+        assert!(audio.iter().all(|v| v.is_finite()), "{name}: non-finite audio for {:?}", song.description);
+        let mono: Vec<f32> = audio.chunks_exact(2).map(|p| 0.5 * (p[0] + p[1])).collect();
+        let sections = section_plan(&tag_levels(&song.lyrics), song.tempo, mono.len() as f32 / 44100.0);
+        let song_changes = boundary_changes(&mono, &sections);
+        println!(
+            "{name}{}, seed +{offset}: {song_changes:?}  {}",
+            if shuffled { ", shuffled tags" } else { "" },
+            song.description
+        );
+        changes.extend(song_changes);
+    }
+    let column = |k: usize| changes.iter().map(|c| c[k]).collect::<Vec<f32>>();
+    let scores = (pearson(&column(0), &column(1)), pearson(&column(0), &column(2)));
+    println!(
+        "{name}{}: loudness r = {:.2}, density r = {:.2} over {} boundaries",
+        if shuffled { ", shuffled tags" } else { "" },
+        scores.0,
+        scores.1,
+        changes.len()
+    );
+    scores
+}
+
+/// The renderings Songloom Mini learns from follow their tags at loudness r = 0.66 and density
+/// r = 0.87 (`tools/train/section_check.py` on 40 held-out pieces with four random tags); a
+/// model follows the tags when its songs reach half of that.
+const MIN_SECTION_LOUDNESS_R: f32 = 0.33;
+const MIN_SECTION_DENSITY_R: f32 = 0.43;
+
+fn follows_sections((loudness_r, density_r): (f32, f32)) -> bool {
+    loudness_r >= MIN_SECTION_LOUDNESS_R && density_r >= MIN_SECTION_DENSITY_R
+}
+
+/// Run on a candidate with `SONGLOOM_SECTION_MODEL=DIR cargo test -p songloom-tests --test
+/// trained_model -- --ignored --nocapture songloom_mini_follows`. Its 36 songs of 22 s take about
+/// 35 minutes on 2 cores: before it gates CI, they must cost less.
+#[test]
+#[ignore = "Songloom Mini v3 ignores section tags; this gates v4 (issue 34), not yet shipped"]
+fn songloom_mini_follows_the_section_tags() {
+    let model = std::env::var_os("SONGLOOM_SECTION_MODEL").map_or_else(trained_model_dir, PathBuf::from);
+    let songs = section_songs();
+    let random = section_scores(&tiny_model_dir(), "random tiny model", &songs, false);
+    assert!(!follows_sections(random), "the random model passed the section check: {random:?}");
+    let trained = section_scores(&model, "Songloom Mini", &songs, false);
+    assert!(follows_sections(trained), "Songloom Mini does not follow the section tags: {trained:?}");
+    let shuffled = section_scores(&model, "Songloom Mini", &songs, true);
+    assert!(!follows_sections(shuffled), "songs made from shuffled tags passed the section check: {shuffled:?}");
 }
