@@ -272,8 +272,9 @@ fn tag_levels(lyrics: &str) -> Vec<i32> {
 }
 
 /// (loudness r, density r): at every boundary of every song at every seed offset, the change
-/// measured against the change its true tags ask for; the songs made from their true lyrics, or from the shuffled ones
-/// (the control: the tags the songs were given are not the ones they are scored against).
+/// measured against the change its true tags ask for; the songs made from their true lyrics, or
+/// from the shuffled ones (the control: the tags the songs were given are not the ones they are
+/// scored against).
 fn section_scores(model: &Path, name: &str, songs: &[SectionSong], shuffled: bool) -> (f32, f32) {
     let device = cpu();
     let plan = Pipeline::plan(model, &device, MemoryRequest::default(), None).unwrap();
