@@ -5,8 +5,8 @@ Teacher and starting point are the shipped v3 AR half (`models/songloom-mini`, q
 depth decoder stays frozen unless `--train-depth` (then it is saved as depth.pt, which
 `export_captions.py` exports in place of the shipped one). Half the songs are rendered with
 sections from lyrics that name them (a common song form or tags in any order, with lines of words
-between), the other half in one texture with lyrics that name no section. The loss is round 6's: the codes' cross-entropy, and the
-distance of the student's frame hiddens (fresh description and the song's lyrics) to the teacher's
+between), the other half in one texture with lyrics that name no section. The loss is round 6's:
+the codes' cross-entropy, and the distance of the student's frame hiddens (fresh description and the song's lyrics) to the teacher's
 (a v2 template of the same facts, the same lyrics, teacher-forced on the same codes), so the
 condition encoder, DiT and vocoder the shipped model carries stay valid; beside it, a probe of
 the song's form (`FormProbe`, saved as probe.pt and not exported). A song with sections is never
@@ -247,10 +247,10 @@ def main():
     for p in frozen:
         p.requires_grad_(False)
     probe = FormProbe(lm.config.hidden_size)
-    if args.init and (args.init / "probe.pt").exists():
+    fresh_probe = not (args.init and (args.init / "probe.pt").exists())
+    if not fresh_probe:
         probe.load_state_dict(load(args.init / "probe.pt")["probe"])
     probe = probe.to(dev)
-    fresh_probe = not (args.init and (args.init / "probe.pt").exists())
     params = list(lm.parameters()) + list(probe.parameters()) + (list(depth.parameters()) if args.train_depth else [])
     optimizer = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
     batches = SectionBatches(songs, tok, tok, constants, constants, dev, seed=0)
@@ -261,8 +261,8 @@ def main():
 
     def losses(batch, weighted=True, probe_alone=False):
         """(c0, depth, distance, c0 at section starts, depth at section starts, c5 at section
-        starts, the probe's (loss, accuracy, next accuracy, frames off)). Weighted, the frames where sections begin
-        count BOUNDARY_WEIGHT times, and the sums are still divided by the frames (so songs with
+        starts, the probe's (loss, accuracy, next accuracy, frames off)). Weighted, the frames
+        where sections begin count BOUNDARY_WEIGHT times, and the sums are still divided by the frames (so songs with
         sections weigh more in a batch, against DISTILL too); unweighted, the cross-entropies are
         round 6's, to compare with. `probe_alone`, the probe's loss reaches the probe only."""
         (ids, mask), (t_ids, t_mask), codes, lengths, complete, boundary, place = batch
