@@ -262,9 +262,10 @@ def main():
     def losses(batch, weighted=True, probe_alone=False):
         """(c0, depth, distance, c0 at section starts, depth at section starts, c5 at section
         starts, the probe's (loss, accuracy, next accuracy, frames off)). Weighted, the frames
-        where sections begin count BOUNDARY_WEIGHT times, and the sums are still divided by the frames (so songs with
-        sections weigh more in a batch, against DISTILL too); unweighted, the cross-entropies are
-        round 6's, to compare with. `probe_alone`, the probe's loss reaches the probe only."""
+        where sections begin count BOUNDARY_WEIGHT times, and the sums are still divided by the
+        frames (so songs with sections weigh more in a batch, against DISTILL too); unweighted,
+        the cross-entropies are round 6's, to compare with. `probe_alone`, the probe's loss
+        reaches the probe only."""
         (ids, mask), (t_ids, t_mask), codes, lengths, complete, boundary, place = batch
         before, depth_hidden = semantic.forward(lm, depth, ids, mask, codes, offset)
         c0_frames, depth_frames, level_frames, valid = frame_losses(lm, depth, before, depth_hidden, codes, lengths, offset, end)
