@@ -1,7 +1,7 @@
 """Writes v3: the shipped model with round 6's language model, tokenizer and constants in place of
 v2's, as a bf16 checkpoint for `songloom model quantize` (the depth decoder dequantized to f32 so
 that the quantizer reads it; copy the shipped q8 depth decoder over the quantized result after, so
-its bytes stay v2's). A round-7 folder with a depth.pt (`train_sections.py --train-depth`) gives
+its bytes stay v2's). A round-7 folder with a depth.pt (`train_sections.py --train-depth all|heads`) gives
 its own depth decoder instead, quantized with the rest.
 
     python tools/train/export_captions.py --captions runs/captions --out runs/model-v3-bf16
