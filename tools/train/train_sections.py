@@ -318,6 +318,16 @@ def main():
         depth.train(args.train_depth == "all")
         return out
 
+    def save_weights():
+        """The tables and the layers apart: each file stays under the GPU machine's 16 MiB a file."""
+        state = {k: v.to(torch.bfloat16) for k, v in lm.state_dict().items()}
+        tables = {k: v for k, v in state.items() if "embed_tokens" in k or "lm_head" in k}
+        save(args.work / "lm_tables.pt", lm=tables, vocab_size=lm.model.embed_tokens.weight.shape[0])
+        save(args.work / "lm_layers.pt", lm={k: v for k, v in state.items() if k not in tables})
+        save(args.work / "probe.pt", probe=probe.state_dict())
+        if args.train_depth:
+            save(args.work / "depth.pt", depth={k: v.to(torch.bfloat16) for k, v in depth.state_dict().items()})
+
     log(step=0, held=evaluate())
     deadline = began + args.minutes * 60
     schedule = Schedule(args.lr, deadline)
@@ -338,15 +348,9 @@ def main():
                 level_starts=round(level_starts.item(), 4), probe=round(probe_loss.item(), 4), skipped=skipped)
         if step % 1000 == 0:
             log(step=step, held=evaluate())
+            save_weights()  # a call cut off at its time limit still brings weights back
     log(step=step, held=evaluate(), done=True)
-    # The tables and the layers apart: each file stays under the GPU machine's 16 MiB a file.
-    state = {k: v.to(torch.bfloat16) for k, v in lm.state_dict().items()}
-    tables = {k: v for k, v in state.items() if "embed_tokens" in k or "lm_head" in k}
-    save(args.work / "lm_tables.pt", lm=tables, vocab_size=lm.model.embed_tokens.weight.shape[0])
-    save(args.work / "lm_layers.pt", lm={k: v for k, v in state.items() if k not in tables})
-    save(args.work / "probe.pt", probe=probe.state_dict())
-    if args.train_depth:
-        save(args.work / "depth.pt", depth={k: v.to(torch.bfloat16) for k, v in depth.state_dict().items()})
+    save_weights()
 
 
 if __name__ == "__main__":
