@@ -100,9 +100,13 @@ fn attention_rows(q: &[f32], k: KvRows<'_>, v: KvRows<'_>, s: AttentionShape, fi
     let group = heads / kv_heads;
     let scale = (d as f32).powf(-0.5);
     let blocks = q_len.div_ceil(QUERY_BLOCK);
-    let results: Vec<(usize, usize, usize, Vec<f32>)> = (0..batch * kv_heads * blocks)
-        .into_par_iter()
-        .flat_map_iter(|task| {
+    let work = batch * heads * q_len * kv_len * d * 2;
+    let results = super::pool::map_indices(
+        batch * kv_heads * blocks,
+        work,
+        1,
+        || (),
+        |_, task| {
             let (b, rest) = (task / (kv_heads * blocks), task % (kv_heads * blocks));
             let (kvh, blk) = (rest / blocks, rest % blocks);
             let q0 = blk * QUERY_BLOCK;
@@ -138,10 +142,10 @@ fn attention_rows(q: &[f32], k: KvRows<'_>, v: KvRows<'_>, s: AttentionShape, fi
                 done.push((b, h, q0, out));
             }
             done
-        })
-        .collect();
+        },
+    );
     let mut out = vec![fill; batch * q_len * q_width];
-    for (b, h, q0, block) in results {
+    for (b, h, q0, block) in results.into_iter().flatten() {
         for (i, row) in block.chunks(d).enumerate() {
             let at = (b * q_len + q0 + i) * q_width + h * d;
             out[at..at + d].copy_from_slice(row);

@@ -3,7 +3,7 @@
 use super::*;
 
 /// Elements a task takes: enough to vectorize and to outweigh handing work to another core.
-const CHUNK: usize = 4096;
+pub(super) const CHUNK: usize = 4096;
 
 impl ElementwiseOps for CpuBackend {
     fn cast(&self, t: &Tensor, dtype: DType) -> Result<Tensor> {
@@ -14,8 +14,9 @@ impl ElementwiseOps for CpuBackend {
         same_shape(Op::SiluMul, a, b)?;
         let (x, y) = (f32s(a, Op::SiluMul)?, f32s(b, Op::SiluMul)?);
         let mut z = vec![self.fresh; x.len()];
-        z.par_chunks_mut(CHUNK).zip(x.par_chunks(CHUNK)).zip(y.par_chunks(CHUNK)).for_each(|((z, x), y)| {
-            exp::silu_mul_into(z, x, y);
+        pool::for_chunks(&mut z, CHUNK, x.len(), |i, z| {
+            let at = i * CHUNK;
+            exp::silu_mul_into(z, &x[at..at + z.len()], &y[at..at + z.len()]);
         });
         out(a.shape(), z)
     }
@@ -23,7 +24,10 @@ impl ElementwiseOps for CpuBackend {
     fn silu(&self, x: &Tensor) -> Result<Tensor> {
         let v = f32s(x, Op::Silu)?;
         let mut y = vec![self.fresh; v.len()];
-        y.par_chunks_mut(CHUNK).zip(v.par_chunks(CHUNK)).for_each(|(y, v)| exp::silu_into(y, v));
+        pool::for_chunks(&mut y, CHUNK, v.len(), |i, y| {
+            let at = i * CHUNK;
+            exp::silu_into(y, &v[at..at + y.len()]);
+        });
         out(x.shape(), y)
     }
 

@@ -131,26 +131,23 @@ fn half_linear(x: &[f32], m: usize, k: usize, n: usize, out: &mut [f32], widen_r
 
 /// Few activation rows: stream each weight row once and dot it with every activation row.
 fn gemv(x: &[f32], m: usize, k: usize, n: usize, out: &mut [f32], widen_row: impl Fn(usize, &mut [f32]) + Sync) {
-    let columns: Vec<f32> = (0..n)
-        .into_par_iter()
-        .with_min_len(16)
-        .map_init(
-            || vec![0.0f32; k],
-            |row_buf, row| {
-                widen_row(row, row_buf);
-                let mut dots = [0.0f32; GEMV_MAX_ROWS];
-                for (i, dot) in dots.iter_mut().enumerate().take(m) {
-                    *dot = dot_f32(&x[i * k..(i + 1) * k], row_buf);
-                }
-                dots
-            },
-        )
-        .flat_map_iter(move |dots| dots.into_iter().take(m))
-        .collect();
-    // `columns` is [n, m]; the result is [m, n].
-    for row in 0..n {
+    let columns: Vec<[f32; GEMV_MAX_ROWS]> = super::pool::map_indices(
+        n,
+        m * n * k,
+        16,
+        || vec![0.0f32; k],
+        |row_buf, row| {
+            widen_row(row, row_buf);
+            let mut dots = [0.0f32; GEMV_MAX_ROWS];
+            for (i, dot) in dots.iter_mut().enumerate().take(m) {
+                *dot = dot_f32(&x[i * k..(i + 1) * k], row_buf);
+            }
+            dots
+        },
+    );
+    for (row, dots) in columns.iter().enumerate() {
         for i in 0..m {
-            out[i * n + row] = columns[row * m + i];
+            out[i * n + row] = dots[i];
         }
     }
 }

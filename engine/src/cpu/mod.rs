@@ -9,6 +9,7 @@ pub mod exp;
 pub mod gemm;
 mod layout;
 mod norms;
+mod pool;
 mod products;
 mod quant_dot;
 
@@ -78,15 +79,25 @@ pub(super) fn same_shape(op: Op, a: &Tensor, b: &Tensor) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn map(x: &Tensor, op: Op, f: impl Fn(f32) -> f32 + Sync) -> Result<Tensor> {
+pub(super) fn map(x: &Tensor, op: Op, f: impl Fn(f32) -> f32 + Sync + Send) -> Result<Tensor> {
     let v = f32s(x, op)?;
-    out(x.shape(), v.par_iter().with_min_len(4096).map(|&a| f(a)).collect())
+    let mut y = vec![0.0f32; v.len()];
+    pool::for_chunks(&mut y, elementwise::CHUNK, v.len(), |i, y| {
+        let at = i * elementwise::CHUNK;
+        y.iter_mut().zip(&v[at..]).for_each(|(y, &a)| *y = f(a));
+    });
+    out(x.shape(), y)
 }
 
-pub(super) fn zip(a: &Tensor, b: &Tensor, op: Op, f: impl Fn(f32, f32) -> f32 + Sync) -> Result<Tensor> {
+pub(super) fn zip(a: &Tensor, b: &Tensor, op: Op, f: impl Fn(f32, f32) -> f32 + Sync + Send) -> Result<Tensor> {
     same_shape(op, a, b)?;
     let (x, y) = (f32s(a, op)?, f32s(b, op)?);
-    out(a.shape(), x.par_iter().zip(y).with_min_len(4096).map(|(&p, &q)| f(p, q)).collect())
+    let mut z = vec![0.0f32; x.len()];
+    pool::for_chunks(&mut z, elementwise::CHUNK, x.len(), |i, z| {
+        let at = i * elementwise::CHUNK;
+        z.iter_mut().zip(&x[at..]).zip(&y[at..]).for_each(|((z, &p), &q)| *z = f(p, q));
+    });
+    out(a.shape(), z)
 }
 
 impl Backend for CpuBackend {

@@ -7,7 +7,7 @@ impl NormOps for CpuBackend {
         let (_, dim) = shapes::rows_with_params("rms_norm", x, &[w])?;
         let (v, w) = (f32s(x, Op::RmsNorm)?, param(w, Op::RmsNorm)?);
         let mut y = v.to_vec();
-        y.par_chunks_mut(dim).for_each(|row| {
+        pool::for_chunks(&mut y, dim, v.len(), |_, row| {
             let mean_sq = row.iter().map(|a| a * a).sum::<f32>() / dim as f32;
             let inv = 1.0 / (mean_sq + eps).sqrt();
             row.iter_mut().zip(w.iter()).for_each(|(a, w)| *a = *a * inv * w);
@@ -19,7 +19,7 @@ impl NormOps for CpuBackend {
         let (_, dim) = shapes::rows_with_params("layer_norm", x, &[w, b])?;
         let (v, w, b) = (f32s(x, Op::LayerNorm)?, param(w, Op::LayerNorm)?, param(b, Op::LayerNorm)?);
         let mut y = v.to_vec();
-        y.par_chunks_mut(dim).for_each(|row| {
+        pool::for_chunks(&mut y, dim, v.len(), |_, row| {
             let mean = row.iter().sum::<f32>() / dim as f32;
             let var = row.iter().map(|a| (a - mean) * (a - mean)).sum::<f32>() / dim as f32;
             let inv = 1.0 / (var + eps).sqrt();
@@ -36,7 +36,8 @@ impl NormOps for CpuBackend {
         // inv_freq and the angles in f32, as the reference computes them.
         let inv_freq: Vec<f32> = (0..half).map(|i| 1.0 / r.theta.powf((2 * i) as f32 / r.rotary_dim as f32)).collect();
         let mut y = f32s(x, Op::Rope)?.to_vec();
-        y.par_chunks_mut(width).enumerate().for_each(|(row, data)| {
+        let work = y.len();
+        pool::for_chunks(&mut y, width, work, |row, data| {
             let pos = (r.first_position + row % r.seq_len) as f32;
             for head in data.chunks_mut(r.head_dim) {
                 for i in 0..half {

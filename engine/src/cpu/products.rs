@@ -9,7 +9,8 @@ impl ProductOps for CpuBackend {
         let mut y = gemm::linear(f32s(x, Op::Linear)?, m, k, storage(w, Op::Linear)?, n, self.fresh);
         if let Some(b) = bias {
             let b = param(b, Op::Linear)?;
-            y.par_chunks_mut(n).for_each(|row| row.iter_mut().zip(b.iter()).for_each(|(v, b)| *v += b));
+            let work = y.len();
+            pool::for_chunks(&mut y, n, work, |_, row| row.iter_mut().zip(b.iter()).for_each(|(v, b)| *v += b));
         }
         out(&[m, n], y)
     }

@@ -6,7 +6,6 @@
 //! rounding is counted about their middle (7.5), as if they were centred, which halves the error a
 //! 0..=15 code would otherwise multiply.
 
-use rayon::prelude::*;
 
 use crate::quant::{GROUP, QuantData};
 
@@ -49,28 +48,27 @@ pub fn quant_gemv(x: &[f32], m: usize, k: usize, q: &QuantData, n: usize, out: &
         .collect();
     let groups = k / GROUP;
     let q4 = !q.offsets.is_empty();
-    let columns: Vec<[f32; super::gemm::GEMV_MAX_ROWS]> = (0..n)
-        .into_par_iter()
-        .with_min_len(16)
-        .map_init(
-            || (vec![0.0f32; k], vec![0.0f32; groups]),
-            |(weights, middles), r| {
+    let columns: Vec<[f32; super::gemm::GEMV_MAX_ROWS]> = super::pool::map_indices(
+        n,
+        m * n * k,
+        16,
+        || (vec![0.0f32; k], vec![0.0f32; groups]),
+        |(weights, middles), r| {
+            if q4 {
+                crate::quant::dequantize_into_with_middles(q, r * k, weights, middles);
+            } else {
+                crate::quant::dequantize_into(q, r * k, weights);
+            }
+            let mut dots = [0.0f32; super::gemm::GEMV_MAX_ROWS];
+            for ((dot, row), x) in dots.iter_mut().zip(&rows).zip(&rounded) {
+                *dot = super::gemm::dot_f32(x, weights);
                 if q4 {
-                    crate::quant::dequantize_into_with_middles(q, r * k, weights, middles);
-                } else {
-                    crate::quant::dequantize_into(q, r * k, weights);
+                    *dot += middles.iter().zip(&row.lost).map(|(m, l)| m * l).sum::<f32>();
                 }
-                let mut dots = [0.0f32; super::gemm::GEMV_MAX_ROWS];
-                for ((dot, row), x) in dots.iter_mut().zip(&rows).zip(&rounded) {
-                    *dot = super::gemm::dot_f32(x, weights);
-                    if q4 {
-                        *dot += middles.iter().zip(&row.lost).map(|(m, l)| m * l).sum::<f32>();
-                    }
-                }
-                dots
-            },
-        )
-        .collect();
+            }
+            dots
+        },
+    );
     for (r, dots) in columns.iter().enumerate() {
         for i in 0..m {
             out[i * n + r] = dots[i];
