@@ -6,7 +6,6 @@
 //! rounding is counted about their middle (7.5), as if they were centred, which halves the error a
 //! 0..=15 code would otherwise multiply.
 
-
 use crate::quant::{GROUP, QuantData};
 
 /// One activation row, quantized.
