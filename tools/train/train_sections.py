@@ -2,15 +2,16 @@
 the song takes the texture of each tag's section in turn.
 
 Teacher and starting point are the shipped v3 AR half (`models/songloom-mini`, q8 dequantized); the
-depth decoder stays frozen unless `--train-depth all` or `--train-depth heads` (then it is saved as
-depth.pt, which `export_captions.py` exports in place of the shipped one). Half the songs are rendered with
-sections from lyrics that name them (a common song form or tags in any order, with lines of words
-between), the other half in one texture with lyrics that name no section. The loss is round 6's:
-the codes' cross-entropy, and the distance of the student's frame hiddens (fresh description and the song's lyrics) to the teacher's
-(a v2 template of the same facts, the same lyrics, teacher-forced on the same codes), so the
-condition encoder, DiT and vocoder the shipped model carries stay valid; beside it, a probe of
-the song's form (`FormProbe`, saved as probe.pt and not exported). A song with sections is never
-retimed: its sections last SECTION_SECONDS whatever the tempo.
+depth decoder stays frozen unless `--train-depth all` or `--train-depth heads` (then it is saved
+as depth.pt, which `export_captions.py` exports in place of the shipped one). Half the songs are
+rendered with sections from lyrics that name them (a common song form or tags in any order, with
+lines of words between), the other half in one texture with lyrics that name no section. The loss
+is round 6's: the codes' cross-entropy, and the distance of the student's frame hiddens (fresh
+description and the song's lyrics) to the teacher's (a v2 template of the same facts, the same
+lyrics, teacher-forced on the same codes), so the condition encoder, DiT and vocoder the shipped
+model carries stay valid; beside it, a probe of the song's form (`FormProbe`, saved as probe.pt
+and not exported). A song with sections is never retimed: its sections last SECTION_SECONDS
+whatever the tempo.
 
 The held-out evaluation also reports `tags_c0`, `tags_depth` and `tags_level` (c5, the loudness):
 the cross-entropies at section starts of songs with sections when their lyrics' tags are shuffled,
