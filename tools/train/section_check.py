@@ -80,13 +80,14 @@ def generate(binary: Path, model: Path, specs: list[dict], folder: Path, seed_of
             make_song(binary, model, spec, lyrics, 22, folder / f"{i}{suffix}.wav", seed_offset)
 
 
-def make_song(binary: Path, model: Path, spec: dict, lyrics: str, seconds: int, out: Path, seed_offset: int = 0):
+def make_song(binary: Path, model: Path | None, spec: dict, lyrics: str, seconds: int, out: Path, seed_offset: int = 0):
     """`spec`'s description with `lyrics`, at its seed (+ `seed_offset`), on the CPU at 20 steps,
-    written to `out`."""
+    written to `out` (by the binary's embedded model where `model` is None)."""
     import subprocess
 
+    models = ["--model", str(model)] if model else []
     subprocess.run(
-        [str(binary), "generate", "--model", str(model), "--description", spec["description"], "--lyrics", lyrics,
+        [str(binary), "generate", *models, "--description", spec["description"], "--lyrics", lyrics,
          "--duration", str(seconds), "--seed", str(spec["seed"] + seed_offset), "--steps", "20", "--device", "cpu",
          "--out", str(out), "--force", "--no-play"],
         check=True, stdout=subprocess.DEVNULL,

@@ -17,6 +17,7 @@ import scipy.io.wavfile
 
 import section_check
 import sections
+import synth
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -48,17 +49,15 @@ def sections_figure(binary: Path, model: Path | None):
     """Two songs of `data/section-songs.json` (22 s, 20 steps, as the section test makes them), the
     start of each tag's section marked where the tags ask for it."""
     songs = json.loads((ROOT / "tools/train/data/section-songs.json").read_text())
-    picks = SECTION_PICKS
-    fig, axes = plt.subplots(len(picks), 1, figsize=(10, 2.6 * len(picks)))
+    fig, axes = plt.subplots(len(SECTION_PICKS), 1, figsize=(10, 2.6 * len(SECTION_PICKS)))
     with tempfile.TemporaryDirectory() as tmp:
-        for ax, index in zip(axes, picks):
+        for ax, index in zip(axes, SECTION_PICKS):
             song = songs[index]
-            arguments = ["--prompt", song["description"], "--lyrics", song["lyrics"], "--duration", "22",
-                         "--seed", str(song["seed"]), "--steps", "20"]
-            rate, mono = generate(arguments, Path(tmp) / f"{index}.wav", binary, model, tmp)
-            kinds = sections.kinds_in(song["lyrics"])
-            draw(ax, mono, rate, song["description"])
-            for kind, start, _ in section_check.planned(mono, kinds, song["tempo"]):
+            wav = Path(tmp) / f"{index}.wav"
+            section_check.make_song(binary, model, song, song["lyrics"], 22, wav)
+            mono = section_check.read_mono(wav)
+            draw(ax, mono, synth.SAMPLE_RATE, song["description"])
+            for kind, start, _ in section_check.planned(mono, sections.kinds_in(song["lyrics"]), song["tempo"]):
                 ax.axvline(start, color="white", linewidth=1, linestyle="--")
                 ax.text(start + 0.2, 5400, kind, color="white", fontsize=9)
     axes[-1].set_xlabel("seconds")
