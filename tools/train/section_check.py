@@ -71,24 +71,25 @@ def score(changes) -> tuple[float, float]:
     return float(np.corrcoef(a[:, 0], a[:, 1])[0, 1]), float(np.corrcoef(a[:, 0], a[:, 2])[0, 1])
 
 
-def generate(binary: Path, model: Path, specs: list[dict], folder: Path, seed_offset: int = 0):
+def generate(binary: Path, model: Path, specs: list[dict], folder: Path, seed_offset: int = 0, steps: int = 20):
     """Each spec's song from its lyrics and from its shuffled lyrics (`i.wav`, `i-shuffled.wav`),
-    22 s at 20 steps on the CPU, as the trained-model tests make songs."""
+    22 s on the CPU, as the trained-model tests make songs."""
     folder.mkdir(parents=True, exist_ok=True)
     for i, spec in enumerate(specs):
         for suffix, lyrics in (("", spec["lyrics"]), ("-shuffled", spec["shuffled_lyrics"])):
-            make_song(binary, model, spec, lyrics, 22, folder / f"{i}{suffix}.wav", seed_offset)
+            make_song(binary, model, spec, lyrics, 22, folder / f"{i}{suffix}.wav", seed_offset, steps)
 
 
-def make_song(binary: Path, model: Path | None, spec: dict, lyrics: str, seconds: int, out: Path, seed_offset: int = 0):
-    """`spec`'s description with `lyrics`, at its seed (+ `seed_offset`), on the CPU at 20 steps,
-    written to `out` (by the binary's embedded model where `model` is None)."""
+def make_song(binary: Path, model: Path | None, spec: dict, lyrics: str, seconds: int, out: Path, seed_offset: int = 0,
+              steps: int = 20):
+    """`spec`'s description with `lyrics`, at its seed (+ `seed_offset`), on the CPU at `steps` flow
+    steps, written to `out` (by the binary's embedded model where `model` is None)."""
     import subprocess
 
     models = ["--model", str(model)] if model else []
     subprocess.run(
         [str(binary), "generate", *models, "--description", spec["description"], "--lyrics", lyrics,
-         "--duration", str(seconds), "--seed", str(spec["seed"] + seed_offset), "--steps", "20", "--device", "cpu",
+         "--duration", str(seconds), "--seed", str(spec["seed"] + seed_offset), "--steps", str(steps), "--device", "cpu",
          "--out", str(out), "--force", "--no-play"],
         check=True, stdout=subprocess.DEVNULL,
     )
@@ -127,6 +128,7 @@ def main():
     parser.add_argument("--generate", type=Path, help="make the songs first with this songloom binary")
     parser.add_argument("--model", type=Path, help="the model --generate makes them with")
     parser.add_argument("--first-tag", action="store_true", help="with --generate: songs of one tag instead")
+    parser.add_argument("--steps", type=int, default=20, help="with --generate: the flow steps of each song")
     args = parser.parse_args()
     if args.generate and not (args.songs and len(args.songs) == 1 and args.model):
         parser.error("--generate needs one --songs folder (where the songs go) and --model (the model that makes them)")
@@ -138,7 +140,7 @@ def main():
     if args.songs:
         specs = json.loads(args.specs.read_text())
         if args.generate:
-            generate(args.generate, args.model, specs, args.songs[0], args.seed_offset)
+            generate(args.generate, args.model, specs, args.songs[0], args.seed_offset, args.steps)
         for folder in args.songs:
             if not any((folder / f"{i}.wav").exists() for i in range(len(specs))):
                 parser.error(f"--songs {folder}: no 0.wav ... {len(specs) - 1}.wav there (make them with --generate)")
