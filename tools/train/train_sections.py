@@ -212,6 +212,9 @@ def main():
     parser.add_argument("--init", type=Path,
                         help="start from an earlier run's language model (its lm_tables.pt, lm_layers.pt), probe (probe.pt) and "
                              "depth decoder (depth.pt), the last two where it has them")
+    parser.add_argument("--distill", type=float, default=DISTILL,
+                        help="the weight of the distance to the teacher's hiddens (7h drifted to 0.076 at the default "
+                             "and its songs followed the descriptions less well than v3's)")
     parser.add_argument("--train-depth", choices=["all", "heads"],
                         help="train the depth decoder too, all of it or only its output heads (saved as depth.pt)")
     args = parser.parse_args()
@@ -269,7 +272,7 @@ def main():
         """(c0, depth, distance, c0 at section starts, depth at section starts, c5 at section
         starts, the probe's (loss, accuracy, next accuracy, frames off)). Weighted, the frames
         where sections begin count BOUNDARY_WEIGHT times, and the sums are still divided by the
-        frames (so songs with sections weigh more in a batch, against DISTILL too); unweighted,
+        frames (so songs with sections weigh more in a batch, against --distill too); unweighted,
         the cross-entropies are round 6's, to compare with. `probe_alone`, the probe's loss
         reaches the probe only."""
         (ids, mask), (t_ids, t_mask), codes, lengths, complete, boundary, place = batch
@@ -340,7 +343,7 @@ def main():
         if probe_alone:
             loss = PROBE_WEIGHT * probe_loss
         else:
-            loss = c0 + rest + DISTILL * distance + PROBE_WEIGHT * probe_loss + LEVEL_WEIGHT * level_starts
+            loss = c0 + rest + args.distill * distance + PROBE_WEIGHT * probe_loss + LEVEL_WEIGHT * level_starts
         if not finite_step(optimizer, loss, params, schedule(step)):
             skipped += 1
         step += 1
