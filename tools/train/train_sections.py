@@ -213,8 +213,8 @@ def main():
                         help="start from an earlier run's language model (its lm_tables.pt, lm_layers.pt), probe (probe.pt) and "
                              "depth decoder (depth.pt), the last two where it has them")
     parser.add_argument("--distill", type=float, default=DISTILL,
-                        help="the weight of the distance to the teacher's hiddens (7h drifted to 0.076 at the default "
-                             "and its songs followed the descriptions less well than v3's)")
+                        help="the weight of the distance to the teacher's hiddens: the further the language model "
+                             "drifts from them, the less its songs follow what the descriptions ask for")
     parser.add_argument("--train-depth", choices=["all", "heads"],
                         help="train the depth decoder too, all of it or only its output heads (saved as depth.pt)")
     args = parser.parse_args()
