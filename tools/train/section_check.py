@@ -13,8 +13,9 @@ asked tempo's quarter notes, as the renderings place them (its meter is the mode
     python tools/train/section_check.py                  # the synthesizer's renderings
     python tools/train/section_check.py --songs DIR [--generate target/release/songloom --model M]
         # songs made from data/section-songs.json's 6 descriptions and 4-tag lyrics, and with
-        # their tags shuffled (the control); --seed-offset K makes them at each seed + K, and
-        # --songs DIR DIR ... scores several folders' songs together
+        # their tags shuffled (the control); --seed-offset K makes them at each seed + K, --steps N
+        # at N flow steps (20 by default; 8 measured the same), and --songs DIR DIR ... scores
+        # several folders' songs together
     python tools/train/section_check.py --first-tag --songs DIR --generate target/release/songloom --model M
         # the first section alone: one-tag songs, [chorus] against [intro]
 """
