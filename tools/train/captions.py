@@ -272,15 +272,18 @@ def compose(facts: dict, rng: np.random.Generator, says_key: bool, mode_only: bo
     if shape < 0.45:
         return noun_phrase(rng, moods, style if says_style else None, ensemble if says_ensemble else None,
                            key, tempo, tempo_as_word, meter, drums, setting)
-    if shape < 0.75:
-        fields = [f for f in [", ".join(moods) or None, style if says_style else None,
-                              ensemble if says_ensemble else None, key, tempo, meter, drums, setting] if f]
-        order = rng.permutation(len(fields))
-        joiner = pick(rng, [", ", ", ", ", ", ". ", " | ", "; ", " - ", " / ", ",", " "])
-        return joiner.join(fields[i] for i in order)
     if shape < 0.87:
-        return labelled(rng, moods, style if says_style else None, ensemble if says_ensemble else None,
-                        key, tempo, meter, drums)
+        if shape < 0.75:
+            fields = [f for f in [", ".join(moods) or None, style if says_style else None,
+                                  ensemble if says_ensemble else None, key, tempo, meter, drums, setting] if f]
+            order = rng.permutation(len(fields))
+            joiner = pick(rng, [", ", ", ", ", ", ". ", " | ", "; ", " - ", " / ", ",", " "])
+            text = joiner.join(fields[i] for i in order)
+        else:
+            text = labelled(rng, moods, style if says_style else None, ensemble if says_ensemble else None,
+                            key, tempo, meter, drums)
+        # With every field left out a list is empty; a bare noun ("a tune") leaves the choice to the model.
+        return text or noun_phrase(rng, [], None, None, None, None, False, None, None, setting)
     head = noun_phrase(rng, moods, style if says_style else None, ensemble if says_ensemble else None,
                        key, tempo, tempo_as_word, meter, drums, setting)
     if not head.lower().startswith(("a ", "an ")):
