@@ -215,6 +215,10 @@ def main():
     parser.add_argument("--distill", type=float, default=DISTILL,
                         help="the weight of the distance to the teacher's hiddens: the further the language model "
                              "drifts from them, the less its songs follow what the descriptions ask for")
+    parser.add_argument("--frozen-layers", type=int, default=0,
+                        help="freeze the token embeddings and this many of the language model's lowest layers, "
+                             "which read the description, so the songs keep following it as the upper layers "
+                             "learn the tags")
     parser.add_argument("--train-depth", choices=["all", "heads"],
                         help="train the depth decoder too, all of it or only its output heads (saved as depth.pt)")
     args = parser.parse_args()
@@ -225,6 +229,8 @@ def main():
     log = Log(args.work / "log.jsonl")
     began = time.time()
     teacher_lm, depth, tok, constants = shipped.load_ar_half(args.teacher)
+    if not 0 <= args.frozen_layers <= len(teacher_lm.model.layers):
+        parser.error(f"--frozen-layers {args.frozen_layers}: the language model has {len(teacher_lm.model.layers)} layers")
     args.work.mkdir(parents=True, exist_ok=True)
     shutil.copy(args.teacher / "tokenizer" / "tokenizer.json", args.work / "tokenizer.json")
     shutil.copy(args.teacher / "songloom.json", args.work / "songloom.json")
@@ -253,6 +259,11 @@ def main():
     trained_ids = {id(p) for p in trained_depth}
     frozen = list(teacher_lm.parameters()) + list(teacher_depth.parameters())
     frozen += [p for p in depth.parameters() if id(p) not in trained_ids]
+    if args.frozen_layers:
+        if lm.lm_head.weight is lm.model.embed_tokens.weight:
+            parser.error("--frozen-layers: the embeddings are tied to the output head, which must learn")
+        frozen += list(lm.model.embed_tokens.parameters())
+        frozen += [p for layer in lm.model.layers[: args.frozen_layers] for p in layer.parameters()]
     for p in frozen:
         p.requires_grad_(False)
     probe = FormProbe(lm.config.hidden_size)
@@ -260,7 +271,7 @@ def main():
     if not fresh_probe:
         probe.load_state_dict(load(args.init / "probe.pt")["probe"])
     probe = probe.to(dev)
-    params = list(lm.parameters()) + list(probe.parameters()) + trained_depth
+    params = [p for p in lm.parameters() if p.requires_grad] + list(probe.parameters()) + trained_depth
     optimizer = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
     batches = SectionBatches(songs, tok, tok, constants, constants, dev, seed=0)
     held_batches = SectionBatches(held, tok, tok, constants, constants, dev, seed=1)
