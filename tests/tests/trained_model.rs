@@ -268,7 +268,7 @@ struct SectionSong {
 
 const SECTION_SONG_S: f64 = 22.0;
 /// Songs at 8 flow steps score as at 20 (`section_check.py --steps`: rounds 7g and 7h at seed
-/// offset 0, `tools/train/logs/eval-round7{g,h}-sections.log`) in 40 % of the time.
+/// offset 0, `tools/train/logs/eval-round7{g,h}-sections.log`), 32 s a song on 2 cores against 55 s.
 const SECTION_STEPS: usize = 8;
 /// Each song is made at its seed plus each of these: one draw of 6 songs moves r by up to 0.4
 /// (round 7f scored density 0.48, -0.08 and 0.04 at these three), so three are pooled.

@@ -16,7 +16,9 @@ cd "$(dirname "$0")/../.."
 for f in "$RUN/lm_tables.pt" "$RUN/lm_layers.pt" "$RUN/tokenizer.json" "$BIN"; do
     [ -e "$f" ] || { echo "eval-candidate.sh: $f is missing" >&2; exit 1; }
 done
-rm -rf "$OUT-bf16" "$OUT"
+for f in "$OUT" "$OUT-bf16"; do
+    [ ! -e "$f" ] || { echo "eval-candidate.sh: $f exists; remove it or name another OUT" >&2; exit 1; }
+done
 "$PYTHON" tools/train/export_captions.py --captions "$RUN" --out "$OUT-bf16" 2>&1 | grep -v Warn | tail -2
 "$BIN" model quantize --weights 8bit "$OUT-bf16" --out "$OUT" 2>&1 | tail -1
 if [ ! -f "$RUN/depth.pt" ]; then

@@ -231,6 +231,8 @@ def main():
     teacher_lm, depth, tok, constants = shipped.load_ar_half(args.teacher)
     if not 0 <= args.frozen_layers <= len(teacher_lm.model.layers):
         parser.error(f"--frozen-layers {args.frozen_layers}: the language model has {len(teacher_lm.model.layers)} layers")
+    if args.frozen_layers and teacher_lm.lm_head.weight is teacher_lm.model.embed_tokens.weight:
+        parser.error("--frozen-layers: the embeddings are tied to the output head, which must learn")
     args.work.mkdir(parents=True, exist_ok=True)
     shutil.copy(args.teacher / "tokenizer" / "tokenizer.json", args.work / "tokenizer.json")
     shutil.copy(args.teacher / "songloom.json", args.work / "songloom.json")
@@ -260,8 +262,6 @@ def main():
     frozen = list(teacher_lm.parameters()) + list(teacher_depth.parameters())
     frozen += [p for p in depth.parameters() if id(p) not in trained_ids]
     if args.frozen_layers:
-        if lm.lm_head.weight is lm.model.embed_tokens.weight:
-            parser.error("--frozen-layers: the embeddings are tied to the output head, which must learn")
         frozen += list(lm.model.embed_tokens.parameters())
         frozen += [p for layer in lm.model.layers[: args.frozen_layers] for p in layer.parameters()]
     for p in frozen:
