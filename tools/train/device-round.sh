@@ -56,6 +56,16 @@ case "${ROUND:?}" in
     python3 train_captions.py --work "$OUT/captions" --minutes "$MINUTES" ${ARGS:-} 2>&1 | grep -v Warning | tee "$OUT/captions.out"
     ;;
 7)
-    python3 train_sections.py --work "$OUT/sections" --minutes "$MINUTES" ${ARGS:-} 2>&1 | grep -v Warning | tee "$OUT/sections.out"
+    # ARGS_BESIDE trains a second student beside the first, into $OUT/sections-beside: the model is
+    # small enough that two share the GPU at about the speed of one.
+    if [ -n "${ARGS_BESIDE:-}" ]; then
+        python3 train_sections.py --work "$OUT/sections-beside" --minutes "$MINUTES" $ARGS_BESIDE \
+            > "$OUT/sections-beside.out" 2>&1 &
+        beside=$!
+    fi
+    status=0
+    python3 train_sections.py --work "$OUT/sections" --minutes "$MINUTES" ${ARGS:-} 2>&1 | grep -v Warning | tee "$OUT/sections.out" || status=$?
+    if [ -n "${beside:-}" ]; then wait "$beside" || status=$?; fi
+    exit $status
     ;;
 esac

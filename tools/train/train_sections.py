@@ -215,10 +215,10 @@ def main():
     parser.add_argument("--distill", type=float, default=DISTILL,
                         help="the weight of the distance to the teacher's hiddens: the further the language model "
                              "drifts from them, the less its songs follow what the descriptions ask for")
-    parser.add_argument("--frozen-layers", type=int, default=0,
-                        help="freeze the token embeddings and this many of the language model's lowest layers, "
-                             "which read the description, so the songs keep following it as the upper layers "
-                             "learn the tags")
+    parser.add_argument("--frozen-layers", type=int,
+                        help="the token embeddings and this many (0 for none) of the language model's lowest "
+                             "layers, which read the description, are the teacher's (whatever --init holds) and "
+                             "stay frozen, so the songs keep following the description as the rest learns the tags")
     parser.add_argument("--train-depth", choices=["all", "heads"],
                         help="train the depth decoder too, all of it or only its output heads (saved as depth.pt)")
     args = parser.parse_args()
@@ -229,9 +229,10 @@ def main():
     log = Log(args.work / "log.jsonl")
     began = time.time()
     teacher_lm, depth, tok, constants = shipped.load_ar_half(args.teacher)
-    if not 0 <= args.frozen_layers <= len(teacher_lm.model.layers):
+    freezing = args.frozen_layers is not None
+    if freezing and not 0 <= args.frozen_layers <= len(teacher_lm.model.layers):
         parser.error(f"--frozen-layers {args.frozen_layers}: the language model has {len(teacher_lm.model.layers)} layers")
-    if args.frozen_layers and teacher_lm.lm_head.weight is teacher_lm.model.embed_tokens.weight:
+    if freezing and teacher_lm.lm_head.weight is teacher_lm.model.embed_tokens.weight:
         parser.error("--frozen-layers: the embeddings are tied to the output head, which must learn")
     args.work.mkdir(parents=True, exist_ok=True)
     shutil.copy(args.teacher / "tokenizer" / "tokenizer.json", args.work / "tokenizer.json")
@@ -247,6 +248,14 @@ def main():
     if args.init:
         tables, layers = (load(f) for f in init_files)
         lm.load_state_dict({**tables["lm"], **layers["lm"]})
+    # Frozen, an earlier run's drifted embeddings and lower layers would keep what the descriptions
+    # lost to them (7i moved the median embedding row by 0.94 of its norm: words of the lyrics'
+    # filler lines, which descriptions use too, learnt to be ignored); the teacher's read the
+    # description as v3 does, and the rest learns the tags on top of them.
+    for student, teacher in zip(lm.model.layers[: args.frozen_layers or 0], teacher_lm.model.layers):
+        student.load_state_dict(teacher.state_dict())
+    if freezing:
+        lm.model.embed_tokens.load_state_dict(teacher_lm.model.embed_tokens.state_dict())
     # Lyrics make prompts of very different lengths, so rows carry long left padding, whose fully
     # masked rows the fused attention kernels turn NaN on the GPU; the plain softmax keeps them finite.
     for model in (lm, teacher_lm):
@@ -261,7 +270,7 @@ def main():
     trained_ids = {id(p) for p in trained_depth}
     frozen = list(teacher_lm.parameters()) + list(teacher_depth.parameters())
     frozen += [p for p in depth.parameters() if id(p) not in trained_ids]
-    if args.frozen_layers:
+    if freezing:
         frozen += list(lm.model.embed_tokens.parameters())
         frozen += [p for layer in lm.model.layers[: args.frozen_layers] for p in layer.parameters()]
     for p in frozen:
