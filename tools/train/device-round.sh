@@ -9,7 +9,7 @@
 #   ROUND=6  (v3) the language model reads free-form descriptions, taught by the shipped v2 AR half
 #            (train_captions.py; carry only .whl)
 #   ROUND=7  (v4) the language model follows the lyrics' section tags, taught by the shipped v3 AR half
-#            (train_sections.py; carry only .whl)
+#            (train_sections.py; carry .whl, and tools/train/runs for an --init in ARGS or ARGS_BESIDE)
 # MINUTES is each stage's budget. Logs and weights land under $OUT/<stage>/.
 set -euo pipefail
 cd "$(dirname "$0")"
