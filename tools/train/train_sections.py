@@ -216,9 +216,9 @@ def main():
                         help="the weight of the distance to the teacher's hiddens: the further the language model "
                              "drifts from them, the less its songs follow what the descriptions ask for")
     parser.add_argument("--frozen-layers", type=int,
-                        help="the token embeddings and this many (0 for none) of the language model's lowest "
-                             "layers, which read the description, are the teacher's (whatever --init holds) and "
-                             "stay frozen, so the songs keep following the description as the rest learns the tags")
+                        help="put the teacher's token embeddings and its N lowest layers (N may be 0) in place "
+                             "of --init's and freeze them: they read the description, so the songs keep following "
+                             "it while the rest learns the tags")
     parser.add_argument("--train-depth", choices=["all", "heads"],
                         help="train the depth decoder too, all of it or only its output heads (saved as depth.pt)")
     args = parser.parse_args()
@@ -249,8 +249,8 @@ def main():
         tables, layers = (load(f) for f in init_files)
         lm.load_state_dict({**tables["lm"], **layers["lm"]})
     # Frozen, an earlier run's drifted embeddings and lower layers would keep what the descriptions
-    # lost to them (7i moved the median embedding row by 0.94 of its norm: words of the lyrics'
-    # filler lines, which descriptions use too, learnt to be ignored); the teacher's read the
+    # lost to them (7i moved the median embedding row by 0.94 of its norm, most in the words of the
+    # lyrics' filler lines, which descriptions use too); the teacher's read the
     # description as v3 does, and the rest learns the tags on top of them.
     for student, teacher in zip(lm.model.layers[: args.frozen_layers or 0], teacher_lm.model.layers):
         student.load_state_dict(teacher.state_dict())
