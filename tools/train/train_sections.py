@@ -250,8 +250,8 @@ def main():
         lm.load_state_dict({**tables["lm"], **layers["lm"]})
     # Frozen, an earlier run's drifted embeddings and lower layers would keep what the descriptions
     # lost to them (7i moved the median embedding row by 0.94 of its norm, most in the words of the
-    # lyrics' filler lines, which descriptions use too); the teacher's read the
-    # description as v3 does, and the rest learns the tags on top of them.
+    # lyrics' filler lines, which descriptions use too); the teacher's read the description as v3
+    # does, and the rest learns the tags on top of them.
     for student, teacher in zip(lm.model.layers[: args.frozen_layers or 0], teacher_lm.model.layers):
         student.load_state_dict(teacher.state_dict())
     if freezing:
