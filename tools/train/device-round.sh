@@ -10,7 +10,7 @@
 #            (train_captions.py; carry only .whl)
 #   ROUND=7  (v4) the language model follows the lyrics' section tags, taught by the shipped v3 AR half
 #            (train_sections.py; carry .whl, and tools/train/runs for an --init in ARGS or ARGS_BESIDE)
-# MINUTES is each stage's budget. Logs and weights land under $OUT/<stage>/.
+# MINUTES is each stage's budget. Logs and weights land under $OUT/<stage>/ (ROUND=7: packed, see there).
 set -euo pipefail
 cd "$(dirname "$0")"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site ../../.whl/*.whl
@@ -66,6 +66,13 @@ case "${ROUND:?}" in
     status=0
     python3 train_sections.py --work "$OUT/sections" --minutes "$MINUTES" ${ARGS:-} 2>&1 | grep -v Warning | tee "$OUT/sections.out" || status=$?
     if [ -n "${beside:-}" ]; then wait "$beside" || status=$?; fi
+    # A call brings back 8 files of 16 MiB at most: each student as its tables and a tar of the rest
+    # (unpack: tar xf S-weights.tar -C RUN && cp S-tables.pt RUN/lm_tables.pt).
+    for stage in sections sections-beside; do
+        [ -f "$OUT/$stage/lm_tables.pt" ] || continue
+        mv "$OUT/$stage/lm_tables.pt" "$OUT/$stage-tables.pt"
+        tar cf "$OUT/$stage-weights.tar" -C "$OUT/$stage" . && rm -r "${OUT:?}/$stage"
+    done
     exit $status
     ;;
 esac

@@ -31,11 +31,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+import captions
 import dataset
 import sections
 import semantic
 import shipped
 import sizes
+import tokenizer
 from common import Log, Schedule, device, jobs, load, save, stage_arguments
 from train_captions import DISTILL, Batches
 
@@ -116,6 +118,21 @@ class SectionBatches(Batches):
         places = [place_in_form(self.songs[i], codes.shape[1]) for i in chosen]
         place = tuple(torch.stack(p).to(self.dev) for p in zip(*places))
         return (*batch, boundary.to(self.dev), place)
+
+
+def tag_rows(tok, songs, rng: np.random.Generator) -> list[int]:
+    """The tokens the section tags are written in that no description of `songs` (the grammar's,
+    and v2's templates) uses: the embedding rows `--tag-rows` lets learn."""
+    plain = set(tokenizer.prompt_ids(tok, "", ""))
+    tagged = set()
+    for spelling in (s for spellings in sections.SPELLINGS.values() for s in spellings):
+        tagged |= set(tokenizer.prompt_ids(tok, "", f"[{spelling}]")) - plain
+    described = set()
+    for song in songs:
+        facts = captions.facts_of(song)
+        for text in (captions.describe_saying(facts, rng)[0], captions.template(facts, rng)):
+            described |= set(tokenizer.prompt_ids(tok, text, ""))
+    return sorted(tagged - described)
 
 
 def place_in_form(song, positions: int):
@@ -219,6 +236,11 @@ def main():
                         help="put the teacher's token embeddings and its N lowest layers (N may be 0) in place "
                              "of --init's and freeze them: they read the description, so the songs keep following "
                              "it while the rest learns the tags")
+    parser.add_argument("--tag-rows", action="store_true",
+                        help="with --frozen-layers, the embedding rows of the tokens that only the section tags "
+                             "use keep --init's and still learn, so the tags are read through their own rows")
+    parser.add_argument("--teacher-depth", action="store_true",
+                        help="start from the teacher's depth decoder even where --init has a depth.pt")
     parser.add_argument("--train-depth", choices=["all", "heads"],
                         help="train the depth decoder too, all of it or only its output heads (saved as depth.pt)")
     args = parser.parse_args()
@@ -232,6 +254,8 @@ def main():
     freezing = args.frozen_layers is not None
     if freezing and not 0 <= args.frozen_layers <= len(teacher_lm.model.layers):
         parser.error(f"--frozen-layers {args.frozen_layers}: the language model has {len(teacher_lm.model.layers)} layers")
+    if args.tag_rows and not freezing:
+        parser.error("--tag-rows: needs --frozen-layers (without it every embedding row learns)")
     if freezing and teacher_lm.lm_head.weight is teacher_lm.model.embed_tokens.weight:
         parser.error("--frozen-layers: the embeddings are tied to the output head, which must learn")
     args.work.mkdir(parents=True, exist_ok=True)
@@ -254,15 +278,24 @@ def main():
     # does, and the rest learns the tags on top of them.
     for student, teacher in zip(lm.model.layers[: args.frozen_layers or 0], teacher_lm.model.layers):
         student.load_state_dict(teacher.state_dict())
+    embeddings = lm.model.embed_tokens.weight
+    learnt_rows = []
     if freezing:
+        own = embeddings.detach().clone()
         lm.model.embed_tokens.load_state_dict(teacher_lm.model.embed_tokens.state_dict())
+        if args.tag_rows:
+            # Only the tags read these rows, so --init's carry over whatever it learnt of them.
+            learnt_rows = tag_rows(tok, songs + held, np.random.default_rng(2))
+            log(tag_rows=[tok.id_to_token(i) for i in learnt_rows])
+            with torch.no_grad():
+                embeddings[learnt_rows] = own[learnt_rows]
     # Lyrics make prompts of very different lengths, so rows carry long left padding, whose fully
     # masked rows the fused attention kernels turn NaN on the GPU; the plain softmax keeps them finite.
     for model in (lm, teacher_lm):
         model.set_attn_implementation("eager")
     # The teacher's hiddens come from the shipped depth decoder, whatever the student's becomes.
     teacher_depth = copy.deepcopy(depth)
-    if args.init and (args.init / "depth.pt").exists():
+    if args.init and (args.init / "depth.pt").exists() and not args.teacher_depth:
         depth.load_state_dict(load(args.init / "depth.pt")["depth"])
     lm, teacher_lm = lm.to(dev), teacher_lm.to(dev).eval()
     depth, teacher_depth = depth.to(dev).train(args.train_depth == "all"), teacher_depth.to(dev).eval()
@@ -271,8 +304,13 @@ def main():
     frozen = list(teacher_lm.parameters()) + list(teacher_depth.parameters())
     frozen += [p for p in depth.parameters() if id(p) not in trained_ids]
     if freezing:
-        frozen += list(lm.model.embed_tokens.parameters())
         frozen += [p for layer in lm.model.layers[: args.frozen_layers] for p in layer.parameters()]
+    if args.tag_rows:
+        learning = torch.zeros(embeddings.shape[0], 1, device=dev)
+        learning[learnt_rows] = 1.0
+        embeddings.register_hook(lambda grad: grad * learning)
+    elif freezing:
+        frozen += [embeddings]
     for p in frozen:
         p.requires_grad_(False)
     probe = FormProbe(lm.config.hidden_size)
@@ -281,7 +319,11 @@ def main():
         probe.load_state_dict(load(args.init / "probe.pt")["probe"])
     probe = probe.to(dev)
     params = [p for p in lm.parameters() if p.requires_grad] + list(probe.parameters()) + trained_depth
-    optimizer = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
+    # Weight decay would shrink the rows no gradient reaches too: with --tag-rows the embeddings get none.
+    groups = [{"params": params}]
+    if args.tag_rows:
+        groups = [{"params": [p for p in params if p is not embeddings]}, {"params": [embeddings], "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
     batches = SectionBatches(songs, tok, tok, constants, constants, dev, seed=0)
     held_batches = SectionBatches(held, tok, tok, constants, constants, dev, seed=1)
     sectioned_held = [i for i, s in enumerate(held) if s.lyrics is not None]
