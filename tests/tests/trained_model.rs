@@ -65,6 +65,14 @@ fn trained_model_dir() -> PathBuf {
         .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/songloom-mini"), PathBuf::from)
 }
 
+/// The seed of a set's description `i`: `i`, or `i` plus `SONGLOOM_EVAL_SEED_OFFSET` where set, so a
+/// candidate can be scored on another draw of the same songs (one draw moves r by about 0.2).
+fn description_seed(i: usize) -> u64 {
+    let offset = std::env::var("SONGLOOM_EVAL_SEED_OFFSET")
+        .map_or(0, |v| v.parse().unwrap_or_else(|_| panic!("SONGLOOM_EVAL_SEED_OFFSET={v:?} is not a whole number")));
+    i as u64 + offset
+}
+
 fn descriptions(file: &str) -> Vec<Description> {
     let text = std::fs::read_to_string(fixtures().join(file)).unwrap();
     serde_json::from_str(&text).unwrap()
@@ -128,7 +136,7 @@ fn score(model: &Path, name: &str, set: &[Description]) -> Scores {
     let pipeline = Pipeline::load_planned(model, device, &plan, &|_| {}).unwrap();
     let (mut ranks, mut flatness, mut timbres, mut onsets) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (i, d) in set.iter().enumerate() {
-        let audio = song(&pipeline, &d.description, i as u64);
+        let audio = song(&pipeline, &d.description, description_seed(i));
         assert!(audio.iter().all(|v| v.is_finite()), "{name}: non-finite audio for {:?}", d.description);
         let s = Spectrogram::of_interleaved(&audio);
         let rank = d.key().map(|(tonic, minor)| key_rank(&s.chroma(), tonic, minor));

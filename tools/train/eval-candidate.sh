@@ -7,6 +7,8 @@
 # each and pooled. Then the description tests on OUT:
 #   SONGLOOM_CANDIDATE_MODEL=OUT cargo test -p songloom-tests --test trained_model -- --nocapture --test-threads 1
 # PYTHON (default python3) needs tools/train's packages; BIN (default target/release/songloom).
+# AR_CFG sets the model's own AR guidance scale (songloom.json's ar_cfg_scale; the reference's 1.5
+# where unset), which the app and the tests then sample with.
 set -euo pipefail
 RUN=${1:?usage: eval-candidate.sh RUN OUT}
 OUT=${2:?usage: eval-candidate.sh RUN OUT}
@@ -25,6 +27,16 @@ if [ ! -f "$RUN/depth.pt" ]; then
     # The quantizer re-quantizes the depth decoder; the shipped one stays when the run did not train it.
     rm -rf "$OUT/rvq_depth_decoder"
     cp -r models/songloom-mini/rvq_depth_decoder "$OUT/"
+fi
+if [ -n "${AR_CFG:-}" ]; then
+    chmod u+w "$OUT/songloom.json"
+    "$PYTHON" - "$OUT/songloom.json" "$AR_CFG" <<'PY'
+import json, sys
+path, scale = sys.argv[1], float(sys.argv[2])
+constants = json.load(open(path))
+constants["ar_cfg_scale"] = scale
+json.dump(constants, open(path, "w"), indent=2)
+PY
 fi
 folders=()
 for K in ${OFFSETS:-0 100 200}; do
