@@ -1,7 +1,7 @@
 """What a section check can reach, and what a model reaches: the change of loudness and of
 density at each section tag's place (`sections.py`) against the change the tags ask for (the
 bands are those of `tests/src/music_checks.rs`, through `tempo_ceiling.band_powers`; the Rust
-test for sections is still to be written, once a model passes).
+test `songloom_mini_follows_the_section_tags` measures the same).
 
 For each song and each boundary between two sections: the loudness (RMS, dB) and the density (the
 mean number of 24 log-spaced bands within 30 dB of a frame's loudest) of the section after, less
@@ -15,7 +15,8 @@ asked tempo's quarter notes, as the renderings place them (its meter is the mode
         # songs made from data/section-songs.json's 6 descriptions and 4-tag lyrics, and with
         # their tags shuffled (the control); --seed-offset K makes them at each seed + K, --steps N
         # at N flow steps (20 by default; 8 measured the same), and --songs DIR DIR ... scores
-        # several folders' songs together
+        # several folders' songs together; the last line ("both") pools the true-tag and the
+        # shuffled-tag songs, each against its own tags
     python tools/train/section_check.py --first-tag --songs DIR --generate target/release/songloom --model M
         # the first section alone: one-tag songs, [chorus] against [intro]
 """
