@@ -11,6 +11,7 @@ use songloom_engine::device::{Conv1dParams, ConvTranspose1dParams};
 use songloom_engine::models::depth::DepthFrame;
 use songloom_engine::models::dit::Dit;
 use songloom_engine::models::vocoder::Vocoder;
+use songloom_engine::pipeline::ar::FrameParts;
 use songloom_engine::pipeline::rng::Rng;
 use songloom_engine::pipeline::{Cancel, Event, MemoryRequest, Observer, Pipeline, Request, RngChooser};
 use songloom_engine::plan::{PLANNED_SONG_FRAMES, PLANNED_SONG_PROMPT};
@@ -730,14 +731,19 @@ fn song(device: Device, memory: MemoryRequest, duration: f64, steps: usize) -> R
     let events = |_: Event| {};
     // The AR loop alone, to set its frames inside the song against: the frames past the first 30
     // timed, which leaves out the prefill and the steps' recording.
-    let ar_alone = |frames: usize| -> Result<f64> {
+    let ar_alone = |frames: usize| -> Result<(f64, FrameParts)> {
         let start = Instant::now();
         let observer = Observer { events: &events, cancel: &Cancel::default() };
-        pipeline.generate_frames(&prompt, frames, &mut RngChooser { seed: 1 }, observer)?;
-        Ok(start.elapsed().as_secs_f64())
+        let (_, run) = pipeline.frames_and_run(&prompt, frames, &mut RngChooser { seed: 1 }, observer)?;
+        Ok((start.elapsed().as_secs_f64(), run.parts))
     };
     let alone_frames = 200.min(frames.saturating_sub(30)).max(1);
-    let ar_frame_alone_s = (ar_alone(30 + alone_frames)? - ar_alone(30)?) / alone_frames as f64;
+    let ((long_s, long_parts), (short_s, short_parts)) = (ar_alone(30 + alone_frames)?, ar_alone(30)?);
+    let ar_frame_alone_s = (long_s - short_s) / alone_frames as f64;
+    let alone_ms = {
+        let (long, short) = (parts_s(&long_parts), parts_s(&short_parts));
+        std::array::from_fn::<f64, 4, _>(|i| (long[i] - short[i]) / alone_frames as f64 * 1e3)
+    };
     let stats = pipeline.generate_ids(
         &prompt,
         &req,
@@ -777,9 +783,27 @@ fn song(device: Device, memory: MemoryRequest, duration: f64, steps: usize) -> R
         stats.ar_sampling_s / frames * 1e3,
         stats.ar_handing_on_s / frames * 1e3
     );
+    let in_song_ms =
+        [stats.ar_semantic_s, stats.ar_depth_s, stats.ar_states_s, stats.ar_feed_s].map(|s| s / frames * 1e3);
+    say!(
+        "an AR frame's parts in the song (alone), ms: logits, shortlist and semantic draw {:.2} ({:.2}); depth decoder's codes {:.2} ({:.2}); hidden states read back and handed on {:.2} ({:.2}); fed back and the decode step issued {:.2} ({:.2})",
+        in_song_ms[0],
+        alone_ms[0],
+        in_song_ms[1],
+        alone_ms[1],
+        in_song_ms[2],
+        alone_ms[2],
+        in_song_ms[3],
+        alone_ms[3]
+    );
     report_memory(&pipeline.device, "after the song");
     report_kernels();
     Ok(())
+}
+
+/// A loop's frame parts in seconds: semantic draw, depth decoder, hidden states, feeding back.
+fn parts_s(p: &FrameParts) -> [f64; 4] {
+    [p.semantic_s, p.depth_s, p.states_s, p.feed_s]
 }
 
 /// A song's codes (a frame each) and interleaved audio.

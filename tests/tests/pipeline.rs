@@ -255,6 +255,9 @@ fn streamed_equals_sequential_on(device: Device) {
     assert!((0.0..=stats.ar_s).contains(&stats.ar_device_wait_s), "{stats:?}");
     let host = stats.ar_device_wait_s + stats.ar_sampling_s + stats.ar_handing_on_s;
     assert!(stats.ar_sampling_s > 0.0 && host <= stats.ar_s, "{stats:?}");
+    let parts = [stats.ar_semantic_s, stats.ar_depth_s, stats.ar_states_s, stats.ar_feed_s];
+    assert!(parts.iter().all(|&s| s > 0.0) && parts.iter().sum::<f64>() <= stats.ar_s, "{stats:?}");
+    assert!(stats.ar_states_s >= stats.ar_handing_on_s, "{stats:?}");
     assert!(stats.overlap_s >= 0.0 && stats.overlap_s <= stats.ar_s.min(stats.acoustic_s) + 1e-9, "{stats:?}");
 
     let (again, _) = song(&pipeline, &req, true);

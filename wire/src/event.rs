@@ -111,4 +111,18 @@ pub struct Stats {
     pub ar_sampling_s: f64,
     #[serde(default)]
     pub ar_handing_on_s: f64,
+    /// `ar_s` by the part of a frame it went to, each part's wall time on the AR loop's thread
+    /// (its waits for the device included): the language model's logits, their shortlist read
+    /// back and the semantic draw;
+    #[serde(default)]
+    pub ar_semantic_s: f64,
+    /// the depth decoder's residual codes, drawn and read back;
+    #[serde(default)]
+    pub ar_depth_s: f64,
+    /// the frame's hidden states read back and the frame handed on;
+    #[serde(default)]
+    pub ar_states_s: f64,
+    /// the frame's codes fed back and the language model's decode step issued.
+    #[serde(default)]
+    pub ar_feed_s: f64,
 }

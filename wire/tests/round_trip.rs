@@ -30,10 +30,15 @@ fn stats() -> (Stats, Value) {
         overlap_s: 1.0,
         ar_sampling_s: 0.05,
         ar_handing_on_s: 0.01,
+        ar_semantic_s: 0.5,
+        ar_depth_s: 0.625,
+        ar_states_s: 0.125,
+        ar_feed_s: 0.25,
     };
     let value = json!({"frames": 75, "windows": 1, "samples": 132_300, "sample_rate": 44_100, "tokenize_s": 0.01,
                        "ar_s": 1.5, "acoustic_s": 2.0, "total_s": 3.6, "time_to_first_audio_s": 1.9,
-                       "ar_device_wait_s": 1.25, "overlap_s": 1.0, "ar_sampling_s": 0.05, "ar_handing_on_s": 0.01});
+                       "ar_device_wait_s": 1.25, "overlap_s": 1.0, "ar_sampling_s": 0.05, "ar_handing_on_s": 0.01,
+                       "ar_semantic_s": 0.5, "ar_depth_s": 0.625, "ar_states_s": 0.125, "ar_feed_s": 0.25});
     (stats, value)
 }
 
@@ -137,10 +142,29 @@ fn every_event_has_its_documented_fields() {
     // A server from before the time breakdown sends no wait, overlap or host times: they read as
     // zero.
     let mut older = value;
-    let newer = ["ar_device_wait_s", "overlap_s", "ar_sampling_s", "ar_handing_on_s"];
+    let newer = [
+        "ar_device_wait_s",
+        "overlap_s",
+        "ar_sampling_s",
+        "ar_handing_on_s",
+        "ar_semantic_s",
+        "ar_depth_s",
+        "ar_states_s",
+        "ar_feed_s",
+    ];
     older.as_object_mut().unwrap().retain(|k, _| !newer.contains(&k.as_str()));
     let read: Event = serde_json::from_value(older).unwrap();
-    let zeros = Stats { ar_device_wait_s: 0.0, overlap_s: 0.0, ar_sampling_s: 0.0, ar_handing_on_s: 0.0, ..stats };
+    let zeros = Stats {
+        ar_device_wait_s: 0.0,
+        overlap_s: 0.0,
+        ar_sampling_s: 0.0,
+        ar_handing_on_s: 0.0,
+        ar_semantic_s: 0.0,
+        ar_depth_s: 0.0,
+        ar_states_s: 0.0,
+        ar_feed_s: 0.0,
+        ..stats
+    };
     assert_eq!(read, Event::Finished(zeros));
 }
 

@@ -99,6 +99,25 @@ pub(super) struct Lane {
     pub(super) shift: AtomicU64,
     /// How deep this lane's thread is in ops ([`CudaBackend::lane`]); 0 between them.
     ops: AtomicUsize,
+    /// The partition's stream `stream` wraps, given back when the lane ends; `None` where the
+    /// stream is the whole context's.
+    _partition_stream: Option<PartitionStream>,
+}
+
+/// A stream of the acoustic half's partition, lent to one lane.
+struct PartitionStream {
+    partition: Arc<super::green::Partition>,
+    raw: cudarc::driver::sys::CUstream,
+}
+
+// SAFETY: a CUDA stream handle may be used from any thread.
+unsafe impl Send for PartitionStream {}
+unsafe impl Sync for PartitionStream {}
+
+impl Drop for PartitionStream {
+    fn drop(&mut self) {
+        self.partition.give_back(self.raw);
+    }
 }
 
 /// A lane held for one op ([`CudaBackend::lane`]).
@@ -212,11 +231,17 @@ impl CudaBackend {
         // A critical thread's stream gets the highest priority (CUDA's numerically lowest; -5
         // covers every GPU since Volta), so its short kernels run between the DiT's long ones
         // instead of queueing behind them.
-        let stream = match priority {
-            ThreadPriority::Critical => self.ctx.new_stream_with_priority(-5),
-            ThreadPriority::Normal => self.ctx.new_stream(),
-        }
-        .map_err(gpu)?;
+        let (stream, partition_stream) = match (priority, &self.partition) {
+            (ThreadPriority::Critical, _) => (self.ctx.new_stream_with_priority(-5).map_err(gpu)?, None),
+            (ThreadPriority::Normal, None) => (self.ctx.new_stream().map_err(gpu)?, None),
+            (ThreadPriority::Normal, Some(partition)) => {
+                let raw = partition.stream()?;
+                // SAFETY: the partition's streams are never destroyed, and the green context they
+                // belong to shares the primary context's memory.
+                let stream = unsafe { self.ctx.wrap_borrowed_stream(raw) };
+                (stream, Some(PartitionStream { partition: partition.clone(), raw }))
+            }
+        };
         let blas = CudaBlas::new(stream.clone()).map_err(gpu)?;
         let product_sms = match priority {
             ThreadPriority::Normal => self.product_sms,
@@ -236,6 +261,7 @@ impl CudaBackend {
             recording: AtomicBool::new(false),
             shift: AtomicU64::new(0),
             ops: AtomicUsize::new(0),
+            _partition_stream: partition_stream,
         }))
     }
 

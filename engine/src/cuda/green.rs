@@ -9,6 +9,10 @@
 //!   fewer SMs leave SMs free when the AR half's short kernels come, that is, whether the DiT's long
 //!   products refilling every SM are what slows the AR frame inside a song. Other kernels still
 //!   take any SM.
+//! - `SONGLOOM_CUDA_ACOUSTIC_PARTITION=N`: the streams of threads of normal priority (in a streamed
+//!   song, the acoustic half's) made in a green context of N SMs, so the DiT's products and
+//!   attention run on those alone; the AR thread's stream stays in the whole context and takes any
+//!   SM, so at least the rest are free whenever its next kernel comes.
 
 use std::sync::Arc;
 
@@ -24,6 +28,9 @@ pub const SMS_VAR: &str = "SONGLOOM_CUDA_SMS";
 /// The environment variable that plans the acoustic half's products for fewer SMs.
 pub const ACOUSTIC_SMS_VAR: &str = "SONGLOOM_CUDA_ACOUSTIC_SMS";
 
+/// The environment variable that confines the acoustic half to a partition of the SMs.
+pub const ACOUSTIC_PARTITION_VAR: &str = "SONGLOOM_CUDA_ACOUSTIC_PARTITION";
+
 /// The SMs asked for in [`SMS_VAR`], if any.
 pub fn sms_asked() -> Result<Option<u32>> {
     asked(SMS_VAR, std::env::var(SMS_VAR).ok())
@@ -35,6 +42,17 @@ pub fn product_sms_asked(total: u32) -> Result<Option<u32>> {
     match sms {
         Some(n) if n >= total => {
             Err(Error::Invalid(format!("{ACOUSTIC_SMS_VAR}={n}: the context has {total} SMs; ask for fewer")))
+        }
+        _ => Ok(sms),
+    }
+}
+
+/// The SMs asked for in [`ACOUSTIC_PARTITION_VAR`], if any, checked against the `total` the GPU has.
+pub fn partition_asked(total: u32) -> Result<Option<u32>> {
+    let sms = asked(ACOUSTIC_PARTITION_VAR, std::env::var(ACOUSTIC_PARTITION_VAR).ok())?;
+    match sms {
+        Some(n) if n >= total => {
+            Err(Error::Invalid(format!("{ACOUSTIC_PARTITION_VAR}={n}: the GPU has {total} SMs; ask for fewer")))
         }
         _ => Ok(sms),
     }
@@ -80,9 +98,23 @@ pub fn context_on_sms(ordinal: usize, sms: u32) -> Result<(Arc<CudaContext>, u32
 fn make(ordinal: usize, sms: u32) -> Result<(Arc<CudaContext>, u32, u32)> {
     cudarc::driver::result::init().map_err(gpu)?;
     let device = cudarc::driver::result::device::get(ordinal as i32).map_err(gpu)?;
+    let (green, granted, total) = green_context(device, sms, SMS_VAR)?;
+    // SAFETY: the green context and the context converted from it live as long as the process
+    // (`MADE` holds the wrapper, so cudarc never drops it).
+    unsafe {
+        let mut raw: sys::CUcontext = std::ptr::null_mut();
+        sys::cuCtxFromGreenCtx(&mut raw, green).result().map_err(gpu)?;
+        let ctx = CudaContext::from_raw_context(ordinal, device, raw).map_err(gpu)?;
+        Ok((ctx, granted, total))
+    }
+}
+
+/// A green context on `device` of `sms` of its SMs (rounded up to the partition size the GPU
+/// allows), asked for by variable `var`: the context, the SMs it got and the GPU's total. Never
+/// destroyed: the process keeps it.
+fn green_context(device: sys::CUdevice, sms: u32, var: &str) -> Result<(sys::CUgreenCtx, u32, u32)> {
     // SAFETY: each call gets pointers to live, zero-initialised plain-data structs of the types
-    // the driver fills; the resource descriptor, the green context and the context converted
-    // from it live as long as the process (`MADE` holds the wrapper, so cudarc never drops it).
+    // the driver fills.
     unsafe {
         let mut whole: sys::CUdevResource = std::mem::zeroed();
         sys::cuDeviceGetDevResource(device, &mut whole, sys::CUdevResourceType::CU_DEV_RESOURCE_TYPE_SM)
@@ -90,7 +122,7 @@ fn make(ordinal: usize, sms: u32) -> Result<(Arc<CudaContext>, u32, u32)> {
             .map_err(gpu)?;
         let total = whole.__bindgen_anon_1.sm.smCount;
         if sms >= total {
-            return Err(Error::Invalid(format!("{SMS_VAR}={sms}: this GPU has {total} SMs; ask for fewer")));
+            return Err(Error::Invalid(format!("{var}={sms}: this GPU has {total} SMs; ask for fewer")));
         }
         let mut part: sys::CUdevResource = std::mem::zeroed();
         let mut rest: sys::CUdevResource = std::mem::zeroed();
@@ -105,10 +137,50 @@ fn make(ordinal: usize, sms: u32) -> Result<(Arc<CudaContext>, u32, u32)> {
         let mut green: sys::CUgreenCtx = std::ptr::null_mut();
         let flags = sys::CUgreenCtxCreate_flags::CU_GREEN_CTX_DEFAULT_STREAM as u32;
         sys::cuGreenCtxCreate(&mut green, desc, device, flags).result().map_err(gpu)?;
-        let mut raw: sys::CUcontext = std::ptr::null_mut();
-        sys::cuCtxFromGreenCtx(&mut raw, green).result().map_err(gpu)?;
-        let ctx = CudaContext::from_raw_context(ordinal, device, raw).map_err(gpu)?;
-        Ok((ctx, granted, total))
+        Ok((green, granted, total))
+    }
+}
+
+/// The acoustic half's partition ([`ACOUSTIC_PARTITION_VAR`]): a green context whose streams the
+/// normal-priority threads get. Its streams are never destroyed but handed from a thread that
+/// ends to the next one: a tensor made on a thread's stream frees itself there, whenever it drops.
+pub struct Partition {
+    green: sys::CUgreenCtx,
+    /// The SMs the partition got.
+    pub granted: u32,
+    free: std::sync::Mutex<Vec<PooledStream>>,
+}
+
+struct PooledStream(sys::CUstream);
+
+// SAFETY: CUDA handles may be used from any thread; the pool's lock orders their hand-overs.
+unsafe impl Send for PooledStream {}
+unsafe impl Send for Partition {}
+unsafe impl Sync for Partition {}
+
+impl Partition {
+    /// A partition of `sms` SMs of `ctx`'s GPU, made while `ctx` (the primary context) is current.
+    pub fn new(ctx: &CudaContext, sms: u32) -> Result<Partition> {
+        ctx.bind_to_thread().map_err(gpu)?;
+        let (green, granted, _) = green_context(ctx.cu_device(), sms, ACOUSTIC_PARTITION_VAR)?;
+        Ok(Partition { green, granted, free: std::sync::Mutex::new(Vec::new()) })
+    }
+
+    /// A stream of the partition's, one a thread that ends gave back or a new one.
+    pub fn stream(&self) -> Result<sys::CUstream> {
+        if let Some(PooledStream(s)) = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+            return Ok(s);
+        }
+        let mut stream: sys::CUstream = std::ptr::null_mut();
+        let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
+        // SAFETY: the green context lives as long as the process; the driver fills `stream`.
+        unsafe { sys::cuGreenCtxStreamCreate(&mut stream, self.green, flags, 0) }.result().map_err(gpu)?;
+        Ok(stream)
+    }
+
+    /// Takes back a stream of [`Partition::stream`]'s for the next thread.
+    pub fn give_back(&self, stream: sys::CUstream) {
+        self.free.lock().unwrap_or_else(|e| e.into_inner()).push(PooledStream(stream));
     }
 }
 

@@ -60,6 +60,9 @@ pub struct CudaBackend {
     /// The SMs the products of normal-priority threads are planned for ([`green::ACOUSTIC_SMS_VAR`]);
     /// `None`: all of them.
     product_sms: Option<u32>,
+    /// The SMs the streams of normal-priority threads run on ([`green::ACOUSTIC_PARTITION_VAR`]);
+    /// `None`: all of them.
+    partition: Option<Arc<green::Partition>>,
     budget: memory::Budget,
     /// Held while a thread records a step ([`graph`]): one recording at a time.
     capture_gate: Mutex<()>,
@@ -115,7 +118,29 @@ impl CudaBackend {
         let products = product_sms
             .map(|n| format!(", normal-priority products planned for {n} SMs ({})", green::ACOUSTIC_SMS_VAR))
             .unwrap_or_default();
-        let description = format!("{name}, {arch}, {:.1} of {:.1} GiB free{sms}{products}", gib(free), gib(total));
+        let partition = match green::partition_asked(context_sms)? {
+            Some(_) if granted.is_some() => {
+                return Err(Error::Invalid(format!(
+                    "{} and {} cannot both be set: one SM partition a process",
+                    green::SMS_VAR,
+                    green::ACOUSTIC_PARTITION_VAR
+                )));
+            }
+            Some(asked) => Some(Arc::new(green::Partition::new(&ctx, asked)?)),
+            None => None,
+        };
+        let partitioned = partition
+            .as_ref()
+            .map(|p| {
+                format!(
+                    ", normal-priority streams on {} of its {context_sms} SMs ({})",
+                    p.granted,
+                    green::ACOUSTIC_PARTITION_VAR
+                )
+            })
+            .unwrap_or_default();
+        let description =
+            format!("{name}, {arch}, {:.1} of {:.1} GiB free{sms}{products}{partitioned}", gib(free), gib(total));
         Ok(CudaBackend {
             ctx,
             kernels,
@@ -126,6 +151,7 @@ impl CudaBackend {
             overlap: major >= 9,
             tf32_mma: major >= 8,
             product_sms,
+            partition,
             budget: memory::Budget::default(),
             capture_gate: Mutex::new(()),
             recording_step: std::sync::atomic::AtomicBool::new(false),

@@ -151,6 +151,18 @@ pub struct ArRun {
     pub sampling_s: f64,
     /// How long the thread spent handing frames on (to the acoustic half, or its queue).
     pub handing_on_s: f64,
+    /// Where the frames went, each part's wall time on the thread (its waits included).
+    pub parts: FrameParts,
+}
+
+/// A frame's parts, their wall time in seconds summed over a loop's frames (`Stats`'s `ar_*_s`
+/// fields say what each holds).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct FrameParts {
+    pub semantic_s: f64,
+    pub depth_s: f64,
+    pub states_s: f64,
+    pub feed_s: f64,
 }
 
 /// Frames whose codes are known (an edit's kept frames): the language model takes them in a few

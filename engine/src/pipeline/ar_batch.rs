@@ -9,7 +9,9 @@ use std::borrow::Cow;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
-use super::ar::{ArModels, ArRun, Chooser, Draw, FORCED_CHUNK, Forced, Frame, feedback_embedding, forced_chunk, timed};
+use super::ar::{
+    ArModels, ArRun, Chooser, Draw, FORCED_CHUNK, Forced, Frame, FrameParts, feedback_embedding, forced_chunk, timed,
+};
 use super::sampling::{depth_probs, depth_shortlist, semantic_probs, semantic_shortlist};
 use super::{Cancel, Event, Stage};
 use crate::device::{Device, RecordedStep, Shortlist};
@@ -42,6 +44,16 @@ pub struct Member<'s> {
     device_wait: Duration,
     sampling: Duration,
     handing_on: Duration,
+    parts: Parts,
+}
+
+/// A song's [`FrameParts`] as they add up.
+#[derive(Default)]
+struct Parts {
+    semantic: Duration,
+    depth: Duration,
+    states: Duration,
+    feed: Duration,
 }
 
 impl<'s> Member<'s> {
@@ -62,6 +74,7 @@ impl<'s> Member<'s> {
             device_wait: Duration::ZERO,
             sampling: Duration::ZERO,
             handing_on: Duration::ZERO,
+            parts: Parts::default(),
         })
     }
 
@@ -101,6 +114,12 @@ impl<'s> Member<'s> {
             device_wait_s: self.device_wait.as_secs_f64(),
             sampling_s: self.sampling.as_secs_f64(),
             handing_on_s: self.handing_on.as_secs_f64(),
+            parts: FrameParts {
+                semantic_s: self.parts.semantic.as_secs_f64(),
+                depth_s: self.parts.depth.as_secs_f64(),
+                states_s: self.parts.states.as_secs_f64(),
+                feed_s: self.parts.feed.as_secs_f64(),
+            },
             ..self.run
         }
     }
@@ -163,7 +182,10 @@ impl<'m, 's> ArBatch<'m, 's> {
     /// whole batch.
     pub fn step(&mut self) -> Result<Vec<(usize, Result<ArRun>)>> {
         let mut exits: Vec<Exit> = self.songs.iter().map(|s| s.sinks.cancel.check().err().map(Err)).collect();
+        let started = Instant::now();
         let tokens = self.semantic_draws(&mut exits)?;
+        let semantic = started.elapsed();
+        self.songs.iter_mut().for_each(|song| song.parts.semantic += semantic);
         let drawing: Vec<usize> = (0..self.songs.len()).filter(|&i| tokens[i].is_some()).collect();
         if !drawing.is_empty() {
             let tokens: Vec<u32> = drawing.iter().map(|&i| tokens[i].expect("drawing")).collect();
@@ -223,6 +245,7 @@ impl<'m, 's> ArBatch<'m, 's> {
     /// The rest of a frame for the songs `drawing` (indices, ascending) that drew `tokens`: the
     /// depth decoder's codes, the frames handed on, and the language model's step on them.
     fn frame(&mut self, drawing: &[usize], tokens: &[u32], exits: &mut [Exit]) -> Result<()> {
+        let mut started = Instant::now();
         let (m, device) = (self.m, self.m.device);
         let (c, n) = (m.constants, drawing.len());
         let c0: Vec<Tensor> = tokens.iter().map(|&t| m.lm.embed(device, &[t])).collect::<Result<_>>()?;
@@ -255,6 +278,7 @@ impl<'m, 's> ArBatch<'m, 's> {
             .zip(residual)
             .map(|(&t, residual)| std::iter::once(t - c.code_offset).chain(residual).collect())
             .collect();
+        lap(&mut self.songs, drawing, &mut started, |parts| &mut parts.depth);
         let width = lm_hidden.shape()[1];
         let handing_on = drawing.iter().any(|&i| exits[i].is_none() && self.songs[i].next_frame > 0);
         let states = if handing_on {
@@ -274,6 +298,7 @@ impl<'m, 's> ArBatch<'m, 's> {
                 feeding.push(d);
             }
         }
+        lap(&mut self.songs, drawing, &mut started, |parts| &mut parts.states);
         if feeding.is_empty() {
             return Ok(());
         }
@@ -295,6 +320,7 @@ impl<'m, 's> ArBatch<'m, 's> {
                 self.songs[i].last_hidden = device.slice_rows(&out, 2 * j, 2 * j + 2)?;
             }
         }
+        lap(&mut self.songs, &fed, &mut started, |parts| &mut parts.feed);
         Ok(())
     }
 
@@ -421,6 +447,14 @@ fn read_codes(device: &Device, drawn: &[Tensor]) -> Result<Vec<f32>> {
         return Ok(drawn.iter().map(Tensor::to_host).collect::<Result<Vec<_>>>()?.concat());
     }
     device.to_host(&device.cat_rows(&drawn.iter().collect::<Vec<_>>())?)
+}
+
+/// Adds the time since `started` to the part `part` picks of each song of `songs` named in
+/// `which`, and starts the next part's clock.
+fn lap(songs: &mut [Member], which: &[usize], started: &mut Instant, part: impl Fn(&mut Parts) -> &mut Duration) {
+    let now = Instant::now();
+    which.iter().for_each(|&i| *part(&mut songs[i].parts) += now - *started);
+    *started = now;
 }
 
 /// Runs `read` (a read from the device, which waits for it), adding how long it took to the wait

@@ -336,6 +336,17 @@ impl Pipeline {
         chooser: &mut dyn Chooser,
         observer: Observer,
     ) -> Result<Tensor> {
+        Ok(self.frames_and_run(prompt, max_frames, chooser, observer)?.0)
+    }
+
+    /// [`generate_frames`](Self::generate_frames) with the loop's run: where its time went.
+    pub fn frames_and_run(
+        &self,
+        prompt: &PromptIds,
+        max_frames: usize,
+        chooser: &mut dyn Chooser,
+        observer: Observer,
+    ) -> Result<(Tensor, ar::ArRun)> {
         let mut hidden = Vec::new();
         let mut width = 0;
         let half = self.ar_half(observer.events)?;
@@ -354,7 +365,7 @@ impl Pipeline {
         if run.frames == 0 {
             return Err(Error::Invalid("the model ended the song before its first frame".into()));
         }
-        Tensor::from_f32(&[run.frames, width], hidden)
+        Ok((Tensor::from_f32(&[run.frames, width], hidden)?, run))
     }
 
     /// The whole AR loop for its codes alone (the priming frame's first), the frames' hidden

@@ -109,6 +109,10 @@ impl Pipeline {
             overlap_s,
             ar_sampling_s: ar.sampling_s,
             ar_handing_on_s: ar.handing_on_s,
+            ar_semantic_s: ar.parts.semantic_s,
+            ar_depth_s: ar.parts.depth_s,
+            ar_states_s: ar.parts.states_s,
+            ar_feed_s: ar.parts.feed_s,
         };
         // The last window's seam is kept too: extended, the song may render the window after it.
         let score = Score { model: self.model_identity()?, codes: ar.codes, seams: acoustic.seams };
