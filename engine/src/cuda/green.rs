@@ -1,4 +1,4 @@
-//! Fewer SMs than the GPU has, for timing:
+//! Fewer SMs than the GPU has, to time with or to keep some free:
 //! - `SONGLOOM_CUDA_SMS=N`: a context limited to N SMs (a CUDA green context), the engine on N SMs
 //!   of a larger GPU, to time what the compute-bound stages would take on a GPU with that many
 //!   (Jetson Thor has 20). Everything the context launches (kernels, cuBLAS, graphs) runs on those
@@ -12,7 +12,10 @@
 //! - `SONGLOOM_CUDA_ACOUSTIC_PARTITION=N`: the streams of threads of normal priority (in a streamed
 //!   song, the acoustic half's) made in a green context of N SMs, so the DiT's products and
 //!   attention run on those alone; the AR thread's stream stays in the whole context and takes any
-//!   SM, so at least the rest are free whenever its next kernel comes.
+//!   SM, so at least the rest are free whenever its next kernel comes. Their products are planned
+//!   for the partition's SMs unless `SONGLOOM_CUDA_ACOUSTIC_SMS` says otherwise. Off by default:
+//!   phase by phase and in `bench --what stages` every thread is of normal priority, the AR loop's
+//!   included.
 
 use std::sync::Arc;
 

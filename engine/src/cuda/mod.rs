@@ -114,10 +114,6 @@ impl CudaBackend {
                 .map_err(gpu)?
                 .max(0) as u32,
         };
-        let product_sms = green::product_sms_asked(context_sms)?;
-        let products = product_sms
-            .map(|n| format!(", normal-priority products planned for {n} SMs ({})", green::ACOUSTIC_SMS_VAR))
-            .unwrap_or_default();
         let partition = match green::partition_asked(context_sms)? {
             Some(_) if granted.is_some() => {
                 return Err(Error::Invalid(format!(
@@ -129,6 +125,15 @@ impl CudaBackend {
             Some(asked) => Some(Arc::new(green::Partition::new(&ctx, asked)?)),
             None => None,
         };
+        // Products planned for all SMs but run on a partition's fewer take a third longer (the
+        // DiT pair on 112 of 132 SMs: 24.6 ms against 20.2 planned for 112), so a partition plans
+        // them for its own SMs unless told otherwise.
+        let product_sms = match green::product_sms_asked(context_sms)? {
+            Some(n) => Some(n),
+            None => partition.as_ref().map(|p| p.granted),
+        };
+        let products =
+            product_sms.map(|n| format!(", normal-priority products planned for {n} SMs")).unwrap_or_default();
         let partitioned = partition
             .as_ref()
             .map(|p| {
