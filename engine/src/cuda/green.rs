@@ -41,23 +41,19 @@ pub fn sms_asked() -> Result<Option<u32>> {
 
 /// The SMs asked for in [`ACOUSTIC_SMS_VAR`], if any, checked against the `total` the context has.
 pub fn product_sms_asked(total: u32) -> Result<Option<u32>> {
-    let sms = asked(ACOUSTIC_SMS_VAR, std::env::var(ACOUSTIC_SMS_VAR).ok())?;
-    match sms {
-        Some(n) if n >= total => {
-            Err(Error::Invalid(format!("{ACOUSTIC_SMS_VAR}={n}: the context has {total} SMs; ask for fewer")))
-        }
-        _ => Ok(sms),
-    }
+    fewer_than(ACOUSTIC_SMS_VAR, std::env::var(ACOUSTIC_SMS_VAR).ok(), total)
 }
 
-/// The SMs asked for in [`ACOUSTIC_PARTITION_VAR`], if any, checked against the `total` the GPU has.
+/// The SMs asked for in [`ACOUSTIC_PARTITION_VAR`], if any, checked against the `total` the context has.
 pub fn partition_asked(total: u32) -> Result<Option<u32>> {
-    let sms = asked(ACOUSTIC_PARTITION_VAR, std::env::var(ACOUSTIC_PARTITION_VAR).ok())?;
-    match sms {
-        Some(n) if n >= total => {
-            Err(Error::Invalid(format!("{ACOUSTIC_PARTITION_VAR}={n}: the GPU has {total} SMs; ask for fewer")))
-        }
-        _ => Ok(sms),
+    fewer_than(ACOUSTIC_PARTITION_VAR, std::env::var(ACOUSTIC_PARTITION_VAR).ok(), total)
+}
+
+/// A count of SMs from variable `var`'s `value` (as [`asked`] reads it), fewer than `total`.
+fn fewer_than(var: &str, value: Option<String>, total: u32) -> Result<Option<u32>> {
+    match asked(var, value)? {
+        Some(n) if n >= total => Err(Error::Invalid(format!("{var}={n}: the context has {total} SMs; ask for fewer"))),
+        sms => Ok(sms),
     }
 }
 
@@ -199,6 +195,16 @@ mod tests {
         for wrong in ["0", "-3", "twenty", "1.5"] {
             let e = asked(ACOUSTIC_SMS_VAR, Some(wrong.into())).unwrap_err().to_string();
             assert!(e.contains(ACOUSTIC_SMS_VAR) && e.contains(wrong), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_partition_leaves_some_sms_out() {
+        assert_eq!(fewer_than(ACOUSTIC_PARTITION_VAR, Some("112".into()), 132).unwrap(), Some(112));
+        assert_eq!(fewer_than(ACOUSTIC_PARTITION_VAR, None, 132).unwrap(), None);
+        for all_or_more in ["132", "200"] {
+            let e = fewer_than(ACOUSTIC_PARTITION_VAR, Some(all_or_more.into()), 132).unwrap_err().to_string();
+            assert!(e.contains(ACOUSTIC_PARTITION_VAR) && e.contains("132 SMs"), "{e}");
         }
     }
 }
