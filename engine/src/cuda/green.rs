@@ -9,13 +9,12 @@
 //!   fewer SMs leave SMs free when the AR half's short kernels come, that is, whether the DiT's long
 //!   products refilling every SM are what slows the AR frame inside a song. Other kernels still
 //!   take any SM.
-//! - `SONGLOOM_CUDA_ACOUSTIC_PARTITION=N`: the streams of threads of normal priority (in a streamed
-//!   song, the acoustic half's) made in a green context of N SMs, so the DiT's products and
-//!   attention run on those alone; the AR thread's stream stays in the whole context and takes any
-//!   SM, so at least the rest are free whenever its next kernel comes. Their products are planned
-//!   for the partition's SMs unless `SONGLOOM_CUDA_ACOUSTIC_SMS` says otherwise. Off by default:
-//!   phase by phase and in `bench --what stages` every thread is of normal priority, the AR loop's
-//!   included.
+//! - `SONGLOOM_CUDA_ACOUSTIC_PARTITION=N`: the streams of yielding threads (a streamed song's
+//!   acoustic half) made in a green context of N SMs, so the DiT's products and attention run on
+//!   those alone; the AR thread's stream stays in the whole context and takes any SM, so at least
+//!   the rest are free whenever its next kernel comes. Their products are planned for the
+//!   partition's SMs unless `SONGLOOM_CUDA_ACOUSTIC_SMS` says otherwise. Phase by phase and in
+//!   `bench --what stages` no thread yields. Off by default (docs/BENCHMARKS.md, session 43).
 
 use std::sync::Arc;
 
@@ -141,7 +140,7 @@ fn green_context(device: sys::CUdevice, sms: u32, var: &str) -> Result<(sys::CUg
 }
 
 /// The acoustic half's partition ([`ACOUSTIC_PARTITION_VAR`]): a green context whose streams the
-/// normal-priority threads get. Its streams are never destroyed but handed from a thread that
+/// yielding threads get. Its streams are never destroyed but handed from a thread that
 /// ends to the next one: a tensor made on a thread's stream frees itself there, whenever it drops.
 pub struct Partition {
     green: sys::CUgreenCtx,

@@ -60,7 +60,7 @@ pub struct CudaBackend {
     /// The SMs the products of normal-priority threads are planned for ([`green::ACOUSTIC_SMS_VAR`]);
     /// `None`: all of them.
     product_sms: Option<u32>,
-    /// The SMs the streams of normal-priority threads run on ([`green::ACOUSTIC_PARTITION_VAR`]);
+    /// The SMs the streams of yielding threads run on ([`green::ACOUSTIC_PARTITION_VAR`]);
     /// `None`: all of them.
     partition: Option<Arc<green::Partition>>,
     budget: memory::Budget,
@@ -125,20 +125,15 @@ impl CudaBackend {
             Some(asked) => Some(Arc::new(green::Partition::new(&ctx, asked)?)),
             None => None,
         };
-        // Products planned for all SMs but run on a partition's fewer take a third longer (the
-        // DiT pair on 112 of 132 SMs: 24.6 ms against 20.2 planned for 112), so a partition plans
-        // them for its own SMs unless told otherwise.
-        let product_sms = match green::product_sms_asked(context_sms)? {
-            Some(n) => Some(n),
-            None => partition.as_ref().map(|p| p.granted),
-        };
-        let products =
-            product_sms.map(|n| format!(", normal-priority products planned for {n} SMs")).unwrap_or_default();
+        let product_sms = green::product_sms_asked(context_sms)?;
+        let products = product_sms
+            .map(|n| format!(", normal-priority products planned for {n} SMs ({})", green::ACOUSTIC_SMS_VAR))
+            .unwrap_or_default();
         let partitioned = partition
             .as_ref()
             .map(|p| {
                 format!(
-                    ", normal-priority streams on {} of its {context_sms} SMs ({})",
+                    ", a streamed song's acoustic half on {} of its {context_sms} SMs ({})",
                     p.granted,
                     green::ACOUSTIC_PARTITION_VAR
                 )
@@ -220,6 +215,11 @@ impl Backend for CudaBackend {
     }
 
     fn set_thread_priority(&self, priority: ThreadPriority) -> Result<()> {
+        // Without a partition a yielding thread's stream is a normal one: no new stream for it.
+        let priority = match (priority, &self.partition) {
+            (ThreadPriority::Yielding, None) => ThreadPriority::Normal,
+            _ => priority,
+        };
         let id = std::thread::current().id();
         let mut lanes = self.lanes.lock().map_err(|_| Error::Gpu("the stream table was poisoned".into()))?;
         if let Some(old) = lanes.get(&id) {

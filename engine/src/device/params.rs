@@ -185,6 +185,10 @@ pub enum ThreadPriority {
     /// The song's critical path (the AR loop): its short kernels should not queue behind the
     /// acoustic half's long ones.
     Critical,
+    /// Work beside a critical thread that leaves it room (a streamed song's acoustic half): on
+    /// CUDA, on the SM partition where one is asked (`SONGLOOM_CUDA_ACOUSTIC_PARTITION`); elsewhere
+    /// as normal.
+    Yielding,
 }
 
 /// A device's memory as its allocator counts it, in bytes.

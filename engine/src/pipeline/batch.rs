@@ -172,6 +172,9 @@ impl Pipeline {
                     let (worker, jobs) = AcousticWorker::new();
                     let thread = std::thread::Builder::new().name("songloom-acoustic".into());
                     let started = thread.spawn_scoped(scope, move || {
+                        // The windows leave the AR loop room on the device; should the device
+                        // refuse, they run as normal.
+                        let _ = self.device.set_thread_priority(ThreadPriority::Yielding);
                         self.serve_windows(&half, jobs);
                         let _ = self.device.end_thread();
                     });
