@@ -6,7 +6,8 @@
 # products are planned alike: the DiT pair's line is what the setting costs the DiT). Do products
 # sized for fewer SMs bring the AR frame inside the song nearer its time alone, and at what cost
 # to the DiT? VAR=SONGLOOM_CUDA_ACOUSTIC_PARTITION runs the acoustic half's streams on N SMs
-# instead (a green context, its products planned for its SMs). Each run's first line names
+# instead (a green context, its products planned for its SMs; only a streamed song's acoustic
+# threads take it, so the stages rows then time every thread on all SMs). Each run's first line names
 # the device and the setting; $OUT/summary.txt grows as it goes. With the defaults the parts take
 # about 8 minutes.
 source scripts/device-unpack.sh

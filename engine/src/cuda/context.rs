@@ -247,10 +247,13 @@ impl CudaBackend {
         let blas = CudaBlas::new(stream.clone()).map_err(gpu)?;
         // Products planned for all SMs but run on a partition's fewer take a third longer (the
         // DiT pair on 112 of 132 SMs: 24.6 ms against 20.2 planned for 112), so a partition's
-        // products are planned for its own SMs unless `SONGLOOM_CUDA_ACOUSTIC_SMS` says otherwise.
+        // products are planned for its own SMs, or fewer where `SONGLOOM_CUDA_ACOUSTIC_SMS` asks.
         let product_sms = match priority {
             ThreadPriority::Normal => self.product_sms,
-            ThreadPriority::Yielding => self.product_sms.or(self.partition.as_ref().map(|p| p.granted)),
+            ThreadPriority::Yielding => match &self.partition {
+                Some(p) => Some(self.product_sms.map_or(p.granted, |n| n.min(p.granted))),
+                None => self.product_sms,
+            },
             ThreadPriority::Critical => None,
         };
         if let Some(sms) = product_sms {
@@ -307,6 +310,6 @@ impl CudaBackend {
     }
 }
 
-fn poisoned() -> Error {
+pub(super) fn poisoned() -> Error {
     Error::Gpu("a thread failed while holding the CUDA backend's stream table".into())
 }

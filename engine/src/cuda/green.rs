@@ -13,7 +13,7 @@
 //!   acoustic half) made in a green context of N SMs, so the DiT's products and attention run on
 //!   those alone; the AR thread's stream stays in the whole context and takes any SM, so at least
 //!   the rest are free whenever its next kernel comes. Their products are planned for the
-//!   partition's SMs unless `SONGLOOM_CUDA_ACOUSTIC_SMS` says otherwise. Phase by phase and in
+//!   partition's SMs, or fewer where `SONGLOOM_CUDA_ACOUSTIC_SMS` asks. Phase by phase and in
 //!   `bench --what stages` no thread yields. Off by default (docs/BENCHMARKS.md, session 43).
 
 use std::sync::Arc;
@@ -156,12 +156,23 @@ unsafe impl Send for PooledStream {}
 unsafe impl Send for Partition {}
 unsafe impl Sync for Partition {}
 
+/// The partitions made, by GPU and SMs asked: one each a process, however often a backend opens.
+static PARTITIONS: std::sync::Mutex<Vec<(usize, u32, Arc<Partition>)>> = std::sync::Mutex::new(Vec::new());
+
 impl Partition {
-    /// A partition of `sms` SMs of `ctx`'s GPU, made while `ctx` (the primary context) is current.
-    pub fn new(ctx: &CudaContext, sms: u32) -> Result<Partition> {
+    /// The partition of `sms` SMs of `ctx`'s GPU, made the first time while `ctx` (the primary
+    /// context) is current.
+    pub fn shared(ctx: &CudaContext, sms: u32) -> Result<Arc<Partition>> {
+        let mut made = PARTITIONS.lock().unwrap_or_else(|e| e.into_inner());
+        let ordinal = ctx.ordinal();
+        if let Some((_, _, partition)) = made.iter().find(|(o, asked, _)| (*o, *asked) == (ordinal, sms)) {
+            return Ok(partition.clone());
+        }
         ctx.bind_to_thread().map_err(gpu)?;
         let (green, granted, _) = green_context(ctx.cu_device(), sms, ACOUSTIC_PARTITION_VAR)?;
-        Ok(Partition { green, granted, free: std::sync::Mutex::new(Vec::new()) })
+        let partition = Arc::new(Partition { green, granted, free: std::sync::Mutex::new(Vec::new()) });
+        made.push((ordinal, sms, partition.clone()));
+        Ok(partition)
     }
 
     /// A stream of the partition's, one a thread that ends gave back or a new one.

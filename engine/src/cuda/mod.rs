@@ -35,7 +35,7 @@ use std::thread::ThreadId;
 use cudarc::driver::CudaContext;
 use cudarc::driver::sys::CUmemPool_attribute;
 
-use self::context::{Lane, gpu, keep_freed_memory};
+use self::context::{Lane, gpu, keep_freed_memory, poisoned};
 pub use self::context::{libraries_present, nvrtc_present};
 pub use self::graph::StepGraph;
 use self::kernels::Kernels;
@@ -49,6 +49,9 @@ pub struct CudaBackend {
     ctx: Arc<CudaContext>,
     kernels: Kernels,
     lanes: Mutex<HashMap<ThreadId, Arc<Lane>>>,
+    /// Lanes a thread left for one of another priority, kept for its switch back (dropping one
+    /// destroys its cuBLAS handle, which waits for the whole device).
+    parked: Mutex<HashMap<(ThreadId, ThreadPriority), Arc<Lane>>>,
     description: String,
     precision: Precision,
     /// Whether fresh buffers are filled with the NaN sentinel ([`DeviceOptions::sentinel_fill`]).
@@ -57,8 +60,8 @@ pub struct CudaBackend {
     overlap: bool,
     /// Whether the GPU has TF32 tensor cores (sm_80+), which the fast policies' attention uses.
     tf32_mma: bool,
-    /// The SMs the products of normal-priority threads are planned for ([`green::ACOUSTIC_SMS_VAR`]);
-    /// `None`: all of them.
+    /// The SMs the products of normal-priority and yielding threads are planned for
+    /// ([`green::ACOUSTIC_SMS_VAR`]); `None`: all of them (a yielding thread's: its partition's).
     product_sms: Option<u32>,
     /// The SMs the streams of yielding threads run on ([`green::ACOUSTIC_PARTITION_VAR`]);
     /// `None`: all of them.
@@ -122,7 +125,7 @@ impl CudaBackend {
                     green::ACOUSTIC_PARTITION_VAR
                 )));
             }
-            Some(asked) => Some(Arc::new(green::Partition::new(&ctx, asked)?)),
+            Some(asked) => Some(green::Partition::shared(&ctx, asked)?),
             None => None,
         };
         let product_sms = green::product_sms_asked(context_sms)?;
@@ -145,6 +148,7 @@ impl CudaBackend {
             ctx,
             kernels,
             lanes: Mutex::new(HashMap::new()),
+            parked: Mutex::new(HashMap::new()),
             description,
             precision: options.precision,
             sentinel_fill: options.sentinel_fill,
@@ -198,22 +202,26 @@ impl Backend for CudaBackend {
             .map_err(gpu)
     }
 
-    /// Gives the calling thread a stream of `priority`. A thread that already has a stream of
-    /// another priority gets a new one once its queued work is done (its tensors were made on the
-    /// old stream, and nothing else orders the two).
     fn end_thread(&self) -> Result<()> {
         // SONGLOOM_KEEP_THREAD_STREAMS keeps them, as before, to measure against.
         if std::env::var_os("SONGLOOM_KEEP_THREAD_STREAMS").is_some() {
             return Ok(());
         }
         let id = std::thread::current().id();
-        let lane = self.lanes.lock().map_err(|_| Error::Gpu("the stream table was poisoned".into()))?.remove(&id);
-        match lane {
-            Some(lane) => lane.stream.synchronize().map_err(gpu),
-            None => Ok(()),
-        }
+        let mut ended: Vec<Arc<Lane>> = self.lanes.lock().map_err(|_| poisoned())?.remove(&id).into_iter().collect();
+        self.parked.lock().map_err(|_| poisoned())?.retain(|(thread, _), lane| {
+            let keep = *thread != id;
+            if !keep {
+                ended.push(lane.clone());
+            }
+            keep
+        });
+        ended.iter().try_for_each(|lane| lane.stream.synchronize().map_err(gpu))
     }
 
+    /// Gives the calling thread a stream of `priority`. A thread that already has a stream of
+    /// another priority gets the other once its queued work is done (its tensors were made on the
+    /// old stream, and nothing else orders the two); the old one is kept for a switch back.
     fn set_thread_priority(&self, priority: ThreadPriority) -> Result<()> {
         // Without a partition a yielding thread's stream is a normal one: no new stream for it.
         let priority = match (priority, &self.partition) {
@@ -221,15 +229,24 @@ impl Backend for CudaBackend {
             _ => priority,
         };
         let id = std::thread::current().id();
-        let mut lanes = self.lanes.lock().map_err(|_| Error::Gpu("the stream table was poisoned".into()))?;
-        if let Some(old) = lanes.get(&id) {
-            if old.priority == priority {
-                return Ok(());
-            }
+        let current = self.lanes.lock().map_err(|_| poisoned())?.get(&id).cloned();
+        if current.as_ref().is_some_and(|lane| lane.priority == priority) {
+            return Ok(());
+        }
+        // Between recordings: making a stream or a cuBLAS handle, or waiting for a stream, on this
+        // thread can end another thread's recording.
+        let _between = self.capture_gate.lock().map_err(|_| Error::Gpu("the recording gate was poisoned".into()))?;
+        if let Some(old) = &current {
             old.stream.synchronize().map_err(gpu)?;
         }
-        let lane = self.new_lane(priority)?;
-        lanes.insert(id, lane);
+        let parked = self.parked.lock().map_err(|_| poisoned())?.remove(&(id, priority));
+        let lane = match parked {
+            Some(lane) => lane,
+            None => self.new_lane(priority)?,
+        };
+        if let Some(old) = self.lanes.lock().map_err(|_| poisoned())?.insert(id, lane) {
+            self.parked.lock().map_err(|_| poisoned())?.insert((id, old.priority), old);
+        }
         Ok(())
     }
 

@@ -41,8 +41,8 @@ pub trait Backend:
         Ok(())
     }
 
-    /// Says how urgent the calling thread's work is, before the thread's first op: a GPU backend
-    /// may queue a critical thread's work ahead of the rest.
+    /// Says how urgent the calling thread's work is from now on: a GPU backend may queue a
+    /// critical thread's work ahead of the rest, and run a yielding thread's on fewer SMs.
     fn set_thread_priority(&self, _priority: ThreadPriority) -> Result<()> {
         Ok(())
     }

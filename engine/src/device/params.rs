@@ -178,7 +178,7 @@ impl Candidates {
 }
 
 /// How urgent a thread's work is ([`Backend::set_thread_priority`](super::Backend::set_thread_priority)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum ThreadPriority {
     #[default]
     Normal,

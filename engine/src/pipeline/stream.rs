@@ -174,14 +174,11 @@ impl Pipeline {
                 (result, started.elapsed().as_secs_f64())
             });
             // When this returns (an error included) the receiver is dropped, and the AR thread stops at
-            // its next frame. The acoustic half leaves the AR loop room on the device meanwhile.
-            let acoustic = self
-                .device
-                .set_thread_priority(ThreadPriority::Yielding)
-                .and_then(|()| self.stream_windows(&acoustic_half, song, rx, expected_windows, None));
-            // The song's own error stays the cause.
-            let restored = self.device.set_thread_priority(ThreadPriority::Normal);
-            let acoustic = acoustic.and_then(|audio| restored.map(|()| audio));
+            // its next frame. The acoustic half leaves the AR loop room on the device meanwhile;
+            // should the device refuse, it runs as normal.
+            let _ = self.device.set_thread_priority(ThreadPriority::Yielding);
+            let acoustic = self.stream_windows(&acoustic_half, song, rx, expected_windows, None);
+            let _ = self.device.set_thread_priority(ThreadPriority::Normal);
             let ar = match ar_thread {
                 Ok(handle) => {
                     handle.join().unwrap_or_else(|_| (Err(Error::Invalid("the AR thread failed".into())), 0.0))

@@ -339,7 +339,12 @@ pub fn check_lifecycle(device: &Device, kind: DeviceKind, probe: &Case) -> (BTre
         scope
             .spawn(|| -> Result<(), String> {
                 let want = (probe.naive)(&probe.inputs);
-                for priority in [ThreadPriority::Critical, ThreadPriority::Normal] {
+                for priority in [
+                    ThreadPriority::Critical,
+                    ThreadPriority::Yielding,
+                    ThreadPriority::Normal,
+                    ThreadPriority::Yielding,
+                ] {
                     device.set_thread_priority(priority).map_err(|e| e.to_string())?;
                     let got = probe.execute(device).map_err(|e| e.to_string())?;
                     check_outputs(&got, &want, tolerance(probe.op, probe.dtype, Judge::Naive))
